@@ -1,0 +1,176 @@
+"""labkit command line.
+
+  labkit record --lab L --lab-dir D --run-dir R --out O --start EPOCH --quick 0|1 --tools a,b --command C
+  labkit show LAB [--host H]        measurements, skips and claims of a lab per host
+  labkit hosts                      every host with results and its provenance
+  labkit compare HOST_A HOST_B [--lab LAB]   medians side by side, ratio B/A, noise flag
+  labkit validate [FILE...]         validate result files (default: every one found)
+  labkit probe [--scratch DIR] [--label L]   print this host's probe as JSON
+  labkit label                      print the default host label
+  labkit topology [--cpus N]        CPU pairs of the first N CPUs with their relation
+  labkit flame --perf-script F --folded O --svg S --title T   fold with inferno, draw
+  labkit diff-flame --before A --after B --folded O --svg S --title T
+
+Exit status: 0 ok, 1 failure (invalid result, missing data), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import model, probe, render, results
+from .parsers import perf as perf_parsers
+
+
+def _cmd_record(a) -> int:
+    from .record import record
+    path = record(a.lab, Path(a.lab_dir), Path(a.run_dir), Path(a.out), start=float(a.start),
+                  quick=a.quick == "1", tools=[t for t in a.tools.split(",") if t] if a.tools else [],
+                  command=a.command)
+    r = model.load(path)
+    for c in r["claims"]:
+        print(f"claim {c['id']}: {c['verdict']} ({c['evidence']})", file=sys.stderr)
+    print(f"wrote {path}: {len(r['measurements'])} measurements, {len(r['artifacts'])} artifacts", file=sys.stderr)
+    return 0
+
+
+def _cmd_show(a) -> int:
+    hosts = results.load_hosts()
+    pairs = results.for_lab(a.lab, hosts)
+    for host, r in pairs:
+        if a.host and a.host not in (host.label, host.title):
+            continue
+        run = r["run"]
+        print(f"== {host.title}: {r['host'].get('cpu_model')}, {r['host']['cpus']} CPUs, kernel {r['host']['kernel']}; "
+              f"{'quick' if run['quick'] else 'full'} run {run['start']}")
+        metrics = list(dict.fromkeys(m["metric"] for m in r["measurements"]))
+        for metric in metrics:
+            ms = render.select(r, metric)
+            header, rows = render.measurement_table(ms, render.case_keys(ms))
+            print(f"\n{metric}:\n{render.text_table(header, rows)}")
+        bad = [s for s in r["steps"] if s["status"] != "ok"]
+        if bad:
+            print("\nsteps not run as designed:")
+            for s in bad:
+                print(f"  {s['name']}: {s['status']}: {s['reason']}")
+        if r["claims"]:
+            print("\nclaims:")
+            for c in r["claims"]:
+                print(f"  {c['id']}: {c['verdict']}: {c['evidence']}")
+        print()
+    return 0
+
+
+def _cmd_hosts(a) -> int:
+    rows = []
+    for h in results.load_hosts():
+        hh = next(iter(h.results.values()))["host"]
+        rows.append([h.title, hh["arch"], f"{hh.get('cpu_model')}", str(hh["cpus"]), hh["kernel"],
+                     ", ".join(sorted(h.results)), str(h.dir)])
+    print(render.text_table(["host", "arch", "CPU", "CPUs", "kernel", "labs", "folder"], rows))
+    return 0
+
+
+def _cmd_compare(a) -> int:
+    hosts = results.load_hosts()
+    ha, hb = results.host(a.host_a, hosts), results.host(a.host_b, hosts)
+    labs = [a.lab] if a.lab else sorted(set(ha.results) & set(hb.results))
+    if not labs:
+        print(f"labkit compare: {ha.label} and {hb.label} have no lab in common", file=sys.stderr)
+        return 1
+    for lab in labs:
+        if lab not in ha.results or lab not in hb.results:
+            print(f"labkit compare: both hosts need a {lab} result", file=sys.stderr)
+            return 1
+        header, rows = render.compare_rows(ha.results[lab], hb.results[lab])
+        header[4] = f"ratio to {ha.label}"
+        print(f"== {lab}\n{render.text_table(header, rows)}\n")
+    return 0
+
+
+def _cmd_validate(a) -> int:
+    files = [Path(f) for f in a.files] or [p for base, _ in results.search_path() if base.is_dir()
+                                            for p in sorted(base.glob("*/*.json"))]
+    for f in files:
+        model.load(f)
+        print(f"ok {f}")
+    return 0
+
+
+def _cmd_topology(a) -> int:
+    topo = probe.topology()
+    cpus = sorted(topo)[: a.cpus]
+    for s in cpus:
+        for c in cpus:
+            print(f"{s} {c} {probe.pair_relation(topo, s, c)}")
+    return 0
+
+
+def _cmd_flame(a) -> int:
+    n = perf_parsers.fold(Path(a.perf_script), Path(a.folded))
+    if n == 0:
+        print(f"labkit flame: no samples in {a.perf_script}", file=sys.stderr)
+        return 1
+    perf_parsers.flamegraph(Path(a.folded), Path(a.svg), a.title)
+    print(f"{n} samples folded into {a.folded}, flame graph {a.svg}")
+    return 0
+
+
+def _cmd_diff_flame(a) -> int:
+    perf_parsers.diff_folded(Path(a.before), Path(a.after), Path(a.folded))
+    perf_parsers.flamegraph(Path(a.folded), Path(a.svg), a.title, diff=True)
+    print(f"differential flame graph {a.svg} (red: more samples in {a.after}, blue: fewer)")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="labkit", description="Perf Casebook result tool")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record", help="turn a lab run directory into a result file")
+    for opt in ("lab", "lab-dir", "run-dir", "out", "start", "command"):
+        r.add_argument(f"--{opt}", required=True)
+    r.add_argument("--quick", choices=["0", "1"], required=True)
+    r.add_argument("--tools", default="")
+    r.set_defaults(fn=_cmd_record)
+    s = sub.add_parser("show", help="show a lab's results per host")
+    s.add_argument("lab")
+    s.add_argument("--host")
+    s.set_defaults(fn=_cmd_show)
+    sub.add_parser("hosts", help="list hosts with results").set_defaults(fn=_cmd_hosts)
+    c = sub.add_parser("compare", help="compare two hosts (ratio table)")
+    c.add_argument("host_a")
+    c.add_argument("host_b")
+    c.add_argument("--lab")
+    c.set_defaults(fn=_cmd_compare)
+    v = sub.add_parser("validate", help="validate result files")
+    v.add_argument("files", nargs="*")
+    v.set_defaults(fn=_cmd_validate)
+    pr = sub.add_parser("probe", help="probe this host (JSON)")
+    pr.add_argument("--scratch")
+    pr.add_argument("--label")
+    pr.set_defaults(fn=lambda a: print(json.dumps(probe.probe(a.scratch, a.label), indent=1)) or 0)
+    sub.add_parser("label", help="default host label").set_defaults(fn=lambda a: print(probe.default_label()) or 0)
+    t = sub.add_parser("topology", help="CPU pairs and their relation")
+    t.add_argument("--cpus", type=int, default=4)
+    t.set_defaults(fn=_cmd_topology)
+    f = sub.add_parser("flame", help="perf script -> folded stacks -> flame graph (inferno)")
+    for opt in ("perf-script", "folded", "svg", "title"):
+        f.add_argument(f"--{opt}", required=True)
+    f.set_defaults(fn=_cmd_flame)
+    d = sub.add_parser("diff-flame", help="differential flame graph of two folded files (inferno)")
+    for opt in ("before", "after", "folded", "svg", "title"):
+        d.add_argument(f"--{opt}", required=True)
+    d.set_defaults(fn=_cmd_diff_flame)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except (model.ResultError, results.NoResult, FileNotFoundError) as exc:
+        print(f"labkit {args.cmd}: {exc}", file=sys.stderr)
+        return 1

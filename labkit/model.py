@@ -1,0 +1,115 @@
+"""The result model: one JSON document per lab and host (DESIGN.md, "The result file").
+
+A result is a plain ``dict`` that validates against ``labkit/schema.json``.
+This module loads the schema, validates, summarises samples and writes results
+atomically (temporary file in the same directory, then ``os.replace``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import tempfile
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable
+
+import jsonschema
+
+SCHEMA_VERSION = 1
+
+
+class ResultError(ValueError):
+    """A result file is missing, unreadable or does not match the schema."""
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict:
+    """Return the JSON Schema (draft 2020-12) of a result file as a dict."""
+    return json.loads(resources.files("labkit").joinpath("schema.json").read_text())
+
+
+def validate(result: dict, source: str = "<result>") -> None:
+    """Validate ``result`` against the schema and the model's own invariants.
+
+    Invariants beyond the schema: ``median``/``min``/``max``/``n`` agree with
+    ``samples``; every measurement's ``(metric, case)`` is unique.
+
+    Raises:
+        ResultError: naming ``source`` and the first violated rule.
+    """
+    validator = jsonschema.Draft202012Validator(schema(), format_checker=jsonschema.FormatChecker())
+    errors = sorted(validator.iter_errors(result), key=lambda e: list(e.absolute_path))
+    if errors:
+        err = errors[0]
+        where = "/".join(str(p) for p in err.absolute_path) or "(top)"
+        raise ResultError(f"{source}: {where}: {err.message}")
+    seen = set()
+    for i, m in enumerate(result["measurements"]):
+        expect = summarize(m["samples"])
+        for key in ("median", "min", "max", "n"):
+            if abs(m[key] - expect[key]) > 1e-9 * max(1.0, abs(expect[key])):
+                raise ResultError(f"{source}: measurements/{i}: {key}={m[key]} but samples give {expect[key]}")
+        key = (m["metric"], json.dumps(m["case"], sort_keys=True))
+        if key in seen:
+            raise ResultError(f"{source}: measurements/{i}: duplicate metric and case {key}")
+        seen.add(key)
+
+
+def summarize(samples: Iterable[float]) -> dict:
+    """Median, min, max and count of ``samples`` (a non-empty iterable of numbers).
+
+    The median of an even count is the mean of the two middle values
+    (``statistics.median``), as lmbench's and our programs' reports do.
+
+    Raises:
+        ResultError: if ``samples`` is empty.
+    """
+    values = [float(s) for s in samples]
+    if not values:
+        raise ResultError("a measurement needs at least one sample")
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def measurement(metric: str, unit: str, case: dict, samples: Iterable[float], step: str | None = None) -> dict:
+    """Build one measurement dict: every sample kept, median/min/max/n derived from them."""
+    values = [float(s) for s in samples]
+    m = {"metric": metric, "unit": unit, "case": dict(case), "samples": values, **summarize(values)}
+    if step:
+        m["step"] = step
+    return m
+
+
+def load(path: Path | str) -> dict:
+    """Read and validate one result file.
+
+    Raises:
+        ResultError: if the file is missing, is not JSON, or fails validation.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ResultError(f"{path}: no such result file") from None
+    except json.JSONDecodeError as exc:
+        raise ResultError(f"{path}: not valid JSON: {exc}") from None
+    validate(data, str(path))
+    return data
+
+
+def write_atomic(path: Path | str, data: Any) -> None:
+    """Write ``data`` as indented JSON to ``path`` atomically (temp file + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=1, sort_keys=False)
+            fh.write("\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,95 @@
+"""perf outputs: ``perf stat -x,`` CSV, and ``perf script`` → folded stacks and flame
+graphs via inferno (https://github.com/jonhoo/inferno; Brendan Gregg's flame graphs).
+We never fold or draw stacks ourselves."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from .jsonline import ParseError
+
+
+def perf_stat_csv(text: str) -> dict[str, dict]:
+    """Parse ``perf stat -x,`` output (perf-stat(1), "CSV FORMAT").
+
+    Returns ``{event: {"value": float|None, "unit": str, "supported": bool,
+    "counted": bool, "raw": str}}``; ``value`` is None for ``<not supported>`` and
+    ``<not counted>`` rows.
+    """
+    events = {}
+    for line in text.splitlines():
+        parts = line.split(",")
+        if len(parts) < 3 or line.startswith("#"):
+            continue
+        raw, unit, event = parts[0].strip(), parts[1].strip(), parts[2].strip()
+        if not event:
+            continue
+        supported = raw != "<not supported>"
+        counted = supported and raw != "<not counted>"
+        try:
+            value = float(raw) if counted else None
+        except ValueError:
+            continue
+        events[event] = {"value": value, "unit": unit, "supported": supported, "counted": counted, "raw": raw}
+    if not events:
+        raise ParseError("no perf stat CSV rows")
+    return events
+
+
+def _inferno(tool: str) -> str:
+    path = shutil.which(tool)
+    if not path:
+        raise FileNotFoundError(f"{tool} not found: install inferno (make setup runs cargo install --locked inferno)")
+    return path
+
+
+def fold(perf_script: Path, folded: Path) -> int:
+    """Collapse ``perf script`` output into folded stacks with ``inferno-collapse-perf``.
+
+    Returns the number of samples in the folded file (sum of the counts).
+
+    Raises:
+        FileNotFoundError: inferno missing; subprocess.CalledProcessError: inferno failed.
+    """
+    with open(perf_script, "rb") as src, open(folded, "wb") as dst:
+        subprocess.run([_inferno("inferno-collapse-perf"), "--all"], stdin=src, stdout=dst, check=True)
+    return folded_samples(Path(folded).read_text())
+
+
+def folded_samples(text: str) -> int:
+    """Total sample count of folded stacks text (``frame;frame;... COUNT`` per line)."""
+    return sum(int(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.strip())
+
+
+def flamegraph(folded: Path, svg: Path, title: str, *, diff: bool = False, width: int = 1200) -> None:
+    """Draw an interactive flame graph SVG (search, zoom) with ``inferno-flamegraph``.
+
+    ``diff=True`` expects the two-count lines of ``inferno-diff-folded``.
+    """
+    cmd = [_inferno("inferno-flamegraph"), "--title", title, "--width", str(width), "--minwidth", "0.2"]
+    if not diff:
+        cmd += ["--colors", "java", "--hash"]
+    with open(folded, "rb") as src, open(svg, "wb") as dst:
+        subprocess.run(cmd, stdin=src, stdout=dst, check=True)
+
+
+def diff_folded(before: Path, after: Path, out: Path) -> None:
+    """Differential folded stacks (``inferno-diff-folded before after``), for a diff flame graph."""
+    with open(out, "wb") as dst:
+        subprocess.run([_inferno("inferno-diff-folded"), str(before), str(after)], stdout=dst, check=True)
+
+
+def share_under(folded_text: str, frames: list[str]) -> float:
+    """Fraction of samples whose stack contains any frame starting with one of ``frames``."""
+    total = hit = 0
+    for line in folded_text.splitlines():
+        if not line.strip():
+            continue
+        stack, count = line.rsplit(" ", 1)
+        n = int(count)
+        total += n
+        if any(f.startswith(p) for f in stack.split(";") for p in frames):
+            hit += n
+    return hit / total if total else 0.0

@@ -1,0 +1,316 @@
+"""Host probe: what this machine is and what it allows, every field read, never assumed.
+
+``probe(scratch)`` returns the ``host`` object of a result file (see schema.json).
+Sources, per field:
+
+- CPU vendor/model(s): util-linux ``lscpu -J`` (it names arm64 cores from the
+  MIDR implementer/part, e.g. Neoverse-N1; a hybrid part lists several models).
+- CPU topology (cpus, cores, sockets, SMT): ``/sys/devices/system/cpu/cpuN/topology``.
+- kernel: ``uname -r``; distro: ``/etc/os-release``; memory: ``/proc/meminfo``.
+- virtualization: ``systemd-detect-virt`` when present, else lscpu's
+  "Hypervisor vendor", else ``/proc/cpuinfo``'s ``hypervisor`` flag.
+- PMU: ``perf stat -x, -e instructions -- true`` on a short process of our own;
+  "<not supported>" means no hardware counters. The fallback event of a plain
+  ``perf record`` (``cycles`` → ``cpu-clock``) is read with ``perf evlist``.
+- tracefs, loop devices, network namespaces: tried without changing the host.
+
+Every probe function accepts ``sysroot`` so tests can run on the real dumps in
+``shared/fixtures/cpuinfo`` instead of invented text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+
+def _run(cmd: list[str], timeout: float = 20) -> subprocess.CompletedProcess | None:
+    """Run ``cmd`` capturing text output; None if the program is missing or times out."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (FileNotFoundError, PermissionError, subprocess.TimeoutExpired):
+        return None
+
+
+def _cap(available: bool, reason: str, detail: str | None = None) -> dict:
+    return {"available": bool(available), "reason": reason, "detail": detail}
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """Parse a kernel CPU list such as ``"0-3,8,10-11"`` into ``[0, 1, 2, 3, 8, 10, 11]``.
+
+    Raises:
+        ValueError: on text that is not a CPU list.
+    """
+    cpus: list[int] = []
+    text = text.strip()
+    if not text:
+        return cpus
+    for part in text.split(","):
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            cpus.extend(range(int(lo), int(hi) + 1))
+        else:
+            cpus.append(int(part))
+    return cpus
+
+
+def lscpu_models(sysroot: str | None = None) -> dict:
+    """CPU vendor and model names as util-linux ``lscpu -J`` reports them.
+
+    Returns ``{"vendor": str|None, "models": [str, ...], "hypervisor": str|None}``;
+    ``models`` has one entry per core type (several on big.LITTLE / hybrid parts).
+    Models lscpu cannot name are reported as ``"unknown"``.
+    """
+    cmd = ["lscpu", "-J"] + (["--sysroot", sysroot] if sysroot else [])
+    proc = _run(cmd)
+    out = {"vendor": None, "models": [], "hypervisor": None}
+    if proc is None or proc.returncode != 0:
+        return out
+
+    def walk(entries):
+        for e in entries:
+            yield e
+            yield from walk(e.get("children", []))
+
+    for e in walk(json.loads(proc.stdout)["lscpu"]):
+        field, data = e.get("field", "").rstrip(":"), e.get("data")
+        if field == "Vendor ID" and out["vendor"] is None:
+            out["vendor"] = data
+        elif field == "Model name":
+            out["models"].append(" ".join(data.split()) if data and data != "-" else "unknown")
+        elif field == "Hypervisor vendor":
+            out["hypervisor"] = data
+    return out
+
+
+def topology(sysroot: str | None = None) -> dict[int, dict]:
+    """Per online CPU: ``{"core": (package, core_id), "package": int, "siblings": [cpu, ...]}``.
+
+    Read from ``/sys/devices/system/cpu/cpuN/topology``. ``core`` is unique per
+    physical core (core_id alone repeats across packages). CPUs without
+    topology files are treated as one core each.
+    """
+    root = Path(sysroot or "/") / "sys/devices/system/cpu"
+    online_file = root / "online"
+    if online_file.exists():
+        cpus = parse_cpu_list(online_file.read_text())
+    else:
+        cpus = list(range(os.cpu_count() or 1))
+    topo = {}
+    for cpu in cpus:
+        t = root / f"cpu{cpu}" / "topology"
+
+        def read(name, default=None):
+            try:
+                return (t / name).read_text().strip()
+            except OSError:
+                return default
+
+        package = int(read("physical_package_id", "0"))
+        core_id = int(read("core_id", str(cpu)))
+        siblings = parse_cpu_list(read("thread_siblings_list", str(cpu)))
+        topo[cpu] = {"package": package, "core": (package, core_id), "siblings": siblings}
+    return topo
+
+
+def pair_relation(topo: dict[int, dict], a: int, b: int) -> str:
+    """How CPUs ``a`` and ``b`` relate: ``same-cpu``, ``smt-sibling`` (two hardware
+    threads of one core), ``other-core`` (same package) or ``other-package``."""
+    if a == b:
+        return "same-cpu"
+    if topo[a]["core"] == topo[b]["core"] or b in topo[a]["siblings"]:
+        return "smt-sibling"
+    if topo[a]["package"] == topo[b]["package"]:
+        return "other-core"
+    return "other-package"
+
+
+def cpu_counts(topo: dict[int, dict]) -> dict:
+    """Counts from a topology: logical cpus, physical cores, sockets, threads per core, smt."""
+    cores = {t["core"] for t in topo.values()}
+    tpc = max((len(t["siblings"]) for t in topo.values()), default=1)
+    return {
+        "cpus": len(topo),
+        "cores": len(cores),
+        "sockets": len({t["package"] for t in topo.values()}),
+        "threads_per_core": tpc,
+    }
+
+
+def smt_active(sysroot: str | None = None, threads_per_core: int | None = None) -> bool | None:
+    """SMT state from ``/sys/devices/system/cpu/smt/active``, else from the topology."""
+    f = Path(sysroot or "/") / "sys/devices/system/cpu/smt/active"
+    try:
+        return f.read_text().strip() == "1"
+    except OSError:
+        return None if threads_per_core is None else threads_per_core > 1
+
+
+def virtualization(hypervisor: str | None) -> str | None:
+    """Virtualization in use, e.g. ``"vm: kvm; container: docker"`` or ``"none"``.
+
+    Sources: ``systemd-detect-virt --vm`` and ``--container`` when present, else
+    lscpu's hypervisor vendor, else the ``hypervisor`` flag of ``/proc/cpuinfo``.
+    """
+    parts = []
+    for kind in ("vm", "container"):
+        proc = _run(["systemd-detect-virt", f"--{kind}"])
+        if proc is not None and proc.stdout.strip() not in ("", "none"):
+            parts.append(f"{kind}: {proc.stdout.strip()}")
+    if not parts and hypervisor:
+        parts.append(f"vm: {hypervisor.lower()}")
+    if not parts:
+        try:
+            if re.search(r"^flags\s*:.*\bhypervisor\b", Path("/proc/cpuinfo").read_text(), re.M):
+                parts.append("vm: unknown hypervisor (cpuinfo flag)")
+        except OSError:
+            pass
+    return "; ".join(parts) or "none"
+
+
+def pmu() -> dict:
+    """Whether hardware PMU events count here.
+
+    Method: ``perf stat -x, -e instructions -- true`` (our own short process, not
+    ``-a``); a numeric count means the PMU works, ``<not supported>`` or
+    ``<not counted>`` means it does not. ``detail`` names the event a plain
+    ``perf record`` falls back to (``cpu-clock`` when ``cycles`` is missing).
+    """
+    if not shutil.which("perf"):
+        return _cap(False, "perf not installed")
+    proc = _run(["perf", "stat", "-x,", "-e", "instructions", "--", "true"])
+    if proc is None:
+        return _cap(False, "perf stat did not run")
+    line = next((l for l in proc.stderr.splitlines() if ",instructions" in l), "")
+    value = line.split(",", 1)[0] if line else ""
+    fallback = None
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "probe.data")
+        rec = _run(["perf", "record", "-q", "-o", data, "--", "true"])
+        if rec is not None and rec.returncode == 0:
+            ev = _run(["perf", "evlist", "-i", data])
+            if ev is not None and ev.returncode == 0 and ev.stdout.strip():
+                fallback = ev.stdout.split()[0]
+    detail = f"perf record default event: {fallback}" if fallback else None
+    if value.strip().isdigit():
+        return _cap(True, "perf stat -e instructions counts", detail)
+    if value:
+        return _cap(False, f"perf stat -e instructions: {value.strip()} (no hardware PMU counters here)", detail)
+    msg = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    return _cap(False, f"perf stat -e instructions failed: {msg}", detail)
+
+
+def tracefs() -> dict:
+    """Whether tracefs is mounted and readable (``/sys/kernel/tracing`` or the debugfs path)."""
+    for path in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
+        p = Path(path)
+        if (p / "trace").exists() and os.access(p / "trace", os.R_OK):
+            tracers = (p / "available_tracers").read_text().split() if (p / "available_tracers").exists() else []
+            return _cap(True, f"{path} readable", "tracers: " + " ".join(tracers))
+    if os.geteuid() != 0:
+        return _cap(False, "tracefs needs root here")
+    if "tracefs" in Path("/proc/filesystems").read_text():
+        return _cap(False, "tracefs supported but not mounted (mount -t tracefs nodev /sys/kernel/tracing)")
+    return _cap(False, "kernel has no tracefs")
+
+
+def loop_devices() -> dict:
+    """Whether a loop device can be set up: root, ``/dev/loop-control`` and a free device."""
+    if os.geteuid() != 0:
+        return _cap(False, "loop devices need root")
+    if not Path("/dev/loop-control").exists():
+        return _cap(False, "/dev/loop-control missing (no loop driver)")
+    proc = _run(["losetup", "-f"])
+    if proc is None or proc.returncode != 0:
+        return _cap(False, "losetup -f found no free loop device")
+    return _cap(True, "losetup -f found " + proc.stdout.strip())
+
+
+def netns() -> dict:
+    """Whether network namespaces can be made: ``unshare --net true`` (leaves nothing behind)."""
+    if os.geteuid() != 0:
+        return _cap(False, "network namespaces need root")
+    if not shutil.which("ip"):
+        return _cap(False, "ip (iproute2) not installed")
+    proc = _run(["unshare", "--net", "true"])
+    if proc is None or proc.returncode != 0:
+        return _cap(False, "unshare --net failed: " + (proc.stderr.strip() if proc else "unshare missing"))
+    return _cap(True, "unshare --net works; ip netns available")
+
+
+def scratch_fs(path: str | None) -> str | None:
+    """Filesystem type of ``path`` (``findmnt -T``), e.g. ``ext4``, ``tmpfs``."""
+    if not path:
+        return None
+    proc = _run(["findmnt", "-n", "-o", "FSTYPE", "-T", path])
+    if proc is None or proc.returncode != 0:
+        return None
+    return proc.stdout.strip() or None
+
+
+def distro() -> str | None:
+    """``PRETTY_NAME`` from ``/etc/os-release``."""
+    try:
+        m = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', Path("/etc/os-release").read_text(), re.M)
+        return m.group(1) if m else None
+    except OSError:
+        return None
+
+
+def memory_bytes() -> int | None:
+    """``MemTotal`` from ``/proc/meminfo`` in bytes."""
+    try:
+        m = re.search(r"^MemTotal:\s+(\d+) kB", Path("/proc/meminfo").read_text(), re.M)
+        return int(m.group(1)) * 1024 if m else None
+    except OSError:
+        return None
+
+
+def default_label() -> str:
+    """Default host label: short hostname and architecture, e.g. ``laptop-x86_64``."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname().split(".")[0]) or "host"
+    return f"{name}-{platform.machine()}"
+
+
+def perf_event_paranoid() -> int | None:
+    try:
+        return int(Path("/proc/sys/kernel/perf_event_paranoid").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def probe(scratch: str | None = None, label: str | None = None) -> dict:
+    """Probe this host; return the ``host`` object of a result (schema.json)."""
+    models = lscpu_models()
+    topo = topology()
+    counts = cpu_counts(topo)
+    distinct = list(dict.fromkeys(models["models"]))
+    return {
+        "label": label or default_label(),
+        "hostname": socket.gethostname(),
+        "arch": platform.machine(),
+        "cpu_vendor": models["vendor"],
+        "cpu_model": " + ".join(distinct) if distinct else None,
+        "cpu_models": distinct,
+        **counts,
+        "smt": smt_active(threads_per_core=counts["threads_per_core"]),
+        "kernel": platform.release(),
+        "distro": distro(),
+        "virtualization": virtualization(models["hypervisor"]),
+        "memory_bytes": memory_bytes(),
+        "scratch_fs": scratch_fs(scratch),
+        "perf_event_paranoid": perf_event_paranoid(),
+        "pmu": pmu(),
+        "tracefs": tracefs(),
+        "loop_devices": loop_devices(),
+        "netns": netns(),
+        "root": os.geteuid() == 0,
+    }

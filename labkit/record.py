@@ -1,0 +1,172 @@
+"""``labkit record``: turn a lab's run directory into one validated result file.
+
+Input (written by labs/lib/lab.sh): ``<out>/.<lab>.partial/`` with ``host.json``,
+``steps.tsv`` and ``raw/<step>.{cmd,out,err}``. The lab's own ``labs/<lab>/record.py``
+defines ``collect(run: Run) -> None``, which parses raw outputs with labkit's parsers
+and calls ``run.add(...)`` / ``run.artifact(...)``. Claims from ``labs/<lab>/claims.toml``
+are evaluated on the assembled result. The run directory then replaces ``<out>/<lab>/``
+and the result is written atomically to ``<out>/<lab>.json``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import importlib.util
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from . import claims as claims_mod
+from . import model
+from .tools import versions
+
+
+class Run:
+    """A lab's run directory, as the lab's ``collect(run)`` sees it.
+
+    Attributes:
+        lab: lab name; dir: the run directory; quick: quick mode;
+        host: the probe's host dict; steps: list of step dicts (schema "steps").
+    """
+
+    def __init__(self, lab: str, run_dir: Path, quick: bool):
+        self.lab = lab
+        self.dir = Path(run_dir)
+        self.quick = quick
+        self.host = json.loads((self.dir / "host.json").read_text())
+        self.steps = read_steps(self.dir)
+        self.measurements: list[dict] = []
+        self.artifacts: list[dict] = []
+
+    def step(self, name: str) -> dict | None:
+        """The step called ``name``, or None if the lab did not record it."""
+        return next((s for s in self.steps if s["name"] == name), None)
+
+    def ok(self, name: str) -> bool:
+        """True if step ``name`` ran and did what it was expected to."""
+        s = self.step(name)
+        return bool(s and s["status"] == "ok")
+
+    def ok_steps(self, group: str) -> list[dict]:
+        """Steps of ``group`` whose status is ok, in run order."""
+        return [s for s in self.steps if s["group"] == group and s["status"] == "ok"]
+
+    def raw(self, name: str, ext: str = "out") -> Path:
+        """Path of a step's raw output: ``raw/<name>.<ext>`` (ext: out, err, cmd)."""
+        return self.dir / "raw" / f"{name}.{ext}"
+
+    def add(self, metric: str, unit: str, case: dict, samples, step: str | None = None) -> dict:
+        """Add a measurement keeping every sample; median/min/max derived (model.measurement)."""
+        m = model.measurement(metric, unit, case, samples, step)
+        self.measurements.append(m)
+        return m
+
+    def artifact(self, kind: str, case: dict, relpath: str, title: str | None = None) -> None:
+        """Register a file inside the run directory as an artifact (kind as in the schema).
+
+        Raises:
+            FileNotFoundError: if the file does not exist.
+        """
+        if not (self.dir / relpath).is_file():
+            raise FileNotFoundError(f"artifact {relpath} not found in {self.dir}")
+        a = {"kind": kind, "case": dict(case), "path": f"{self.lab}/{relpath}"}
+        if title:
+            a["title"] = title
+        self.artifacts.append(a)
+
+
+def read_steps(run_dir: Path) -> list[dict]:
+    """Parse ``steps.tsv`` (name, group, status, exit, seconds, expect, reason) with commands from raw/*.cmd."""
+    steps = []
+    for line in (Path(run_dir) / "steps.tsv").read_text().splitlines():
+        if not line.strip():
+            continue
+        name, group, status, code, secs, expect, reason = (line.split("\t") + [""] * 7)[:7]
+        cmd_file = Path(run_dir) / "raw" / f"{name}.cmd"
+        out_file = Path(run_dir) / "raw" / f"{name}.out"
+        steps.append({
+            "name": name,
+            "group": group,
+            "status": status,
+            "reason": reason or None,
+            "seconds": float(secs or 0),
+            "command": cmd_file.read_text().strip() if cmd_file.exists() else None,
+            "exit_code": int(code) if code not in ("", None) else None,
+            "expect": expect or "success",
+            "stdout_bytes": out_file.stat().st_size if out_file.exists() else None,
+        })
+    return steps
+
+
+def load_lab_collector(lab_dir: Path):
+    """Import ``<lab_dir>/record.py`` and return its ``collect`` function."""
+    path = Path(lab_dir) / "record.py"
+    spec = importlib.util.spec_from_file_location(f"labrecord_{Path(lab_dir).name}", path)
+    if spec is None or spec.loader is None:
+        raise FileNotFoundError(f"{path}: no lab record module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.collect
+
+
+def git_commit(repo: Path) -> tuple[str | None, bool | None]:
+    """(HEAD commit, dirty?) of ``repo``, or (None, None) outside a git work tree."""
+    base = ["git", "-c", "safe.directory=*", "-C", str(repo)]
+    try:
+        head = subprocess.run(base + ["rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return None, None
+        dirty = subprocess.run(base + ["status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+        return head.stdout.strip(), bool(dirty.stdout.strip())
+    except (OSError, subprocess.TimeoutExpired):
+        return None, None
+
+
+def assemble(lab: str, lab_dir: Path, run_dir: Path, *, start: float, quick: bool,
+             tools: list[str], command: str) -> dict:
+    """Build the result dict from a run directory (not yet written). Raises on invalid data."""
+    run = Run(lab, run_dir, quick)
+    load_lab_collector(lab_dir)(run)
+    commit, dirty = git_commit(Path(lab_dir).parent.parent)
+    result = {
+        "schema_version": model.SCHEMA_VERSION,
+        "lab": lab,
+        "host": run.host,
+        "tools": versions(tools),
+        "run": {
+            "start": dt.datetime.fromtimestamp(start, dt.timezone.utc).isoformat(timespec="seconds"),
+            "duration_s": round(time.time() - start, 1),
+            "quick": quick,
+            "git_commit": commit,
+            "git_dirty": dirty,
+            "command": command,
+        },
+        "steps": run.steps,
+        "measurements": run.measurements,
+        "artifacts": run.artifacts,
+        "claims": [],
+    }
+    claims_file = Path(lab_dir) / "claims.toml"
+    if claims_file.exists():
+        result["claims"] = claims_mod.evaluate(claims_mod.load(claims_file), result)
+    model.validate(result, f"{lab} result")
+    return result
+
+
+def record(lab: str, lab_dir: Path, run_dir: Path, out: Path, **kw) -> Path:
+    """Assemble, move the run directory to ``out/<lab>/`` and write ``out/<lab>.json``.
+
+    Artifact paths in the result are relative to ``out`` (``<lab>/...``).
+    Returns the path of the result file.
+    """
+    result = assemble(lab, lab_dir, run_dir, **kw)
+    final = Path(out) / lab
+    if final.exists():
+        shutil.rmtree(final)
+    Path(run_dir).rename(final)
+    path = Path(out) / f"{lab}.json"
+    model.write_atomic(path, result)
+    return path

@@ -1,0 +1,115 @@
+"""Formatting shared by the page macros and the command line: numbers, rows, tables, tabs."""
+
+from __future__ import annotations
+
+import math
+
+VERDICT_MARK = {"holds": "✅ holds", "fails": "❌ fails", "untested": "⚪ untested"}
+
+
+def fmt(x: float | None) -> str:
+    """A measured number with 3-4 significant digits and no exponent for everyday sizes."""
+    if x is None:
+        return "–"
+    if x == 0:
+        return "0"
+    mag = math.floor(math.log10(abs(x)))
+    if mag >= 4:
+        return f"{x:,.0f}"
+    decimals = max(0, 3 - mag)
+    return f"{x:.{decimals}f}"
+
+
+def fmt_case_value(v) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def case_keys(measurements: list[dict], where: dict | None = None, columns: list[str] | None = None) -> list[str]:
+    """Case keys to show as columns: ``columns`` if given, else every key in first-seen order
+    minus those fixed by ``where``."""
+    if columns:
+        return list(columns)
+    keys: list[str] = []
+    for m in measurements:
+        for k in m["case"]:
+            if k not in keys and k not in (where or {}):
+                keys.append(k)
+    return keys
+
+
+def select(result: dict, metric: str, where: dict | None = None) -> list[dict]:
+    """Measurements of ``metric`` whose case contains ``where``; in the order recorded."""
+    where = where or {}
+    return [m for m in result["measurements"]
+            if m["metric"] == metric and all(m["case"].get(k) == v for k, v in where.items())]
+
+
+def measurement_table(ms: list[dict], keys: list[str]) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) for measurements: case columns, median, min–max, runs, unit."""
+    header = keys + ["median", "min – max", "samples", "unit"]
+    rows = []
+    for m in ms:
+        rows.append([fmt_case_value(m["case"].get(k, "")) for k in keys]
+                    + [fmt(m["median"]), f"{fmt(m['min'])} – {fmt(m['max'])}", str(m["n"]), m["unit"]])
+    return header, rows
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A GitHub/Python-Markdown pipe table; ``|`` in cells is escaped."""
+    def cell(s):
+        return str(s).replace("|", "\\|").replace("\n", " ")
+    out = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def text_table(header: list[str], rows: list[list[str]]) -> str:
+    """A plain aligned text table for the terminal."""
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)] if rows else [len(h) for h in header]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def tabs(items: list[tuple[str, str]]) -> str:
+    """pymdownx.tabbed content tabs: one per (title, markdown body), bodies indented 4 spaces.
+
+    Tabs with the same title are linked across the site (mkdocs-material
+    ``content.tabs.link``), so picking a host once switches every table.
+    """
+    out = []
+    for title, body in items:
+        out.append(f'=== "{title}"\n')
+        out.append("\n".join(("    " + l) if l.strip() else "" for l in body.splitlines()))
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+def admonition(kind: str, title: str, body: str) -> str:
+    """A mkdocs-material admonition block."""
+    text = "\n".join(("    " + l) if l.strip() else "" for l in body.splitlines())
+    return f'!!! {kind} "{title}"\n\n{text}\n'
+
+
+def compare_rows(a: dict, b: dict) -> tuple[list[str], list[list[str]]]:
+    """Side-by-side medians of two results of the same lab, with the ratio b/a.
+
+    A row is marked "within noise" when the two min–max ranges overlap (the
+    difference is not larger than the spread of the runs themselves).
+    """
+    index_b = {(m["metric"], tuple(sorted(m["case"].items()))): m for m in b["measurements"]}
+    header = ["metric", "case", a["host"]["label"], b["host"]["label"], "ratio", "significant?"]
+    rows = []
+    for ma in a["measurements"]:
+        mb = index_b.get((ma["metric"], tuple(sorted(ma["case"].items()))))
+        if mb is None:
+            continue
+        ratio = mb["median"] / ma["median"] if ma["median"] else float("nan")
+        overlap = ma["min"] <= mb["max"] and mb["min"] <= ma["max"]
+        case = ", ".join(f"{k}={fmt_case_value(v)}" for k, v in ma["case"].items())
+        rows.append([ma["metric"], case, f"{fmt(ma['median'])} {ma['unit']}", f"{fmt(mb['median'])} {mb['unit']}",
+                     f"{ratio:.2f}", "within noise" if overlap else "yes"])
+    return header, rows
