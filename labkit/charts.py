@@ -11,6 +11,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from .render import fmt_case_value  # noqa: E402
+from .render import unit as display_unit  # noqa: E402
+
+
+def human_bytes(n: float) -> str:
+    """``1024`` → ``"1 KiB"``, ``65536`` → ``"64 KiB"``, ``14`` → ``"14 B"``."""
+    for suffix, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            v = n / size
+            return f"{v:g} {suffix}"
+    return f"{n:g} B"
 
 plt.rcParams.update({
     "svg.fonttype": "none",       # text stays text: smaller files, searchable labels
@@ -22,7 +32,8 @@ plt.rcParams.update({
 
 
 def chart_svg(ms: list[dict], x: str, series: str | None = None, *, kind: str = "line",
-              logx: bool = False, logy: bool = False, title: str = "", ylabel: str | None = None) -> str:
+              logx: bool = False, logy: bool = False, title: str = "", ylabel: str | None = None,
+              xbytes: bool = False) -> str:
     """Draw measurements ``ms`` (schema "measurements" dicts of one metric) and return SVG text.
 
     ``x``: case key on the horizontal axis (numeric for ``kind="line"``, any value for
@@ -68,9 +79,13 @@ def chart_svg(ms: list[dict], x: str, series: str | None = None, *, kind: str = 
         ax.set_xlabel(x)
     if logx:
         ax.set_xscale("log", base=2)
+    if xbytes and kind == "line":
+        ticks = sorted({m["case"][x] for m in ms})
+        ax.set_xticks(ticks, [human_bytes(t) for t in ticks], rotation=30 if len(ticks) > 6 else 0)
+        ax.minorticks_off()
     if logy:
         ax.set_yscale("log")
-    ax.set_ylabel(ylabel or f"{ms[0]['metric']} ({unit})")
+    ax.set_ylabel(ylabel or f"{ms[0]['metric']} ({display_unit(unit)})")
     if title:
         ax.set_title(title)
     if series and len(groups) > 1:

@@ -43,10 +43,17 @@ def _skip_note(result: dict, group: str | None) -> str:
 
 
 def _rel(page, target: str) -> str:
-    """URL of site path ``target`` relative to the current page (use_directory_urls aware)."""
+    """URL of site path ``target`` relative to the rendered page (for raw HTML attributes)."""
     base = page.url if page is not None else ""
     base_dir = base if base.endswith("/") or base == "" else posixpath.dirname(base) + "/"
     return posixpath.relpath(target, base_dir or ".")
+
+
+def _rel_src(page, target: str) -> str:
+    """Path of site file ``target`` relative to the page's Markdown source (for Markdown links,
+    which mkdocs resolves and checks against the site's files)."""
+    src_dir = posixpath.dirname(page.file.src_uri) if page is not None else ""
+    return posixpath.relpath(target, src_dir or ".")
 
 
 def _need_lab(lab: str):
@@ -80,7 +87,7 @@ def results_table(lab: str, metric: str, where: dict | None = None, columns: lis
 
 def chart(lab: str, metric: str, x: str, series: str | None = None, where: dict | None = None,
           kind: str = "line", logx: bool = False, logy: bool = False, title: str = "",
-          group: str | None = None, ylabel: str | None = None) -> str:
+          group: str | None = None, ylabel: str | None = None, xbytes: bool = False) -> str:
     """Markdown: per host, an SVG chart (matplotlib) of ``metric`` against case key ``x``.
 
     The SVG is embedded as a data URI (no request leaves the page). Raises MacroError
@@ -93,7 +100,7 @@ def chart(lab: str, metric: str, x: str, series: str | None = None, where: dict 
             tabs.append((host.title, _skip_note(result, group)))
             continue
         found += 1
-        svg = charts.chart_svg(ms, x, series, kind=kind, logx=logx, logy=logy,
+        svg = charts.chart_svg(ms, x, series, kind=kind, logx=logx, logy=logy, xbytes=xbytes,
                                title=f"{title} ({host.label})" if title else host.label, ylabel=ylabel)
         alt = html.escape(f"{title or metric}: {metric} by {x}" + (f" and {series}" if series else "") + f" on {host.label}")
         tabs.append((host.title, f'<img class="pc-chart" alt="{alt}" src="{charts.data_uri(svg)}">'))
@@ -107,7 +114,17 @@ def _artifacts(result: dict, kind: str, case: dict) -> list[dict]:
             if a["kind"] == kind and all(a["case"].get(k) == v for k, v in case.items())]
 
 
-def flamegraph(lab: str, kind: str = "flamegraph", group: str | None = None, height: int = 520, **case) -> str:
+def _svg_size(path) -> tuple[float, float]:
+    """(width, height) of an SVG's root element, from its attributes (inferno writes both)."""
+    import re
+    head = path.read_text(errors="replace")[:4000]
+    m = re.search(r"<svg[^>]*?\swidth=\"([\d.]+)[^\"]*\"[^>]*?\sheight=\"([\d.]+)", head, re.S)
+    if not m:
+        raise MacroError(f"{path}: no width/height on the SVG root; not an inferno flame graph?")
+    return float(m.group(1)), float(m.group(2))
+
+
+def flamegraph(lab: str, kind: str = "flamegraph", group: str | None = None, **case) -> str:
     """Markdown: per host, the interactive inferno flame graph SVG of the artifact whose
     case matches ``case`` (``<object>`` so its search and zoom scripts run).
 
@@ -125,11 +142,13 @@ def flamegraph(lab: str, kind: str = "flamegraph", group: str | None = None, hei
             continue
         found += 1
         a = arts[0]
-        url = _rel(page, f"results/{host.label}/{a['path']}")
+        w, h = _svg_size(host.dir / a["path"])
+        target = f"results/{host.label}/{a['path']}"
         title = html.escape(a.get("title", kind))
-        body = (f'<object class="pc-flamegraph" type="image/svg+xml" data="{url}" '
-                f'style="width:100%;height:{int(height)}px" aria-label="{title}"></object>\n\n'
-                f'[Open the flame graph on its own page]({url}) (click a frame to zoom, Ctrl-F to search).')
+        body = (f'<object class="pc-flamegraph" type="image/svg+xml" data="{_rel(page, target)}" '
+                f'style="width:100%;aspect-ratio:{w}/{h}" aria-label="{title}"></object>\n\n'
+                f'{a.get("title", kind)}. [Open it on its own page]({_rel_src(page, target)}) '
+                '(click a frame to zoom, Ctrl-F to search).')
         tabs.append((host.title, body))
     if not found:
         raise MacroError(f"flamegraph: no host has a {kind} artifact of lab {lab!r} matching {case}")
@@ -145,16 +164,17 @@ def claims(lab: str) -> str:
         rows = []
         for cid, c in spec.items():
             v = got.get(cid)
+            statement = c["statement"] + (f"<br>*The original: {c['source']}*" if c.get("source") else "")
             if v is None:
-                rows.append([c["statement"], "⚪ untested", "this result predates the claim; rerun the lab"])
+                rows.append([statement, render.VERDICT_MARK["untested"], "this result predates the claim; rerun the lab"])
             else:
-                rows.append([c["statement"], render.VERDICT_MARK[v["verdict"]], v["evidence"]])
+                rows.append([statement, render.VERDICT_MARK[v["verdict"]], v["evidence"]])
         tabs.append((host.title, render.markdown_table(["Claim", "Verdict here", "Evidence"], rows)))
     return render.tabs(tabs)
 
 
 def _host_rows(h: dict) -> list[list[str]]:
-    def cap(c):
+    def cap(c):  # noqa: E306
         return ("yes" if c["available"] else "no") + f" ({c['reason']})"
     mem = f"{h['memory_bytes'] / 2**30:.1f} GiB" if h.get("memory_bytes") else "–"
     return [
@@ -233,6 +253,38 @@ def compare_table(lab: str, host_a: str, host_b: str) -> str:
     return render.markdown_table(header, rows)
 
 
+def step_output(lab: str, step: str, stream: str = "both", lines: int = 15) -> str:
+    """Markdown: per host, the exact command of ``step`` and the last ``lines`` lines of
+    its real output (``stream``: out, err or both), with its exit status.
+
+    Raises:
+        MacroError: no host ran the step, or its raw output is not kept.
+    """
+    tabs, found = [], 0
+    for host, r in _need_lab(lab):
+        s = next((x for x in r["steps"] if x["name"] == step), None)
+        if s is None or s["status"] == "skipped":
+            tabs.append((host.title, _skip_note(r, s["group"] if s else None) if s else
+                         render.admonition("warning", "Not run on this host", f"Step `{step}` is not in this run.")))
+            continue
+        text = ""
+        for ext in (("out", "err") if stream == "both" else (stream,)):
+            f = host.dir / lab / "raw" / f"{step}.{ext}"
+            if not f.exists():
+                raise MacroError(f"step_output: {f} is missing")
+            text += f.read_text(errors="replace")
+        found += 1
+        body_lines = text.rstrip("\n").splitlines()
+        if len(body_lines) > lines:
+            body_lines = [f"[... {len(body_lines) - lines} earlier lines ...]"] + body_lines[-lines:]
+        status = f"exit status {s['exit_code']}" + (" (expected to fail)" if s.get("expect") == "failure" else "")
+        body = "```console\n$ " + (s["command"] or "") + "\n" + "\n".join(body_lines) + "\n```\n\n" + status + f", {s['seconds']:.2f} s."
+        tabs.append((host.title, body))
+    if not found:
+        raise MacroError(f"step_output: no host ran step {step!r} of lab {lab!r}")
+    return render.tabs(tabs)
+
+
 _macro_env = None
 
 
@@ -241,5 +293,5 @@ def define_env(env):
     global _macro_env
     _macro_env = env
     for fn in (results_table, chart, flamegraph, claims, provenance, skips, hosts_table,
-               host_provenance, compare_table):
+               host_provenance, compare_table, step_output):
         env.macro(fn)

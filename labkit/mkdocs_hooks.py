@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mkdocs.structure.files import File
 
-from . import results
+from labkit import results
 
 
 def on_files(files, config):

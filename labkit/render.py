@@ -4,7 +4,21 @@ from __future__ import annotations
 
 import math
 
-VERDICT_MARK = {"holds": "✅ holds", "fails": "❌ fails", "untested": "⚪ untested"}
+# Material icons (inline SVG via pymdownx.emoji): no emoji font needed in the browser.
+VERDICT_MARK = {
+    "holds": ":material-check-circle:{ .pc-holds } holds",
+    "fails": ":material-close-circle:{ .pc-fails } fails",
+    "untested": ":material-minus-circle-outline:{ .pc-untested } untested",
+}
+VERDICT_TEXT = {"holds": "holds", "fails": "FAILS", "untested": "untested"}
+
+# How units are shown to readers (result files keep ASCII unit names).
+UNIT_DISPLAY = {"us": "µs", "ns": "ns", "ms": "ms", "s": "s", "KiB/s": "KiB/s", "MiB/s": "MiB/s"}
+
+
+def unit(u: str) -> str:
+    """Display form of a unit name, e.g. ``us`` → ``µs``."""
+    return UNIT_DISPLAY.get(u, u)
 
 
 def fmt(x: float | None) -> str:
@@ -13,6 +27,8 @@ def fmt(x: float | None) -> str:
         return "–"
     if x == 0:
         return "0"
+    if float(x).is_integer() and abs(x) < 1e4:
+        return str(int(x))
     mag = math.floor(math.log10(abs(x)))
     if mag >= 4:
         return f"{x:,.0f}"
@@ -54,7 +70,7 @@ def measurement_table(ms: list[dict], keys: list[str]) -> tuple[list[str], list[
     rows = []
     for m in ms:
         rows.append([fmt_case_value(m["case"].get(k, "")) for k in keys]
-                    + [fmt(m["median"]), f"{fmt(m['min'])} – {fmt(m['max'])}", str(m["n"]), m["unit"]])
+                    + [fmt(m["median"]), f"{fmt(m['min'])} – {fmt(m['max'])}", str(m["n"]), unit(m["unit"])])
     return header, rows
 
 
@@ -81,8 +97,9 @@ def tabs(items: list[tuple[str, str]]) -> str:
     ``content.tabs.link``), so picking a host once switches every table.
     """
     out = []
-    for title, body in items:
-        out.append(f'=== "{title}"\n')
+    for i, (title, body) in enumerate(items):
+        # "===!" starts a new tab set, so two macros in a row never merge their tabs.
+        out.append(f'==={"!" if i == 0 else ""} "{title}"\n')
         out.append("\n".join(("    " + l) if l.strip() else "" for l in body.splitlines()))
         out.append("")
     return "\n".join(out) + "\n"
@@ -110,6 +127,6 @@ def compare_rows(a: dict, b: dict) -> tuple[list[str], list[list[str]]]:
         ratio = mb["median"] / ma["median"] if ma["median"] else float("nan")
         overlap = ma["min"] <= mb["max"] and mb["min"] <= ma["max"]
         case = ", ".join(f"{k}={fmt_case_value(v)}" for k, v in ma["case"].items())
-        rows.append([ma["metric"], case, f"{fmt(ma['median'])} {ma['unit']}", f"{fmt(mb['median'])} {mb['unit']}",
+        rows.append([ma["metric"], case, f"{fmt(ma['median'])} {unit(ma['unit'])}", f"{fmt(mb['median'])} {unit(mb['unit'])}",
                      f"{ratio:.2f}", "within noise" if overlap else "yes"])
     return header, rows

@@ -303,6 +303,45 @@ lab_free_port() {
   echo "$p"
 }
 
+# ---- host changes that are always undone -----------------------------------------------
+
+# lab_set_knob NAME FILE VALUE: write VALUE to a sysfs/procfs knob as step NAME; the old value
+# is restored on cleanup. For scheduler files ("none [mq-deadline] kyber") the bracketed
+# entry is what is restored.
+lab_set_knob() {
+  local name=$1 file=$2 value=$3 old
+  old=$(cat "$file") || { lab_skip "$name" "cannot read $file"; return 1; }
+  if [[ $old == *"["*"]"* ]]; then old=${old#*[}; old=${old%%]*}; fi
+  lab_defer "restore $file to $old" lab__write_file "$file" "$old"
+  lab_run "$name" -- sh -c "echo $(printf '%q' "$value") > $(printf '%q' "$file")"
+}
+lab__write_file() { printf '%s\n' "$2" > "$1"; }
+
+# lab_loop_attach NAME FILE [LOSETUP-OPTION...]: attach FILE to a free loop device as step
+# NAME (e.g. --direct-io=on); every loop device backed by FILE is detached on cleanup.
+# Sets LAB_LOOP to the device path.
+lab_loop_attach() {
+  local name=$1 file=$2; shift 2
+  LAB_LOOP=""
+  lab_defer "detach loop devices backed by $file" lab__loop_detach "$file"
+  lab_run "$name" -- losetup --find --show "$@" "$file" || return 1
+  LAB_LOOP=$(tail -n 1 "$LAB_RUN/raw/$name.out")
+}
+lab__loop_detach() {
+  local dev
+  for dev in $(losetup -j "$1" -O NAME -n 2>/dev/null); do losetup -d "$dev"; done
+}
+
+# lab_mount NAME TARGET -- MOUNT-ARGS...: run `mount MOUNT-ARGS... TARGET` as step NAME;
+# TARGET is unmounted on cleanup (registered before mounting, so Ctrl-C cannot leak it).
+lab_mount() {
+  local name=$1 target=$2; shift 2; [[ "$1" == -- ]] && shift
+  mkdir -p "$target"
+  lab_defer "unmount $target" lab__umount "$target"
+  lab_run "$name" -- mount "$@" "$target"
+}
+lab__umount() { if mountpoint -q "$1"; then umount "$1" || umount -l "$1"; fi; }
+
 # lab_quick A B: print A in quick mode, B otherwise.
 lab_quick() { if ((LAB_QUICK)); then echo "$1"; else echo "$2"; fi; }
 

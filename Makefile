@@ -1,0 +1,64 @@
+# Perf Casebook. `make serve` to read the guide, `make test` for the whole suite.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+TOOLS := $(CURDIR)/.tools
+export PATH := $(TOOLS)/bin:$(PATH)
+HOST ?=
+FULL ?=
+# Debian packages the labs and the browser tests use (installed when root with apt).
+DEBS := fio linux-perf strace sysstat trace-cmd blktrace bpftrace xfsprogs auditd iproute2 \
+        hwloc asciinema chromium sockperf gcc make util-linux procps
+INFERNO_VERSION := 0.12.8
+
+.PHONY: setup serve site labs test bench clean
+
+setup: $(VENV)/.stamp debs inferno
+
+$(VENV)/.stamp: requirements.txt pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
+	touch $@
+
+.PHONY: debs
+debs:
+	@missing=$$(for p in $(DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing Debian packages: $$missing"; \
+	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null; \
+	else \
+	  echo "note: missing Debian packages (labs will skip the steps that need them): $$missing"; \
+	fi
+
+.PHONY: inferno
+inferno:
+	@if [ -x $(TOOLS)/bin/inferno-flamegraph ]; then exit 0; fi; \
+	if command -v cargo >/dev/null; then \
+	  echo "installing inferno $(INFERNO_VERSION) into $(TOOLS) (cargo)"; \
+	  cargo install -q --locked --root $(TOOLS) inferno@$(INFERNO_VERSION); \
+	else \
+	  echo "note: cargo not found: flame graph steps will be skipped"; \
+	fi
+
+serve: setup
+	$(PY) -m mkdocs serve --strict -a 127.0.0.1:8000
+
+site: setup
+	$(PY) -m mkdocs build --strict
+
+labs: setup
+	@for run in labs/*/run.sh; do \
+	  echo "== $$run"; \
+	  bash $$run $(if $(FULL),,--quick) $(if $(HOST),--host $(HOST)) || echo "$$run exited $$?"; \
+	done
+
+test: setup
+	$(PY) -m pytest
+
+bench: setup
+	$(PY) tests/bench.py
+
+clean:
+	rm -rf site .pytest_cache test-artifacts

@@ -1,0 +1,122 @@
+"""The lat_tcp lab run for real: quick mode end to end, bad usage, and Ctrl-C leaving nothing behind."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from labkit import model
+from labrun import interrupt_at, is_root, links, netns_list, processes_matching, run_lab
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("lat_tcp_out")
+    t0 = time.time()
+    proc = run_lab("lat_tcp", "--quick", "--out", str(out), "--host", "test-quick", timeout=240)
+    return proc, out, time.time() - t0
+
+
+def test_quick_run_succeeds_and_validates(quick_run):
+    proc, out, seconds = quick_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = model.load(out / "lat_tcp.json")
+    assert result["run"]["quick"] is True
+    assert result["host"]["label"] == "test-quick"
+    assert seconds < 120, f"quick mode took {seconds:.0f} s (contract: under 2 minutes)"
+    # every step either ran as designed or says why it was skipped
+    for step in result["steps"]:
+        assert step["status"] in ("ok", "skipped"), step
+        if step["status"] == "skipped":
+            assert step["reason"], step
+        else:
+            assert step["command"], step
+
+
+def test_quick_run_keeps_raw_outputs_and_commands(quick_run):
+    _, out, _ = quick_run
+    result = model.load(out / "lat_tcp.json")
+    for step in result["steps"]:
+        if step["status"] == "ok" and step["name"] != "noserver" and not step["name"].startswith("perf."):
+            assert (out / "lat_tcp" / "raw" / f"{step['name']}.cmd").read_text().strip() == step["command"]
+
+
+def test_no_server_step_fails_as_designed(quick_run):
+    _, out, _ = quick_run
+    result = model.load(out / "lat_tcp.json")
+    step = next(s for s in result["steps"] if s["name"] == "noserver")
+    assert step["expect"] == "failure" and step["status"] == "ok" and step["exit_code"] != 0
+    assert (out / "lat_tcp" / "raw" / "noserver.out").read_text() == ""
+    assert "microseconds" not in (out / "lat_tcp" / "raw" / "noserver.err").read_text()
+    claim = next(c for c in result["claims"] if c["id"] == "no-server-no-number")
+    assert claim["verdict"] == "holds"
+
+
+def test_measurements_match_program_output(quick_run):
+    """The result's samples are exactly what lat_tcp printed (nothing re-typed or rounded away)."""
+    _, out, _ = quick_run
+    result = model.load(out / "lat_tcp.json")
+    free = next(m for m in result["measurements"] if m["case"].get("experiment") == "free")
+    printed = json.loads((out / "lat_tcp" / "raw" / "free.out").read_text().strip())
+    assert free["samples"] == printed["samples"]
+    assert abs(free["median"] - printed["median"]) < 1e-3
+
+
+def test_pinned_pairs_cover_first_cpus(quick_run):
+    _, out, _ = quick_run
+    result = model.load(out / "lat_tcp.json")
+    pins = [m["case"] for m in result["measurements"] if m["case"].get("experiment") == "pinned"]
+    import os
+    n = min(4, os.cpu_count())
+    assert len(pins) == n * n
+    assert {p["pin"] for p in pins if p["server_cpu"] == p["client_cpu"]} == {"same-cpu"}
+
+
+def test_every_claim_has_a_verdict_with_evidence(quick_run):
+    _, out, _ = quick_run
+    result = model.load(out / "lat_tcp.json")
+    ids = {c["id"] for c in result["claims"]}
+    assert {"no-server-no-number", "same-cpu-faster", "grows-with-msize", "veth-not-faster"} <= ids
+    assert all(c["evidence"] for c in result["claims"])
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["--only", "nosuchgroup"], ["--host", "bad label"], ["--out"]])
+def test_bad_usage_exits_2(args, tmp_path):
+    proc = run_lab("lat_tcp", *args, "--out" if args == ["--bogus"] else "--quick", str(tmp_path) if args == ["--bogus"] else "")
+    assert proc.returncode == 2, proc.stderr
+    assert "usage:" in proc.stderr
+    assert not (tmp_path / "lat_tcp.json").exists()
+
+
+def test_help_exits_0():
+    proc = run_lab("lat_tcp", "--help")
+    assert proc.returncode == 0
+    assert "pinned" in proc.stdout and "--quick" in proc.stdout
+
+
+@pytest.mark.skipif(not is_root(), reason="the pinned and veth steps need root to leave traces worth checking")
+@pytest.mark.parametrize("group,marker", [("pinned", "pinned.s0-c0: taskset"), ("veth", "veth.veth: ip netns exec")])
+def test_sigint_mid_step_leaves_nothing(group, marker, tmp_path):
+    before_ns = set(netns_list())
+    rc, err, scratch = interrupt_at("lat_tcp", marker, "--only", group, "--quick", "--out", str(tmp_path), sig=signal.SIGINT)
+    assert rc == 130, err[-2000:]
+    assert "interrupted by SIGINT" in err
+    assert scratch and not Path(scratch).exists(), "scratch directory left behind"
+    time.sleep(0.3)
+    assert processes_matching(scratch) == [], "a lat_tcp process survived"
+    assert set(netns_list()) - before_ns == set(), "a network namespace survived"
+    assert not [l for l in links() if l.startswith("pcb-v")], "a veth survived"
+    assert not (tmp_path / "lat_tcp.json").exists(), "an interrupted run must not write a result"
+    assert not (tmp_path / ".lat_tcp.partial").exists()
+
+
+@pytest.mark.skipif(not is_root(), reason="needs root")
+def test_sigterm_mid_step_leaves_nothing(tmp_path):
+    rc, err, scratch = interrupt_at("lat_tcp", "msize.64: taskset", "--only", "msize", "--quick", "--out", str(tmp_path),
+                                    sig=signal.SIGTERM, after=0.1)
+    assert rc == 143, err[-2000:]
+    assert processes_matching(scratch) == []
