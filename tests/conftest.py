@@ -62,3 +62,19 @@ def browser_type_launch_args(browser_type_launch_args):
         "args": ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--disable-quic"],
     }
+
+
+@pytest.fixture(scope="session")
+def lat_tcp_quick(tmp_path_factory):
+    """One real quick run of the lat_tcp lab for the whole session, stored as host
+    ``test-quick`` in a folder of host folders (usable as PERF_CASEBOOK_RESULTS).
+
+    Returns (finished process, host folder, wall seconds).
+    """
+    import time
+    from labrun import run_lab
+    hosts = tmp_path_factory.mktemp("hosts")
+    out = hosts / "test-quick"
+    t0 = time.time()
+    proc = run_lab("lat_tcp", "--quick", "--out", str(out), "--host", "test-quick", timeout=240)
+    return proc, out, time.time() - t0

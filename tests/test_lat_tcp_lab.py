@@ -14,11 +14,8 @@ from labrun import interrupt_at, is_root, links, netns_list, processes_matching,
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("lat_tcp_out")
-    t0 = time.time()
-    proc = run_lab("lat_tcp", "--quick", "--out", str(out), "--host", "test-quick", timeout=240)
-    return proc, out, time.time() - t0
+def quick_run(lat_tcp_quick):
+    return lat_tcp_quick
 
 
 def test_quick_run_succeeds_and_validates(quick_run):

@@ -1,0 +1,1 @@
+/work/main/.venv/bin/python -m labkit flame --perf-script /tmp/perf-casebook-lat_tcp.gnfBhc/perf-other.script --folded /work/main/results/epyc-kvm-2vcpu/.lat_tcp.partial/flame-other.folded --svg /work/main/results/epyc-kvm-2vcpu/.lat_tcp.partial/flame-other.svg --title lat_tcp\ client\,\ server\ on\ CPU\ 0\,\ client\ on\ CPU\ 1

@@ -1,0 +1,1 @@
+perf script -i /tmp/perf-casebook-lat_tcp.gnfBhc/perf-same.data

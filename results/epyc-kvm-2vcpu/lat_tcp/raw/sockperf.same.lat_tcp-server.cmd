@@ -1,0 +1,1 @@
+taskset -c 0 /tmp/perf-casebook-lat_tcp.gnfBhc/lat_tcp -s -p 31234

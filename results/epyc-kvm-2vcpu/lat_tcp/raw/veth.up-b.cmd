@@ -1,0 +1,1 @@
+ip -n pcb-lat-b-22773 link set pcb-vb up

@@ -1,0 +1,89 @@
+"""The lat_tcp chapter in headless Chromium (Debian's, driven by Playwright): tables show the
+result's medians, host tabs switch together, the flame graph loads, no console errors, and no
+request leaves 127.0.0.1. Screenshots go to test-artifacts/."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import build_site, serve
+from labkit import model
+from labkit.render import fmt
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, lat_tcp_quick):
+    """The site built with the committed results plus this session's real quick run (host test-quick)."""
+    proc, host_dir, _ = lat_tcp_quick
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    site = tmp_path_factory.mktemp("site-browser")
+    built = build_site(site, env={"PERF_CASEBOOK_RESULTS": str(host_dir.parent)})
+    assert built.returncode == 0, built.stderr[-3000:]
+    server, url = serve(site)
+    yield url, host_dir
+    server.shutdown()
+
+
+@pytest.fixture
+def watched(page):
+    """The page with console errors and every requested URL recorded."""
+    errors, requests = [], []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    return page, errors, requests
+
+
+def test_chapter_tables_tabs_flamegraph(served, watched, artifacts_dir, root):
+    url, host_dir = served
+    page, errors, requests = watched
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{url}/cases/lat_tcp/", wait_until="networkidle")
+
+    ref = model.load(next((root / "results").glob("*/lat_tcp.json")))
+    ref_label = ref["host"]["label"]
+    same = next(m for m in ref["measurements"] if m["case"].get("experiment") == "pinned" and m["case"]["pin"] == "same-cpu")
+    table = page.locator(".tabbed-set").filter(has_text="server_cpu").first
+    assert table.locator(f"label:has-text('{ref_label}')").count() == 1
+    assert fmt(same["median"]) in table.locator(".tabbed-block").first.inner_text()
+
+    # pick the other host in one table: every linked tab set on the page follows
+    quick = model.load(host_dir / "lat_tcp.json")
+    table.locator("label:has-text('test-quick')").click()
+    q_same = next(m for m in quick["measurements"] if m["case"].get("experiment") == "pinned" and m["case"]["pin"] == "same-cpu")
+    page.wait_for_timeout(300)
+    visible = table.locator(".tabbed-block").nth(1)
+    assert visible.is_visible()
+    assert fmt(q_same["median"]) in visible.inner_text()
+    checked = page.evaluate("""() => [...document.querySelectorAll('.tabbed-set')].map(set => {
+        const i = [...set.querySelectorAll(':scope > input')].findIndex(x => x.checked);
+        return set.querySelectorAll(':scope > .tabbed-labels > label')[i]?.innerText || '';
+    })""")
+    assert checked and all("test-quick" in c for c in checked), checked
+
+    # the flame graph: an inferno SVG with its frames, loaded from this site
+    fg = page.locator("object.pc-flamegraph:visible").first
+    fg.scroll_into_view_if_needed()
+    frames_js = """() => { const o = [...document.querySelectorAll('object.pc-flamegraph')].find(x => x.offsetParent);
+        return o && o.contentDocument ? o.contentDocument.querySelectorAll('g').length : 0; }"""
+    page.wait_for_function(frames_js, timeout=10000)
+    assert page.evaluate(frames_js) > 10
+    page.screenshot(path=str(artifacts_dir / "lat_tcp-flamegraph.png"))
+
+    page.screenshot(path=str(artifacts_dir / "lat_tcp-chapter.png"), full_page=True)
+    assert errors == [], errors
+    foreign = [r for r in requests if not r.startswith((url, "data:"))]
+    assert foreign == [], foreign
+
+
+def test_hosts_page_lists_both_hosts(served, watched, artifacts_dir):
+    url, _ = served
+    page, errors, requests = watched
+    page.goto(f"{url}/hosts/", wait_until="networkidle")
+    text = page.locator("article").inner_text()
+    assert "test-quick" in text and "epyc" in text.lower()
+    page.screenshot(path=str(artifacts_dir / "hosts.png"), full_page=True)
+    assert errors == []
+    assert [r for r in requests if not r.startswith((url, "data:"))] == []

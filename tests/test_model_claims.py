@@ -1,0 +1,129 @@
+"""The result model and claims on real results: every committed result validates; tampering
+is caught; claim verdicts follow the data (flipping a comparison flips the verdict)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from labkit import claims, model, results
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def committed_results() -> list[Path]:
+    return sorted((ROOT / "results").glob("*/*.json"))
+
+
+def test_there_are_committed_results():
+    assert committed_results(), "the guide must build from committed results alone"
+
+
+@pytest.mark.parametrize("path", committed_results(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_committed_result_validates(path):
+    r = model.load(path)
+    assert r["host"]["label"] == path.parent.name
+    for a in r["artifacts"]:
+        assert (path.parent / a["path"]).is_file(), a
+
+
+@pytest.mark.parametrize("path", committed_results(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_committed_claims_are_reproducible(path):
+    """Re-evaluating the lab's claims.toml on the stored result gives the stored verdicts."""
+    r = model.load(path)
+    spec = claims.load(ROOT / "labs" / r["lab"] / "claims.toml")
+    again = claims.evaluate(spec, r)
+    assert [(c["id"], c["verdict"]) for c in again] == [(c["id"], c["verdict"]) for c in r["claims"]]
+
+
+@pytest.fixture
+def result():
+    return model.load(committed_results()[0])
+
+
+def test_tampered_median_is_rejected(result):
+    bad = copy.deepcopy(result)
+    bad["measurements"][0]["median"] = bad["measurements"][0]["median"] * 2 + 1
+    with pytest.raises(model.ResultError, match="median"):
+        model.validate(bad)
+
+
+def test_missing_host_field_is_rejected(result):
+    bad = copy.deepcopy(result)
+    del bad["host"]["kernel"]
+    with pytest.raises(model.ResultError, match="kernel"):
+        model.validate(bad)
+
+
+def test_duplicate_case_is_rejected(result):
+    bad = copy.deepcopy(result)
+    bad["measurements"].append(copy.deepcopy(bad["measurements"][0]))
+    with pytest.raises(model.ResultError, match="duplicate"):
+        model.validate(bad)
+
+
+def test_atomic_write_leaves_no_temp(tmp_path, result):
+    target = tmp_path / "r.json"
+    model.write_atomic(target, result)
+    assert model.load(target) == result
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_summarize_even_count_median():
+    s = model.summarize([4, 1, 3, 2])
+    assert s == {"median": 2.5, "min": 1.0, "max": 4.0, "n": 4}
+
+
+def _compare_claim(result):
+    """A compare claim built from two real measurements of the result."""
+    ms = [m for m in result["measurements"] if m["metric"] == result["measurements"][0]["metric"]]
+    lo, hi = sorted(ms[:2], key=lambda m: m["median"])
+    if lo["median"] == hi["median"]:
+        pytest.skip("first two measurements have equal medians")
+    return {"id": "t", "statement": "t", "kind": "compare", "metric": lo["metric"], "a": lo["case"], "b": hi["case"],
+            "relation": "less"}
+
+
+def test_compare_verdict_follows_data(result):
+    c = _compare_claim(result)
+    assert claims.evaluate_one(c, result)["verdict"] == "holds"
+    flipped = dict(c, a=c["b"], b=c["a"])
+    assert claims.evaluate_one(flipped, result)["verdict"] == "fails"
+    huge = dict(c, factor=1e9)
+    assert claims.evaluate_one(huge, result)["verdict"] == "fails"
+
+
+def test_missing_data_is_untested(result):
+    c = dict(_compare_claim(result), a={"no_such_key": "x"})
+    v = claims.evaluate_one(c, result)
+    assert v["verdict"] == "untested" and "no " in v["evidence"]
+
+
+def test_skipped_step_makes_step_claim_untested(result):
+    r = copy.deepcopy(result)
+    r["steps"][0].update(status="skipped", reason="needs root (run with sudo)")
+    v = claims.evaluate_one({"id": "s", "statement": "s", "kind": "step", "step": r["steps"][0]["name"]}, r)
+    assert v == {"id": "s", "verdict": "untested", "evidence": f"step {r['steps'][0]['name']} skipped: needs root (run with sudo)"}
+
+
+def test_bad_claims_file_is_rejected(tmp_path):
+    f = tmp_path / "claims.toml"
+    f.write_text('[[claim]]\nid = "x"\nstatement = "s"\nkind = "guess"\n')
+    with pytest.raises(claims.ClaimError, match="unknown kind"):
+        claims.load(f)
+    f.write_text('[[claim]]\nid = "x"\nstatement = "s"\nkind = "compare"\nmetric = "m"\na = {}\nb = {}\nrelation = "bigger"\n')
+    with pytest.raises(claims.ClaimError, match="relation"):
+        claims.load(f)
+
+
+def test_duplicate_host_label_is_an_error(tmp_path, monkeypatch):
+    src = committed_results()[0]
+    extra = tmp_path / "extra" / src.parent.name
+    extra.mkdir(parents=True)
+    (extra / src.name).write_text(src.read_text())
+    monkeypatch.setenv("PERF_CASEBOOK_RESULTS", str(tmp_path / "extra"))
+    with pytest.raises(model.ResultError, match="both"):
+        results.load_hosts(ROOT)
