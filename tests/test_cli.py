@@ -1,0 +1,55 @@
+"""labkit's command line on the committed results and a real second host."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from labkit import model
+from labkit.render import fmt
+
+
+def labkit(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "labkit", *args], capture_output=True, text=True,
+                          env=dict(os.environ, **(env or {})))
+
+
+def test_show_prints_medians(root):
+    r = model.load(next((root / "results").glob("*/lat_tcp.json")))
+    proc = labkit("show", "lat_tcp")
+    assert proc.returncode == 0, proc.stderr
+    for m in r["measurements"][:5]:
+        assert fmt(m["median"]) in proc.stdout
+    assert "claims:" in proc.stdout
+
+
+def test_show_unknown_lab_fails():
+    proc = labkit("show", "no_such_lab")
+    assert proc.returncode == 1 and "no result for lab" in proc.stderr
+
+
+def test_hosts_and_compare_with_second_host(lat_tcp_quick, root):
+    _, host_dir, _ = lat_tcp_quick
+    env = {"PERF_CASEBOOK_RESULTS": str(host_dir.parent)}
+    hosts = labkit("hosts", env=env)
+    assert hosts.returncode == 0 and "test-quick" in hosts.stdout
+    ref = model.load(next((root / "results").glob("*/lat_tcp.json")))
+    cmp = labkit("compare", ref["host"]["label"], "test-quick", env=env)
+    assert cmp.returncode == 0, cmp.stderr
+    assert f"ratio to {ref['host']['label']}" in cmp.stdout
+    quick = model.load(host_dir / "lat_tcp.json")
+    m = next(m for m in quick["measurements"] if m["case"].get("experiment") == "free")
+    a = next(x for x in ref["measurements"] if x["metric"] == m["metric"] and x["case"] == m["case"])
+    assert f"{m['median'] / a['median']:.2f}" in cmp.stdout
+
+
+def test_validate_rejects_a_bad_file(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text('{"lab": "x"}')
+    proc = labkit("validate", str(bad))
+    assert proc.returncode == 1 and "x.json" in proc.stderr
+
+
+def test_bad_usage_exits_2():
+    assert labkit("nosuchcommand").returncode == 2
