@@ -11,9 +11,9 @@ DEBS := fio linux-perf strace sysstat trace-cmd blktrace bpftrace xfsprogs audit
         hwloc asciinema chromium sockperf gcc make util-linux procps
 INFERNO_VERSION := 0.12.8
 
-.PHONY: setup serve site labs test bench clean
+.PHONY: setup serve site labs ci-labs test bench clean
 
-setup: $(VENV)/.stamp debs inferno
+setup: $(VENV)/.stamp debs inferno actionlint
 
 $(VENV)/.stamp: requirements.txt pyproject.toml
 	python3 -m venv $(VENV)
@@ -26,8 +26,14 @@ debs:
 	@missing=$$(for p in $(DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  echo "installing Debian packages: $$missing"; \
-	  apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing >/dev/null; \
+	  apt-get update -q >/dev/null; \
+	  avail=""; for p in $$missing; do \
+	    if apt-cache policy $$p 2>/dev/null | grep -q 'Candidate: [0-9]'; then avail="$$avail $$p"; \
+	    elif [ $$p = linux-perf ]; then avail="$$avail linux-tools-common linux-tools-$$(uname -r)"; \
+	    else echo "note: no Debian package $$p here; labs skip the steps that need it"; fi; \
+	  done; \
+	  echo "installing packages:$$avail"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$avail >/dev/null || echo "note: some packages did not install"; \
 	else \
 	  echo "note: missing Debian packages (labs will skip the steps that need them): $$missing"; \
 	fi
@@ -42,8 +48,22 @@ inferno:
 	  echo "note: cargo not found: flame graph steps will be skipped"; \
 	fi
 
+ACTIONLINT_VERSION := v1.7.12
+.PHONY: actionlint
+actionlint:
+	@if [ -x $(TOOLS)/bin/actionlint ]; then exit 0; fi; \
+	if command -v go >/dev/null; then \
+	  echo "installing actionlint $(ACTIONLINT_VERSION) into $(TOOLS) (go install)"; \
+	  GOBIN=$(TOOLS)/bin go install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION); \
+	else \
+	  echo "note: go not found: the workflow lint test will be skipped"; \
+	fi
+
 serve: setup
 	$(PY) -m mkdocs serve --strict -a 127.0.0.1:8000
+
+PERF_CASEBOOK_RESULTS ?=
+export PERF_CASEBOOK_RESULTS
 
 site: setup
 	$(PY) -m mkdocs build --strict
@@ -53,6 +73,11 @@ labs: setup
 	  echo "== $$run"; \
 	  bash $$run $(if $(FULL),,--quick) $(if $(HOST),--host $(HOST)) || echo "$$run exited $$?"; \
 	done
+
+# What a CI runner runs and uploads (see .github/workflows/labs.yml): LABS=a,b HOST=label FULL=1
+LABS ?=
+ci-labs: setup
+	bash .github/ci-labs.sh $(if $(FULL),--full) $(if $(HOST),--host $(HOST)) $(if $(LABS),--labs $(LABS))
 
 test: setup
 	$(PY) -m pytest

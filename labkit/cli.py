@@ -126,6 +126,25 @@ def _cmd_diff_flame(a) -> int:
     return 0
 
 
+def _cmd_attach_cast(a) -> int:
+    """Copy an asciinema recording of a lab run next to its result and register it."""
+    import shutil
+    result_path = Path(a.result)
+    r = model.load(result_path)
+    first = Path(a.cast).read_text().splitlines()[0]
+    if json.loads(first).get("version") != 2:
+        print(f"labkit attach-cast: {a.cast} is not an asciicast v2 recording", file=sys.stderr)
+        return 1
+    rel = f"{r['lab']}/run.cast"
+    shutil.copy(a.cast, result_path.parent / rel)
+    r["artifacts"] = [x for x in r["artifacts"] if x["kind"] != "cast"] + [
+        {"kind": "cast", "case": {}, "path": rel, "title": f"{r['lab']} run on {r['host']['label']}"}]
+    model.validate(r, str(result_path))
+    model.write_atomic(result_path, r)
+    print(f"attached {rel} to {result_path}", file=sys.stderr)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="labkit", description="Perf Casebook result tool")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -164,6 +183,10 @@ def parser() -> argparse.ArgumentParser:
     for opt in ("before", "after", "folded", "svg", "title"):
         d.add_argument(f"--{opt}", required=True)
     d.set_defaults(fn=_cmd_diff_flame)
+    ac = sub.add_parser("attach-cast", help="attach an asciinema recording of the run to a result")
+    ac.add_argument("--result", required=True)
+    ac.add_argument("--cast", required=True)
+    ac.set_defaults(fn=_cmd_attach_cast)
     return p
 
 

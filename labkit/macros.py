@@ -15,7 +15,7 @@ from __future__ import annotations
 import html
 import posixpath
 
-from . import charts, render
+from . import charts, render, stale
 from . import claims as claims_mod
 from . import results as results_mod
 from .results import ROOT
@@ -192,16 +192,20 @@ def _host_rows(h: dict) -> list[list[str]]:
 
 
 def provenance(lab: str) -> str:
-    """Markdown: per host, where and how the numbers were made: host, run, tools."""
+    """Markdown: per host, where and how the numbers were made: host, run, tools; a result
+    older than the lab's last change (by commit) is marked stale."""
     tabs = []
     for host, r in _need_lab(lab):
         run = r["run"]
+        state, why = stale.staleness(r, ROOT)
+        warn = render.admonition("warning", "Stale result", why) + "\n" if state == "stale" else ""
         rows = _host_rows(r["host"]) + [
+            ["freshness", f"{state}: {why}"],
             ["run started", run["start"]], ["duration", f"{run['duration_s']:.0f} s"],
             ["mode", "quick" if run["quick"] else "full"], ["command", f"`{run['command']}`"],
             ["git commit", (run["git_commit"] or "–")[:12] + (" (uncommitted changes)" if run.get("git_dirty") else "")],
         ] + [[f"tool: {t}", v] for t, v in r["tools"].items()]
-        tabs.append((host.title, render.markdown_table(["", host.label], rows)))
+        tabs.append((host.title, warn + render.markdown_table(["", host.label], rows)))
     return render.tabs(tabs)
 
 
@@ -285,6 +289,60 @@ def step_output(lab: str, step: str, stream: str = "both", lines: int = 15) -> s
     return render.tabs(tabs)
 
 
+def compare_hosts() -> str:
+    """Markdown: every pair of hosts side by side, one tab per pair ("B vs A"), one table per
+    lab they share: medians, ratio B/A ("ratio to A", as the seeds compare machines), and
+    "within noise" where the two min–max ranges overlap."""
+    hosts = _hosts()
+    tabs = []
+    for i, a in enumerate(hosts):
+        for b in hosts[i + 1:]:
+            shared = sorted(set(a.results) & set(b.results))
+            if not shared:
+                continue
+            parts = []
+            for lab in shared:
+                header, rows = render.compare_rows(a.results[lab], b.results[lab])
+                header[4] = f"ratio to {a.label}"
+                parts.append(f"**{lab}** ({len(rows)} measurements in common)\n\n" + render.markdown_table(header, rows))
+            tabs.append((f"{b.label} vs {a.label}", "\n\n".join(parts)))
+    if not tabs:
+        return render.admonition("info", "One host so far", "Comparisons need results from at least two hosts "
+                                 "with a lab in common. Run `make labs` to add this machine.")
+    return render.tabs(tabs)
+
+
+def cast(lab: str, title: str | None = None, rows: int = 30, cols: int = 110) -> str:
+    """Markdown: per host with a recording, an asciinema player of the lab's run (artifact
+    kind ``cast``, recorded headless by ``asciinema rec``), played from this site.
+
+    Raises:
+        MacroError: no host has a cast for ``lab``, or a cast is not asciicast v2.
+    """
+    import json as _json
+    page = _macro_env.page if _macro_env is not None else None
+    out, found = [], 0
+    for host, r in _need_lab(lab):
+        arts = _artifacts(r, "cast", {})
+        if not arts:
+            continue
+        a = arts[0]
+        path = host.dir / a["path"]
+        try:
+            header = _json.loads(path.read_text().splitlines()[0])
+        except (OSError, IndexError, ValueError) as exc:
+            raise MacroError(f"cast: {path} is not an asciicast file: {exc}") from None
+        if header.get("version") != 2:
+            raise MacroError(f"cast: {path} is asciicast version {header.get('version')}, expected 2")
+        found += 1
+        conf = {"file": _rel(page, f"results/{host.label}/{a['path']}"), "title": title or f"{lab} on {host.label}",
+                "rows": rows, "cols": cols, "preload": True}
+        out.append(f"**{host.title}**\n\n```asciinema-player\n{_json.dumps(conf)}\n```\n")
+    if not found:
+        raise MacroError(f"cast: no host has a recording of lab {lab!r}")
+    return "\n".join(out)
+
+
 _macro_env = None
 
 
@@ -293,5 +351,5 @@ def define_env(env):
     global _macro_env
     _macro_env = env
     for fn in (results_table, chart, flamegraph, claims, provenance, skips, hosts_table,
-               host_provenance, compare_table, step_output):
+               host_provenance, compare_table, step_output, compare_hosts, cast):
         env.macro(fn)

@@ -111,14 +111,18 @@ def load_lab_collector(lab_dir: Path):
     return module.collect
 
 
-def git_commit(repo: Path) -> tuple[str | None, bool | None]:
-    """(HEAD commit, dirty?) of ``repo``, or (None, None) outside a git work tree."""
+def git_commit(repo: Path, paths: list[str] | None = None) -> tuple[str | None, bool | None]:
+    """(HEAD commit, dirty?) of ``repo``, or (None, None) outside a git work tree.
+
+    ``dirty`` is True when tracked files under ``paths`` (default: the whole tree) differ
+    from HEAD, i.e. the run used code that no commit holds.
+    """
     base = ["git", "-c", "safe.directory=*", "-C", str(repo)]
     try:
         head = subprocess.run(base + ["rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         if head.returncode != 0:
             return None, None
-        dirty = subprocess.run(base + ["status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(base + ["status", "--porcelain", "--untracked-files=no", "--", *(paths or ["."])],
                                capture_output=True, text=True, timeout=10)
         return head.stdout.strip(), bool(dirty.stdout.strip())
     except (OSError, subprocess.TimeoutExpired):
@@ -130,7 +134,7 @@ def assemble(lab: str, lab_dir: Path, run_dir: Path, *, start: float, quick: boo
     """Build the result dict from a run directory (not yet written). Raises on invalid data."""
     run = Run(lab, run_dir, quick)
     load_lab_collector(lab_dir)(run)
-    commit, dirty = git_commit(Path(lab_dir).parent.parent)
+    commit, dirty = git_commit(Path(lab_dir).parent.parent, [f"labs/{lab}", "labs/lib", "labkit"])
     result = {
         "schema_version": model.SCHEMA_VERSION,
         "lab": lab,

@@ -1,0 +1,48 @@
+"""Is a result older than its lab? A result is *stale* when the lab's code changed in a
+commit that the result's run did not include (``git merge-base --is-ancestor``)."""
+
+from __future__ import annotations
+
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-c", "safe.directory=*", "-C", str(root), *args], capture_output=True, text=True,
+                          timeout=20)
+
+
+@lru_cache(maxsize=64)
+def last_change(root: Path, lab: str) -> str | None:
+    """Newest commit that touched ``labs/<lab>/`` or ``labs/lib/`` (None outside git)."""
+    try:
+        proc = _git(root, "log", "-1", "--format=%H", "--", f"labs/{lab}", "labs/lib")
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def staleness(result: dict, root: Path) -> tuple[str, str]:
+    """(state, explanation) with state one of ``fresh``, ``stale``, ``unknown``.
+
+    fresh: the lab's last change is an ancestor of (or is) the commit the run used, and the
+    run had no uncommitted lab changes. stale: the lab changed after the run's commit.
+    unknown: no git history here, or the run's commit is not in it.
+    """
+    run_commit = result["run"].get("git_commit")
+    change = last_change(Path(root), result["lab"])
+    if not run_commit or not change:
+        return "unknown", "no git history to compare the run with the lab"
+    try:
+        known = _git(Path(root), "cat-file", "-e", f"{run_commit}^{{commit}}").returncode == 0
+        if not known:
+            return "unknown", f"the run's commit {run_commit[:12]} is not in this repository's history"
+        ancestor = _git(Path(root), "merge-base", "--is-ancestor", change, run_commit).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown", "git did not answer"
+    if not ancestor:
+        return "stale", f"labs/{result['lab']} changed in {change[:12]}, after this run's commit {run_commit[:12]}: rerun the lab"
+    if result["run"].get("git_dirty"):
+        return "unknown", f"run from commit {run_commit[:12]} with uncommitted changes to the lab"
+    return "fresh", f"run from commit {run_commit[:12]}, which includes the lab's latest change {change[:12]}"
