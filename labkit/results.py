@@ -6,6 +6,7 @@ Search path, in order (a label may appear once):
 2. directories in ``$PERF_CASEBOOK_RESULTS`` (``:``-separated), each holding host folders
    (CI merges runner artifacts this way)
 3. ``<root>/local-results/<host>/``   the reader's own runs (``make labs``), marked as theirs
+   (left out when ``PERF_CASEBOOK_LOCAL=0``, as the test suite does for repeatable builds)
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def search_path(root: Path = ROOT) -> list[tuple[Path, bool]]:
     dirs = [(root / "results", False)]
     for extra in filter(None, os.environ.get("PERF_CASEBOOK_RESULTS", "").split(":")):
         dirs.append((Path(extra), False))
-    dirs.append((root / "local-results", True))
+    if os.environ.get("PERF_CASEBOOK_LOCAL", "1") != "0":
+        dirs.append((root / "local-results", True))
     return dirs
 
 

@@ -23,7 +23,7 @@ ARTIFACTS = ROOT / "test-artifacts"
 
 def build_site(site_dir: Path, config: Path = ROOT / "mkdocs.yml", env: dict | None = None) -> subprocess.CompletedProcess:
     """``mkdocs build --strict`` of ``config`` into ``site_dir``; returns the finished process."""
-    e = dict(os.environ, NO_MKDOCS_2_WARNING="1", **(env or {}))
+    e = dict(os.environ, NO_MKDOCS_2_WARNING="1", PERF_CASEBOOK_LOCAL="0", **(env or {}))
     return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site_dir)],
                           capture_output=True, text=True, env=e, cwd=config.parent)
 
