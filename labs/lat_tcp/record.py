@@ -30,6 +30,25 @@ def _cpu(cmd: str, after: str = "taskset -c ") -> int | None:
     return int(cmd.split(after, 1)[1].split()[0])
 
 
+def _same_cpu_share(path) -> tuple[float, int] | None:
+    """From ``ps -o pid,ppid,psr,args -C lat_tcp`` snapshots (blank line between them): the
+    fraction of snapshots in which the client and the server's connection child last ran on
+    the same CPU, and the number of snapshots used. None when no snapshot had both."""
+    if not path.exists():
+        return None
+    same = total = 0
+    for block in path.read_text().split("\n\n"):
+        procs = [line.split(None, 3) for line in block.splitlines() if line.strip()]
+        procs = [p for p in procs if len(p) == 4]
+        server = {p[0] for p in procs if " -s" in f" {p[3]}"}
+        child = [p for p in procs if p[1] in server]
+        client = [p for p in procs if p[0] not in server and p[1] not in server]
+        if len(child) == 1 and len(client) == 1:
+            total += 1
+            same += child[0][2] == client[0][2]
+    return (same / total, total) if total else None
+
+
 def collect(run) -> None:
     """Parse every lat_tcp, strace and sockperf step of ``run`` into measurements/artifacts."""
     topo = _topology(run)
@@ -56,6 +75,10 @@ def collect(run) -> None:
             continue
         if name == "free":
             lat(s, None)
+            share = _same_cpu_share(run.dir / "raw" / "free.where.out")
+            if share is not None:
+                run.add("same_cpu_share", "fraction", {"experiment": "free", "observed": "ps psr every 50 ms"},
+                        [share[0]], "free")
         elif name.startswith("pinned.s"):
             lat(s, f"{name}.server")
         elif name.startswith("msize."):

@@ -70,6 +70,8 @@ group_free() {
   need_bin free || return 0
   local mark; mark=$(lab_mark)
   start_server free.server "" || return 0
+  # What htop would show: every 50 ms, the CPU (psr) each lat_tcp process last ran on.
+  lab_spawn free.where -- sh -c 'while :; do ps -o pid=,ppid=,psr=,args= -C lat_tcp; echo; sleep 0.05; done'
   lab_run free -- "$BIN" -m 1 -N "$N" -t "$T" -p "$PORT" 127.0.0.1
   lab_unwind "$mark"
 }
