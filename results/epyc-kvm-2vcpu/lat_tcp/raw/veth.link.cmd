@@ -1,1 +1,1 @@
-ip link add pcb-va netns pcb-lat-a-22773 type veth peer name pcb-vb netns pcb-lat-b-22773
+ip link add pcb-va netns pcb-lat-a-7648 type veth peer name pcb-vb netns pcb-lat-b-7648

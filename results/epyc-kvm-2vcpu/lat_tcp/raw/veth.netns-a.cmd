@@ -1,1 +1,1 @@
-ip netns add pcb-lat-a-22773
+ip netns add pcb-lat-a-7648

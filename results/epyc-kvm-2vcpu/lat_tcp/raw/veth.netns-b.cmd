@@ -1,1 +1,1 @@
-ip netns add pcb-lat-b-22773
+ip netns add pcb-lat-b-7648
