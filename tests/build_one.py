@@ -21,13 +21,14 @@ def main() -> int:
     (docs / "cases").mkdir(parents=True)
     for name in ("index.md", "method.md", "hosts.md", "assets"):
         (docs / name).symlink_to(ROOT / "docs" / name)
-    (docs / "cases" / f"{lab}.md").symlink_to(ROOT / "docs" / "cases" / f"{lab}.md")
+    for name in {lab, "lat_tcp"}:  # index.md links the lat_tcp chapter
+        (docs / "cases" / f"{name}.md").symlink_to(ROOT / "docs" / "cases" / f"{name}.md")
     text = (ROOT / "mkdocs.yml").read_text()
     cfg_lines = []
     for line in text.splitlines():
         cfg_lines.append(line)
     cfg = "\n".join(cfg_lines).split("\nnav:")[0]
-    cfg += f"\ndocs_dir: .docs-{lab}\nsite_dir: .site-{lab}\nnav:\n  - Home: index.md\n  - cases/{lab}.md\n  - Hosts: hosts.md\n"
+    cfg += f"\ndocs_dir: .docs-{lab}\nsite_dir: .site-{lab}\nnav:\n  - Home: index.md\n" + "".join(f"  - cases/{n}.md\n" for n in sorted({lab, "lat_tcp"})) + "  - Hosts: hosts.md\n"
     conf = ROOT / f".mkdocs-{lab}.yml"
     conf.write_text(cfg)
     cmd = [sys.executable, "-m", "mkdocs", "serve" if "--serve" in sys.argv else "build", "--strict", "-f", str(conf)]

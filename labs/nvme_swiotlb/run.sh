@@ -1,0 +1,373 @@
+#!/usr/bin/env bash
+# labs/nvme_swiotlb/run.sh: NVMe reads halved by a kernel upgrade (swiotlb bounce buffers), rerunnable.
+#
+#   sudo labs/nvme_swiotlb/run.sh [--quick] [--out DIR] [--only GROUP,..] [--host LABEL]
+#
+# The investigation's funnel, one step per command (each kept with its output under
+# <out>/nvme_swiotlb/raw/):
+#   build    compile bounce.c, write the data file (dd conv=fsync), attach a loop device over it,
+#            mount tracefs at /sys/kernel/tracing (and debugfs in the scratch dir) if not mounted
+#   dd       dd, repeated: write (conv=fsync), drop caches, direct and buffered reads of the file
+#            (cold and warm page cache), direct reads of the loop device; fincore shows the cache
+#   strace   strace -c -w (calls, time per call) and strace -T (every read's latency) of dd
+#   events   a private tracefs instance: block_rq_issue/complete filtered on the loop device,
+#            sched_switch filtered on dd's PID (the original investigation's recipe)
+#   btt      Q2C/D2C of the loop device: blktrace -> blkparse -> btt where blktrace works,
+#            else the ftrace "blk" tracer in binary mode -> blkparse -> btt
+#   fgraph   function_graph of ksys_read, where the kernel has that tracer
+#   swiotlb  "am I bouncing?": boot options, kernel log, debugfs, swiotlb_bounced count during a
+#            direct read, dma-ranges of PCIe nodes in the device tree (arm64)
+#   bounce   bounce.c: O_DIRECT reads with and without one extra memcpy per I/O, 4 KiB..1 MiB,
+#            from the disk file and from a private tmpfs (the "fast device")
+#   tried    the knobs the original investigation tried: read_ahead_kb, scheduler, nice
+# Every tracefs setting, sysfs knob, mount and loop device is put back on exit, error,
+# Ctrl-C and TERM (the cleanup stack of labs/lib/lab.sh).
+# PCB_TRACEFS=DIR uses DIR instead of /sys/kernel/tracing as the tracefs mount point (the tests
+# use an unmounted directory there, to check that the lab mounts and unmounts it).
+source "$(dirname "$0")/../lib/lab.sh"
+
+lab_define nvme_swiotlb "nvme_swiotlb: dd, strace, ftrace, btt and a bounce-buffer model (swiotlb)" \
+  dd strace perf blktrace blkparse btt fincore losetup gcc
+lab_group build "compile bounce.c, write the data file, loop device, tracefs mount" always
+lab_group dd "dd: write with conv=fsync, drop caches, buffered and direct reads, repeated"
+lab_group strace "strace -c -w and strace -T of buffered and direct dd"
+lab_group events "tracefs instance: block_rq_issue/complete on the loop device, sched_switch of dd"
+lab_group btt "blktrace (or the ftrace blk tracer) -> blkparse -> btt: Q2C and D2C"
+lab_group fgraph "function_graph of ksys_read (where available)"
+lab_group swiotlb "am I bouncing? boot options, kernel log, debugfs, swiotlb_bounced, dma-ranges"
+lab_group bounce "bounce model: O_DIRECT reads with and without one extra copy"
+lab_group tried "things tried: read_ahead_kb sweep, scheduler, nice -n -20"
+
+BIN="" DATA="" MB=0 LOOP="" LOOPN="" DEVT="" TR="" DBG="" TRACE_BS_KB=0 REPS=0
+
+# q VALUE: VALUE in single quotes, for the sh -c commands a reader can copy (values never hold ').
+q() { printf "'%s'" "$1"; }
+
+# nv_write FILE VALUE: write VALUE to a tracefs/sysfs FILE (cleanup actions).
+nv_write() { printf '%s\n' "$2" > "$1"; }
+
+# tr_set NAME FILE VALUE [RESTORE]: write VALUE to a tracefs or sysfs FILE as step NAME. The
+# file's current value (or RESTORE, e.g. "0" for an event filter) is written back on cleanup;
+# the restore is registered before the write, so Ctrl-C between the two cannot leak it.
+tr_set() {
+  local name=$1 file=$2 value=$3 old
+  if (($# >= 4)); then old=$4; else old=$(cat "$file") || { lab_skip "$name" "cannot read $file"; return 1; }; fi
+  lab_defer "restore $file to '$old'" nv_write "$file" "$old"
+  lab_run "$name" -- sh -c "echo $(q "$value") > $file"
+}
+
+# alive PID: the process exists and is not a zombie.
+alive() { local st; st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [[ $st != Z ]]; }
+
+# nv_rmdir DIR: remove a tracefs instance directory if it exists.
+nv_rmdir() { if [[ -d "$1" ]]; then rmdir "$1"; fi; }
+
+group_build() {
+  cd "$LAB_SCRATCH"
+  export LC_ALL=C # dd's summary in the C locale: "N bytes (...) copied, S s, R MB/s"
+  MB=$(lab_quick 128 512)
+  REPS=$(lab_quick 3 5)
+  BIN="$LAB_SCRATCH/bounce"
+  lab_run build -- gcc -O2 -g -Wall -Wextra -std=c11 -D_GNU_SOURCE -o "$BIN" "$LAB_DIR/bounce.c" || BIN=""
+  DATA="$LAB_SCRATCH/data.img"
+  # Random data, so no layer below can shortcut zeros; fsync so the write reaches the disk.
+  lab_run data -- dd if=/dev/urandom of="$DATA" bs=1M count="$MB" conv=fsync || { DATA=""; return 1; }
+  if lab_require loop root loop cmd:losetup; then
+    # --direct-io=on: the loop device reads its backing file with O_DIRECT, so a direct read of the
+    # loop device reaches the disk (the file's page cache is not in the way).
+    lab_loop_attach loop "$DATA" --direct-io=on && LOOP=$LAB_LOOP
+    if [[ -n "$LOOP" ]]; then
+      LOOPN=${LOOP#/dev/}
+      local mm; mm=$(cat "/sys/block/$LOOPN/dev")
+      DEVT=$(( (${mm%%:*} << 20) | ${mm##*:} )) # the kernel's dev_t (MKDEV), as trace event filters see it
+      # A request the block layer splits (X events) is not followed by btt, so the traced reads use the
+      # largest block the loop device takes in one request, at most 1 MiB.
+      local q_=/sys/block/$LOOPN/queue msk seg pg
+      msk=$(cat "$q_/max_sectors_kb"); seg=$(cat "$q_/max_segments"); pg=$(getconf PAGESIZE)
+      TRACE_BS_KB=1024
+      ((msk < TRACE_BS_KB)) && TRACE_BS_KB=$msk
+      ((seg * pg / 1024 < TRACE_BS_KB)) && TRACE_BS_KB=$((seg * pg / 1024))
+      local p=1; while ((p * 2 <= TRACE_BS_KB)); do p=$((p * 2)); done; TRACE_BS_KB=$p
+      printf 'loop=%s devt=%s max_sectors_kb=%s max_segments=%s page=%s trace_bs_kb=%s\n' \
+        "$LOOP" "$DEVT" "$msk" "$seg" "$pg" "$TRACE_BS_KB" > "$LAB_RUN/loop.txt"
+    fi
+  fi
+  # tracefs: perf, the events instance and the blk tracer need it. Mounted here only if it is not
+  # already (so perf does not mount it for us and leave it behind); unmounted on exit only then.
+  if [[ $EUID -eq 0 ]] && grep -qw tracefs /proc/filesystems; then
+    TR=${PCB_TRACEFS:-/sys/kernel/tracing}
+    if ! mountpoint -q "$TR"; then
+      lab_mount tracefs "$TR" -- -t tracefs nodev || TR=""
+    fi
+  fi
+  # debugfs (blktrace's relay files, /sys/kernel/debug/swiotlb): the usual place if mounted, else a
+  # private mount in the scratch dir.
+  if [[ $EUID -eq 0 ]] && grep -qw debugfs /proc/filesystems; then
+    if mountpoint -q /sys/kernel/debug; then
+      DBG=/sys/kernel/debug
+    else
+      DBG="$LAB_SCRATCH/debugfs"
+      lab_mount debugfs "$DBG" -- -t debugfs nodev || DBG=""
+    fi
+  fi
+  return 0
+}
+
+need_data() { [[ -n "$DATA" ]] || { lab_skip "$1" "no data file (the data step failed)"; return 1; }; }
+need_loop() { [[ -n "$LOOP" ]] || { lab_skip "$1" "no loop device (needs root and loop devices)"; return 1; }; }
+need_tr() { [[ -n "$TR" && -w "$TR/tracing_on" ]] || { lab_skip "$1" "tracefs not available (needs root; /sys/kernel/tracing)"; return 1; }; }
+
+# drop NAME: empty the page cache before a cold read: the whole cache as root (its own step, as in
+# the original investigation), else only the data file's pages (posix_fadvise DONTNEED via dd).
+drop() {
+  if [[ $EUID -eq 0 ]]; then
+    lab_run "$1" -- sh -c 'echo 3 > /proc/sys/vm/drop_caches'
+  else
+    lab_run "$1" -- dd if="$DATA" iflag=nocache count=0 status=none
+  fi
+}
+
+group_dd() {
+  need_data dd || return 0
+  local i
+  for ((i = 1; i <= REPS; i++)); do
+    lab_run "dd.$i.write" -- dd if=/dev/urandom of="$DATA" bs=1M count="$MB" conv=fsync,notrunc
+    drop "dd.$i.drop"
+    lab_run "dd.$i.direct-cold" -- dd if="$DATA" of=/dev/null bs=1M iflag=direct
+    lab_run "dd.$i.fincore-direct" -- fincore --json --bytes "$DATA"
+    lab_run "dd.$i.buffered-cold" -- dd if="$DATA" of=/dev/null bs=1M
+    lab_run "dd.$i.fincore-buffered" -- fincore --json --bytes "$DATA"
+    lab_run "dd.$i.buffered-warm" -- dd if="$DATA" of=/dev/null bs=1M
+    lab_run "dd.$i.direct-warm" -- dd if="$DATA" of=/dev/null bs=1M iflag=direct
+    if [[ -n "$LOOP" ]]; then
+      lab_run "dd.$i.loop-direct" -- dd if="$LOOP" of=/dev/null bs=1M iflag=direct
+    else
+      lab_skip "dd.$i.loop-direct" "no loop device (needs root and loop devices)"
+    fi
+  done
+}
+
+group_strace() {
+  need_data strace || return 0
+  lab_require strace cmd:strace || return 0
+  local io flag
+  for io in buffered direct; do
+    flag=(); [[ $io == direct ]] && flag=(iflag=direct)
+    # -c -w: per system call, the count and the wall-clock time spent in it (-c alone counts
+    # system CPU time, which leaves out the time a read sleeps waiting for the device).
+    drop "strace.c.$io.drop"
+    # The table goes to standard error, after dd's own summary (both kept in raw/strace.c.*.err).
+    lab_run "strace.c.$io" -- strace -c -w dd if="$DATA" of=/dev/null bs=1M "${flag[@]}"
+    # -T: every read's own duration (the "instrumented dd" of the investigation).
+    drop "strace.T.$io.drop"
+    lab_run "strace.T.$io" -- strace -T -s 0 -e trace=read -o "$LAB_RUN/raw/strace.T.$io.calls" \
+      dd if="$DATA" of=/dev/null bs=1M "${flag[@]}"
+  done
+}
+
+group_events() {
+  need_loop events || return 0
+  need_tr events || return 0
+  local inst="$TR/instances/pcb-$$" ev mark count
+  if [[ ! -d "$TR/instances" ]]; then lab_skip events "no tracefs instances directory"; return 0; fi
+  mark=$(lab_mark)
+  lab_defer "remove tracefs instance $inst" nv_rmdir "$inst"
+  lab_run events.instance -- mkdir "$inst" || { lab_unwind "$mark"; return 0; }
+  for ev in issue complete; do
+    tr_set "events.filter-$ev" "$inst/events/block/block_rq_$ev/filter" "dev == $DEVT" 0 &&
+      tr_set "events.enable-$ev" "$inst/events/block/block_rq_$ev/enable" 1 ||
+      { lab_unwind "$mark"; return 0; }
+  done
+  if [[ -d "$inst/events/swiotlb/swiotlb_bounced" ]]; then
+    tr_set events.enable-bounced "$inst/events/swiotlb/swiotlb_bounced/enable" 1
+  else
+    lab_skip events.enable-bounced "no swiotlb:swiotlb_bounced event in this kernel"
+  fi
+  # sched_switch filtered on dd's own PID: the shell writes the filter with its PID ($$) and then
+  # execs dd, which keeps that PID.
+  local sw="$inst/events/sched/sched_switch"
+  lab_defer "disable sched_switch in $inst" nv_write "$sw/enable" 0
+  lab_defer "clear the sched_switch filter in $inst" nv_write "$sw/filter" 0
+  count=$(( $(lab_quick 64 256) * 1024 / TRACE_BS_KB ))
+  lab_run events.dd -- sh -c "echo \"prev_pid == \$\$ || next_pid == \$\$\" > $sw/filter && echo 1 > $sw/enable && exec dd if=$LOOP of=/dev/null bs=${TRACE_BS_KB}k iflag=direct count=$count"
+  tr_set events.off "$inst/tracing_on" 0
+  lab_run events.trace -- cat "$inst/trace"
+  lab_unwind "$mark"
+}
+
+group_btt() {
+  need_loop btt || return 0
+  lab_require btt cmd:blkparse cmd:btt || return 0
+  local count mark path=""
+  count=$(( $(lab_quick 64 256) * 1024 / TRACE_BS_KB ))
+  mark=$(lab_mark)
+  # 1. blktrace, the usual tool: relay files in debugfs. Probed first; kernel lockdown refuses it.
+  if command -v blktrace >/dev/null && [[ -n "$DBG" ]]; then
+    local probe="$LAB_RUN/raw/btt.blktrace-probe.err" rc=0
+    timeout 3 blktrace -r "$DBG" -d "$LOOP" -w 1 -o - > /dev/null 2> "$probe" || rc=$?
+    if ((rc == 0)) && ! grep -qiE 'not permitted|failed|error' "$probe"; then
+      path=blktrace
+    else
+      lab_skip btt.blktrace "blktrace -d $LOOP failed (exit $rc): $(grep -m1 -iE 'not permitted|failed|error' "$probe" || tail -n1 "$probe"); using the ftrace blk tracer"
+    fi
+  else
+    lab_skip btt.blktrace "$(command -v blktrace >/dev/null && echo "debugfs not available" || echo "blktrace not installed"); trying the ftrace blk tracer"
+  fi
+  if [[ $path == blktrace ]]; then
+    mkdir -p "$LAB_SCRATCH/blktrace"
+    lab_spawn btt.blktrace -- blktrace -r "$DBG" -d "$LOOP" -o loop -D "$LAB_SCRATCH/blktrace"
+    sleep 1
+    lab_run btt.dd -- dd if="$LOOP" of=/dev/null bs="${TRACE_BS_KB}k" iflag=direct count="$count"
+    # Stop blktrace as Ctrl-C would (it then tears the trace down and flushes its per-CPU files),
+    # and give it time to finish before the cleanup stack would kill it.
+    kill -INT "$LAB_SPAWNED" 2>/dev/null || true
+    local w=0; while ((w++ < 50)) && alive "$LAB_SPAWNED"; do sleep 0.2; done
+    lab_unwind "$mark"
+    lab_run btt.blkparse -- blkparse -i loop -D "$LAB_SCRATCH/blktrace" -d "$LAB_SCRATCH/blk.bin" -O || return 0
+  else
+    # 2. The ftrace blk tracer: the same blk_io_trace records in the ftrace ring buffer, printed in
+    # binary with the bin option and without the ftrace context prefix; blkparse reads them from a pipe.
+    need_tr btt.ftrace || return 0
+    local cur evs
+    cur=$(cat "$TR/current_tracer"); evs=$(cat "$TR/set_event")
+    if ! grep -qw blk "$TR/available_tracers"; then
+      lab_skip btt.ftrace "no blk tracer in available_tracers ($(cat "$TR/available_tracers"))"; return 0
+    elif [[ $cur != nop ]]; then
+      lab_skip btt.ftrace "the top-level tracer is in use (current_tracer=$cur): not taking it over"; return 0
+    elif [[ -n $evs ]]; then
+      lab_skip btt.ftrace "top-level trace events are enabled by someone else ($(head -n1 <<<"$evs")...): they would mix into the binary stream"; return 0
+    elif [[ ! -w /sys/block/$LOOPN/trace/enable ]]; then
+      lab_skip btt.ftrace "no /sys/block/$LOOPN/trace/enable (kernel without CONFIG_BLK_DEV_IO_TRACE)"; return 0
+    fi
+    path=ftrace
+    [[ $(cat "$TR/tracing_on") == 1 ]] || tr_set btt.tracing-on "$TR/tracing_on" 1
+    tr_set btt.tracer "$TR/current_tracer" blk &&
+      tr_set btt.bin "$TR/options/bin" 1 &&
+      tr_set btt.nocontext "$TR/options/context-info" 0 || { lab_unwind "$mark"; return 0; }
+    lab_spawn btt.capture -- cat "$TR/trace_pipe"
+    tr_set btt.enable "/sys/block/$LOOPN/trace/enable" 1 || { lab_unwind "$mark"; return 0; }
+    lab_run btt.dd -- dd if="$LOOP" of=/dev/null bs="${TRACE_BS_KB}k" iflag=direct count="$count"
+    lab_run btt.disable -- sh -c "echo 0 > /sys/block/$LOOPN/trace/enable"
+    # Let the reader drain the ring buffer: wait until the capture stops growing.
+    local cap="$LAB_RUN/raw/btt.capture.out" size=-1 tries=0
+    while ((tries++ < 20)) && [[ $(stat -c %s "$cap") != "$size" ]]; do size=$(stat -c %s "$cap"); sleep 0.2; done
+    lab_unwind "$mark" # stop the reader, then tracer and options back (a tracer cannot change while trace_pipe is open)
+    lab_run btt.blkparse -- sh -c "blkparse -i - -d $LAB_SCRATCH/blk.bin < $cap" || return 0
+  fi
+  printf '%s\n' "$path" > "$LAB_RUN/btt.path"
+  # btt writes its side files (*_fp.dat) into the current directory: the scratch dir.
+  lab_run btt.btt -- btt -i "$LAB_SCRATCH/blk.bin" -l "$LAB_RUN/raw/btt.d2c" -q "$LAB_RUN/raw/btt.q2c"
+}
+
+group_fgraph() {
+  need_data fgraph || return 0
+  need_tr fgraph || return 0
+  if ! grep -qw function_graph "$TR/available_tracers"; then
+    lab_skip fgraph "function_graph is not in available_tracers ($(cat "$TR/available_tracers")): kernel built without CONFIG_FUNCTION_GRAPH_TRACER, or tracing restricted (lockdown)"
+    return 0
+  fi
+  local cur; cur=$(cat "$TR/current_tracer")
+  [[ $cur == nop ]] || { lab_skip fgraph "the top-level tracer is in use (current_tracer=$cur)"; return 0; }
+  local mark; mark=$(lab_mark)
+  [[ $(cat "$TR/tracing_on") == 1 ]] || tr_set fgraph.tracing-on "$TR/tracing_on" 1
+  tr_set fgraph.depth "$TR/max_graph_depth" 3 &&
+    tr_set fgraph.function "$TR/set_graph_function" ksys_read "" || { lab_unwind "$mark"; return 0; }
+  lab_defer "clear set_ftrace_pid" nv_write "$TR/set_ftrace_pid" ""
+  tr_set fgraph.tracer "$TR/current_tracer" function_graph || { lab_unwind "$mark"; return 0; }
+  drop fgraph.drop
+  lab_run fgraph.dd -- sh -c "echo \$\$ > $TR/set_ftrace_pid && exec dd if=$DATA of=/dev/null bs=1M count=4"
+  tr_set fgraph.off "$TR/tracing_on" 0
+  lab_run --stdout "$LAB_RUN/raw/fgraph.trace.out" fgraph.trace -- cat "$TR/trace"
+  lab_unwind "$mark"
+}
+
+group_swiotlb() {
+  lab_run swiotlb.cmdline -- cat /proc/cmdline
+  if dmesg > /dev/null 2>&1; then
+    lab_run swiotlb.kmsg -- sh -c "dmesg | grep -iE 'swiotlb|software io tlb|bounce buffer|dma-ranges' || true"
+  elif journalctl -k -b -n 1 --no-pager > /dev/null 2>&1; then
+    lab_run swiotlb.kmsg -- sh -c "journalctl -k -b --no-pager | grep -iE 'swiotlb|software io tlb|bounce buffer|dma-ranges' || true"
+  else
+    lab_skip swiotlb.kmsg "kernel log not readable (dmesg_restrict=$(cat /proc/sys/kernel/dmesg_restrict 2>/dev/null), not root)"
+  fi
+  if [[ -z "$DBG" ]]; then
+    lab_skip swiotlb.debugfs "debugfs not available (needs root)"
+  elif [[ ! -d "$DBG/swiotlb" ]]; then
+    lab_skip swiotlb.debugfs "no swiotlb directory in debugfs (kernel without swiotlb debugfs support)"
+  else
+    local f bad=""
+    for f in "$DBG"/swiotlb/*; do [[ -f "$f" ]] || continue; cat "$f" > /dev/null 2>&1 || bad="$f"; done
+    if [[ -n "$bad" ]]; then
+      lab_skip swiotlb.debugfs "cannot read $bad: $(cat "$bad" 2>&1 | tail -n1)"
+    else
+      # Empty output: the directory has no files (no swiotlb pool was set up, e.g. "No low mem").
+      lab_run swiotlb.debugfs -- find "$DBG/swiotlb" -maxdepth 1 -type f -exec grep -H . {} +
+    fi
+  fi
+  if need_data swiotlb.perf && lab_require swiotlb.perf cmd:perf; then
+    local why
+    if ! why=$(perf stat -a -x, -e swiotlb:swiotlb_bounced -- true 2>&1 >/dev/null); then
+      lab_skip swiotlb.perf "perf cannot count swiotlb:swiotlb_bounced system-wide: $(tail -n1 <<<"$why")"
+    else
+      lab_run swiotlb.perf -- perf stat -a -x, -o "$LAB_RUN/raw/swiotlb.perf.csv" \
+        -e swiotlb:swiotlb_bounced,block:block_rq_complete -- dd if="$DATA" of=/dev/null bs=1M iflag=direct
+    fi
+  fi
+  if [[ -d /proc/device-tree ]]; then
+    lab_run swiotlb.dt -- "$LAB_PY" "$LAB_DIR/dt_dma_ranges.py"
+  else
+    lab_skip swiotlb.dt "no /proc/device-tree: this $(uname -m) host describes its hardware with ACPI; dma-ranges is a device-tree property (arm64 boards)"
+  fi
+}
+
+group_bounce() {
+  [[ -n "$BIN" ]] || { lab_skip bounce "build failed"; return 0; }
+  need_data bounce || return 0
+  local sizes n t mark
+  sizes=$(lab_quick 4k,16k,64k,256k,1m 4k,8k,16k,32k,64k,128k,256k,512k,1m)
+  n=$(lab_quick 5 7); t=$(lab_quick 0.1 0.25)
+  lab_run bounce.disk -- "$BIN" -f "$DATA" -b "$sizes" -n "$n" -t "$t"
+  if lab_require bounce.tmpfs root; then
+    mark=$(lab_mark)
+    lab_mount bounce.mount "$LAB_SCRATCH/tmpfs" -- -t tmpfs -o "size=$((MB + 16))m,mode=0700" tmpfs &&
+      lab_run bounce.copy -- cp "$DATA" "$LAB_SCRATCH/tmpfs/data.img" &&
+      lab_run bounce.tmpfs -- "$BIN" -f "$LAB_SCRATCH/tmpfs/data.img" -b "$sizes" -n "$n" -t "$t"
+    lab_unwind "$mark"
+  fi
+}
+
+group_tried() {
+  need_loop tried || return 0
+  local qd="/sys/block/$LOOPN/queue" mark v i mb reps s
+  mb=$(lab_quick 64 256); reps=$(lab_quick 3 5)
+  mark=$(lab_mark)
+  # read_ahead_kb: a buffered sequential read goes through the loop device's page cache, and its
+  # readahead decides how large (and how far ahead) the requests to the device are; a direct read
+  # has no readahead. Read in 4 KiB pieces, as an application that reads small records does: with
+  # 1 MiB reads each read() is already one large request, whatever read_ahead_kb says. The direct
+  # reads (one 4 KiB request each) read a quarter as much, to keep the run short.
+  for v in $(lab_quick "16 128 4096" "16 64 256 1024 4096 16384"); do
+    lab_set_knob "tried.ra$v" "$qd/read_ahead_kb" "$v" || continue
+    for ((i = 1; i <= reps; i++)); do
+      lab_run "tried.ra$v.$i.flush" -- blockdev --flushbufs "$LOOP"
+      lab_run "tried.ra$v.$i.buffered" -- dd if="$LOOP" of=/dev/null bs=4k count=$((mb * 256))
+      lab_run "tried.ra$v.$i.direct" -- dd if="$LOOP" of=/dev/null bs=4k count=$((mb * 64)) iflag=direct
+    done
+  done
+  lab_unwind "$mark"
+  mark=$(lab_mark)
+  for s in none mq-deadline; do
+    if ! grep -qw -- "$s" "$qd/scheduler"; then lab_skip "tried.sched-$s" "scheduler $s not available ($(cat "$qd/scheduler"))"; continue; fi
+    lab_set_knob "tried.sched-$s" "$qd/scheduler" "$s" || continue
+    for ((i = 1; i <= reps; i++)); do
+      lab_run "tried.sched-$s.$i" -- dd if="$LOOP" of=/dev/null bs=1M count="$mb" iflag=direct
+    done
+  done
+  lab_unwind "$mark"
+  for ((i = 1; i <= reps; i++)); do
+    lab_run "tried.nice0.$i" -- dd if="$LOOP" of=/dev/null bs=1M count="$mb" iflag=direct
+    lab_run "tried.nice-20.$i" -- nice -n -20 dd if="$LOOP" of=/dev/null bs=1M count="$mb" iflag=direct
+  done
+}
+
+lab_main "$@"

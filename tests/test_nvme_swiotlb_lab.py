@@ -1,0 +1,216 @@
+"""The nvme_swiotlb lab run for real: quick mode end to end, bad usage, and SIGINT in the middle
+of tracing (and of a knob change) leaving tracefs, the block device's trace switch, sysfs knobs,
+mounts and loop devices as they were."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from labkit import model
+from labkit.parsers.dd import dd_summary
+from labrun import interrupt_at, is_root, loop_devices_backed_by, mounts_under, run_lab
+
+LAB = "nvme_swiotlb"
+
+
+# ---- tracefs state, read through a private tracefs mount (never the lab's) ------------------
+
+@pytest.fixture(scope="module")
+def tracefs(tmp_path_factory):
+    """A private tracefs mount to inspect the kernel's tracing state (the state is global,
+    whatever the mount point); unmounted after the module."""
+    if not is_root():
+        pytest.skip("needs root")
+    d = tmp_path_factory.mktemp("tracefs-inspect")
+    if subprocess.run(["mount", "-t", "tracefs", "nodev", str(d)]).returncode != 0:
+        pytest.skip("cannot mount tracefs")
+    yield d
+    subprocess.run(["umount", str(d)])
+
+
+def trace_state(tr: Path) -> dict:
+    """What the lab may touch: the top-level tracer and options, its instances, every block
+    device's blk trace switch, and the tracefs mounts (mount points and count)."""
+    enable = {}
+    for f in sorted(Path("/sys/block").glob("*/trace/enable")):
+        enable[f.parts[3]] = f.read_text().strip()
+    mounts = sorted(l.split()[1] for l in Path("/proc/self/mounts").read_text().splitlines() if l.split()[2] == "tracefs")
+    return {
+        "current_tracer": (tr / "current_tracer").read_text().strip(),
+        "bin": (tr / "options" / "bin").read_text().strip(),
+        "context-info": (tr / "options" / "context-info").read_text().strip(),
+        "tracing_on": (tr / "tracing_on").read_text().strip(),
+        "pcb_instances": sorted(p.name for p in (tr / "instances").iterdir() if p.name.startswith("pcb-")),
+        "blk_trace_enable": {k: v for k, v in enable.items() if v != "0"},
+        "tracefs_mounts": mounts,
+    }
+
+
+# ---- one quick run shared by the tests ------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory, tracefs):
+    out = tmp_path_factory.mktemp("nvme_out")
+    before = trace_state(tracefs)
+    t0 = time.time()
+    proc = run_lab(LAB, "--quick", "--out", str(out), "--host", "test-quick", timeout=240)
+    return proc, out, time.time() - t0, before, trace_state(tracefs)
+
+
+def result(out: Path) -> dict:
+    return model.load(out / f"{LAB}.json")
+
+
+def test_quick_run_succeeds_validates_and_is_quick(quick_run):
+    proc, out, seconds, _, _ = quick_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = result(out)
+    assert r["run"]["quick"] is True and r["host"]["label"] == "test-quick"
+    assert seconds < 120, f"quick mode took {seconds:.0f} s (contract: under 2 minutes)"
+    for step in r["steps"]:
+        assert step["status"] in ("ok", "skipped"), step
+        if step["status"] == "skipped":
+            assert step["reason"], step
+        else:
+            assert step["command"], step
+    assert "cleanup FAILED" not in proc.stderr
+
+
+def test_quick_run_leaves_tracing_as_it_was(quick_run):
+    _, _, _, before, after = quick_run
+    assert after == before
+
+
+def test_dd_samples_are_what_dd_printed(quick_run):
+    _, out, _, _, _ = quick_run
+    r = result(out)
+    m = next(m for m in r["measurements"] if m["metric"] == "bandwidth"
+             and m["case"] == {"experiment": "dd", "target": "file", "io": "direct", "cache": "cold"})
+    steps = sorted(p.stem for p in (out / LAB / "raw").glob("dd.*.direct-cold.err"))
+    assert len(m["samples"]) == len(steps) >= 3
+    printed = [dd_summary((out / LAB / "raw" / f"{s}.err").read_text()) for s in steps]
+    assert m["samples"] == pytest.approx([p["bytes"] / p["seconds"] / 1e6 for p in printed])
+
+
+def test_histogram_counts_every_read(quick_run):
+    _, out, _, _, _ = quick_run
+    r = result(out)
+    for io in ("buffered", "direct"):
+        lat = next(m for m in r["measurements"] if m["metric"] == "read_latency" and m["case"]["io"] == io)
+        hist = [m for m in r["measurements"] if m["metric"] == "read_latency_hist" and m["case"]["io"] == io]
+        assert sum(m["samples"][0] for m in hist) == lat["n"]
+        assert lat["n"] == 128   # a 128 MiB file read with bs=1M in quick mode
+
+
+def test_block_trace_path_recorded_and_btt_parsed(quick_run):
+    _, out, _, _, _ = quick_run
+    r = result(out)
+    steps = {s["name"]: s for s in r["steps"]}
+    if steps.get("btt", {}).get("status") == "skipped":
+        pytest.skip(f"btt skipped: {steps['btt']['reason']}")
+    path = (out / LAB / "btt.path").read_text().strip()
+    assert path in ("blktrace", "ftrace")
+    if path == "ftrace":
+        assert steps["btt.blktrace"]["status"] == "skipped" and steps["btt.blktrace"]["reason"]
+        assert steps["btt.tracer"]["status"] == "ok"
+    d2c = next(m for m in r["measurements"] if m["metric"] == "block_latency" and m["case"]["phase"] == "D2C")
+    q2c = next(m for m in r["measurements"] if m["metric"] == "block_latency" and m["case"]["phase"] == "Q2C")
+    assert d2c["n"] == q2c["n"] > 0
+    assert d2c["median"] <= q2c["median"]
+
+
+def test_events_found_every_request(quick_run):
+    _, out, _, _, _ = quick_run
+    r = result(out)
+    count = {m["case"]["event"]: m["samples"][0] for m in r["measurements"] if m["metric"] == "trace_events"}
+    if not count:
+        pytest.skip("events group skipped")
+    assert count["block_rq_issue"] == count["block_rq_complete"] > 0
+    assert count["sched_switch"] > 0
+    service = next(m for m in r["measurements"] if m["metric"] == "io_phase" and m["case"]["phase"] == "service")
+    assert service["n"] == count["block_rq_issue"]
+
+
+def test_every_claim_has_a_verdict(quick_run):
+    _, out, _, _, _ = quick_run
+    r = result(out)
+    ids = {c["id"] for c in r["claims"]}
+    assert {"direct-skips-page-cache", "calls-times-time-per-call", "d2c-dominates-q2c", "bounce-costs-throughput",
+            "read-ahead-helps-buffered", "read-ahead-not-direct", "host-does-not-bounce"} <= ids
+    assert all(c["evidence"] for c in r["claims"])
+
+
+# ---- usage ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [["--bogus"], ["--only", "nosuchgroup"], ["--host", "bad label"], ["--out"]])
+def test_bad_usage_exits_2(args, tmp_path):
+    extra = ["--out", str(tmp_path)] if args[0] != "--out" else []
+    proc = run_lab(LAB, *args, *extra)
+    assert proc.returncode == 2, proc.stderr
+    assert "usage:" in proc.stderr
+    assert not (tmp_path / f"{LAB}.json").exists()
+
+
+def test_help_lists_groups():
+    proc = run_lab(LAB, "--help")
+    assert proc.returncode == 0
+    for g in ("dd", "strace", "events", "btt", "swiotlb", "bounce", "tried"):
+        assert re.search(rf"^\s+{g}\s", proc.stdout, re.M), g
+
+
+# ---- interrupted mid-step -------------------------------------------------------------------
+
+def check_clean(rc, err, scratch, out: Path):
+    assert rc == 130, err[-2000:]
+    assert "interrupted by SIGINT" in err
+    assert "cleanup FAILED" not in err, err[-2000:]
+    assert scratch and not Path(scratch).exists(), "scratch directory left behind"
+    assert mounts_under(scratch) == []
+    assert loop_devices_backed_by(scratch) == []
+    assert not (out / f"{LAB}.json").exists() and not (out / f".{LAB}.partial").exists()
+
+
+@pytest.mark.skipif(not is_root(), reason="tracing needs root")
+@pytest.mark.parametrize("marker", ["btt.capture: starting", "btt.dd: dd", "events.enable-complete: sh -c",
+                                    "events.dd: sh -c"])
+def test_sigint_during_tracing_restores_tracefs(marker, tracefs, tmp_path, monkeypatch):
+    """Interrupted while the blk tracer (or the events instance) is set up. The lab is pointed
+    at an unmounted tracefs mount point (PCB_TRACEFS), so it must mount it and unmount it again."""
+    mnt = tmp_path / "tracefs-mnt"
+    mnt.mkdir()
+    before = trace_state(tracefs)
+    group = marker.split(".")[0]
+    monkeypatch.setenv("PCB_TRACEFS", str(mnt))
+    rc, err, scratch = interrupt_at(LAB, marker, "--quick", "--only", group, "--out", str(tmp_path / "out"),
+                                    sig=signal.SIGINT, after=0.02)
+    check_clean(rc, err, scratch, tmp_path / "out")
+    assert f"tracefs: mount -t tracefs nodev {mnt}" in err
+    assert mounts_under(str(mnt)) == [], "the lab's tracefs mount was left behind"
+    assert trace_state(tracefs) == before
+
+
+@pytest.mark.skipif(not is_root(), reason="knobs need root")
+def test_sigint_during_knob_sweep_restores_knobs(tmp_path):
+    rc, err, scratch = interrupt_at(LAB, "tried.ra128.1.buffered: dd", "--quick", "--only", "tried",
+                                    "--out", str(tmp_path / "out"), sig=signal.SIGINT, after=0.01)
+    check_clean(rc, err, scratch, tmp_path / "out")
+    # "cleanup: restore FILE to VALUE" lines, newest first: the last one per file is the original value.
+    restored = {}
+    for f, v in re.findall(r"cleanup: restore (/sys/block/\S+/queue/\S+) to (\S+)", err):
+        restored[f] = v
+    assert restored, "no knob restore ran"
+    for f, v in restored.items():
+        dev = f.split("/")[3]
+        backing = subprocess.run(["losetup", "-n", "-O", "BACK-FILE", f"/dev/{dev}"], capture_output=True, text=True).stdout
+        if backing.strip():
+            continue    # another user attached the device meanwhile: its knobs are theirs now
+        text = Path(f).read_text().strip()
+        now = re.search(r"\[(\S+)\]", text).group(1) if "[" in text else text
+        assert now == v, f"{f} is {now}, was {v}"
