@@ -1,0 +1,1 @@
+cp /tmp/perf-casebook-nvme_swiotlb.j0YbPJ/data.img /tmp/perf-casebook-nvme_swiotlb.j0YbPJ/tmpfs/data.img

@@ -1,0 +1,1 @@
+sh -c echo\ \'1\'\ \>\ /sys/kernel/tracing/options/bin

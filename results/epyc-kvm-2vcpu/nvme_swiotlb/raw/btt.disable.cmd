@@ -1,0 +1,1 @@
+sh -c echo\ 0\ \>\ /sys/block/loop1/trace/enable

@@ -1,0 +1,1 @@
+sh -c echo\ \'blk\'\ \>\ /sys/kernel/tracing/current_tracer

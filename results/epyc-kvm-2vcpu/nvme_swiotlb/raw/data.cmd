@@ -1,0 +1,1 @@
+dd if=/dev/urandom of=/tmp/perf-casebook-nvme_swiotlb.j0YbPJ/data.img bs=1M count=512 conv=fsync

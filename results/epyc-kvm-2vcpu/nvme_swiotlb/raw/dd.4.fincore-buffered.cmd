@@ -1,0 +1,1 @@
+fincore --json --bytes /tmp/perf-casebook-nvme_swiotlb.j0YbPJ/data.img

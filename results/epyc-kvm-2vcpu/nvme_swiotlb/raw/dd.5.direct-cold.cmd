@@ -1,0 +1,1 @@
+dd if=/tmp/perf-casebook-nvme_swiotlb.j0YbPJ/data.img of=/dev/null bs=1M iflag=direct

@@ -1,0 +1,1 @@
+mount -t debugfs nodev /tmp/perf-casebook-nvme_swiotlb.j0YbPJ/debugfs

@@ -1,0 +1,1 @@
+sh -c echo\ \'dev\ ==\ 7340033\'\ \>\ /sys/kernel/tracing/instances/pcb-6375/events/block/block_rq_complete/filter

@@ -1,0 +1,1 @@
+sh -c echo\ none\ \>\ /sys/block/loop1/queue/scheduler
