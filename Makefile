@@ -8,7 +8,7 @@ HOST ?=
 FULL ?=
 # Debian packages the labs and the browser tests use (installed when root with apt).
 DEBS := fio linux-perf strace sysstat trace-cmd blktrace bpftrace xfsprogs auditd iproute2 \
-        hwloc asciinema chromium sockperf gcc make util-linux procps \
+        hwloc asciinema chromium sockperf sysbench gcc make util-linux procps \
         gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
 INFERNO_VERSION := 0.12.8
 

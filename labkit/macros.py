@@ -62,11 +62,13 @@ def _need_lab(lab: str):
 
 
 def results_table(lab: str, metric: str, where: dict | None = None, columns: list | None = None,
-                  group: str | None = None) -> str:
+                  group: str | None = None, optional: bool = False) -> str:
     """Markdown: per host, a table of ``metric`` measurements (median, min–max, samples, unit).
 
     ``where`` filters cases (subset match); ``columns`` picks and orders case columns;
     ``group`` names the lab's step group, for the skip note of hosts without data.
+    ``optional=True`` (for steps that need what few hosts have, e.g. PMU counters) shows the
+    skip notes when no host has data; it needs ``group``, so a typo still fails.
 
     Raises:
         MacroError: no host has any matching measurement (a typo must not pass).
@@ -80,9 +82,16 @@ def results_table(lab: str, metric: str, where: dict | None = None, columns: lis
             tabs.append((host.title, render.markdown_table(header, rows)))
         else:
             tabs.append((host.title, _skip_note(result, group)))
-    if not found:
+    if not found and not (optional and _group_ran(lab, group)):
         raise MacroError(f"results_table: no host has {metric!r} measurements in lab {lab!r} where {where}")
     return render.tabs(tabs)
+
+
+def _group_ran(lab: str, group: str | None) -> bool:
+    """True if some host recorded steps of ``group`` (so an empty table is explained by skips)."""
+    if not group:
+        raise MacroError("optional=True needs group=, whose skipped steps explain the empty table")
+    return any(s["group"] == group for _, r in _need_lab(lab) for s in r["steps"])
 
 
 def chart(lab: str, metric: str, x: str, series: str | None = None, where: dict | None = None,
@@ -145,10 +154,11 @@ def flamegraph(lab: str, kind: str = "flamegraph", group: str | None = None, **c
         w, h = _svg_size(host.dir / a["path"])
         target = f"results/{host.label}/{a['path']}"
         title = html.escape(a.get("title", kind))
+        how = ("click a frame to zoom, Ctrl-F to search" if kind in ("flamegraph", "diff_flamegraph")
+               else "a static image")
         body = (f'<object class="pc-flamegraph" type="image/svg+xml" data="{_rel(page, target)}" '
                 f'style="width:100%;aspect-ratio:{w}/{h}" aria-label="{title}"></object>\n\n'
-                f'{a.get("title", kind)}. [Open it on its own page]({_rel_src(page, target)}) '
-                '(click a frame to zoom, Ctrl-F to search).')
+                f'{a.get("title", kind)}. [Open it on its own page]({_rel_src(page, target)}) ({how}).')
         tabs.append((host.title, body))
     if not found:
         raise MacroError(f"flamegraph: no host has a {kind} artifact of lab {lab!r} matching {case}")

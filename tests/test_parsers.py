@@ -15,9 +15,11 @@ FIX = Path(__file__).parent / "fixtures"
 
 
 def test_every_fixture_has_its_command():
+    """Each captured file has a .cmd beside it whose name starts its own (x.cmd covers x.txt, x.err.txt)."""
     for f in FIX.rglob("*"):
         if f.is_file() and f.suffix not in (".cmd", ".md"):
-            assert f.with_suffix(".cmd").exists() or (f.parent / "README.md").exists(), f"{f} has no .cmd"
+            cmds = [c.name[:-4] for c in f.parent.glob("*.cmd")]
+            assert any(f.name.startswith(c + ".") for c in cmds), f"{f} has no .cmd"
 
 
 def test_strace_summary_dd():

@@ -141,7 +141,8 @@ group_perf() {
     start_server "perf.$pin.server" "$CPU_A" || continue
     data="$LAB_SCRATCH/perf-$pin.data"
     # -F 997: an odd rate, so sampling does not run in lockstep with periodic kernel work.
-    lab_run "perf.$pin.record" -- perf record -g -F 997 -o "$data" -- \
+    # --no-buildid-cache: perf would otherwise copy binaries into ~/.debug, outside the lab's directories.
+    lab_run "perf.$pin.record" -- perf record -g -F 997 --no-buildid-cache -o "$data" -- \
       taskset -c "$c" "$BIN" -m 1 -N 3 -t "$(lab_quick 0.3 1)" -p "$PORT" 127.0.0.1
     lab_unwind "$mark"
     lab_run --stdout "$LAB_SCRATCH/perf-$pin.script" "perf.$pin.script" -- perf script -i "$data" || continue

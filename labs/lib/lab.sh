@@ -367,7 +367,8 @@ lab__init() {
   rm -rf "$LAB_RUN"
   mkdir -p "$LAB_RUN/raw"
   lab_defer "remove unfinished run directory" rm -rf "$LAB_RUN"
-  LAB_SCRATCH=$(mktemp -d "${LAB_SCRATCH_PARENT:-${TMPDIR:-/tmp}}/perf-casebook-$LAB_NAME.XXXXXX")
+  # Not "perf-*": perf treats binaries under /tmp/perf-* as JIT maps and resolves no symbols in them.
+  LAB_SCRATCH=$(mktemp -d "${LAB_SCRATCH_PARENT:-${TMPDIR:-/tmp}}/pcb-$LAB_NAME.XXXXXX")
   lab_defer "remove scratch directory $LAB_SCRATCH" rm -rf "$LAB_SCRATCH"
   : > "$LAB_RUN/steps.tsv"
   lab__say "$LAB_TITLE: host $LAB_HOST, $( ((LAB_QUICK)) && echo quick || echo full) run, scratch $LAB_SCRATCH"

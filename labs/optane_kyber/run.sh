@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# labs/optane_kyber/run.sh: QD1 4k read latency per I/O scheduler, read with perf and flame
+# graphs; a subsecond-offset heat map of a CPU burst; and what perf itself costs.
+#
+#   sudo labs/optane_kyber/run.sh [--quick] [--out DIR] [--only GROUP,..] [--host LABEL]
+#
+# What it does, one step per command (each kept with its output under <out>/optane_kyber/raw/):
+#   device    a private tmpfs in the scratch dir, a file on it filled with random bytes, a
+#             loop device over the file with --direct-io=on (the device under test: NOT an
+#             Optane drive); its dio flag, schedulers and io_poll
+#   sched     fio 4k random read, QD1, pvsync2 --hipri, for every scheduler the device offers,
+#             repetitions interleaved (none, mq-deadline, kyber, bfq, none, ...)
+#   flame     perf record -g -F 997 of fio with none and with kyber -> flame graphs and a
+#             differential flame graph (inferno)
+#   trace     perf stat -a of kyber:* and block:block_rq_issue on our device, per I/O
+#   ipc       perf stat instructions, cycles, cache misses per scheduler (needs PMU counters)
+#   heat      compile burst.c; perf record -a -g -k CLOCK_MONOTONIC over burst (busy 200 ms
+#             every second) -> subsecond-offset heat map, flame graph of the hottest burst
+#   overhead  the fio job plain, under perf stat, under perf record -g at 997 and 9973 Hz,
+#             numjobs 1 and 2, interleaved
+#   sysbench  sysbench cpu plain and under perf record -g at 997 and 9973 Hz
+# The scheduler is restored, the loop device detached and the tmpfs unmounted on exit,
+# error, Ctrl-C and TERM. perf record runs with --no-buildid-cache so that nothing is
+# written to ~/.debug (perf's build-id cache) outside the scratch and run directories.
+source "$(dirname "$0")/../lib/lab.sh"
+
+lab_define optane_kyber "optane_kyber: QD1 latency per I/O scheduler, flame graphs, a heat map, perf's own cost" \
+  fio perf gcc losetup sysbench inferno-flamegraph
+lab_group device "loop device (--direct-io=on) over a file on a private tmpfs" always
+lab_group sched "fio 4k randread QD1 pvsync2 --hipri per scheduler, repetitions interleaved"
+lab_group flame "perf record -g of fio, none vs kyber: flame graphs, differential flame graph"
+lab_group trace "perf stat -a: kyber and block tracepoints per I/O"
+lab_group ipc "perf stat: IPC and cache misses per scheduler (PMU counters)"
+lab_group heat "perf record -a -g over a CPU burst: heat map, flame graph of the hottest burst"
+lab_group overhead "perf's cost on fio: plain, perf stat, perf record -g at 997 and 9973 Hz"
+lab_group sysbench "perf's cost on sysbench cpu: plain vs perf record -g"
+
+IMG_MIB=256          # size of the backing file (MiB): in RAM, on the lab's own tmpfs
+DEV="" QDIR="" SCHEDS="" DEVT="" BURST=""
+# The job of the original investigation: 4 KiB random reads, one at a time (QD1), O_DIRECT,
+# preadv2() with RWF_HIPRI (fio's pvsync2 --hipri): poll for the completion if the device can.
+FIO_QD1=(--name=qd1 --rw=randread --bs=4k --iodepth=1 --direct=1 --ioengine=pvsync2 --hipri
+         --time_based --percentile_list=50:99:99.9 --output-format=json)
+
+group_device() {
+  lab_require device.tmpfs root loop cmd:losetup cmd:fio || return 0
+  local mnt="$LAB_SCRATCH/tmpfs"
+  lab_mount device.tmpfs "$mnt" -- -t tmpfs -o "size=$((IMG_MIB + 16))m,mode=0700" tmpfs || return 0
+  # Real bytes, not a sparse file: reads of a hole in tmpfs would not touch any data page.
+  lab_run device.fill -- dd if=/dev/urandom of="$mnt/disk.img" bs=1M count="$IMG_MIB" status=none || return 0
+  lab_loop_attach device.loop "$mnt/disk.img" --direct-io=on || return 0
+  local name; name=$(basename "$LAB_LOOP")
+  QDIR="/sys/block/$name/queue"
+  lab_run device.dio -- cat "/sys/block/$name/loop/dio" || return 0
+  lab_run device.schedulers -- cat "$QDIR/scheduler" || return 0
+  lab_run device.io_poll -- cat "$QDIR/io_poll" || return 0
+  SCHEDS=$(tr -d '[]' < "$LAB_RUN/raw/device.schedulers.out")
+  # dev_t as the kernel's tracepoints print it: major << 20 | minor (for perf stat --filter).
+  DEVT=$(( ($(stat -c '0x%t' "$LAB_LOOP") << 20) | $(stat -c '0x%T' "$LAB_LOOP") ))
+  DEV=$LAB_LOOP
+}
+
+need_dev() { [[ -n "$DEV" ]] || { lab_skip "$1" "no test device (see the device steps)"; return 1; }; }
+
+# offers STEP SCHEDULER: is SCHEDULER in the device's list? (else record STEP as skipped)
+offers() {
+  [[ " $SCHEDS " == *" $2 "* ]] && return 0
+  lab_skip "$1" "the device does not offer the $2 scheduler (offers: $SCHEDS); for kyber try: modprobe kyber-iosched"
+  return 1
+}
+
+group_sched() {
+  need_dev sched || return 0
+  local reps rt i s mark
+  reps=$(lab_quick 2 5); rt=$(lab_quick 2 5)
+  mark=$(lab_mark)
+  # Interleaved: every repetition runs every scheduler once, so slow drift of the host
+  # (other load, frequency, caches) spreads over all schedulers instead of posing as an effect.
+  for ((i = 1; i <= reps; i++)); do
+    for s in $SCHEDS; do
+      lab_set_knob "sched.$s.$i.set" "$QDIR/scheduler" "$s" || continue
+      lab_run "sched.$s.$i" -- fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt"
+    done
+  done
+  lab_unwind "$mark"
+}
+
+group_flame() {
+  need_dev flame || return 0
+  lab_require flame perf inferno || return 0
+  local s mark data rt; rt=$(lab_quick 2 5)
+  mark=$(lab_mark)
+  for s in none kyber; do
+    offers "flame.$s" "$s" || continue
+    lab_set_knob "flame.$s.set" "$QDIR/scheduler" "$s" || continue
+    data="$LAB_SCRATCH/flame-$s.data"
+    # -F 997: an odd rate, so sampling does not run in lockstep with periodic work (the
+    # 1000 Hz or 250 Hz tick, timers); -g: call stacks (frame pointers).
+    lab_run "flame.$s.record" -- perf record --no-buildid-cache -g -F 997 -o "$data" -- \
+      fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt" || continue
+    if [[ $s == kyber ]]; then
+      # perf report's two views of the same samples: Children (samples with the function
+      # anywhere on the stack) next to Self; then the call graph, fractal (each branch's
+      # percentage relative to its parent), callee order (from the sampled function down).
+      lab_run "flame.$s.report" -- perf report -i "$data" --stdio --children \
+        --fields overhead_children,overhead,sym -g none --percent-limit 5
+      lab_run "flame.$s.fractal" -- perf report -i "$data" --stdio --no-children \
+        --fields overhead,sym -g fractal,0.5,callee --percent-limit 15
+    fi
+    # --max-stack 48: deeper than any real stack here; a walk through code built without
+    # frame pointers can follow garbage up to perf's limit (127 frames) and would draw a
+    # tall thin tower of [unknown] frames.
+    lab_run --stdout "$LAB_SCRATCH/flame-$s.script" "flame.$s.script" -- perf script --max-stack 48 -i "$data" || continue
+    lab_run "flame.$s.flame" -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/flame-$s.script" \
+      --folded "$LAB_RUN/flame-$s.folded" --svg "$LAB_RUN/flame-$s.svg" \
+      --title "fio 4k randread QD1 pvsync2 --hipri on a loop device, scheduler $s"
+  done
+  lab_unwind "$mark"
+  if [[ -f "$LAB_RUN/flame-none.folded" && -f "$LAB_RUN/flame-kyber.folded" ]]; then
+    lab_run flame.diff -- "$LAB_PY" -m labkit diff-flame --before "$LAB_RUN/flame-none.folded" \
+      --after "$LAB_RUN/flame-kyber.folded" --folded "$LAB_RUN/flame-diff.folded" --svg "$LAB_RUN/flame-diff.svg" \
+      --title "kyber vs none: red = more samples with kyber, blue = fewer"
+  fi
+}
+
+group_trace() {
+  need_dev trace || return 0
+  lab_require trace perf tracefs || return 0
+  if ! perf list 'kyber:*' 2>/dev/null | grep -q 'kyber:kyber_latency'; then
+    lab_skip trace "this kernel has no kyber tracepoints (kyber not built or not loaded)"; return 0
+  fi
+  local reps rt i s mark
+  reps=$(lab_quick 1 3); rt=$(lab_quick 2 3)
+  mark=$(lab_mark)
+  for ((i = 1; i <= reps; i++)); do
+    for s in none kyber; do
+      offers "trace.$s.$i" "$s" || continue
+      lab_set_knob "trace.$s.$i.set" "$QDIR/scheduler" "$s" || continue
+      # -a counts every CPU (the loop worker thread issues the request, not fio); --filter
+      # keeps only events of our device (dev == major<<20|minor), not the host's disk.
+      lab_run "trace.$s.$i" -- perf stat -x, -o "$LAB_RUN/raw/trace.$s.$i.csv" \
+        -e 'kyber:*' --filter "dev == $DEVT" -e block:block_rq_issue --filter "dev == $DEVT" -a -- \
+        fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt"
+    done
+  done
+  lab_unwind "$mark"
+}
+
+group_ipc() {
+  need_dev ipc || return 0
+  lab_require ipc perf pmu || return 0
+  local s mark rt; rt=$(lab_quick 2 5)
+  mark=$(lab_mark)
+  for s in none kyber; do
+    offers "ipc.$s" "$s" || continue
+    lab_set_knob "ipc.$s.set" "$QDIR/scheduler" "$s" || continue
+    lab_run "ipc.$s" -- perf stat -x, -o "$LAB_RUN/raw/ipc.$s.csv" \
+      -e instructions,cycles,cache-references,cache-misses -- fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt"
+  done
+  lab_unwind "$mark"
+}
+
+group_heat() {
+  # -a (every CPU) needs root, or perf_event_paranoid <= 0.
+  lab_require heat root perf inferno cmd:gcc || return 0
+  local n data range mark
+  n=$(lab_quick 4 8)
+  mark=$(lab_mark)
+  # The program is built in the run directory: perf from before mid-2024 (Debian 12's 6.1)
+  # takes every file under /tmp/perf-* for a JIT map (/tmp/perf-PID.map) and shows no symbols
+  # for it, and a reader's --scratch may be anywhere (lab.sh's own default is /tmp/pcb-*).
+  BURST="$LAB_RUN/bin/burst"
+  mkdir -p "$LAB_RUN/bin"
+  lab_defer "remove $LAB_RUN/bin" rm -rf "$LAB_RUN/bin"
+  lab_run heat.build -- gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 \
+    -o "$BURST" "$LAB_DIR/burst.c" || { lab_unwind "$mark"; return 0; }
+  data="$LAB_SCRATCH/heat.data"
+  # -k CLOCK_MONOTONIC: sample times on the clock burst uses, so its windows line up.
+  lab_run heat.record -- perf record --no-buildid-cache -a -g -F 997 -k CLOCK_MONOTONIC -o "$data" -- \
+    "$BURST" -n "$n" -b 200 -o 400 &&
+  lab_run --stdout "$LAB_SCRATCH/heat.script" heat.script -- perf script --max-stack 48 -i "$data" &&
+  lab_run heat.map -- "$LAB_PY" -m labkit.heatmap --perf-script "$LAB_SCRATCH/heat.script" \
+    --svg "$LAB_RUN/heatmap.svg" --json "$LAB_RUN/heatmap.json" --band 400,600 \
+    --title "perf record -a -g -F 997, every CPU, idle samples left out" ||
+    { lab_unwind "$mark"; return 0; }
+  range=$(head -n 1 "$LAB_RUN/raw/heat.map.out")
+  lab_run --stdout "$LAB_SCRATCH/heat-range.script" heat.range-script -- perf script --max-stack 48 -i "$data" --time "$range" &&
+    lab_run heat.range-flame -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/heat-range.script" \
+    --folded "$LAB_RUN/heat-range.folded" --svg "$LAB_RUN/heat-range.svg" \
+    --title "every CPU, only the hottest burst's time range $range s"
+  lab_run heat.all-flame -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/heat.script" \
+    --folded "$LAB_RUN/heat-all.folded" --svg "$LAB_RUN/heat-all.svg" \
+    --title "every CPU, the whole recording"
+  lab_unwind "$mark"
+}
+
+group_overhead() {
+  need_dev overhead || return 0
+  lab_require overhead perf || return 0
+  local reps rt i nj p name
+  reps=$(lab_quick 2 3); rt=$(lab_quick 1 3)
+  for ((i = 1; i <= reps; i++)); do
+    for nj in 1 2; do
+      for p in none stat rec997 rec9973; do
+        name="overhead.j$nj.$p.$i"
+        local job=(fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt" --numjobs="$nj" --group_reporting)
+        case $p in
+          none) lab_run "$name" -- "${job[@]}" ;;
+          stat) lab_run "$name" -- perf stat -x, -o "$LAB_RUN/raw/$name.csv" -- "${job[@]}" ;;
+          rec997) lab_run "$name" -- perf record --no-buildid-cache -g -F 997 -o "$LAB_SCRATCH/overhead.data" -- "${job[@]}" ;;
+          rec9973) lab_run "$name" -- perf record --no-buildid-cache -g -F 9973 -o "$LAB_SCRATCH/overhead.data" -- "${job[@]}" ;;
+        esac
+      done
+    done
+  done
+}
+
+group_sysbench() {
+  # sysbench: Debian package sysbench (make setup installs it).
+  lab_require sysbench cmd:sysbench perf || return 0
+  local reps secs i
+  reps=$(lab_quick 2 3); secs=$(lab_quick 1 3)
+  for ((i = 1; i <= reps; i++)); do
+    lab_run "sysbench.none.$i" -- sysbench cpu --threads=1 --time="$secs" run
+    lab_run "sysbench.rec997.$i" -- perf record --no-buildid-cache -g -F 997 -o "$LAB_SCRATCH/sysbench.data" -- \
+      sysbench cpu --threads=1 --time="$secs" run
+    lab_run "sysbench.rec9973.$i" -- perf record --no-buildid-cache -g -F 9973 -o "$LAB_SCRATCH/sysbench.data" -- \
+      sysbench cpu --threads=1 --time="$secs" run
+  done
+}
+
+lab_main "$@"

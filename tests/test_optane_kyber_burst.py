@@ -1,0 +1,47 @@
+"""labs/optane_kyber/burst.c: bursts on a fixed sub-second phase of CLOCK_MONOTONIC, and
+errors that print no windows."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from labkit.parsers.jsonline import json_line
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def burst(tmp_path_factory):
+    if not shutil.which("gcc"):
+        pytest.skip("gcc not installed")
+    exe = tmp_path_factory.mktemp("burst") / "burst"
+    subprocess.run(["gcc", "-O2", "-g", "-fno-omit-frame-pointer", "-Wall", "-Wextra", "-Werror", "-std=c11",
+                    "-o", str(exe), str(ROOT / "labs" / "optane_kyber" / "burst.c")], check=True)
+    return exe
+
+
+def test_bursts_start_at_the_phase_and_last_the_busy_time(burst):
+    proc = subprocess.run([str(burst), "-n", "2", "-b", "50", "-o", "100"], capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 0, proc.stderr
+    out = json_line(proc.stdout, "burst")
+    assert out["clock"] == "CLOCK_MONOTONIC" and (out["busy_ms"], out["phase_ms"]) == (50, 100)
+    assert len(out["bursts"]) == 2 and out["iterations"] > 0
+    (a0, b0), (a1, b1) = out["bursts"]
+    for a, b in out["bursts"]:
+        offset_ms = (a - math.floor(a)) * 1000
+        assert 100 <= offset_ms < 250, "a burst starts at (or, woken late, just after) its phase"
+        assert b - a >= 0.050, "it spins at least the busy time"
+    assert math.floor(a1) == math.floor(a0) + 1, "one burst per second, in consecutive seconds"
+
+
+@pytest.mark.parametrize("args", [["-n", "0"], ["-n", "x"], ["-b", "1000"], ["-o", "900", "-b", "200"], ["extra"],
+                                  ["-z"]])
+def test_bad_arguments_exit_2_without_output(burst, args):
+    proc = subprocess.run([str(burst), *args], capture_output=True, text=True, timeout=5)
+    assert proc.returncode == 2
+    assert proc.stdout == "" and proc.stderr.strip()

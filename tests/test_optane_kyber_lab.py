@@ -1,0 +1,182 @@
+"""The optane_kyber lab run for real: quick mode end to end, bad usage, and Ctrl-C / TERM
+mid-step restoring the scheduler, detaching the loop device and unmounting the tmpfs."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from labkit import model
+from labkit.parsers.fio_json import fio_summary
+from labrun import interrupt_at, is_root, loop_devices_backed_by, mounts_under, processes_matching, run_lab
+
+LAB = "optane_kyber"
+pytestmark = pytest.mark.skipif(not is_root(), reason="the lab's device, scheduler and perf -a steps need root")
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("optane_kyber_out")
+    t0 = time.time()
+    proc = run_lab(LAB, "--quick", "--out", str(out), "--host", "test-quick", timeout=300)
+    return proc, out, time.time() - t0
+
+
+def result(quick_run) -> dict:
+    return model.load(quick_run[1] / f"{LAB}.json")
+
+
+def test_quick_run_succeeds_and_validates(quick_run):
+    proc, out, seconds = quick_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = result(quick_run)
+    assert r["run"]["quick"] is True and r["host"]["label"] == "test-quick"
+    assert seconds < 120, f"quick mode took {seconds:.0f} s (contract: under 2 minutes)"
+    for step in r["steps"]:
+        assert step["status"] in ("ok", "skipped"), step
+        if step["status"] == "skipped":
+            assert step["reason"], step
+        else:
+            assert step["command"] and (out / LAB / "raw" / f"{step['name']}.cmd").read_text().strip() == step["command"]
+
+
+def test_quick_run_leaves_nothing_behind(quick_run):
+    proc, _, _ = quick_run
+    scratch = re.search(r"scratch (/\S+)", proc.stderr).group(1)
+    assert not Path(scratch).exists()
+    assert loop_devices_backed_by(scratch) == [] and mounts_under(scratch) == []
+    assert "cleanup FAILED" not in proc.stderr
+    assert not (quick_run[1] / LAB / "bin").exists(), "the burst binary must not end up in the results"
+
+
+def test_scheduler_runs_are_interleaved_and_kept(quick_run):
+    r = result(quick_run)
+    runs = [s["name"] for s in r["steps"] if s["group"] == "sched" and s["name"].count(".") == 2]
+    offered = (quick_run[1] / LAB / "raw" / "device.schedulers.out").read_text().replace("[", "").replace("]", "").split()
+    assert {"none", "kyber"} <= set(offered)
+    # rep 1 of every scheduler before rep 2 of any
+    assert runs == [f"sched.{s}.{i}" for i in (1, 2) for s in offered]
+    for s in offered:
+        m = next(m for m in r["measurements"] if m["metric"] == "clat" and m["case"] == {
+            "experiment": "sched", "scheduler": s, "io_poll": m["case"]["io_poll"], "stat": "mean"})
+        printed = [fio_summary((quick_run[1] / LAB / "raw" / f"sched.{s}.{i}.out").read_text())["clat_mean_us"]
+                   for i in (1, 2)]
+        assert m["samples"] == printed
+
+
+def test_the_device_is_a_direct_io_loop_device(quick_run):
+    raw = quick_run[1] / LAB / "raw"
+    assert raw.joinpath("device.dio.out").read_text().strip() == "1"
+    assert "--direct-io=on" in raw.joinpath("device.loop.cmd").read_text()
+    io_poll = int(raw.joinpath("device.io_poll.out").read_text())
+    assert all(m["case"]["io_poll"] == io_poll for m in result(quick_run)["measurements"]
+               if m["case"].get("experiment") == "sched")
+
+
+def test_flame_graphs_and_shares(quick_run):
+    r = result(quick_run)
+    arts = {(a["kind"], json.dumps(a["case"], sort_keys=True)) for a in r["artifacts"]}
+    for s in ("none", "kyber"):
+        assert ("flamegraph", json.dumps({"experiment": "flame", "scheduler": s}, sort_keys=True)) in arts
+    assert any(k == "diff_flamegraph" for k, _ in arts)
+    share = {(m["case"]["scheduler"], m["case"]["under"]): m["median"] for m in r["measurements"]
+             if m["metric"] == "share" and m["case"].get("experiment") == "flame"}
+    folded = (quick_run[1] / LAB / "flame-kyber.folded").read_text()
+    assert (share[("kyber", "kyber")] > 0) == ("kyber_" in folded)
+    assert share[("none", "kyber")] == 0.0
+    assert "kyber_" not in (quick_run[1] / LAB / "flame-none.folded").read_text()
+
+
+def test_heat_map_artifact_and_range(quick_run):
+    r = result(quick_run)
+    (hm,) = [a for a in r["artifacts"] if a["kind"] == "heatmap"]
+    svg = (quick_run[1] / hm["path"]).read_text()
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+    summary = json.loads((quick_run[1] / LAB / "heatmap.json").read_text())
+    cmd = (quick_run[1] / LAB / "raw" / "heat.range-script.cmd").read_text()
+    assert f"--time {summary['range']['start']:.6f}\\,{summary['range']['end']:.6f}" in cmd
+    burst = [m for m in r["measurements"] if m["metric"] == "subsecond_offset" and m["case"]["what"] == "burst start"]
+    assert burst and burst[0]["n"] == 4  # quick mode: four bursts
+    # the range flame graph has the burst program's own function (symbols resolved)
+    assert "burn" in (quick_run[1] / LAB / "heat-all.folded").read_text()
+
+
+def test_pmu_steps_skip_with_the_reason(quick_run):
+    r = result(quick_run)
+    ipc = next(s for s in r["steps"] if s["name"].startswith("ipc"))
+    if r["host"]["pmu"]["available"]:
+        assert ipc["status"] == "ok"
+    else:
+        assert ipc["status"] == "skipped" and ipc["reason"] == r["host"]["pmu"]["reason"]
+
+
+def test_overhead_ratios(quick_run):
+    r = result(quick_run)
+    ratios = [m for m in r["measurements"] if m["metric"] == "iops_ratio"]
+    assert {m["case"]["profiler"] for m in ratios} == {"plain", "perf stat", "record 997 Hz", "record 9973 Hz"}
+    assert {m["case"]["numjobs"] for m in ratios} == {1, 2}
+    for m in ratios:
+        if m["case"]["profiler"] == "plain":
+            assert m["samples"] == [1.0, 1.0]
+        iops = next(x for x in r["measurements"] if x["metric"] == "iops" and x["case"] == m["case"])
+        plain = next(x for x in r["measurements"] if x["metric"] == "iops" and x["case"] == {**m["case"], "profiler": "plain"})
+        assert m["samples"] == pytest.approx([a / b for a, b in zip(iops["samples"], plain["samples"])])
+
+
+def test_every_claim_has_a_verdict(quick_run):
+    r = result(quick_run)
+    ids = {c["id"] for c in r["claims"]}
+    assert {"kyber-adds-latency", "kyber-frames-only-with-kyber", "perf-record-costs-more-than-stat",
+            "hottest-slice-after-burst-start", "hottest-slice-before-burst-end"} <= ids
+    assert all(c["evidence"] for c in r["claims"])
+    kyber_frames = next(c for c in r["claims"] if c["id"] == "kyber-frames-only-with-kyber")
+    assert kyber_frames["verdict"] in ("holds", "fails")  # measured, not untested
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["--only", "nosuchgroup"], ["--host", "bad label"], ["--scratch", "/nonexistent/x"]])
+def test_bad_usage_exits_2(args, tmp_path):
+    proc = run_lab(LAB, *args, "--out", str(tmp_path))
+    assert proc.returncode == 2, proc.stderr
+    assert "usage:" in proc.stderr
+    assert not (tmp_path / f"{LAB}.json").exists()
+
+
+def test_help_lists_groups():
+    proc = run_lab(LAB, "--help")
+    assert proc.returncode == 0
+    for g in ("sched", "flame", "trace", "ipc", "heat", "overhead", "sysbench"):
+        assert f"  {g}" in proc.stdout
+
+
+def test_sigint_during_kyber_restores_scheduler_and_releases_device(tmp_path):
+    rc, err, scratch = interrupt_at(LAB, "sched.kyber.1: fio", "--only", "sched", "--quick", "--out", str(tmp_path),
+                                    sig=signal.SIGINT, after=0.5)
+    assert rc == 130, err[-2000:]
+    assert "interrupted by SIGINT" in err and "cleanup FAILED" not in err
+    restores = re.findall(r"cleanup: restore (/sys/block/\S+/queue/scheduler) to (\S+)", err)
+    assert restores, err[-2000:]
+    knob, original = restores[-1]  # unwound newest first: the last restore writes the original
+    assert all(k == knob for k, _ in restores)
+    assert re.search(r"\[(\S+)\]", Path(knob).read_text()).group(1) == original
+    assert scratch and not Path(scratch).exists(), "scratch directory left behind"
+    assert loop_devices_backed_by(scratch) == [], "loop device still attached"
+    assert mounts_under(scratch) == [], "tmpfs still mounted"
+    time.sleep(0.3)
+    dev = "/dev/" + knob.split("/")[3]
+    assert processes_matching(scratch) == [] and processes_matching(f"--filename={dev} ") == [], "fio survived"
+    assert not (tmp_path / f"{LAB}.json").exists() and not (tmp_path / f".{LAB}.partial").exists()
+
+
+def test_sigterm_during_heat_record_stops_perf_and_burst(tmp_path):
+    rc, err, scratch = interrupt_at(LAB, "heat.record: perf record", "--only", "heat", "--quick", "--out", str(tmp_path),
+                                    sig=signal.SIGTERM, after=1.0)
+    assert rc == 143, err[-2000:]
+    time.sleep(0.3)
+    assert processes_matching(scratch) == [] and processes_matching(str(tmp_path)) == []
+    assert loop_devices_backed_by(scratch) == [] and mounts_under(scratch) == []
+    assert not (tmp_path / f".{LAB}.partial").exists()
