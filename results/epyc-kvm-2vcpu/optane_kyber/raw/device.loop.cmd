@@ -1,0 +1,1 @@
+losetup --find --show --direct-io=on /tmp/pcb-optane_kyber.IEJusC/tmpfs/disk.img

@@ -1,0 +1,1 @@
+/work/main/.venv/bin/python -m labkit.heatmap --perf-script /tmp/pcb-optane_kyber.IEJusC/heat.script --svg /work/main/results/epyc-kvm-2vcpu/.optane_kyber.partial/heatmap.svg --json /work/main/results/epyc-kvm-2vcpu/.optane_kyber.partial/heatmap.json --band 400\,600 --title perf\ record\ -a\ -g\ -F\ 997\,\ every\ CPU\,\ idle\ samples\ left\ out

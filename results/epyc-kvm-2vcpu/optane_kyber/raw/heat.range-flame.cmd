@@ -1,0 +1,1 @@
+/work/main/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.IEJusC/heat-range.script --folded /work/main/results/epyc-kvm-2vcpu/.optane_kyber.partial/heat-range.folded --svg /work/main/results/epyc-kvm-2vcpu/.optane_kyber.partial/heat-range.svg --title every\ CPU\,\ only\ the\ hottest\ burst\'s\ time\ range\ 3555.360000\,3555.580000\ s
