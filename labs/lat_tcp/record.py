@@ -82,7 +82,7 @@ def collect(run) -> None:
         elif name.startswith("pinned.s"):
             lat(s, f"{name}.server")
         elif name.startswith("msize."):
-            lat(s, "msize.server")
+            lat(s, f"msize.{name.split('.')[1]}.server")
         elif name in ("veth.loopback", "veth.veth"):
             lat(s, "veth.server-lo", path=name.split(".")[1])
         elif name == "strace":

@@ -8,8 +8,8 @@
 #   noserver  run the client with no server listening: it must fail and print no number
 #   free      server and client left to the scheduler
 #   pinned    server and client pinned with taskset to every CPU pair of the first 4 CPUs
-#   msize     message sizes 1 B .. 64 KiB on one pinning
-#   veth      loopback vs a veth pair between two network namespaces (root)
+#   msize     message sizes 1 B .. 64 KiB, server and client on one CPU and on two
+#   veth      loopback vs a veth pair between two network namespaces (root), on one CPU
 #   perf      perf record -g of the client, same CPU vs other CPU -> flame graphs (inferno)
 #   strace    strace -c of the client: which system calls one round trip costs
 #   sockperf  the same pinnings measured by sockperf ping-pong, an independent tool
@@ -22,8 +22,8 @@ lab_group build "compile lat_tcp.c" always
 lab_group noserver "client with no server: must fail, print no number"
 lab_group free "unpinned server and client, 1-byte messages"
 lab_group pinned "taskset: every (server CPU, client CPU) pair of the first 4 CPUs"
-lab_group msize "message size 1 B to 64 KiB"
-lab_group veth "loopback vs veth between two network namespaces (root)"
+lab_group msize "message size 1 B to 64 KiB, same CPU and other CPU"
+lab_group veth "loopback vs veth between two network namespaces, same CPU (root)"
 lab_group perf "perf record -g of the client: same CPU vs other CPU, flame graphs"
 lab_group strace "strace -c of the client"
 lab_group sockperf "cross-check with sockperf ping-pong on the same pinnings"
@@ -38,7 +38,7 @@ group_build() {
   lab_run build -- gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -D_GNU_SOURCE \
     -o "$BIN" "$LAB_DIR/lat_tcp.c" || { BIN=""; return 1; }
   PORT=$(lab_free_port 31234)
-  # The "other CPU" used by msize, veth, strace and sockperf: the second online CPU if any.
+  # CPU_A runs every server; CPU_B, the "other CPU" for a client, is the second online CPU if any.
   local pairs
   pairs=$("$LAB_PY" -m labkit topology --cpus 4)
   CPU_A=$(awk 'NR==1{print $1}' <<<"$pairs")
@@ -91,14 +91,20 @@ group_pinned() {
 group_msize() {
   need_bin msize || return 0
   lab_require msize cmd:taskset || return 0
-  local sizes m mark
+  local sizes m mark pin c
   sizes=$(lab_quick "1 64 1024 16384 65536" "1 4 16 64 256 1024 4096 16384 65536")
-  mark=$(lab_mark)
-  start_server msize.server "$CPU_A" || return 0
-  for m in $sizes; do
-    lab_run "msize.$m" -- taskset -c "$CPU_B" "$BIN" -m "$m" -N "$N" -t "$T" -p "$PORT" 127.0.0.1
+  # Both placements: on one CPU the noise floor is low enough to see the copy cost;
+  # across CPUs the wake-up dominates and varies more than the copies cost.
+  for pin in same other; do
+    if [[ $pin == same ]]; then c=$CPU_A; else c=$CPU_B; fi
+    if [[ $pin == other && $CPU_B == "$CPU_A" ]]; then lab_skip msize.other "only one CPU"; continue; fi
+    mark=$(lab_mark)
+    start_server "msize.$pin.server" "$CPU_A" || continue
+    for m in $sizes; do
+      lab_run "msize.$pin.$m" -- taskset -c "$c" "$BIN" -m "$m" -N "$N" -t "$T" -p "$PORT" 127.0.0.1
+    done
+    lab_unwind "$mark"
   done
-  lab_unwind "$mark"
 }
 
 group_veth() {
@@ -122,11 +128,11 @@ group_veth() {
   # The server runs in namespace a: first bound to its loopback, then to the veth address.
   lab_spawn veth.server-lo -- ip netns exec "$a" taskset -c "$CPU_A" "$BIN" -s -p "$PORT"
   lab_wait_for "$LAB_RUN/raw/veth.server-lo.err" listening 5 &&
-    lab_run veth.loopback -- ip netns exec "$a" taskset -c "$CPU_B" "$BIN" -m 1 -N "$N" -t "$T" -p "$PORT" 127.0.0.1
+    lab_run veth.loopback -- ip netns exec "$a" taskset -c "$CPU_A" "$BIN" -m 1 -N "$N" -t "$T" -p "$PORT" 127.0.0.1
   lab_unwind "$inner"
   lab_spawn veth.server-veth -- ip netns exec "$a" taskset -c "$CPU_A" "$BIN" -s -p "$PORT" -b 198.18.0.1
   lab_wait_for "$LAB_RUN/raw/veth.server-veth.err" listening 5 &&
-    lab_run veth.veth -- ip netns exec "$b" taskset -c "$CPU_B" "$BIN" -m 1 -N "$N" -t "$T" -p "$PORT" 198.18.0.1
+    lab_run veth.veth -- ip netns exec "$b" taskset -c "$CPU_A" "$BIN" -m 1 -N "$N" -t "$T" -p "$PORT" 198.18.0.1
   lab_unwind "$mark"
 }
 

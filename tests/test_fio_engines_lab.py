@@ -1,0 +1,211 @@
+"""The fio_engines lab run for real: quick mode end to end, bad usage, the --device
+refusals (no device is ever opened for writing), and Ctrl-C / TERM mid-job leaving no
+fio, perf or iostat process and no scratch directory behind."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from labkit import model
+from labkit.parsers.perf import perf_stat_csv
+from labrun import interrupt_at, is_root, processes_matching, run_lab
+
+LAB = "fio_engines"
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fio_engines_out")
+    t0 = time.time()
+    proc = run_lab(LAB, "--quick", "--out", str(out), "--host", "test-quick", timeout=240)
+    return proc, out, time.time() - t0
+
+
+def result_of(quick_run) -> dict:
+    proc, out, _ = quick_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return model.load(out / f"{LAB}.json")
+
+
+def test_quick_run_succeeds_and_validates(quick_run):
+    proc, out, seconds = quick_run
+    result = result_of(quick_run)
+    assert result["run"]["quick"] is True and result["host"]["label"] == "test-quick"
+    assert seconds < 120, f"quick mode took {seconds:.0f} s (contract: under 2 minutes)"
+    for step in result["steps"]:
+        assert step["status"] in ("ok", "skipped"), step
+        if step["status"] == "skipped":
+            assert step["reason"], step
+        else:
+            assert step["command"], step
+    groups = {s["group"] for s in result["steps"] if s["status"] == "ok"}
+    assert {"setup", "engines", "buffered", "blocksize", "layout", "numjobs"} <= groups
+
+
+def test_every_job_writes_only_in_the_scratch_dir(quick_run):
+    _, out, _ = quick_run
+    result = result_of(quick_run)
+    target = (out / LAB / "target.txt").read_text()
+    scratch = re.search(r"^target=(.*)/data\.dat$", target, re.M).group(1)
+    assert Path(scratch).name.split(".")[0].endswith("fio_engines"), scratch  # lab.sh's fresh scratch dir
+    for step in result["steps"]:
+        for path in re.findall(r"FIO_FILE=(\S+)", step["command"] or ""):
+            assert path.startswith(scratch + "/"), step["command"]
+    assert not Path(scratch).exists(), "scratch directory left behind"
+
+
+def test_measurements_are_fios_own_numbers(quick_run):
+    """The IOPS in the result are exactly the iops of fio's JSON report, and the counts are perf's."""
+    _, out, _ = quick_run
+    result = result_of(quick_run)
+    raw = out / LAB / "raw"
+    checked = 0
+    for m in result["measurements"]:
+        if m["metric"] != "iops" or m["case"].get("experiment") not in ("engines", "numjobs"):
+            continue
+        step = m["step"]
+        text = (raw / f"{step}.out").read_text()
+        start = 0 if text.startswith("{") else text.index("\n{") + 1  # after fio's notes
+        report = json.loads(text[start:])
+        rw = "read" if "read" in m["case"]["rw"] else "write"
+        assert m["samples"][0] == report["jobs"][0][rw]["iops"]
+        checked += 1
+    assert checked >= 8
+    rq = next(m for m in result["measurements"] if m["metric"] == "rq_complete"
+              and m["case"].get("experiment") == "engines" and m["case"].get("phase") == "job")
+    perf = perf_stat_csv((raw / f"{rq['step']}.perf").read_text())
+    assert rq["samples"][0] == perf["block:block_rq_complete"]["value"]
+
+
+def test_psync_iodepth_note_is_fios(quick_run):
+    """fio itself says that psync caps the queue depth at 1 (the note before its JSON)."""
+    _, out, _ = quick_run
+    text = (out / LAB / "raw" / "engines.psync.randread.qd32.r1.out").read_text()
+    assert "capped at 1" in text.split("{", 1)[0]
+
+
+def test_direct_4k_random_reads_are_one_request_each(quick_run):
+    result = result_of(quick_run)
+    ms = [m for m in result["measurements"] if m["metric"] == "requests_per_io"
+          and m["case"].get("experiment") == "engines" and m["case"]["rw"] == "randread"]
+    if not ms:
+        pytest.skip("perf could not count block tracepoints on this host")
+    for m in ms:
+        assert 0.9 < m["median"] < 1.2, m
+
+
+def test_every_claim_has_a_verdict_with_evidence(quick_run):
+    result = result_of(quick_run)
+    ids = {c["id"] for c in result["claims"]}
+    assert {"libaio-qd32-beats-psync", "psync-ignores-iodepth", "bigger-blocks-fewer-iops",
+            "warm-buffered-reads-beat-direct", "cold-buffered-reads-do-not-beat-direct", "holes-read-faster"} <= ids
+    assert all(c["evidence"] for c in result["claims"])
+    # quick mode has no iodepth 2: that claim must say so, not pretend
+    c = next(c for c in result["claims"] if c["id"] == "libaio-gains-at-iodepth-2")
+    assert c["verdict"] == "untested"
+
+
+def test_strace_tables_are_parsed(quick_run):
+    result = result_of(quick_run)
+    calls = {(m["case"]["engine"], m["case"]["syscall"]): m["median"] for m in result["measurements"]
+             if m["metric"] == "strace_calls"}
+    if not calls:
+        pytest.skip("strace not installed")
+    assert calls[("psync", "pread64")] > 0
+    assert calls[("libaio", "io_submit")] > 0 and ("psync", "io_submit") not in calls
+
+
+# ---- usage and the --device safety rules --------------------------------------------------
+
+@pytest.mark.parametrize("args", [["--bogus"], ["--only", "nosuchgroup"], ["--host", "bad label"], ["--out"],
+                                  ["--device"], ["--yes-destroy-data"]])
+def test_bad_usage_exits_2(args):
+    before = scratch_dirs()
+    proc = run_lab(LAB, *args, timeout=30)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("run.sh: "), proc.stderr
+    assert scratch_dirs() == before
+
+
+def test_help_mentions_device_options():
+    proc = run_lab(LAB, "--help", timeout=30)
+    assert proc.returncode == 0
+    for word in ("--quick", "--device DEV", "--yes-destroy-data", "engines", "layout"):
+        assert word in proc.stdout
+
+
+def root_source() -> str:
+    return subprocess.run(["findmnt", "-n", "-o", "SOURCE", "/"], capture_output=True, text=True).stdout.strip()
+
+
+def scratch_dirs() -> set[str]:
+    return {p.name for p in Path("/tmp").glob("*fio_engines.*")}
+
+
+def assert_refused(proc, before: set[str], out: Path, words: str):
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, f"expected a one-line error, got: {proc.stderr}"
+    assert words in lines[0], lines[0]
+    assert scratch_dirs() == before, "a refused run must not start"
+    assert not list(out.iterdir()), "a refused run must not write anything"
+
+
+def test_device_refused_without_yes_destroy_data(tmp_path):
+    dev = root_source()
+    if not dev.startswith("/dev/"):
+        pytest.skip(f"/ is not on a block device here ({dev})")
+    before = scratch_dirs()
+    proc = run_lab(LAB, "--quick", "--out", str(tmp_path), "--device", dev, timeout=30)
+    assert_refused(proc, before, tmp_path, "without --yes-destroy-data")
+
+
+def test_mounted_device_refused_even_with_yes_destroy_data(tmp_path):
+    dev = root_source()
+    if not dev.startswith("/dev/") or not Path(dev).is_block_device():
+        pytest.skip(f"/ is not on a block device here ({dev})")
+    if not is_root():
+        pytest.skip("needs root: without it the device is refused earlier, as not writable")
+    before = scratch_dirs()
+    proc = run_lab(LAB, "--quick", "--out", str(tmp_path), f"--device={dev}", "--yes-destroy-data", timeout=30)
+    assert_refused(proc, before, tmp_path, "is mounted at")
+
+
+def test_non_block_device_refused(tmp_path):
+    before = scratch_dirs()
+    proc = run_lab(LAB, "--quick", "--out", str(tmp_path), "--device", "/etc/hostname", "--yes-destroy-data", timeout=30)
+    assert_refused(proc, before, tmp_path, "not a block device")
+
+
+# ---- interrupted mid-job ----------------------------------------------------------------
+
+def alive_as(pid: int, name: str) -> bool:
+    try:
+        return name in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig,rc", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_mid_job_leaves_nothing(sig, rc, tmp_path):
+    marker = "engines.psync.randread.qd1.r1: env"
+    code, err, scratch = interrupt_at(LAB, marker, "--only", "engines", "--quick", "--out", str(tmp_path),
+                                      sig=sig, after=0.4)
+    assert code == rc, err[-2000:]
+    assert f"interrupted by {signal.Signals(sig).name}" in err
+    assert scratch and not Path(scratch).exists(), "scratch directory left behind"
+    time.sleep(0.3)
+    assert processes_matching(scratch) == [], "a process using the scratch dir survived"
+    assert processes_matching("labs/fio_engines/engines.fio") == [], "fio survived"
+    pids = [int(p) for p in re.findall(r"stop \S+\.iostat \(pid (\d+)\)", err)]
+    assert pids, "the job's iostat was never stopped by the cleanup stack"
+    assert not [p for p in pids if alive_as(p, "iostat")], "iostat survived"
+    assert not (tmp_path / f"{LAB}.json").exists(), "an interrupted run must not write a result"
+    assert not (tmp_path / f".{LAB}.partial").exists()
