@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from labkit import model
-from labkit.parsers.fio_json import fio_summary
+from labkit.parsers.fio import fio_summary
 from labrun import interrupt_at, is_root, loop_devices_backed_by, mounts_under, processes_matching, run_lab
 
 LAB = "optane_kyber"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from labkit import heatmap
-from labkit.parsers.fio_json import fio_document, fio_summary
+from labkit.parsers.fio import fio_json, fio_summary
 from labkit.parsers.jsonline import ParseError, json_line
 from labkit.parsers.perf import perf_stat_csv
 from labkit.parsers.perf_script import sample_headers, sample_times
@@ -51,7 +51,7 @@ def test_fio_summary_randread_qd1():
 
 def test_fio_summary_wants_one_job():
     text = (FIX / "fio" / "optane_kyber-randread-qd1-numjobs2-no-group.json").read_text()
-    assert len(fio_document(text)["jobs"]) == 2
+    assert len(fio_json(text)["report"]["jobs"]) == 2
     with pytest.raises(ParseError, match="group_reporting"):
         fio_summary(text)
 
@@ -63,12 +63,12 @@ def test_fio_summary_no_write_io():
 
 
 @pytest.mark.parametrize("text", ["", "fio: failed to open /dev/nope\n", '{"fio version": "x"}'])
-def test_fio_document_rejects(text):
+def test_fio_json_rejects(text):
     with pytest.raises(ParseError):
-        fio_document(text)
+        fio_json(text)
 
 
-def test_fio_document_skips_a_leading_note():
+def test_fio_json_skips_a_leading_note():
     text = (FIX / "fio" / "optane_kyber-randread-qd1-pvsync2.json").read_text()
     assert fio_summary("note: something fio said\n" + text)["iops"] == fio_summary(text)["iops"]
 

@@ -69,6 +69,7 @@ def _direction(d: dict) -> dict:
         "total_ios": int(d["total_ios"]),
         "clat_ns": {
             "mean": float(clat.get("mean", 0.0)),
+            "stddev": float(clat.get("stddev", 0.0)),
             "min": float(clat.get("min", 0.0)),
             "max": float(clat.get("max", 0.0)),
             "n": int(clat.get("N", 0)),
@@ -86,7 +87,7 @@ def fio_jobs(text: str) -> list[dict]:
     options`` with the job's ``job options`` (the values after ``${VAR}`` substitution;
     options left at fio's defaults are absent). Each direction is ``None`` when the job
     moved no bytes that way, else ``{"io_bytes", "bw_kib" (KiB/s), "bw_bytes" (B/s),
-    "iops", "runtime_ms", "total_ios", "clat_ns": {"mean", "min", "max", "n",
+    "iops", "runtime_ms", "total_ios", "clat_ns": {"mean", "stddev", "min", "max", "n",
     "percentiles": {50.0: ns, 99.0: ns, ...}}}``.
 
     Raises:
@@ -127,7 +128,7 @@ def fio_job(text: str) -> dict:
     """
     jobs = fio_jobs(text)
     if len(jobs) != 1:
-        raise ParseError(f"expected one fio job report, found {len(jobs)}")
+        raise ParseError(f"expected one fio job report, found {len(jobs)}: run with group_reporting for one summary")
     if jobs[0]["error"]:
         raise ParseError(f"fio job {jobs[0]['jobname']!r} reports error {jobs[0]['error']}")
     return jobs[0]
@@ -138,3 +139,35 @@ def disk_util(text: str) -> list[dict]:
     ``write_ios``, ``util`` in percent...), read from /sys/block by fio; empty when fio
     found no block device under the file."""
     return list(fio_json(text)["report"].get("disk_util") or [])
+
+
+def fio_summary(text: str, rw: str = "read") -> dict:
+    """One job's (or one ``group_reporting`` group's) numbers for direction ``rw``, flat and
+    in microseconds: a view of ``fio_job`` for latency tables.
+
+    Returns ``{"jobname", "iops", "bw_bytes" (B/s), "total_ios", "runtime_ms",
+    "clat_mean_us", "clat_stddev_us", "clat_min_us", "clat_max_us", "clat_p50_us",
+    "clat_p99_us", "clat_p99_9_us" (None when fio did not report that percentile),
+    "usr_cpu", "sys_cpu" (percent), "ctx" (context switches), "error"}``.
+
+    Raises:
+        ParseError: as ``fio_job``; or no I/O in direction ``rw``.
+    """
+    job = fio_job(text)
+    d = job.get(rw)
+    if not d or not d["total_ios"]:
+        raise ParseError(f"fio job {job['jobname']!r} did no {rw} I/O")
+    clat = d["clat_ns"]
+    pct = clat["percentiles"]
+
+    def p_us(p: float) -> float | None:
+        v = next((v for k, v in pct.items() if abs(k - p) < 1e-9), None)
+        return None if v is None else v / 1000.0
+
+    return {
+        "jobname": job["jobname"], "iops": d["iops"], "bw_bytes": d["bw_bytes"], "total_ios": d["total_ios"],
+        "runtime_ms": d["runtime_ms"], "clat_mean_us": clat["mean"] / 1000.0, "clat_stddev_us": clat["stddev"] / 1000.0,
+        "clat_min_us": clat["min"] / 1000.0, "clat_max_us": clat["max"] / 1000.0, "clat_p50_us": p_us(50.0),
+        "clat_p99_us": p_us(99.0), "clat_p99_9_us": p_us(99.9), "usr_cpu": job["usr_cpu"], "sys_cpu": job["sys_cpu"],
+        "ctx": job["ctx"], "error": job["error"],
+    }

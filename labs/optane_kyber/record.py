@@ -29,7 +29,7 @@ import json
 import math
 import re
 
-from labkit.parsers.fio_json import fio_summary
+from labkit.parsers.fio import fio_summary
 from labkit.parsers.jsonline import json_line
 from labkit.parsers.perf import perf_stat_csv, share_under
 from labkit.parsers.sysbench import sysbench_cpu
