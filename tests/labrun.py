@@ -104,3 +104,20 @@ def loop_devices_backed_by(prefix: str) -> list[str]:
 
 def is_root() -> bool:
     return os.geteuid() == 0
+
+
+def check_quick_result(result: dict, seconds: float, label: str = "test-quick") -> None:
+    """The lab contract every quick run must meet: quick, labelled, under 2 minutes, and every
+    step either ran as designed (with its command kept) or says why it was skipped.
+
+    Raises:
+        AssertionError: naming the first step or figure that breaks the contract.
+    """
+    assert result["run"]["quick"] is True and result["host"]["label"] == label
+    assert seconds < 120, f"quick mode took {seconds:.0f} s (contract: under 2 minutes)"
+    for step in result["steps"]:
+        assert step["status"] in ("ok", "skipped"), step
+        if step["status"] == "skipped":
+            assert step["reason"], step
+        else:
+            assert step["command"], step

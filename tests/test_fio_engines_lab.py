@@ -15,7 +15,7 @@ import pytest
 
 from labkit import model
 from labkit.parsers.perf import perf_stat_csv
-from labrun import interrupt_at, is_root, processes_matching, run_lab
+from labrun import check_quick_result, interrupt_at, is_root, processes_matching, run_lab
 
 LAB = "fio_engines"
 
@@ -37,14 +37,7 @@ def result_of(quick_run) -> dict:
 def test_quick_run_succeeds_and_validates(quick_run):
     proc, out, seconds = quick_run
     result = result_of(quick_run)
-    assert result["run"]["quick"] is True and result["host"]["label"] == "test-quick"
-    assert seconds < 120, f"quick mode took {seconds:.0f} s (contract: under 2 minutes)"
-    for step in result["steps"]:
-        assert step["status"] in ("ok", "skipped"), step
-        if step["status"] == "skipped":
-            assert step["reason"], step
-        else:
-            assert step["command"], step
+    check_quick_result(result, seconds)
     groups = {s["group"] for s in result["steps"] if s["status"] == "ok"}
     assert {"setup", "engines", "buffered", "blocksize", "layout", "numjobs"} <= groups
 

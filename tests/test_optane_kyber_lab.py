@@ -13,7 +13,7 @@ import pytest
 
 from labkit import model
 from labkit.parsers.fio import fio_summary
-from labrun import interrupt_at, is_root, loop_devices_backed_by, mounts_under, processes_matching, run_lab
+from labrun import check_quick_result, interrupt_at, is_root, loop_devices_backed_by, mounts_under, processes_matching, run_lab
 
 LAB = "optane_kyber"
 pytestmark = pytest.mark.skipif(not is_root(), reason="the lab's device, scheduler and perf -a steps need root")
@@ -35,14 +35,10 @@ def test_quick_run_succeeds_and_validates(quick_run):
     proc, out, seconds = quick_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = result(quick_run)
-    assert r["run"]["quick"] is True and r["host"]["label"] == "test-quick"
-    assert seconds < 120, f"quick mode took {seconds:.0f} s (contract: under 2 minutes)"
+    check_quick_result(r, seconds)
     for step in r["steps"]:
-        assert step["status"] in ("ok", "skipped"), step
-        if step["status"] == "skipped":
-            assert step["reason"], step
-        else:
-            assert step["command"] and (out / LAB / "raw" / f"{step['name']}.cmd").read_text().strip() == step["command"]
+        if step["status"] == "ok":
+            assert (out / LAB / "raw" / f"{step['name']}.cmd").read_text().strip() == step["command"]
 
 
 def test_quick_run_leaves_nothing_behind(quick_run):
