@@ -1,1 +1,1 @@
-/tmp/perf-casebook-lat_tcp.DBp8T2/lat_tcp -m 1 -N 5 -t 0.05 -p 31234 127.0.0.1
+/tmp/pcb-lat_tcp.ugTQEs/lat_tcp -m 1 -N 11 -t 0.5 -p 31234 127.0.0.1

@@ -1,1 +1,1 @@
-perf script -i /tmp/perf-casebook-lat_tcp.DBp8T2/perf-other.data
+perf script -i /tmp/pcb-lat_tcp.ugTQEs/perf-other.data

@@ -1,1 +1,1 @@
-ip link add pcb-va netns pcb-lat-a-7648 type veth peer name pcb-vb netns pcb-lat-b-7648
+ip link add pcb-va netns pcb-lat-a-17710 type veth peer name pcb-vb netns pcb-lat-b-17710

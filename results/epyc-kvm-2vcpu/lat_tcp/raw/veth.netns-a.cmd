@@ -1,1 +1,1 @@
-ip netns add pcb-lat-a-7648
+ip netns add pcb-lat-a-17710

@@ -1,1 +1,1 @@
-ip netns add pcb-lat-b-7648
+ip netns add pcb-lat-b-17710

@@ -1,1 +1,0 @@
-taskset -c 1 /tmp/perf-casebook-lat_tcp.DBp8T2/lat_tcp -m 16384 -N 5 -t 0.05 -p 31234 127.0.0.1

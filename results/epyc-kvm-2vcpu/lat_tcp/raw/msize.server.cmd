@@ -1,1 +1,0 @@
-taskset -c 0 /tmp/perf-casebook-lat_tcp.DBp8T2/lat_tcp -s -p 31234
