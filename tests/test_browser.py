@@ -87,3 +87,19 @@ def test_hosts_page_lists_both_hosts(served, watched, artifacts_dir):
     page.screenshot(path=str(artifacts_dir / "hosts.png"), full_page=True)
     assert errors == []
     assert [r for r in requests if not r.startswith((url, "data:"))] == []
+
+
+def test_compare_page_puts_both_hosts_side_by_side(served, watched, artifacts_dir, root):
+    url, host_dir = served
+    page, errors, requests = watched
+    page.goto(f"{url}/compare/", wait_until="networkidle")
+    ref = model.load(next((root / "results").glob("*/lat_tcp.json")))
+    tab = page.locator(".tabbed-labels label", has_text=f"test-quick vs {ref['host']['label']}")
+    assert tab.count() == 1
+    tab.click()
+    text = page.locator(".tabbed-block:visible").first.inner_text()
+    assert f"ratio to {ref['host']['label']}" in text
+    assert "within noise" in text or "yes" in text
+    page.screenshot(path=str(artifacts_dir / "compare.png"), full_page=True)
+    assert errors == []
+    assert [r for r in requests if not r.startswith((url, "data:"))] == []
