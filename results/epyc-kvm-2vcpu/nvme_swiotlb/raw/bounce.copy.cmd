@@ -1,1 +1,1 @@
-cp /tmp/perf-casebook-nvme_swiotlb.j0YbPJ/data.img /tmp/perf-casebook-nvme_swiotlb.j0YbPJ/tmpfs/data.img
+cp /tmp/pcb-nvme_swiotlb.nsa7jl/data.img /tmp/pcb-nvme_swiotlb.nsa7jl/tmpfs/data.img

@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=528m\,mode=0700 tmpfs /tmp/perf-casebook-nvme_swiotlb.j0YbPJ/tmpfs
+mount -t tmpfs -o size=528m\,mode=0700 tmpfs /tmp/pcb-nvme_swiotlb.nsa7jl/tmpfs

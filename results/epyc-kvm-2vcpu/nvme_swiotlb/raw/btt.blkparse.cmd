@@ -1,1 +1,1 @@
-sh -c blkparse\ -i\ -\ -d\ /tmp/perf-casebook-nvme_swiotlb.j0YbPJ/blk.bin\ \<\ /work/main/results/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.capture.out
+sh -c blkparse\ -i\ -\ -d\ /tmp/pcb-nvme_swiotlb.nsa7jl/blk.bin\ \<\ /work/main/results/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.capture.out

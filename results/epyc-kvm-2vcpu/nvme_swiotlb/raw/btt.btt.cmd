@@ -1,1 +1,1 @@
-btt -i /tmp/perf-casebook-nvme_swiotlb.j0YbPJ/blk.bin -l /work/main/results/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.d2c -q /work/main/results/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.q2c
+btt -i /tmp/pcb-nvme_swiotlb.nsa7jl/blk.bin -l /work/main/results/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.d2c -q /work/main/results/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.q2c

@@ -1,1 +1,1 @@
-fincore --json --bytes /tmp/perf-casebook-nvme_swiotlb.j0YbPJ/data.img
+fincore --json --bytes /tmp/pcb-nvme_swiotlb.nsa7jl/data.img

@@ -1,1 +1,1 @@
-mount -t debugfs nodev /tmp/perf-casebook-nvme_swiotlb.j0YbPJ/debugfs
+mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.nsa7jl/debugfs

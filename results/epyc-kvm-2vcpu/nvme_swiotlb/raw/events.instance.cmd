@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-6375
+mkdir /sys/kernel/tracing/instances/pcb-1517

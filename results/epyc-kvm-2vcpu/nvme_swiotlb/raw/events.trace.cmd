@@ -1,1 +1,1 @@
-cat /sys/kernel/tracing/instances/pcb-6375/trace
+cat /sys/kernel/tracing/instances/pcb-1517/trace

@@ -1,1 +1,1 @@
-losetup --find --show --direct-io=on /tmp/perf-casebook-nvme_swiotlb.j0YbPJ/data.img
+losetup --find --show --direct-io=on /tmp/pcb-nvme_swiotlb.nsa7jl/data.img

@@ -1,1 +1,1 @@
-find /tmp/perf-casebook-nvme_swiotlb.j0YbPJ/debugfs/swiotlb -maxdepth 1 -type f -exec grep -H . \{\} +
+find /tmp/pcb-nvme_swiotlb.nsa7jl/debugfs/swiotlb -maxdepth 1 -type f -exec grep -H . \{\} +

@@ -1,1 +1,1 @@
-sh -c echo\ 256\ \>\ /sys/block/loop1/queue/read_ahead_kb
+sh -c echo\ 256\ \>\ /sys/block/loop5/queue/read_ahead_kb

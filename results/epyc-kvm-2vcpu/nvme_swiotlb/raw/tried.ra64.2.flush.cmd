@@ -1,1 +1,1 @@
-blockdev --flushbufs /dev/loop1
+blockdev --flushbufs /dev/loop5

@@ -1,1 +1,1 @@
-dd if=/dev/loop1 of=/dev/null bs=1M count=256 iflag=direct
+dd if=/dev/loop5 of=/dev/null bs=1M count=256 iflag=direct

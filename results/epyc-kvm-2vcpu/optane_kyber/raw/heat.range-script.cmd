@@ -1,1 +1,1 @@
-perf script --max-stack 48 -i /tmp/pcb-optane_kyber.IEJusC/heat.data --time 3555.360000\,3555.580000
+perf script --max-stack 48 -i /tmp/pcb-optane_kyber.K2Zshp/heat.data --time 4982.400000\,4982.600000
