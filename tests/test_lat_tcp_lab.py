@@ -104,7 +104,7 @@ def test_sigint_mid_step_leaves_nothing(group, marker, tmp_path):
 
 @pytest.mark.skipif(not is_root(), reason="needs root")
 def test_sigterm_mid_step_leaves_nothing(tmp_path):
-    rc, err, scratch = interrupt_at("lat_tcp", "msize.64: taskset", "--only", "msize", "--quick", "--out", str(tmp_path),
+    rc, err, scratch = interrupt_at("lat_tcp", "msize.same.64: taskset", "--only", "msize", "--quick", "--out", str(tmp_path),
                                     sig=signal.SIGTERM, after=0.1)
     assert rc == 143, err[-2000:]
     assert processes_matching(scratch) == []

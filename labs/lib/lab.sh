@@ -42,7 +42,9 @@ export PYTHONPATH="$LAB_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 # inferno (flame graphs) installed by `make setup` into the project.
 export PATH="$LAB_ROOT/.tools/bin:$PATH"
 
-lab__say() { printf '[%s %6.1fs] %s\n' "$LAB_NAME" "$(lab__elapsed)" "$*" >&2; }
+# Progress goes to the lab's own stderr (saved in LAB_ERR at start), so a signal handler that
+# runs while a cleanup command's output is redirected to /dev/null is still heard.
+lab__say() { printf '[%s %6.1fs] %s\n' "$LAB_NAME" "$(lab__elapsed)" "$*" >&"${LAB_ERR:-2}"; }
 lab__elapsed() { local now; now=$(date +%s.%N); awk -v a="$now" -v b="${LAB_START:-$now}" 'BEGIN{printf "%.1f", a-b}'; }
 lab__die_usage() { printf '%s: %s\n' "$(basename "$0")" "$1" >&2; lab_usage >&2; exit 2; }
 
@@ -203,7 +205,7 @@ lab_run() {
   printf '%q ' "$@" | sed 's/ $//' > "$raw.cmd"
   lab__say "$name: $(cat "$raw.cmd")"
   t0=$(date +%s.%N)
-  setsid "$@" > "$stdout" 2> "$raw.err" < /dev/null &
+  setsid "$@" > "$stdout" 2> "$raw.err" < /dev/null {LAB_ERR}>&- &
   LAB_CHILD=$!
   wait "$LAB_CHILD" || rc=$?
   LAB_CHILD=""
@@ -244,7 +246,7 @@ lab_spawn() {
   local raw="$LAB_RUN/raw/$name"
   printf '%q ' "$@" | sed 's/ $//' > "$raw.cmd"
   lab__say "$name: starting in background: $(cat "$raw.cmd")"
-  setsid "$@" > "$raw.out" 2> "$raw.err" < /dev/null &
+  setsid "$@" > "$raw.out" 2> "$raw.err" < /dev/null {LAB_ERR}>&- &
   LAB_SPAWNED=$!
   lab_defer "stop $name (pid $LAB_SPAWNED)" lab_kill_group "$LAB_SPAWNED"
 }
@@ -355,6 +357,7 @@ lab__init() {
     exit 1
   fi
   LAB_START=$(date +%s.%N)
+  exec {LAB_ERR}>&2
   [[ -n "$LAB_HOST" ]] || LAB_HOST=$("$LAB_PY" -m labkit label)
   [[ -n "$LAB_OUT" ]] || LAB_OUT="$LAB_ROOT/local-results/$LAB_HOST"
   mkdir -p "$LAB_OUT"
