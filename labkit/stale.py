@@ -15,9 +15,14 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
 
 @lru_cache(maxsize=64)
 def last_change(root: Path, lab: str) -> str | None:
-    """Newest commit that touched ``labs/<lab>/`` or ``labs/lib/`` (None outside git)."""
+    """Newest commit that touched ``labs/<lab>/``, the lab's own code (None outside git).
+
+    The shared contract (labs/lib) is left out on purpose: a change there that alters what
+    a lab measures must come with a change to the lab itself, or every result goes stale
+    at once for a fix to a progress message.
+    """
     try:
-        proc = _git(root, "log", "-1", "--format=%H", "--", f"labs/{lab}", "labs/lib")
+        proc = _git(root, "log", "-1", "--format=%H", "--", f"labs/{lab}")
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout.strip() or None if proc.returncode == 0 else None
