@@ -28,7 +28,7 @@ from .parsers import perf as perf_parsers
 def _cmd_record(a) -> int:
     from .record import record
     path = record(a.lab, Path(a.lab_dir), Path(a.run_dir), Path(a.out), start=float(a.start),
-                  quick=a.quick == "1", tools=[t for t in a.tools.split(",") if t] if a.tools else [],
+                  quick=a.quick == "1", tools=a.tools.replace(",", " ").split(),
                   command=a.command)
     r = model.load(path)
     for c in r["claims"]:
@@ -112,10 +112,11 @@ def _cmd_topology(a) -> int:
 def _cmd_flame(a) -> int:
     n = perf_parsers.fold(Path(a.perf_script), Path(a.folded))
     if n == 0:
-        print(f"labkit flame: no samples in {a.perf_script}", file=sys.stderr)
+        print(f"labkit flame: no stacks in {a.perf_script}", file=sys.stderr)
         return 1
     perf_parsers.flamegraph(Path(a.folded), Path(a.svg), a.title)
-    print(f"{n} samples folded into {a.folded}, flame graph {a.svg}")
+    # inferno weights each stack by perf's sample period (ns of cpu-clock here), not by count
+    print(f"folded stacks (total weight {n}) in {a.folded}, flame graph {a.svg}")
     return 0
 
 

@@ -48,7 +48,8 @@ def _inferno(tool: str) -> str:
 def fold(perf_script: Path, folded: Path) -> int:
     """Collapse ``perf script`` output into folded stacks with ``inferno-collapse-perf``.
 
-    Returns the number of samples in the folded file (sum of the counts).
+    Returns the total weight of the folded file (sum of its counts): inferno weights each
+    stack by perf's sample period, so for cpu-clock this is nanoseconds, not a sample count.
 
     Raises:
         FileNotFoundError: inferno missing; subprocess.CalledProcessError: inferno failed.
@@ -59,7 +60,8 @@ def fold(perf_script: Path, folded: Path) -> int:
 
 
 def folded_samples(text: str) -> int:
-    """Total sample count of folded stacks text (``frame;frame;... COUNT`` per line)."""
+    """Total weight of folded stacks text (``frame;frame;... COUNT`` per line): samples, or
+    sample periods when the folder weighted by period (inferno-collapse-perf does)."""
     return sum(int(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.strip())
 
 

@@ -1,0 +1,157 @@
+"""fstime lab: raw outputs → measurements and artifacts (called by ``labkit record``).
+
+Metrics:
+
+``score`` (KiB/s)
+    fstime's score per phase (``phase`` write, read, copy: the JSON lines of
+    ``labs/fstime/fstime.c``; write and read are UnixBench's 2 s priming phases of ``-c``)
+    and dd's copy rate (bytes / 1024 / seconds from its summary; ``tool = "dd"``).
+    One sample per repetition. Cases: ``experiment`` (copy, audit, dd), ``tool``,
+    ``target`` (disk, tmpfs, ext4-on-tmpfs, xfs-on-tmpfs, xfs-on-disk), ``fs`` (the
+    filesystem type findmnt reported), ``bufsize`` and ``max_blocks`` (fstime -b, -m),
+    ``phase``, and for the audit steps ``audit`` (off, nomatch, every).
+``cpu_share`` (fraction)
+    From two /proc/stat + /proc/<pid>/stat readings inside one copy phase: per CPU
+    (``who`` = cpu0, cpu1, ...) the share of its time per ``mode`` (user, system, iowait,
+    steal, idle), and for ``who = "fstime"`` its user and system time as a share of one CPU.
+``kernel_sample_share`` (fraction)
+    Of the perf samples of a copy phase, those whose innermost frame is in the kernel.
+``audit_sample_share`` (fraction)
+    Of the same samples, those with a kernel audit function (``audit_*``, ``__audit_*``)
+    on the stack: audit's own cost, nonzero once audit has been enabled since boot.
+``syscalls`` (calls)
+    ``strace -c`` calls per system call during (the rest of) one copy phase.
+``audit_log`` (bytes)
+    Bytes in the lab's auditd directory after the audit steps (log files, rotated at 8 MiB).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from labkit.parsers.dd import dd_summary
+from labkit.parsers.jsonline import json_lines
+from labkit.parsers.perf import share_under
+from labkit.parsers.procstat import cpu_shares, process_shares, snapshots
+from labkit.parsers.strace import strace_summary
+
+
+def _targets(run) -> dict[str, dict]:
+    """targets.tsv (name, dir, fstype, source, backing) → name → fields."""
+    path = run.dir / "targets.tsv"
+    out = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                name, d, fstype, source, backing = (line.split("\t") + [""] * 5)[:5]
+                out[name] = {"dir": d, "fs": fstype, "source": source, "backing": backing}
+    return out
+
+
+def _leaf_in_kernel(folded_text: str) -> tuple[int, int]:
+    """(samples whose innermost frame is a kernel function, all samples) of folded stacks
+    made by ``inferno-collapse-perf --all`` (kernel frames end in ``_[k]``)."""
+    kernel = total = 0
+    for line in folded_text.splitlines():
+        if not line.strip():
+            continue
+        stack, count = line.rsplit(" ", 1)
+        n = int(count)
+        total += n
+        if stack.rsplit(";", 1)[-1].endswith("_[k]"):
+            kernel += n
+    return kernel, total
+
+
+def collect(run) -> None:
+    """Parse every fstime, dd, /proc/stat, perf and strace step of ``run``."""
+    targets = _targets(run)
+
+    def fs_of(target: str) -> str:
+        return targets.get(target, {}).get("fs") or "unknown"
+
+    # fstime runs: copy.<target>.b<bufsize>.<rep> and audit.<state>.<rep>
+    samples: dict[tuple, list[float]] = defaultdict(list)
+    first_step: dict[tuple, str] = {}
+    for s in run.steps:
+        if s["status"] != "ok":
+            continue
+        name = s["name"]
+        m = re.fullmatch(r"copy\.([\w-]+)\.b(\d+)\.(\d+)", name)
+        a = re.fullmatch(r"audit\.(off|nomatch|every)\.(\d+)", name)
+        if m:
+            target, extra = m.group(1), (("experiment", "copy"),)
+        elif a:
+            target, extra = "tmpfs", (("experiment", "audit"), ("audit", a.group(1)))
+        else:
+            continue
+        for rec in json_lines(run.raw(name).read_text(), "fstime"):
+            key = extra + (("tool", "fstime"), ("target", target), ("fs", fs_of(target)),
+                           ("bufsize", rec["bufsize"]), ("max_blocks", rec["max_blocks"]), ("phase", rec["phase"]))
+            samples[key].append(rec["score_kibps"])
+            first_step.setdefault(key, name)
+
+    # dd: dd.<target>.<rep>
+    for s in run.steps:
+        m = re.fullmatch(r"dd\.([\w-]+)\.(\d+)", s["name"])
+        if s["status"] != "ok" or not m or m.group(1) == "sync":
+            continue
+        d = dd_summary(run.raw(s["name"], "err").read_text())
+        key = (("experiment", "dd"), ("tool", "dd"), ("target", m.group(1)), ("fs", fs_of(m.group(1))),
+               ("bufsize", 1024), ("phase", "copy"))
+        samples[key].append(d["bytes"] / 1024 / d["seconds"])
+        first_step.setdefault(key, s["name"])
+
+    for key, values in samples.items():
+        run.add("score", "KiB/s", dict(key), values, first_step[key])
+
+    # What htop would show: two readings inside one copy phase.
+    if run.ok("cpu.stat"):
+        snaps = snapshots(run.raw("cpu.stat").read_text())
+        target = (run.dir / "cpu.target").read_text().strip()
+        before, after = snaps[0], snaps[-1]
+        for cpu, shares in sorted(cpu_shares(before, after).items()):
+            if cpu == "all":
+                continue
+            for mode, v in shares.items():
+                run.add("cpu_share", "fraction", {"experiment": "cpu", "target": target, "who": cpu, "mode": mode},
+                        [v], "cpu.stat")
+        pid = int(run.step("cpu.stat")["command"].split()[-2])   # cpusample.sh PID SECONDS
+        p = process_shares(before, after, pid)
+        for mode in ("user", "system"):
+            run.add("cpu_share", "fraction", {"experiment": "cpu", "target": target, "who": "fstime", "mode": mode},
+                    [p[mode]], "cpu.stat")
+
+    # perf: flame graphs per target, the differential one, kernel share of samples.
+    for s in run.steps:
+        m = re.fullmatch(r"perf\.([\w-]+)\.flame", s["name"])
+        if s["status"] != "ok" or not m:
+            continue
+        t = m.group(1)
+        case = {"target": t, "fs": fs_of(t)}
+        run.artifact("flamegraph", case, f"flame-{t}.svg", f"fstime copy phase on {t} ({fs_of(t)}), 1 KiB buffers")
+        run.artifact("folded", case, f"flame-{t}.folded", f"folded stacks, copy phase on {t}")
+        folded = (run.dir / f"flame-{t}.folded").read_text()
+        kernel, total = _leaf_in_kernel(folded)
+        if total:
+            run.add("kernel_sample_share", "fraction", {"experiment": "perf", **case}, [kernel / total], s["name"])
+            run.add("audit_sample_share", "fraction", {"experiment": "perf", **case},
+                    [share_under(folded, ["audit_", "__audit_"])], s["name"])
+    if run.ok("perf.diff"):
+        run.artifact("diff_flamegraph", {"before": "tmpfs", "after": "xfs-on-tmpfs"}, "flame-diff.svg",
+                     "differential flame graph: xfs image on tmpfs against tmpfs")
+
+    # strace -c: calls per system call.
+    if run.ok("strace"):
+        summary = strace_summary(run.raw("strace", "err").read_text())
+        target = (run.dir / "strace.target").read_text().strip()
+        for name, row in summary["syscalls"].items():
+            run.add("syscalls", "calls", {"experiment": "strace", "target": target, "syscall": name},
+                    [row["calls"]], "strace")
+
+    # How much the audit daemon wrote (du -b prints "<bytes>\t<dir>").
+    if run.ok("audit.during.log"):
+        lines = run.raw("audit.during.log").read_text().splitlines()
+        if lines:  # du lists subdirectories first, the directory's total last
+            run.add("audit_log", "bytes", {"experiment": "audit"}, [int(lines[-1].split()[0])], "audit.during.log")

@@ -1,0 +1,372 @@
+#!/usr/bin/env bash
+# labs/fstime/run.sh: UnixBench "File Copy" (fstime) on five filesystems, with audit on and
+# off, perf flame graphs, strace -c, what htop shows, and dd as a second opinion.
+#
+#   sudo labs/fstime/run.sh [--quick] [--out DIR] [--only GROUP,..] [--host LABEL]
+#
+# What it does, one step per command (each kept with its output under <out>/fstime/raw/):
+#   build   compile fstime.c (our UnixBench fstime) into the scratch dir
+#   setup   the filesystems: a directory on the scratch dir's own filesystem ("disk"), a
+#           private tmpfs, an ext4 and an xfs image on that tmpfs and an xfs image on the
+#           disk filesystem, each image on a loop device (--direct-io=on), mkfs'd, mounted
+#   copy    fstime -c on every filesystem: UnixBench's three settings (bufsize/max_blocks
+#           256/500, 1024/2000, 4096/8000; quick: 1024/2000), repetitions interleaved
+#   cpu     what htop would show during a copy phase: cpusample.sh reads /proc/stat and
+#           the process's /proc/<pid>/stat twice, cpushare.py prints the per-CPU
+#           user/system/idle shares and the process's own in one line
+#   perf    perf record -g of the copy phase on tmpfs and on the xfs image on tmpfs ->
+#           flame graphs and a differential flame graph (inferno)
+#   strace  strace -c of a copy phase: which system calls, how many
+#   dd      dd bs=1k of a file to another file on every filesystem, the same copy by
+#           another program
+#   audit   the copy on tmpfs with audit off; with auditd (started by the lab, logging into
+#           the scratch dir) and a rule that matches nothing; with a rule auditing every
+#           system call of the fstime process (by PID). Audit state restored exactly after.
+#           It runs last: once audit has been enabled, the kernel gives every process
+#           started afterwards an audit context until the next boot (see the chapter).
+# Mounts are unmounted, loop devices detached, audit rules deleted, the audit enabled flag
+# restored and auditd stopped by PID on exit, error, Ctrl-C and TERM.
+source "$(dirname "$0")/../lib/lab.sh"
+
+lab_define fstime "fstime: UnixBench File Copy per filesystem, audit, flame graphs" \
+  gcc perf strace mkfs.xfs mkfs.ext4 losetup auditctl auditd dd inferno-flamegraph
+lab_group build "compile fstime.c" always
+lab_group setup "disk directory, tmpfs, ext4 and xfs images on tmpfs, xfs image on disk" always
+lab_group copy "fstime -c per filesystem and UnixBench setting, repetitions interleaved"
+lab_group cpu "per-CPU user/system split from /proc/stat during a copy phase (htop's view)"
+lab_group perf "perf record -g of the copy phase: tmpfs vs xfs on tmpfs, flame graphs, diff"
+lab_group strace "strace -c of a copy phase"
+lab_group dd "dd bs=1k file-to-file copy on the same filesystems"
+lab_group audit "audit off / auditd and a rule that does not match / every syscall of fstime (last)"
+
+TMPFS_MIB=768        # the lab's tmpfs: two sparse 512 MiB images and the test files fit
+IMG_MIB=512          # image size (sparse: only what is written takes space)
+DD_MIB=64            # size of the file dd copies
+BIN="" SETTINGS="" REPS=1 T=1 S=0.1 D=1 OBS_PID=""
+T_NAMES=() T_DIRS=()
+
+group_build() {
+  # UnixBench's Run: fstime -c -t 30 with -b 256 -m 500, -b 1024 -m 2000, -b 4096 -m 8000.
+  # Here the measured copy phase is shorter (-t) and so is the settle sleep (-s, UnixBench 2 s).
+  SETTINGS=$(lab_quick "1024/2000" "256/500 1024/2000 4096/8000")
+  REPS=$(lab_quick 1 3)
+  T=$(lab_quick 1 2)
+  S=$(lab_quick 0.1 0.5)
+  D=$(lab_quick 1 3)     # seconds of observation (perf record, /proc/stat) in a copy phase
+  BIN="$LAB_SCRATCH/fstime"
+  lab_run build -- gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -D_GNU_SOURCE \
+    -o "$BIN" "$LAB_DIR/fstime.c" -lm || BIN=""
+}
+
+need_bin() { [[ -n "$BIN" ]] || { lab_skip "$1" "build failed"; return 1; }; }
+
+# ---- filesystems ----------------------------------------------------------------------
+
+# add_target NAME DIR BACKING: a directory fstime and dd write in, with its filesystem.
+add_target() {
+  local fstype source
+  fstype=$(findmnt -no FSTYPE --target "$2" | head -n 1)
+  source=$(findmnt -no SOURCE --target "$2" | head -n 1)
+  T_NAMES+=("$1"); T_DIRS+=("$2")
+  printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$fstype" "$source" "$3" >> "$LAB_RUN/targets.tsv"
+}
+
+# target_dir NAME: print the directory of target NAME; status 1 if it was not set up.
+target_dir() {
+  local i
+  for i in "${!T_NAMES[@]}"; do
+    [[ ${T_NAMES[$i]} == "$1" ]] && { echo "${T_DIRS[$i]}"; return 0; }
+  done
+  return 1
+}
+
+# first_target NAME...: the first of these targets that exists.
+first_target() {
+  local t
+  for t in "$@"; do target_dir "$t" >/dev/null && { echo "$t"; return 0; }; done
+  return 1
+}
+
+# image FS WHERE DIR: an FS image file in DIR (on WHERE), on a loop device, mkfs'd, mounted.
+image() {
+  local fs=$1 where=$2 name="$1-on-$2" img="$3/$1.img" mnt="$LAB_SCRATCH/mnt-$1-on-$2" dev
+  lab_require "setup.$name" root loop cmd:losetup "cmd:mkfs.$fs" || return 0
+  lab_run "setup.$name.image" -- truncate -s "${IMG_MIB}M" "$img" || return 0
+  # Direct I/O: the loop device reads and writes the image file without caching it a
+  # second time, the way a disk holds a filesystem. Detached on cleanup.
+  lab_loop_attach "setup.$name.loop" "$img" --direct-io=on || return 0
+  dev=$LAB_LOOP
+  if [[ $fs == ext4 ]]; then
+    # Initialise inode tables and journal now, not in a kernel thread during the benchmark.
+    lab_run "setup.$name.mkfs" -- mkfs.ext4 -q -E lazy_itable_init=0,lazy_journal_init=0 "$dev" || return 0
+  else
+    lab_run "setup.$name.mkfs" -- "mkfs.$fs" -q -f "$dev" || return 0
+  fi
+  lab_mount "setup.$name.mount" "$mnt" -- -t "$fs" "$dev" || return 0
+  lab_run "setup.$name.dio" -- cat "/sys/block/${dev#/dev/}/loop/dio" || return 0
+  add_target "$name" "$mnt" "$fs image on ${dev#/dev/} (direct I/O $(cat "$LAB_RUN/raw/setup.$name.dio.out")), a file on $where"
+}
+
+group_setup() {
+  : > "$LAB_RUN/targets.tsv"
+  setup_targets
+  # Where each directory lives: filesystem type and device, one line per target.
+  ((${#T_DIRS[@]} == 0)) || lab_run setup.df -- df -T "${T_DIRS[@]}"
+}
+
+setup_targets() {
+  local scratch_fs disk_ok=0
+  scratch_fs=$(findmnt -no FSTYPE --target "$LAB_SCRATCH" | head -n 1)
+  if [[ $scratch_fs == tmpfs || $scratch_fs == ramfs ]]; then
+    lab_skip setup.disk "the scratch directory is on $scratch_fs, not on a disk: pass --scratch a directory on a disk filesystem"
+  elif lab_run setup.disk -- mkdir "$LAB_SCRATCH/disk"; then
+    add_target disk "$LAB_SCRATCH/disk" "the scratch directory's own filesystem"
+    disk_ok=1
+  fi
+  lab_require setup.tmpfs root || return 0
+  lab_mount setup.tmpfs "$LAB_SCRATCH/tmpfs" -- -t tmpfs -o "size=${TMPFS_MIB}m,mode=0700" tmpfs || return 0
+  lab_run setup.tmpfs.dir -- mkdir "$LAB_SCRATCH/tmpfs/files" || return 0
+  add_target tmpfs "$LAB_SCRATCH/tmpfs/files" "memory (tmpfs)"
+  image ext4 tmpfs "$LAB_SCRATCH/tmpfs"
+  image xfs tmpfs "$LAB_SCRATCH/tmpfs"
+  if ((disk_ok)); then
+    image xfs disk "$LAB_SCRATCH"
+  else
+    lab_skip setup.xfs-on-disk "no disk filesystem for the image (see setup.disk)"
+  fi
+}
+
+need_targets() { ((${#T_NAMES[@]})) || { lab_skip "$1" "no filesystem to test (see the setup steps)"; return 1; }; }
+
+# ---- the copy, as UnixBench runs it ---------------------------------------------------
+
+group_copy() {
+  need_bin copy || return 0
+  need_targets copy || return 0
+  local rep setting b m i
+  # Interleaved: each repetition runs every setting on every filesystem once, so a slow
+  # drift of the host spreads over all cases instead of posing as an effect.
+  for ((rep = 1; rep <= REPS; rep++)); do
+    for setting in $SETTINGS; do
+      b=${setting%/*} m=${setting#*/}
+      for i in "${!T_NAMES[@]}"; do
+        lab_run "copy.${T_NAMES[$i]}.b$b.$rep" -- "$BIN" -c -t "$T" -s "$S" -d "${T_DIRS[$i]}" -b "$b" -m "$m"
+      done
+    done
+  done
+}
+
+# ---- watching one copy phase ----------------------------------------------------------
+
+# cpu_ticks PID: user + system clock ticks the process has used (fields 14, 15 of its stat).
+cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null; }
+
+# wait_copy PID OUT: wait until fstime PID has finished its read phase (its JSON line is in
+# OUT) and is busy again: its copy phase. Busy = at least half a CPU in two 0.1 s intervals.
+wait_copy() {
+  local pid=$1 out=$2 a b busy=0 tries
+  lab_wait_for "$out" '"phase":"read"' 60 || return 1
+  for ((tries = 0; tries < 300; tries++)); do
+    a=$(cpu_ticks "$pid") || return 1
+    sleep 0.1
+    b=$(cpu_ticks "$pid") || return 1
+    [[ -n $a && -n $b ]] || return 1
+    if ((b - a >= 5)); then busy=$((busy + 1)); else busy=0; fi
+    ((busy >= 2)) && return 0
+  done
+  return 1
+}
+
+# observe NAME TARGET [SECONDS]: start fstime -c on TARGET in the background (copy phase of
+# SECONDS, default 600: it is stopped by the caller's lab_unwind) and wait for its copy
+# phase. Sets OBS_PID.
+observe() {
+  local name=$1 dir
+  dir=$(target_dir "$2") || { lab_skip "$name" "no $2 filesystem (see the setup steps)"; return 1; }
+  lab_spawn "$name" -- "$BIN" -c -t "${3:-600}" -s "$S" -d "$dir" -b 1024 -m 2000
+  OBS_PID=$LAB_SPAWNED
+  wait_copy "$OBS_PID" "$LAB_RUN/raw/$name.out" ||
+    { lab_skip "$name.copy" "fstime's copy phase did not start: $(tail -n 1 "$LAB_RUN/raw/$name.err")"; return 1; }
+}
+
+group_cpu() {
+  need_bin cpu || return 0
+  local t mark
+  t=$(first_target disk tmpfs) || { lab_skip cpu "no filesystem to test (see the setup steps)"; return 0; }
+  mark=$(lab_mark)
+  observe cpu.fstime "$t" || { lab_unwind "$mark"; return 0; }
+  echo "$t" > "$LAB_RUN/cpu.target"
+  # Two readings D seconds apart of every CPU's ticks per mode and of fstime's own ticks.
+  lab_run cpu.stat -- sh "$LAB_DIR/cpusample.sh" "$OBS_PID" "$D"
+  lab_unwind "$mark"
+  lab_run cpu.htop -- "$LAB_PY" "$LAB_DIR/cpushare.py" "$LAB_RUN/raw/cpu.stat.out" "$OBS_PID"
+}
+
+group_perf() {
+  need_bin perf || return 0
+  lab_require perf perf inferno || return 0
+  local t mark data
+  for t in tmpfs xfs-on-tmpfs; do
+    mark=$(lab_mark)
+    observe "perf.$t.fstime" "$t" || { lab_unwind "$mark"; continue; }
+    data="$LAB_SCRATCH/perf-$t.data"
+    # -p: only the running fstime, for as long as `sleep` runs (inside its copy phase).
+    # -F 997: an odd rate, so sampling does not run in lockstep with periodic kernel work.
+    # --no-buildid-cache: nothing written to ~/.debug.
+    lab_run "perf.$t.record" -- perf record --no-buildid-cache -g -F 997 -o "$data" -p "$OBS_PID" -- sleep "$D"
+    lab_unwind "$mark"
+    [[ -s $data ]] || continue
+    lab_run "perf.$t.report" -- perf report -i "$data" --stdio --no-children --sort sym -g none --percent-limit 2
+    lab_run --stdout "$LAB_SCRATCH/perf-$t.script" "perf.$t.script" -- perf script -i "$data" || continue
+    lab_run "perf.$t.flame" -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/perf-$t.script" \
+      --folded "$LAB_RUN/flame-$t.folded" --svg "$LAB_RUN/flame-$t.svg" \
+      --title "fstime copy phase (1 KiB buffers) on $t"
+  done
+  if [[ -f "$LAB_RUN/flame-tmpfs.folded" && -f "$LAB_RUN/flame-xfs-on-tmpfs.folded" ]]; then
+    lab_run perf.diff -- "$LAB_PY" -m labkit diff-flame --before "$LAB_RUN/flame-tmpfs.folded" \
+      --after "$LAB_RUN/flame-xfs-on-tmpfs.folded" --folded "$LAB_RUN/flame-diff.folded" \
+      --svg "$LAB_RUN/flame-diff.svg" --title "xfs image on tmpfs vs tmpfs: red = more samples on xfs, blue = fewer"
+  fi
+}
+
+group_strace() {
+  need_bin strace || return 0
+  lab_require strace cmd:strace || return 0
+  local t mark scope
+  # strace -p attaches to a process it did not start: Yama (ptrace_scope >= 1) allows that
+  # only to root.
+  scope=$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo 0)
+  if [[ $EUID -ne 0 && $scope -ge 1 ]]; then
+    lab_skip strace "strace -p needs root here (kernel.yama.ptrace_scope=$scope)"; return 0
+  fi
+  t=$(first_target tmpfs disk) || { lab_skip strace "no filesystem to test (see the setup steps)"; return 0; }
+  mark=$(lab_mark)
+  # A copy phase of 1 + D seconds; strace attaches once it runs and ends when fstime exits.
+  observe strace.fstime "$t" "$((1 + D))" || { lab_unwind "$mark"; return 0; }
+  echo "$t" > "$LAB_RUN/strace.target"
+  # The table goes to standard error (kept as raw/strace.err).
+  lab_run strace -- strace -c -p "$OBS_PID"
+  lab_unwind "$mark"
+}
+
+# ---- dd: the same copy by another program ---------------------------------------------
+
+group_dd() {
+  need_targets dd || return 0
+  lab_require dd cmd:dd || return 0
+  local i rep
+  for i in "${!T_NAMES[@]}"; do
+    # The source is written (so it is in the page cache), the destination exists at full
+    # size: conv=notrunc then overwrites it in place, as fstime's copy does.
+    lab_run "dd.${T_NAMES[$i]}.src" -- dd if=/dev/zero of="${T_DIRS[$i]}/dd-src" bs=1M count="$DD_MIB" status=none &&
+      lab_run "dd.${T_NAMES[$i]}.dst" -- dd if=/dev/zero of="${T_DIRS[$i]}/dd-dst" bs=1M count="$DD_MIB" status=none
+  done
+  for ((rep = 1; rep <= REPS; rep++)); do
+    # As fstime before each phase: write the dirty pages back first, then copy cached pages.
+    lab_run "dd.sync.$rep" -- sync
+    for i in "${!T_NAMES[@]}"; do
+      [[ -f "${T_DIRS[$i]}/dd-dst" ]] || continue
+      lab_run "dd.${T_NAMES[$i]}.$rep" -- env LC_ALL=C dd if="${T_DIRS[$i]}/dd-src" of="${T_DIRS[$i]}/dd-dst" bs=1k conv=notrunc
+    done
+  done
+  for i in "${!T_NAMES[@]}"; do
+    rm -f "${T_DIRS[$i]}/dd-src" "${T_DIRS[$i]}/dd-dst"
+  done
+}
+
+# ---- audit ----------------------------------------------------------------------------
+
+# audit_try_delete ARGS...: auditctl -d ARGS, quietly; success if the rule is gone either way
+# (the cleanup stack calls it after the step that deleted the rule already ran).
+audit_try_delete() { auditctl -d "$@" >/dev/null 2>&1 || true; }
+
+# audit_delete_pid_rule ARCH PIDFILE: delete the every-syscall rule audit_exec.sh added.
+audit_delete_pid_rule() {
+  [[ -s $2 ]] || return 0
+  audit_try_delete always,exit -F "arch=$1" -S all -F "pid=$(cat "$2")"
+}
+
+# audit_daemon_pid: the PID of the audit daemon the kernel talks to (0: none).
+audit_daemon_pid() { auditctl -s 2>/dev/null | awk '$1 == "pid" { print $2 }'; }
+
+group_audit() {
+  need_bin audit || return 0
+  lab_require audit root cmd:auditctl cmd:auditd cmd:ausyscall || return 0
+  local dir enabled apid rules arch pidmax i mark adir pidfile
+  dir=$(target_dir tmpfs) || { lab_skip audit "no tmpfs (see the setup steps)"; return 0; }
+  if ! auditctl -s >/dev/null 2>&1; then
+    lab_skip audit "auditctl -s failed: $(auditctl -s 2>&1 | tail -n 1) (kernel without audit support?)"; return 0
+  fi
+  # The state before, to restore exactly and to compare with the state after.
+  lab_run audit.before.status -- auditctl -s || return 0
+  lab_run audit.before.rules -- auditctl -l || return 0
+  enabled=$(awk '$1 == "enabled" { print $2 }' "$LAB_RUN/raw/audit.before.status.out")
+  apid=$(awk '$1 == "pid" { print $2 }' "$LAB_RUN/raw/audit.before.status.out")
+  rules=$(grep -cv '^No rules' "$LAB_RUN/raw/audit.before.rules.out" || true)
+  if [[ $enabled != 0 || $apid != 0 || $rules != 0 ]]; then
+    lab_skip audit "audit is in use on this host (enabled $enabled, audit daemon pid $apid, $rules rules): the lab leaves a live audit configuration alone"
+    return 0
+  fi
+  # auditctl's name for the system-call table of our fstime (a native program): b64 on a
+  # 64-bit system (x86_64, aarch64, ...), b32 on a 32-bit one. Checked, not assumed.
+  arch="b$(getconf LONG_BIT)"
+  if ! ausyscall "$arch" read >/dev/null 2>&1; then
+    lab_skip audit "ausyscall does not know arch $arch on $(uname -m)"; return 0
+  fi
+  echo "$arch" > "$LAB_RUN/audit.arch"
+
+  # 1. Audit off, as found.
+  for ((i = 1; i <= REPS; i++)); do
+    lab_run "audit.off.$i" -- "$BIN" -c -t "$T" -s "$S" -d "$dir" -b 1024 -m 2000
+  done
+
+  mark=$(lab_mark)
+  # The enabled flag is restored after auditd is stopped (the stack runs newest first).
+  lab_defer "restore the audit enabled flag to $enabled" auditctl -e "$enabled"
+  adir="$LAB_SCRATCH/audit"
+  mkdir -p "$adir/plugins.d"
+  lab_run --stdout "$adir/auditd.conf" audit.auditd.conf -- sed "s|@DIR@|$adir|g" "$LAB_DIR/auditd.conf.in" ||
+    { lab_unwind "$mark"; return 0; }
+  # -n: stay in the foreground (we stop it by PID); -c: our config directory. On start
+  # auditd sets the enabled flag to 1 and registers with the kernel as its audit daemon.
+  lab_spawn audit.auditd -- auditd -n -c "$adir"
+  for ((i = 0; i < 50; i++)); do
+    [[ $(audit_daemon_pid) == "$LAB_SPAWNED" ]] && break
+    sleep 0.1
+  done
+  if [[ $(audit_daemon_pid) != "$LAB_SPAWNED" ]]; then
+    lab_skip audit.auditd.status "auditd did not register with the kernel: $(tail -n 1 "$LAB_RUN/raw/audit.auditd.err")"
+    lab_unwind "$mark"
+    return 0
+  fi
+  lab_run audit.auditd.status -- auditctl -s
+
+  # 2. auditd running and a rule for every system call of a PID that cannot exist
+  #    (pid_max): every system call of every process is checked against it, none matches.
+  pidmax=$(cat /proc/sys/kernel/pid_max)
+  lab_defer "delete the audit rule for pid $pidmax" audit_try_delete always,exit -F "arch=$arch" -S all -F "pid=$pidmax"
+  if lab_run audit.nomatch.rule -- auditctl -a always,exit -F "arch=$arch" -S all -F "pid=$pidmax"; then
+    for ((i = 1; i <= REPS; i++)); do
+      lab_run "audit.nomatch.$i" -- "$BIN" -c -t "$T" -s "$S" -d "$dir" -b 1024 -m 2000
+    done
+
+    # 3. Every system call of the fstime process audited: audit_exec.sh adds the rule for
+    #    its own PID, then execs fstime (same PID). The delete is registered first.
+    for ((i = 1; i <= REPS; i++)); do
+      pidfile="$adir/every.$i.pid"
+      lab_defer "delete the audit rule for the pid in $pidfile" audit_delete_pid_rule "$arch" "$pidfile"
+      lab_run "audit.every.$i" -- sh "$LAB_DIR/audit_exec.sh" "$arch" "$pidfile" \
+        "$BIN" -c -t "$T" -s "$S" -d "$dir" -b 1024 -m 2000
+      [[ -s $pidfile ]] &&
+        lab_run "audit.every.$i.delete" -- auditctl -d always,exit -F "arch=$arch" -S all -F "pid=$(cat "$pidfile")"
+    done
+    lab_run audit.nomatch.delete -- auditctl -d always,exit -F "arch=$arch" -S all -F "pid=$pidmax"
+  fi
+  lab_run audit.during.log -- du -b "$adir"
+  lab_unwind "$mark"
+  # The state after: must equal the state before (the test suite checks it too).
+  lab_run audit.after.status -- auditctl -s
+  lab_run audit.after.rules -- auditctl -l
+}
+
+lab_main "$@"
