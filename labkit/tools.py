@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
+from pathlib import Path
 
 # How to ask a tool for its version when ``--version`` is not the way.
 VERSION_ARGS = {
@@ -23,6 +25,8 @@ def version(tool: str) -> str:
 
     Example: ``version("gcc")`` → ``"gcc (Debian 12.2.0-14+deb12u1) 12.2.0"``.
     """
+    if tool.startswith("inferno-"):
+        return _cargo_version(tool, "inferno")
     args = VERSION_ARGS.get(tool, ["--version"])
     try:
         proc = subprocess.run([tool, *args], capture_output=True, text=True, timeout=10)
@@ -41,3 +45,14 @@ def version(tool: str) -> str:
 def versions(tools: list[str]) -> dict[str, str]:
     """``{tool: version}`` for each named tool (order kept, duplicates dropped)."""
     return {t: version(t) for t in dict.fromkeys(t for t in tools if t)}
+
+
+def _cargo_version(tool: str, crate: str) -> str:
+    """Version of a crate installed by ``cargo install --root DIR``, from DIR/.crates.toml
+    (inferno's programs have no ``--version``)."""
+    path = shutil.which(tool)
+    if not path:
+        return "not installed"
+    crates = Path(path).resolve().parent.parent / ".crates.toml"
+    m = re.search(rf'"{crate} ([^ "]+)', crates.read_text()) if crates.exists() else None
+    return f"{crate} {m.group(1)}" if m else "unknown"
