@@ -26,6 +26,7 @@ def test_there_are_committed_results():
 def test_committed_result_validates(path):
     r = model.load(path)
     assert r["host"]["label"] == path.parent.name
+    assert r["tools"] and all(" " not in tool for tool in r["tools"]), r["tools"]  # one key per tool
     for a in r["artifacts"]:
         assert (path.parent / a["path"]).is_file(), a
 
