@@ -1,0 +1,1 @@
+auditd -n -c /tmp/pcb-fstime.BMLBOg/audit

@@ -1,0 +1,1 @@
+du -b /tmp/pcb-fstime.BMLBOg/audit

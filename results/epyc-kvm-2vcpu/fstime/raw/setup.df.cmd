@@ -1,0 +1,1 @@
+df -T /tmp/pcb-fstime.BMLBOg/disk /tmp/pcb-fstime.BMLBOg/tmpfs/files /tmp/pcb-fstime.BMLBOg/mnt-ext4-on-tmpfs /tmp/pcb-fstime.BMLBOg/mnt-xfs-on-tmpfs /tmp/pcb-fstime.BMLBOg/mnt-xfs-on-disk

@@ -1,0 +1,1 @@
+mkdir /tmp/pcb-fstime.BMLBOg/disk

@@ -1,0 +1,1 @@
+mount -t xfs /dev/loop2 /tmp/pcb-fstime.BMLBOg/mnt-xfs-on-disk

@@ -1,0 +1,1 @@
+truncate -s 512M /tmp/pcb-fstime.BMLBOg/tmpfs/xfs.img

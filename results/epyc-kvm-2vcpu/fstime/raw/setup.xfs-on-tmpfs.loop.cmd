@@ -1,0 +1,1 @@
+losetup --find --show --direct-io=on /tmp/pcb-fstime.BMLBOg/tmpfs/xfs.img

@@ -1,0 +1,1 @@
+mount -t xfs /dev/loop1 /tmp/pcb-fstime.BMLBOg/mnt-xfs-on-tmpfs
