@@ -25,8 +25,15 @@ class MacroError(ValueError):
     """A macro was called with arguments that match nothing."""
 
 
+_HOSTS_CACHE: list | None = None
+
+
 def _hosts():
-    return results_mod.load_hosts(ROOT)
+    """All hosts with results, loaded and validated once per build (define_env resets it)."""
+    global _HOSTS_CACHE
+    if _HOSTS_CACHE is None:
+        _HOSTS_CACHE = results_mod.load_hosts(ROOT)
+    return _HOSTS_CACHE
 
 
 def _skip_note(result: dict, group: str | None) -> str:
@@ -358,8 +365,9 @@ _macro_env = None
 
 def define_env(env):
     """mkdocs-macros entry point: register the macros."""
-    global _macro_env
+    global _macro_env, _HOSTS_CACHE
     _macro_env = env
+    _HOSTS_CACHE = None  # a new build (or a rebuild under mkdocs serve) reads the results again
     for fn in (results_table, chart, flamegraph, claims, provenance, skips, hosts_table,
                host_provenance, compare_table, step_output, compare_hosts, cast):
         env.macro(fn)
