@@ -115,7 +115,8 @@ def compare_rows(a: dict, b: dict) -> tuple[list[str], list[list[str]]]:
     """Side-by-side medians of two results of the same lab, with the ratio b/a.
 
     A row is marked "within noise" when the two min–max ranges overlap (the
-    difference is not larger than the spread of the runs themselves).
+    difference is not larger than the spread of the runs themselves), and "too few
+    samples" when either side has fewer than 3 (a range of one sample says nothing).
     """
     index_b = {(m["metric"], tuple(sorted(m["case"].items()))): m for m in b["measurements"]}
     header = ["metric", "case", a["host"]["label"], b["host"]["label"], "ratio", "significant?"]
@@ -126,7 +127,8 @@ def compare_rows(a: dict, b: dict) -> tuple[list[str], list[list[str]]]:
             continue
         ratio = mb["median"] / ma["median"] if ma["median"] else float("nan")
         overlap = ma["min"] <= mb["max"] and mb["min"] <= ma["max"]
+        few = min(ma["n"], mb["n"]) < 3
         case = ", ".join(f"{k}={fmt_case_value(v)}" for k, v in ma["case"].items())
         rows.append([ma["metric"], case, f"{fmt(ma['median'])} {unit(ma['unit'])}", f"{fmt(mb['median'])} {unit(mb['unit'])}",
-                     f"{ratio:.2f}", "within noise" if overlap else "yes"])
+                     f"{ratio:.2f}", "too few samples" if few else "within noise" if overlap else "yes"])
     return header, rows
