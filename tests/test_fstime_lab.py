@@ -173,22 +173,6 @@ def test_every_claim_has_a_verdict_with_evidence(quick):
     assert next(c for c in r["claims"] if c["id"] == "larger-buffers-faster")["verdict"] == "untested"
 
 
-@pytest.mark.parametrize("args", [["--bogus"], ["--only", "nosuchgroup"], ["--host", "bad label"], ["--out"]])
-def test_bad_usage_exits_2(args, tmp_path):
-    out = tmp_path / "out"
-    proc = run_lab("fstime", *args, *([] if args == ["--out"] else ["--out", str(out)]), timeout=60)
-    assert proc.returncode == 2, proc.stderr
-    assert "usage:" in proc.stderr
-    assert not out.exists(), "bad usage must not start a run"
-
-
-def test_help_exits_0():
-    proc = run_lab("fstime", "--help", timeout=60)
-    assert proc.returncode == 0
-    for group in ("setup", "copy", "cpu", "perf", "strace", "audit", "dd", "--quick"):
-        assert group in proc.stdout
-
-
 def assert_nothing_left(scratch: str, audit_before, daemons_before) -> None:
     assert scratch and not Path(scratch).exists(), "scratch directory left behind"
     assert mounts_under(scratch) == [], "a mount survived"

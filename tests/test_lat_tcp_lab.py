@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from labkit import model
-from labrun import check_quick_result, interrupt_at, is_root, links, netns_list, processes_matching, run_lab
+from labrun import check_quick_result, interrupt_at, is_root, links, netns_list, processes_matching
 
 
 @pytest.fixture(scope="module")
@@ -70,20 +70,6 @@ def test_every_claim_has_a_verdict_with_evidence(quick_run):
     ids = {c["id"] for c in result["claims"]}
     assert {"no-server-no-number", "same-cpu-faster", "grows-with-msize", "veth-not-faster"} <= ids
     assert all(c["evidence"] for c in result["claims"])
-
-
-@pytest.mark.parametrize("args", [["--bogus"], ["--only", "nosuchgroup"], ["--host", "bad label"], ["--out"]])
-def test_bad_usage_exits_2(args, tmp_path):
-    proc = run_lab("lat_tcp", *args, "--out" if args == ["--bogus"] else "--quick", str(tmp_path) if args == ["--bogus"] else "")
-    assert proc.returncode == 2, proc.stderr
-    assert "usage:" in proc.stderr
-    assert not (tmp_path / "lat_tcp.json").exists()
-
-
-def test_help_exits_0():
-    proc = run_lab("lat_tcp", "--help")
-    assert proc.returncode == 0
-    assert "pinned" in proc.stdout and "--quick" in proc.stdout
 
 
 @pytest.mark.skipif(not is_root(), reason="the pinned and veth steps need root to leave traces worth checking")

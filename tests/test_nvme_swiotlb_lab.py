@@ -4,7 +4,6 @@ mounts and loop devices as they were."""
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import subprocess
@@ -141,22 +140,6 @@ def test_every_claim_has_a_verdict(quick_run):
 
 
 # ---- usage ----------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("args", [["--bogus"], ["--only", "nosuchgroup"], ["--host", "bad label"], ["--out"]])
-def test_bad_usage_exits_2(args, tmp_path):
-    extra = ["--out", str(tmp_path)] if args[0] != "--out" else []
-    proc = run_lab(LAB, *args, *extra)
-    assert proc.returncode == 2, proc.stderr
-    assert "usage:" in proc.stderr
-    assert not (tmp_path / f"{LAB}.json").exists()
-
-
-def test_help_lists_groups():
-    proc = run_lab(LAB, "--help")
-    assert proc.returncode == 0
-    for g in ("dd", "strace", "events", "btt", "swiotlb", "bounce", "tried"):
-        assert re.search(rf"^\s+{g}\s", proc.stdout, re.M), g
-
 
 # ---- interrupted mid-step -------------------------------------------------------------------
 

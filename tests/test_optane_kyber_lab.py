@@ -134,21 +134,6 @@ def test_every_claim_has_a_verdict(quick_run):
     assert kyber_frames["verdict"] in ("holds", "fails")  # measured, not untested
 
 
-@pytest.mark.parametrize("args", [["--bogus"], ["--only", "nosuchgroup"], ["--host", "bad label"], ["--scratch", "/nonexistent/x"]])
-def test_bad_usage_exits_2(args, tmp_path):
-    proc = run_lab(LAB, *args, "--out", str(tmp_path))
-    assert proc.returncode == 2, proc.stderr
-    assert "usage:" in proc.stderr
-    assert not (tmp_path / f"{LAB}.json").exists()
-
-
-def test_help_lists_groups():
-    proc = run_lab(LAB, "--help")
-    assert proc.returncode == 0
-    for g in ("sched", "flame", "trace", "ipc", "heat", "overhead", "sysbench"):
-        assert f"  {g}" in proc.stdout
-
-
 def test_sigint_during_kyber_restores_scheduler_and_releases_device(tmp_path):
     rc, err, scratch = interrupt_at(LAB, "sched.kyber.1: fio", "--only", "sched", "--quick", "--out", str(tmp_path),
                                     sig=signal.SIGINT, after=0.5)
