@@ -3,8 +3,10 @@
 Metric ``round_trip`` (µs per round trip). Samples are the lat_tcp program's own samples
 (each the mean of one calibrated batch). sockperf reports half the round trip
 (its "latency"), so its samples are doubled and marked ``tool = "sockperf"``.
-Cases: ``tool``, ``pin`` (same-cpu / smt-sibling / other-core / other-package / free),
-``server_cpu``, ``client_cpu``, ``msize`` (bytes), ``path`` (loopback / veth).
+Cases: ``experiment`` (the step group: free, pinned, msize, veth, perf, strace, sockperf),
+``tool``, ``pin`` (same-cpu / smt-sibling / other-core / other-package / free),
+``server_cpu``, ``client_cpu``, ``msize`` (bytes), ``path`` (loopback / veth), ``traced``
+(the tracer the client ran under: ``perf record -g`` or ``strace -c``; absent when untraced).
 """
 
 from __future__ import annotations
@@ -92,6 +94,9 @@ def collect(run) -> None:
                 if row:
                     run.add("strace_calls", "calls", {"syscall": sc_name}, [row["calls"]], name)
             lat(s, "strace.server", traced="strace -c")
+        elif name.startswith("perf.") and name.endswith(".record"):
+            # The client's own figure while perf record -g samples it (the original saw perf slow lat_tcp).
+            lat(s, f"perf.{name.split('.')[1]}.server", traced="perf record -g")
         elif name.startswith("perf.") and name.endswith(".flame"):
             kind = name.split(".")[1]
             sc = server_cpu(f"perf.{kind}.server")
