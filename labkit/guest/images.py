@@ -1,0 +1,185 @@
+"""Images a guest boots from: a small initramfs (busybox and the modules that reach the disks),
+an ext4 root image (the guest architecture's own Debian userspace), an ext4 image of one
+kernel's whole module tree, and device trees edited with dtc.
+
+Sources of the method:
+- The kernel's initramfs format (Documentation/filesystems/ramfs-rootfs-initramfs.rst): a
+  newc cpio archive, optionally gzip-compressed, whose ``/init`` runs as PID 1.
+- mke2fs(8) ``-d DIR`` fills a new ext4 file system from a directory, without root or mounts.
+- dtc(1) turns a flattened device tree (``-I dtb``) into source (``-O dts``) and back.
+- modules.dep (depmod(8)): ``path: dep1 dep2 ...``; a module's dependencies load before it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from .debian import GuestBuildError, _run
+
+# /init of the initramfs (busybox sh). It loads the boot modules, finds the guest's disks by their
+# virtio serial (pcbroot, pcbjob, pcbout, pcbmods: the probe order of virtio-mmio is not the
+# command-line order), mounts the root image (QEMU -snapshot: writes never reach the cached image),
+# unpacks the job, runs /job/run in a chroot, and writes /out back as a tar onto the out disk.
+INIT = r"""#!/bin/busybox sh
+/bin/busybox mkdir -p /proc /sys /dev /mnt /bin /sbin
+/bin/busybox --install -s /bin
+export PATH=/bin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+echo "PCB-GUEST: init, kernel $(uname -r)"
+while read -r m; do
+  insmod "/lib/modules/$m" 2>/tmp-insmod || grep -q 'File exists' /tmp-insmod || echo "PCB-GUEST: insmod $m: $(cat /tmp-insmod)"
+done < /modules.load
+disk() { # disk SERIAL: /dev/vdX whose virtio serial is SERIAL
+  for s in /sys/block/vd*/serial; do
+    [ -r "$s" ] && [ "$(cat "$s")" = "$1" ] && { d=${s%/serial}; echo "/dev/${d##*/}"; return 0; }
+  done
+  return 1
+}
+i=0
+while ! disk pcbout >/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+ROOT=$(disk pcbroot) JOB=$(disk pcbjob) OUT=$(disk pcbout) MODS=$(disk pcbmods)
+if [ -z "$ROOT" ] || [ -z "$JOB" ] || [ -z "$OUT" ]; then
+  echo "PCB-GUEST: disks not found (root=$ROOT job=$JOB out=$OUT): $(ls /sys/block)"
+  echo "PCB-GUEST-EXIT 125"; poweroff -f
+fi
+mount -t ext4 "$ROOT" /mnt || { echo "PCB-GUEST-EXIT 125"; poweroff -f; }
+K=$(uname -r)
+if [ -n "$MODS" ]; then
+  mkdir -p "/mnt/lib/modules/$K" && mount -t ext4 -o ro "$MODS" "/mnt/lib/modules/$K"
+fi
+mkdir -p /mnt/job /mnt/out /mnt/proc /mnt/sys /mnt/dev /mnt/tmp
+tar -xf "$JOB" -C /mnt/job
+for f in proc sys dev; do mount --move "/$f" "/mnt/$f"; done
+echo "PCB-GUEST: job start"
+chroot /mnt /bin/busybox env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb LC_ALL=C.UTF-8 \
+  PCB_GUEST=1 PCB_JOB=/job PCB_OUT=/out /bin/busybox sh -c 'cd /job && exec /bin/busybox sh /job/run'
+rc=$?
+echo "PCB-GUEST: job done"
+tar -cf "/mnt$OUT" -C /mnt/out . # /dev moved into the chroot above
+sync
+echo "PCB-GUEST-EXIT $rc"
+poweroff -f
+"""
+
+
+def norm(name: str) -> str:
+    """A module's name as the kernel sees it: ``crc64-rocksoft`` and ``crc64_rocksoft`` are one."""
+    return name.replace("-", "_")
+
+
+def module_order(moddir: Path, wanted: list[str], optional: set[str] = frozenset()) -> list[str]:
+    """Module files (relative to ``moddir``) to insmod, dependencies first, for ``wanted`` modules.
+
+    Built-in modules (``modules.builtin``) are left out. A wanted name that is neither a module
+    nor built in raises, unless it is in ``optional`` (e.g. a crypto helper that only newer
+    kernels split out).
+
+    Raises:
+        GuestBuildError: a required module that this kernel does not have.
+    """
+    moddir = Path(moddir)
+    deps: dict[str, list[str]] = {}
+    files: dict[str, str] = {}
+    for line in (moddir / "modules.dep").read_text().splitlines():
+        path, _, rest = line.partition(":")
+        name = norm(Path(path).name.split(".ko")[0])
+        files[name], deps[path] = path, rest.split()
+    builtin = {norm(Path(p).name.split(".ko")[0]) for p in (moddir / "modules.builtin").read_text().split()}
+    order: list[str] = []
+
+    def add(path: str) -> None:
+        for d in reversed(deps.get(path, [])):
+            add(d)
+        if path not in order:
+            order.append(path)
+
+    for w in wanted:
+        n = norm(w)
+        if n in files:
+            add(files[n])
+        elif n not in builtin and w not in optional:
+            raise GuestBuildError(f"kernel {moddir.name} has no module {w} (neither loadable nor built in)")
+    return order
+
+
+def cpio_gz(src: Path, dest: Path) -> None:
+    """Pack the directory ``src`` as a gzip-compressed newc cpio archive (an initramfs)."""
+    names = sorted(str(p.relative_to(src)) for p in src.rglob("*"))
+    with open(dest, "wb") as out:
+        cpio = subprocess.Popen(["cpio", "--quiet", "-o", "-H", "newc", "--owner=0:0"], cwd=src,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        gz = subprocess.Popen(["gzip", "-1", "-n"], stdin=cpio.stdout, stdout=out)
+        cpio.stdout.close()
+        cpio.stdin.write(("\n".join(["."] + names) + "\n").encode())
+        cpio.stdin.close()
+        if cpio.wait() != 0 or gz.wait() != 0:
+            raise GuestBuildError(f"cpio | gzip of {src} failed")
+
+
+def build_initramfs(busybox: Path, moddir: Path, boot_modules: list[str], optional: set[str], dest: Path) -> None:
+    """The initramfs: /init (INIT above), a static busybox, and the boot modules in load order.
+
+    ``busybox`` must be a statically linked busybox of the guest's architecture (Debian
+    busybox-static, from the guest's root file system).
+    """
+    work = Path(str(dest) + ".d")
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "bin").mkdir(parents=True)
+    shutil.copy2(busybox, work / "bin" / "busybox")
+    order = module_order(moddir, boot_modules, optional)
+    for rel in order:
+        target = work / "lib" / "modules" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(moddir / rel, target)
+    (work / "modules.load").write_text("".join(f"{r}\n" for r in order))
+    (work / "init").write_text(INIT)
+    os.chmod(work / "init", 0o755)
+    cpio_gz(work, dest)
+    shutil.rmtree(work)
+
+
+def ext4_image(src: Path, dest: Path, label: str, slack_mib: int = 256) -> None:
+    """An ext4 image of the directory ``src`` (mke2fs -d), sized to its content plus ``slack_mib``."""
+    used = int(_run(["du", "-s", "--block-size=1M", str(src)], "du").stdout.split()[0])
+    size = int(used * 1.15) + slack_mib
+    dest.unlink(missing_ok=True)
+    with open(dest, "wb") as f:
+        f.truncate(size * 1024 * 1024)
+    _run(["mke2fs", "-q", "-F", "-t", "ext4", "-L", label, "-d", str(src), str(dest)], f"mke2fs -d {src.name}")
+
+
+def add_dma_ranges(dts: str, node: str, value: str) -> str:
+    """Add ``dma-ranges = <value>;`` to the device-tree node whose name is ``node`` (e.g.
+    ``pcie@10000000``) in the source text ``dts`` (dtc -O dts output). Only that property is added:
+    every other line of the tree stays as it was.
+
+    Raises:
+        GuestBuildError: the node is missing, or already has a dma-ranges property.
+    """
+    m = re.search(rf"^(\s*){re.escape(node)} \{{\n", dts, re.M)
+    if not m:
+        raise GuestBuildError(f"device tree has no node {node}")
+    body_end = dts.find(f"\n{m.group(1)}}};", m.end())
+    if "dma-ranges" in dts[m.end():body_end]:
+        raise GuestBuildError(f"node {node} already has dma-ranges")
+    indent = m.group(1) + "\t"
+    return dts[:m.end()] + f"{indent}dma-ranges = <{value}>;\n" + dts[m.end():]
+
+
+def dtb_to_dts(dtb: Path) -> str:
+    """Device-tree source of a flattened tree (dtc -I dtb -O dts)."""
+    return _run(["dtc", "-q", "-I", "dtb", "-O", "dts", str(dtb)], f"dtc {dtb.name}").stdout
+
+
+def dts_to_dtb(dts: str, dest: Path) -> None:
+    """Compile device-tree source to a flattened tree. A QEMU ``dumpdtb`` is padded to 1 MiB and a
+    guest booted with it as it is hangs silently; a tree compiled by dtc has no such padding."""
+    src = Path(str(dest) + ".dts")
+    src.write_text(dts)
+    _run(["dtc", "-q", "-I", "dts", "-O", "dtb", "-o", str(dest), str(src)], f"dtc {src.name}")
