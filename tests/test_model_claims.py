@@ -35,7 +35,7 @@ def _changed_since(commit: str | None, paths: list[str]) -> str | None:
     """The newest commit touching ``paths`` if the run's ``commit`` does not include it, else None."""
     from labkit.stale import _git
     if _git(ROOT, "diff", "--quiet", "HEAD", "--", *paths).returncode != 0:
-        return "uncommitted changes"
+        return "the working tree (uncommitted changes)"
     last = _git(ROOT, "log", "-1", "--format=%H", "--", *paths).stdout.strip()
     if not commit or not last:
         return last or None
@@ -51,7 +51,7 @@ def test_committed_claims_are_reproducible(path):
     r = model.load(path)
     changed = _changed_since(r["run"].get("git_commit"), ["labkit/claims.py", f"labs/{r['lab']}/claims.toml"])
     if changed:
-        pytest.skip(f"claims engine or labs/{r['lab']}/claims.toml changed in {changed[:12]}, after the run: rerun the lab")
+        pytest.skip(f"claims engine or labs/{r['lab']}/claims.toml changed in {changed[:40]}, after the run: rerun the lab")
     spec = claims.load(ROOT / "labs" / r["lab"] / "claims.toml")
     again = claims.evaluate(spec, r)
     assert [(c["id"], c["verdict"]) for c in again] == [(c["id"], c["verdict"]) for c in r["claims"]]

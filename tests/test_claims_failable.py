@@ -1,0 +1,175 @@
+"""Every claim can fail: for each claim of every labs/<lab>/claims.toml and each committed
+reference result of that lab, derive from the real result one result where the claim must
+fail and one where it must hold, and check the verdicts.
+
+Derived samples are transformations of the real samples of the claim's own measurements
+(scaled, reversed, their spread narrowed), never typed numbers. Kinds:
+
+- compare / within: side a's (or b's) samples are rescaled so that the relation is violated
+  (or met) with the two sample ranges apart, so the verdict cannot be "inconclusive";
+- increasing: the points get the real samples grown step by step, and the series reversed;
+- step: the step's status is set to failed (and, for ``stdout_empty``, the step printed).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+
+from labkit import claims, model
+
+ROOT = Path(__file__).resolve().parent.parent
+MARGIN = 1.1  # how far past a threshold a derived result is put (a ratio, not a measured value)
+
+
+def _cases():
+    out = []
+    for cf in sorted((ROOT / "labs").glob("*/claims.toml")):
+        lab = cf.parent.name
+        for rp in sorted((ROOT / "results").glob(f"*/{lab}.json")):
+            for c in claims.load(cf):
+                out.append(pytest.param(c, rp, id=f"{rp.parent.name}/{lab}/{c['id']}"))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _load(path: Path) -> dict:
+    return model.load(path)
+
+
+def _base(path: Path) -> dict:
+    """The reference result with a hardware host (the emulated-CPU rule is tested elsewhere)."""
+    r = copy.deepcopy(_load(path))
+    r["host"]["emulation"] = None
+    return r
+
+
+def _put(result: dict, metric: str, where: dict, samples: list[float], unit: str) -> None:
+    """Give every measurement of ``metric`` matching ``where`` these samples (a new
+    measurement with case ``where`` if none matches)."""
+    ms = claims.select(result, metric, where)
+    if not ms:
+        result["measurements"].append(model.measurement(metric, unit, where, samples))
+        return
+    for m in ms:
+        m["samples"] = list(samples)
+        m.update(model.summarize(samples))
+
+
+def _pool(result: dict, metric: str, selectors: list[dict]) -> tuple[list[float], str]:
+    """Positive samples of the claim's own measurements (at least 3: repeated if fewer) and their unit."""
+    ms = [m for w in selectors for m in claims.select(result, metric, w)]
+    pool = [s for m in ms for s in m["samples"] if s > 0]
+    if not pool:
+        pytest.skip("the reference result has no positive sample for this claim: rerun the lab")
+    while len(pool) < claims.MIN_SAMPLES:
+        pool = pool + pool
+    return pool, ms[0]["unit"]
+
+
+def _narrow(pool: list[float], factor: float) -> list[float]:
+    """The pool with its spread (max/min) narrowed to at most sqrt(factor), around its median."""
+    m = statistics.median(pool)
+    spread = max(pool) / min(pool)
+    if spread <= math.sqrt(factor):
+        return pool
+    t = math.log(math.sqrt(factor)) / math.log(spread)
+    return [m * (p / m) ** t for p in pool]
+
+
+def derive(claim: dict, path: Path, want: str) -> dict:
+    """A result derived from the reference at ``path`` where ``claim`` must give ``want``
+    (``holds`` or ``fails``)."""
+    r = _base(path)
+    kind = claim["kind"]
+    if kind == "step":
+        step = next((s for s in r["steps"] if s["name"] == claim["step"]), None)
+        if step is None:  # a claim newer than the reference result: a real step, renamed
+            step = dict(copy.deepcopy(r["steps"][0]), name=claim["step"])
+            r["steps"].append(step)
+        if want == "holds":
+            step.update(status="ok", reason=None, exit_code=1 if step.get("expect") == "failure" else 0)
+            if claim.get("stdout_empty"):
+                step["stdout_bytes"] = 0
+        else:
+            step.update(status="failed", reason="derived: the step did not do what it was designed to do")
+        return r
+    metric = claim["metric"]
+    if kind == "increasing":
+        ms = [m for m in claims.select(r, metric, claim["where"]) if isinstance(m["case"].get(claim["over"]), (int, float))]
+        xs = sorted({m["case"][claim["over"]] for m in ms})
+        if len(xs) < 2:
+            pytest.skip(f"the reference result has fewer than two {claim['over']} points: rerun the lab")
+        pool, unit = _pool(r, metric, [claim["where"]])
+        g = MARGIN * max(max(pool) / min(pool), float(claim.get("factor", 1.0)))
+        order = range(len(xs)) if want == "holds" else reversed(range(len(xs)))
+        for x, i in zip(xs, order):
+            _put(r, metric, {**claim["where"], claim["over"]: x}, [p * g ** (i / (len(xs) - 1)) for p in pool], unit)
+        return r
+    pool, unit = _pool(r, metric, [claim["a"], claim["b"]])
+    s = max(pool) / min(pool)
+    f = float(claim.get("factor", 1.0))
+    up = MARGIN * max(s, f)           # puts one side above the other, apart and beyond the factor
+    up_inv = MARGIN * max(s, 1 / f)   # puts one side above the other, apart, within the factor's reach
+    if kind == "within":
+        sa, sb = float(claim.get("scale_a", 1.0)), float(claim.get("scale_b", 1.0))
+        if want == "holds":
+            near = _narrow(pool, f)
+            a, b = [p / sa for p in near], [p / sb for p in near]
+        else:
+            a, b = [p * up / sa for p in pool], [p / sb for p in pool]
+    else:
+        rel = claim["relation"]
+        ka, kb = {("less", "holds"): (1, up), ("less", "fails"): (up_inv, 1),
+                  ("greater", "holds"): (up, 1), ("greater", "fails"): (1, up_inv),
+                  ("not_less", "holds"): (up_inv, 1), ("not_less", "fails"): (1, up)}[(rel, want)]
+        a, b = [p * ka for p in pool], [p * kb for p in pool]
+    _put(r, metric, claim["a"], a, unit)
+    _put(r, metric, claim["b"], b, unit)
+    return r
+
+
+@pytest.mark.parametrize("claim, path", _cases())
+def test_claim_can_fail(claim, path):
+    r = derive(claim, path, "fails")
+    model.validate(r, "derived")
+    v = claims.evaluate_one(claim, r)
+    assert v["verdict"] == "fails", v
+
+
+@pytest.mark.parametrize("claim, path", _cases())
+def test_claim_can_hold(claim, path):
+    r = derive(claim, path, "holds")
+    model.validate(r, "derived")
+    v = claims.evaluate_one(claim, r)
+    assert v["verdict"] == "holds", v
+
+
+@pytest.mark.parametrize("claim, path", [p for p in _cases() if p.values[0].get("stdout_empty")])
+def test_stdout_empty_claim_fails_when_the_step_printed(claim, path):
+    r = derive(claim, path, "holds")
+    step = next(s for s in r["steps"] if s["name"] == claim["step"])
+    # as if the step had printed on stdout what it printed on stderr (its real message)
+    out = path.parent / r["lab"] / "raw" / f"{claim['step']}.err"
+    step["stdout_bytes"] = max(1, out.stat().st_size if out.exists() else 1)
+    assert claims.evaluate_one(claim, r)["verdict"] == "fails"
+
+
+@pytest.mark.parametrize("claim, path", [p for p in _cases() if p.values[0]["kind"] == "increasing"])
+def test_reversed_series_fails(claim, path):
+    """Reversing the order of a holding series (first point's samples last...) makes it fail."""
+    r = derive(claim, path, "holds")
+    ms = [m for m in claims.select(r, claim["metric"], claim["where"]) if isinstance(m["case"].get(claim["over"]), (int, float))]
+    xs = sorted({m["case"][claim["over"]] for m in ms})
+    by_x = {x: next(m["samples"] for m in ms if m["case"][claim["over"]] == x) for x in xs}
+    for x, y in zip(xs, reversed(xs)):
+        for m in ms:
+            if m["case"][claim["over"]] == x:
+                m["samples"] = list(by_x[y])
+                m.update(model.summarize(m["samples"]))
+    assert claims.evaluate_one(claim, r)["verdict"] == "fails"
