@@ -64,11 +64,26 @@ def test_pinned_pairs_cover_first_cpus(quick_run):
     assert {p["pin"] for p in pins if p["server_cpu"] == p["client_cpu"]} == {"same-cpu"}
 
 
+def test_perf_runs_keep_the_clients_round_trip(quick_run):
+    """The client's figure under perf record -g is a measurement (the perf-slows-same-cpu claim
+    reads it), equal to what the client printed."""
+    _, out, _ = quick_run
+    result = model.load(out / "lat_tcp.json")
+    for step in result["steps"]:
+        if not (step["name"].startswith("perf.") and step["name"].endswith(".record")) or step["status"] != "ok":
+            continue
+        m = next(m for m in result["measurements"] if m.get("step") == step["name"])
+        assert m["case"]["experiment"] == "perf" and m["case"]["traced"] == "perf record -g"
+        printed = json.loads(next(line for line in (out / "lat_tcp" / "raw" / f"{step['name']}.out").read_text().splitlines()
+                                  if line.startswith("{")))
+        assert m["samples"] == printed["samples"]
+
+
 def test_every_claim_has_a_verdict_with_evidence(quick_run):
     _, out, _ = quick_run
     result = model.load(out / "lat_tcp.json")
     ids = {c["id"] for c in result["claims"]}
-    assert {"no-server-no-number", "same-cpu-faster", "grows-with-msize", "veth-not-faster"} <= ids
+    assert {"no-server-no-number", "same-cpu-faster", "perf-slows-same-cpu", "grows-with-msize", "veth-not-faster"} <= ids
     assert all(c["evidence"] for c in result["claims"])
 
 
