@@ -7,7 +7,13 @@ result, an unknown metric or artifact, or a bad argument raises, and
 ``on_error_fail: true`` turns that into a failed ``mkdocs build --strict``.
 
 Macros: ``results_table``, ``chart``, ``flamegraph``, ``claims``, ``provenance``,
-``skips``, ``hosts_table``, ``compare_table``, ``lab_source``.
+``skips``, ``hosts_table``, ``host_provenance``, ``compare_table``, ``step_output``,
+``compare_hosts``, ``cast``, and for the original investigation (``labs/<lab>/original.toml``,
+:mod:`labkit.original`) and its exercises (``labs/<lab>/exercises.toml``):
+``original_table``, ``original_tables``, ``original_vs_here``, ``exercises``.
+
+Text that comes from a result or a tool's output is escaped (:func:`render.esc`, code
+blocks); a host whose CPU is emulated (QEMU TCG) carries a badge in every tab and table.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import posixpath
 
 from . import charts, render, stale
 from . import claims as claims_mod
+from . import original as original_mod
 from . import results as results_mod
 from .results import ROOT
 
@@ -41,9 +48,9 @@ def _skip_note(result: dict, group: str | None) -> str:
     steps = [s for s in result["steps"] if group is None or s["group"] == group]
     bad = [s for s in steps if s["status"] != "ok"]
     if bad:
-        body = "\n".join(f"- `{s['name']}` {s['status']}: {s['reason']}" for s in bad)
+        body = "\n".join(f"- {render.code_span(s['name'])} {s['status']}: {render.esc(s['reason'] or '')}" for s in bad)
     elif group and not steps:
-        body = f"The `{group}` steps did not run in this run (`--only` or an older lab)."
+        body = f"The {render.code_span(group)} steps did not run in this run (`--only` or an older lab)."
     else:
         body = "No measurement of this kind in this run."
     return render.admonition("warning", "Not measured on this host", body)
@@ -68,6 +75,12 @@ def _need_lab(lab: str):
     return results_mod.for_lab(lab, hosts)
 
 
+def _tab(host, result: dict, body: str) -> tuple[str, str]:
+    """(tab title, body) for one host, the body led by the emulated-CPU badge when it applies."""
+    badge = render.emulation_badge(result["host"])
+    return host.title, (f"{badge}\n\n{body}" if badge else body)
+
+
 def results_table(lab: str, metric: str, where: dict | None = None, columns: list | None = None,
                   group: str | None = None, optional: bool = False) -> str:
     """Markdown: per host, a table of ``metric`` measurements (median, min–max, samples, unit).
@@ -86,9 +99,9 @@ def results_table(lab: str, metric: str, where: dict | None = None, columns: lis
         if ms:
             found += 1
             header, rows = render.measurement_table(ms, render.case_keys(ms, where, columns))
-            tabs.append((host.title, render.markdown_table(header, rows)))
+            tabs.append(_tab(host, result, render.markdown_table(header, rows)))
         else:
-            tabs.append((host.title, _skip_note(result, group)))
+            tabs.append(_tab(host, result, _skip_note(result, group)))
     if not found and not (optional and _group_ran(lab, group)):
         raise MacroError(f"results_table: no host has {metric!r} measurements in lab {lab!r} where {where}")
     return render.tabs(tabs)
@@ -113,13 +126,13 @@ def chart(lab: str, metric: str, x: str, series: str | None = None, where: dict 
     for host, result in _need_lab(lab):
         ms = render.select(result, metric, where)
         if not ms:
-            tabs.append((host.title, _skip_note(result, group)))
+            tabs.append(_tab(host, result, _skip_note(result, group)))
             continue
         found += 1
         svg = charts.chart_svg(ms, x, series, kind=kind, logx=logx, logy=logy, xbytes=xbytes,
                                title=f"{title} ({host.label})" if title else host.label, ylabel=ylabel)
         alt = html.escape(f"{title or metric}: {metric} by {x}" + (f" and {series}" if series else "") + f" on {host.label}")
-        tabs.append((host.title, f'<img class="pc-chart" alt="{alt}" src="{charts.data_uri(svg)}">'))
+        tabs.append(_tab(host, result, f'<img class="pc-chart" alt="{alt}" src="{charts.data_uri(svg)}">'))
     if not found:
         raise MacroError(f"chart: no host has {metric!r} measurements in lab {lab!r} where {where}")
     return render.tabs(tabs)
@@ -154,7 +167,7 @@ def flamegraph(lab: str, kind: str = "flamegraph", group: str | None = None, **c
         if len(arts) > 1:
             raise MacroError(f"flamegraph: {len(arts)} {kind} artifacts match {case} on {host.label}; be more specific")
         if not arts:
-            tabs.append((host.title, _skip_note(result, group)))
+            tabs.append(_tab(host, result, _skip_note(result, group)))
             continue
         found += 1
         a = arts[0]
@@ -166,35 +179,50 @@ def flamegraph(lab: str, kind: str = "flamegraph", group: str | None = None, **c
         body = (f'<object class="pc-flamegraph" type="image/svg+xml" data="{_rel(page, target)}" '
                 f'style="width:100%;aspect-ratio:{w}/{h}" aria-label="{title}"></object>\n\n'
                 f'{a.get("title", kind)}. [Open it on its own page]({_rel_src(page, target)}) ({how}).')
-        tabs.append((host.title, body))
+        tabs.append(_tab(host, result, body))
     if not found:
         raise MacroError(f"flamegraph: no host has a {kind} artifact of lab {lab!r} matching {case}")
     return render.tabs(tabs)
 
 
 def claims(lab: str) -> str:
-    """Markdown: per host, each claim of ``labs/<lab>/claims.toml`` with its verdict and evidence."""
-    spec = {c["id"]: c for c in claims_mod.load(ROOT / "labs" / lab / "claims.toml")}
+    """Markdown: per host, each claim of ``labs/<lab>/claims.toml`` with its verdict (holds,
+    fails, inconclusive, untested, not applicable: each with its own mark and CSS class) and
+    evidence, the claim's ``source`` shown as "Original: ...".
+
+    Verdicts are evaluated at build time from the result's measurements and today's
+    claims.toml (:func:`labkit.claims.evaluate_one`), so a claim added after the run shows
+    what the stored data say; where the verdict stored at run time differs, the evidence says so.
+    """
+    spec = claims_mod.load(ROOT / "labs" / lab / "claims.toml")
     tabs = []
     for host, result in _need_lab(lab):
-        got = {c["id"]: c for c in result["claims"]}
-        rows = []
-        for cid, c in spec.items():
-            v = got.get(cid)
-            statement = c["statement"] + (f"<br>*The original: {c['source']}*" if c.get("source") else "")
-            if v is None:
-                rows.append([statement, render.VERDICT_MARK["untested"], "this result predates the claim; rerun the lab"])
-            else:
-                rows.append([statement, render.VERDICT_MARK[v["verdict"]], v["evidence"]])
-        tabs.append((host.title, render.markdown_table(["Claim", "Verdict here", "Evidence"], rows)))
+        stored = {c["id"]: c for c in result["claims"]}
+        rows, count = [], {}
+        for c in spec:
+            v = claims_mod.evaluate_one(c, result)
+            count[v["verdict"]] = count.get(v["verdict"], 0) + 1
+            statement = html.escape(c["statement"], quote=False)
+            if c.get("source"):
+                statement += f'<br><span class="pc-source">Original: {html.escape(c["source"], quote=False)}</span>'
+            evidence = render.esc(v["evidence"])
+            old = stored.get(c["id"])
+            if old is not None and old["verdict"] != v["verdict"]:
+                evidence += (f" *(recorded as {render.esc(old['verdict'])} when the lab ran; the claim or the"
+                             f" verdict rules changed since)*")
+            rows.append([statement, render.VERDICT_MARK[v["verdict"]], evidence])
+        summary = ", ".join(f"{count[k]} {k}" for k in claims_mod.VERDICTS if k in count)
+        tabs.append(_tab(host, result, f"{len(spec)} claims: {summary}.\n\n"
+                         + render.markdown_table(["Claim", "Verdict here", "Evidence"], rows)))
     return render.tabs(tabs)
 
 
 def _host_rows(h: dict) -> list[list[str]]:
+    """(field, value) rows of a probed host, every value escaped (it comes from the host)."""
     def cap(c):  # noqa: E306
         return ("yes" if c["available"] else "no") + f" ({c['reason']})"
     mem = f"{h['memory_bytes'] / 2**30:.1f} GiB" if h.get("memory_bytes") else "–"
-    return [
+    rows = [
         ["arch", h["arch"]], ["CPU", f"{h.get('cpu_vendor') or '?'} {h.get('cpu_model') or '?'}"],
         ["CPUs / cores / sockets", f"{h['cpus']} / {h['cores']} / {h.get('sockets')}"],
         ["SMT", f"{h['smt']} ({h['threads_per_core']} thread(s) per core)"],
@@ -206,6 +234,13 @@ def _host_rows(h: dict) -> list[list[str]]:
         ["loop devices", cap(h["loop_devices"])], ["network namespaces", cap(h["netns"])],
         ["root", "yes" if h["root"] else "no"],
     ]
+    emu = h.get("emulation")
+    if emu:
+        rows.append(["emulation", f"{emu['emulator']}, accelerator {emu['accelerator']}, machine {emu.get('machine') or '?'}, "
+                     f"CPU {emu.get('guest_cpu') or '?'} on {emu['host_arch']} ({emu.get('host_cpu') or '?'})"])
+    if h.get("audit_ever_enabled") is not None:
+        rows.append(["audit enabled on this boot before the run", "yes" if h["audit_ever_enabled"] else "no"])
+    return [[k, render.esc(v)] for k, v in rows]
 
 
 def provenance(lab: str) -> str:
@@ -219,10 +254,10 @@ def provenance(lab: str) -> str:
         rows = _host_rows(r["host"]) + [
             ["freshness", f"{state}: {why}"],
             ["run started", run["start"]], ["duration", f"{run['duration_s']:.0f} s"],
-            ["mode", "quick" if run["quick"] else "full"], ["command", f"`{run['command']}`"],
+            ["mode", "quick" if run["quick"] else "full"], ["command", render.code_span(run["command"])],
             ["git commit", (run["git_commit"] or "–")[:12] + (" (uncommitted changes)" if run.get("git_dirty") else "")],
-        ] + [[f"tool: {t}", v] for t, v in r["tools"].items()]
-        tabs.append((host.title, warn + render.markdown_table(["", host.label], rows)))
+        ] + [[f"tool: {render.esc(t)}", render.esc(v)] for t, v in r["tools"].items()]
+        tabs.append(_tab(host, r, warn + render.markdown_table(["", host.label], rows)))
     return render.tabs(tabs)
 
 
@@ -233,10 +268,11 @@ def skips(lab: str) -> str:
         bad = [s for s in r["steps"] if s["status"] != "ok"]
         ok = sum(1 for s in r["steps"] if s["status"] == "ok")
         if bad:
-            body = render.markdown_table(["step", "status", "reason"], [[f"`{s['name']}`", s["status"], s["reason"] or ""] for s in bad])
+            body = render.markdown_table(["step", "status", "reason"],
+                                         [[render.code_span(s["name"]), s["status"], render.esc(s["reason"] or "")] for s in bad])
         else:
             body = "Every step ran."
-        tabs.append((host.title, f"{ok} of {len(r['steps'])} steps ran as designed.\n\n{body}"))
+        tabs.append(_tab(host, r, f"{ok} of {len(r['steps'])} steps ran as designed.\n\n{body}"))
     return render.tabs(tabs)
 
 
@@ -248,8 +284,8 @@ def hosts_table() -> str:
         hh = any_r["host"]
         labs = ", ".join(f"{lab} ({'quick' if r['run']['quick'] else 'full'}, {r['run']['start'][:10]})"
                          for lab, r in sorted(h.results.items()))
-        rows.append([h.title, hh["arch"], f"{hh.get('cpu_model')}, {hh['cpus']} CPUs", hh["kernel"],
-                     hh.get("virtualization") or "–", labs])
+        rows.append([render.host_label(hh, h.title), render.esc(hh["arch"]), render.esc(f"{hh.get('cpu_model')}, {hh['cpus']} CPUs"),
+                     render.esc(hh["kernel"]), render.esc(hh.get("virtualization") or "–"), labs])
     if not rows:
         raise MacroError("hosts_table: no results at all: the guide needs at least one host")
     return render.markdown_table(["host", "arch", "CPU", "kernel", "virtualization", "labs (mode, date)"], rows)
@@ -260,7 +296,7 @@ def host_provenance() -> str:
     tabs = []
     for h in _hosts():
         newest = max(h.results.values(), key=lambda r: r["run"]["start"])
-        tabs.append((h.title, render.markdown_table(["", h.label], _host_rows(newest["host"]))))
+        tabs.append(_tab(h, newest, render.markdown_table(["", h.label], _host_rows(newest["host"]))))
     return render.tabs(tabs)
 
 
@@ -271,7 +307,8 @@ def compare_table(lab: str, host_a: str, host_b: str) -> str:
     if lab not in a.results or lab not in b.results:
         raise MacroError(f"compare_table: both {host_a} and {host_b} need a {lab} result")
     header, rows = render.compare_rows(a.results[lab], b.results[lab])
-    return render.markdown_table(header, rows)
+    header[2], header[3] = render.host_label(a.results[lab]["host"]), render.host_label(b.results[lab]["host"])
+    return render.markdown_table(header, [[render.esc(c) for c in row] for row in rows])
 
 
 def step_output(lab: str, step: str, stream: str = "both", lines: int = 15) -> str:
@@ -285,8 +322,8 @@ def step_output(lab: str, step: str, stream: str = "both", lines: int = 15) -> s
     for host, r in _need_lab(lab):
         s = next((x for x in r["steps"] if x["name"] == step), None)
         if s is None or s["status"] == "skipped":
-            tabs.append((host.title, _skip_note(r, s["group"] if s else None) if s else
-                         render.admonition("warning", "Not run on this host", f"Step `{step}` is not in this run.")))
+            tabs.append(_tab(host, r, _skip_note(r, s["group"] if s else None) if s else
+                             render.admonition("warning", "Not run on this host", f"Step {render.code_span(step)} is not in this run.")))
             continue
         text = ""
         for ext in (("out", "err") if stream == "both" else (stream,)):
@@ -300,7 +337,7 @@ def step_output(lab: str, step: str, stream: str = "both", lines: int = 15) -> s
             body_lines = [f"[... {len(body_lines) - lines} earlier lines ...]"] + body_lines[-lines:]
         status = f"exit status {s['exit_code']}" + (" (expected to fail)" if s.get("expect") == "failure" else "")
         body = "```console\n$ " + (s["command"] or "") + "\n" + "\n".join(body_lines) + "\n```\n\n" + status + f", {s['seconds']:.2f} s."
-        tabs.append((host.title, body))
+        tabs.append(_tab(host, r, body))
     if not found:
         raise MacroError(f"step_output: no host ran step {step!r} of lab {lab!r}")
     return render.tabs(tabs)
@@ -320,8 +357,12 @@ def compare_hosts() -> str:
             parts = []
             for lab in shared:
                 header, rows = render.compare_rows(a.results[lab], b.results[lab])
-                header[4] = f"ratio to {a.label}"
-                parts.append(f"**{lab}** ({len(rows)} measurements in common)\n\n" + render.markdown_table(header, rows))
+                header[2], header[3] = render.host_label(a.results[lab]["host"]), render.host_label(b.results[lab]["host"])
+                header[4] = f"ratio to {render.esc(a.label)}"
+                parts.append(f"**{lab}** ({len(rows)} measurements in common)\n\n"
+                             + render.markdown_table(header, [[render.esc(c) for c in row] for row in rows]))
+            badges = [render.emulation_badge(next(iter(h.results.values()))["host"]) for h in (b, a)]
+            parts[:0] = [f"{render.esc(h.label)}: {badge}" for h, badge in zip((b, a), badges) if badge]
             tabs.append((f"{b.label} vs {a.label}", "\n\n".join(parts)))
     if not tabs:
         return render.admonition("info", "One host so far", "Comparisons need results from at least two hosts "
@@ -354,9 +395,121 @@ def cast(lab: str, title: str | None = None, rows: int = 30, cols: int = 110) ->
         found += 1
         conf = {"file": _rel(page, f"results/{host.label}/{a['path']}"), "title": title or f"{lab} on {host.label}",
                 "rows": rows, "cols": cols, "preload": True}
-        out.append(f"**{host.title}**\n\n```asciinema-player\n{_json.dumps(conf)}\n```\n")
+        badge = render.emulation_badge(r["host"])
+        out.append(f"**{host.title}**{' ' + badge if badge else ''}\n\n```asciinema-player\n{_json.dumps(conf)}\n```\n")
     if not found:
         raise MacroError(f"cast: no host has a recording of lab {lab!r}")
+    return "\n".join(out)
+
+
+def _original(lab: str) -> dict:
+    """labs/<lab>/original.toml, loaded and checked (OriginalError names the problem)."""
+    return original_mod.load(ROOT / "labs" / lab / "original.toml")
+
+
+def _original_table_md(orig: dict, t: dict) -> str:
+    """One original table: caption (machine, kernel), title, the cells as published, note."""
+    head = f"**{html.escape(original_mod.caption(orig, t), quote=False)}.** {html.escape(t['title'], quote=False)}"
+    table = render.markdown_table([html.escape(c, quote=False) for c in t["columns"]],
+                                  [[html.escape(c, quote=False) for c in row] for row in t["rows"]])
+    note = f'\n\n<p class="pc-original-note">{html.escape(t["note"], quote=False)}</p>' if t.get("note") else ""
+    return f'<div class="pc-original" markdown>\n\n{head}\n\n{table}{note}\n\n</div>\n'
+
+
+def original_table(lab: str, table: str) -> str:
+    """Markdown: the original investigation's table ``table`` of ``labs/<lab>/original.toml``,
+    captioned "Original: <machine>, kernel <k>", cells exactly as published, with its note.
+
+    Raises:
+        OriginalError: a bad original.toml, or no table with that id.
+    """
+    orig = _original(lab)
+    return _original_table_md(orig, original_mod.table(orig, table, f"labs/{lab}/original.toml"))
+
+
+def original_tables(lab: str) -> str:
+    """Markdown: every table of ``labs/<lab>/original.toml``, in the file's order."""
+    orig = _original(lab)
+    return "\n".join(_original_table_md(orig, t) for t in orig["table"])
+
+
+def _here_ratio(result: dict, here: dict) -> str:
+    """Our ratio a ÷ b for one host (medians, or means), flagged when it is within noise."""
+    stat = here.get("statistic", "median")
+    a, why_a = claims_mod.side(result, here["metric"], here["a"], stat)
+    b, why_b = claims_mod.side(result, here["metric"], here["b"], stat)
+    if a is None or b is None:
+        return "– (" + render.esc("; ".join(w for w in (why_a, why_b) if w)) + ")"
+    if not b.value:
+        return f"– ({render.esc(b.label)}: {stat} is 0)"
+    ratio = f"{a.value / b.value:.3g}"
+    if min(a.n, b.n) < claims_mod.MIN_SAMPLES:
+        return f"{ratio} (too few samples: n={a.n} ÷ n={b.n})"
+    if claims_mod.overlap(a, b):
+        return f"{ratio} (within noise: the two ranges overlap)"
+    return ratio
+
+
+def original_vs_here(lab: str) -> str:
+    """Markdown: one row per ``[[ratio]]`` of ``labs/<lab>/original.toml``: the quantity, the
+    original's ratio (its two cells, machine and kernel), our ratio a ÷ b of medians on
+    every host with a result (emulated hosts badged; "within noise" where the two sides'
+    ranges overlap, "too few samples" under 3), and the one-line reading.
+
+    Raises:
+        OriginalError: a bad original.toml; MacroError: it has no [[ratio]];
+        NoResult: no host has a result of ``lab``.
+    """
+    orig = _original(lab)
+    if not orig["ratio"]:
+        raise MacroError(f"original_vs_here: labs/{lab}/original.toml has no [[ratio]] entries")
+    pairs = _need_lab(lab)
+    header = ["Quantity", "Original"] + [render.host_label(r["host"], h.title) for h, r in pairs] + ["Reading"]
+    rows = []
+    for q in orig["ratio"]:
+        value, ta, tb = original_mod.original_ratio(orig, q)
+        t = original_mod.table(orig, q["original"]["table"])
+        where = "; ".join(f"{m['name']}, kernel {k}" for m, k in original_mod.table_machines(orig, t))
+        cell = html.escape(f"{value:.3g} ({ta} ÷ {tb}; {where})", quote=False)
+        rows.append([html.escape(q["quantity"], quote=False), cell] + [_here_ratio(r, q["here"]) for _, r in pairs]
+                    + [html.escape(q["reading"], quote=False)])
+    return render.markdown_table(header, rows)
+
+
+def _describe_check(check: dict) -> str:
+    """A check (a claim body) in words, e.g. "round_trip where pin=same-cpu > 1.5 × round_trip
+    where pin=other-core (medians)"."""
+    stat = {"median": "medians", "mean": "means"}[check.get("statistic", "median")]
+    sel = lambda w: ", ".join(f"{k}={v}" for k, v in w.items()) or "all"  # noqa: E731
+    kind, f = check["kind"], check.get("factor", 1)
+    if kind == "step":
+        return f"step {check['step']} does what it was designed to do"
+    if kind == "increasing":
+        return f"{check['metric']} where {sel(check['where'])} grows with {check['over']} ({stat})"
+    a, b = f"{check['metric']} where {sel(check['a'])}", f"{check['metric']} where {sel(check['b'])}"
+    if kind == "within":
+        return f"{a} and {b} agree within a factor of {f:g} ({stat})"
+    fa = f"{f:g} × " if f != 1 else ""
+    return {"less": f"{fa}{a} < {b}", "greater": f"{a} > {fa}{b}", "not_less": f"{fa}{a} ≥ {b}"}[check["relation"]] + f" ({stat})"
+
+
+def exercises(lab: str) -> str:
+    """Markdown: the exercises of ``labs/<lab>/exercises.toml``: for each, what to change,
+    the prediction to make (folded, so the reader predicts first), and how to check a run
+    with ``labkit check <lab>``.
+
+    Raises:
+        ClaimError: a missing or bad exercises.toml.
+    """
+    exs = claims_mod.load_exercises(ROOT / "labs" / lab / "exercises.toml")
+    out = []
+    for i, ex in enumerate(exs, 1):
+        body = (f"**Change.** {html.escape(ex['change'], quote=False)}\n\n"
+                f"**Predict** the direction before you run it, then open ours:\n\n"
+                + render.admonition("question", "Our prediction", html.escape(ex["predict"], quote=False)).replace("!!!", "???", 1)
+                + f"\n**Check it:** `labkit check {lab}` reads your result (local-results/*/{lab}.json) and"
+                f" tests: {render.esc(_describe_check(ex['check']))}.")
+        out.append(render.admonition("example", f"Exercise {i}: {ex['title']}", body))
     return "\n".join(out)
 
 
@@ -369,5 +522,6 @@ def define_env(env):
     _macro_env = env
     _HOSTS_CACHE = None  # a new build (or a rebuild under mkdocs serve) reads the results again
     for fn in (results_table, chart, flamegraph, claims, provenance, skips, hosts_table,
-               host_provenance, compare_table, step_output, compare_hosts, cast):
+               host_provenance, compare_table, step_output, compare_hosts, cast,
+               original_table, original_tables, original_vs_here, exercises):
         env.macro(fn)

@@ -1,8 +1,11 @@
-"""Formatting shared by the page macros and the command line: numbers, rows, tables, tabs."""
+"""Formatting shared by the page macros and the command line: numbers, rows, tables, tabs,
+escaping of text that comes from results and tool outputs, the emulated-CPU badge."""
 
 from __future__ import annotations
 
+import html
 import math
+import re
 
 # Material icons (inline SVG via pymdownx.emoji): no emoji font needed in the browser.
 VERDICT_MARK = {
@@ -111,6 +114,7 @@ def tabs(items: list[tuple[str, str]]) -> str:
 def admonition(kind: str, title: str, body: str) -> str:
     """A mkdocs-material admonition block."""
     text = "\n".join(("    " + l) if l.strip() else "" for l in body.splitlines())
+    title = html.escape(title, quote=True)
     return f'!!! {kind} "{title}"\n\n{text}\n'
 
 
@@ -135,3 +139,49 @@ def compare_rows(a: dict, b: dict) -> tuple[list[str], list[list[str]]]:
         rows.append([ma["metric"], case, f"{fmt(ma['median'])} {unit(ma['unit'])}", f"{fmt(mb['median'])} {unit(mb['unit'])}",
                      f"{ratio:.2f}", "too few samples" if few else "within noise" if overlap else "yes"])
     return header, rows
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]])")
+
+
+def esc(text) -> str:
+    """``text`` (from a result or a tool's output) made inert for Markdown with HTML:
+    ``<``, ``>``, ``&`` become entities and Markdown's inline marks are backslash-escaped,
+    so ``skipped: <not supported>`` shows as written instead of becoming a tag."""
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(str(text), quote=False))
+
+
+def code_span(text: str) -> str:
+    """Inline code showing ``text`` verbatim, whatever backticks it holds."""
+    text = str(text).replace("\n", " ")
+    ticks = "`" * (max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def code_block(text: str, lang: str = "text") -> str:
+    """A fenced code block showing ``text`` verbatim (the fence outgrows any backtick run in it)."""
+    fence = "`" * max(3, max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
+    return f"{fence}{lang}\n{text}\n{fence}"
+
+
+def emulation(host: dict) -> str | None:
+    """``"emulated <arch> (QEMU TCG on <host_arch>): timings are not hardware"`` for a host
+    whose CPU is emulated (``host.emulation.accelerator == "tcg"``), else None."""
+    emu = host.get("emulation")
+    if not emu or emu.get("accelerator") != "tcg":
+        return None
+    return f"emulated {host['arch']} (QEMU TCG on {emu['host_arch']}): timings are not hardware"
+
+
+def emulation_badge(host: dict) -> str:
+    """HTML badge (class ``pc-emulated``) with :func:`emulation`'s text, or "" on hardware."""
+    text = emulation(host)
+    return f'<span class="pc-emulated">{html.escape(text)}</span>' if text else ""
+
+
+def host_label(host: dict, label: str | None = None) -> str:
+    """A host's label for a table cell or header, badged when its CPU is emulated."""
+    badge = emulation_badge(host)
+    name = esc(label or host["label"])
+    return f"{name} {badge}" if badge else name

@@ -1,0 +1,208 @@
+"""The original investigation's figures, as data: ``labs/<lab>/original.toml``.
+
+These are quotes typed from the seed write-up (strings exactly as published, units in the
+column headers), never measurements. Layout::
+
+    [source]    seed (a file name, never a path), author_context (one line)
+    [[machine]] id, name, arch, kernel (optional when every table naming it gives one)
+    [[table]]   id, title, machine = "id" | machines = ["id", ...], kernel (optional),
+                columns = [...], rows = [[...], ...] (each as long as columns), note (optional)
+    [[ratio]]   id, quantity, reading,
+                original = {table, a = [row label, column], b = [row label, column]}
+                here = {metric, a = {selector}, b = {selector}, statistic (optional)}
+
+A row label is the row's first cell. The original ratio is a ÷ b of the two cells' numbers
+(:func:`cell_number`); the ratio here is a ÷ b of the two sides' medians per host
+(:mod:`labkit.claims` sides). Every error names the file and the entry.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+
+class OriginalError(ValueError):
+    """original.toml is malformed, or a table, row or column it names does not exist."""
+
+
+_KEYS = {
+    "source": ({"seed", "author_context"}, set()),
+    "machine": ({"id", "name", "arch"}, {"kernel"}),
+    "table": ({"id", "title", "columns", "rows"}, {"machine", "machines", "kernel", "note"}),
+    "ratio": ({"id", "quantity", "original", "here", "reading"}, set()),
+}
+_ORIGINAL_KEYS = {"table", "a", "b"}
+_HERE_KEYS = ({"metric", "a", "b"}, {"statistic"})
+
+
+def _keys(d: dict, required: set, optional: set, where: str) -> None:
+    if not isinstance(d, dict):
+        raise OriginalError(f"{where}: must be a table, not {d!r}")
+    for k in sorted(required):
+        if k not in d:
+            raise OriginalError(f"{where}: needs {k}")
+    extra = sorted(set(d) - required - optional)
+    if extra:
+        raise OriginalError(f"{where}: unknown key(s) {extra} (allowed: {sorted(required | optional)})")
+
+
+def _text(d: dict, key: str, where: str) -> None:
+    if not (isinstance(d[key], str) and d[key].strip()):
+        raise OriginalError(f"{where}: {key} must be a non-empty string")
+
+
+def load(path: Path | str) -> dict:
+    """Read and check ``original.toml``; returns ``{"source": {...}, "machine": [...],
+    "table": [...], "ratio": [...]}`` (lists possibly empty, except machine and table).
+
+    Raises:
+        OriginalError: missing file, bad TOML, missing or unknown keys, duplicate ids,
+        a row whose length differs from the columns, a machine, table, row or column
+        that does not exist, a cell that a ratio needs but that holds no number.
+    """
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise OriginalError(f"{path}: no such file (the original investigation's figures)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise OriginalError(f"{path}: not valid TOML: {exc}") from None
+    extra = sorted(set(data) - set(_KEYS))
+    if extra:
+        raise OriginalError(f"{path}: unknown top-level key(s) {extra} (allowed: {sorted(_KEYS)})")
+    if "source" not in data:
+        raise OriginalError(f"{path}: needs a [source] table")
+    _keys(data["source"], *_KEYS["source"], f"{path}: [source]")
+    for k in ("seed", "author_context"):
+        _text(data["source"], k, f"{path}: [source]")
+    if "/" in data["source"]["seed"]:
+        raise OriginalError(f"{path}: [source] seed must be a file name, not a path: {data['source']['seed']!r}")
+    for section in ("machine", "table", "ratio"):
+        entries = data.setdefault(section, [])
+        if not isinstance(entries, list):
+            raise OriginalError(f"{path}: {section} must be [[{section}]] entries")
+        if section != "ratio" and not entries:
+            raise OriginalError(f"{path}: no [[{section}]] entries")
+        seen = set()
+        for e in entries:
+            where = f"{path}: {section} {e.get('id', '?') if isinstance(e, dict) else '?'}"
+            _keys(e, *_KEYS[section], where)
+            for k in _KEYS[section][0] - {"columns", "rows", "original", "here"}:
+                _text(e, k, where)
+            if e["id"] in seen:
+                raise OriginalError(f"{path}: duplicate {section} id {e['id']!r}")
+            seen.add(e["id"])
+    machines = {m["id"]: m for m in data["machine"]}
+    for t in data["table"]:
+        _check_table(t, machines, f"{path}: table {t['id']}")
+    tables = {t["id"]: t for t in data["table"]}
+    for r in data["ratio"]:
+        where = f"{path}: ratio {r['id']}"
+        _keys(r["original"], _ORIGINAL_KEYS, set(), f"{where}: original")
+        _keys(r["here"], *_HERE_KEYS, f"{where}: here")
+        if r["original"]["table"] not in tables:
+            raise OriginalError(f"{where}: original table {r['original']['table']!r} is not in this file "
+                                f"(tables: {sorted(tables)})")
+        for side in ("a", "b"):
+            cell(tables[r["original"]["table"]], r["original"][side], f"{where}: original.{side}", number=True)
+            if not isinstance(r["here"][side], dict):
+                raise OriginalError(f"{where}: here.{side} must be a table of case keys (a selector)")
+        if r["here"].get("statistic", "median") not in ("median", "mean"):
+            raise OriginalError(f"{where}: here.statistic must be median or mean")
+    return data
+
+
+def _check_table(t: dict, machines: dict, where: str) -> None:
+    if ("machine" in t) == ("machines" in t):
+        raise OriginalError(f"{where}: give exactly one of machine = \"id\" or machines = [...]")
+    ids = [t["machine"]] if "machine" in t else t["machines"]
+    if not isinstance(ids, list) or not ids:
+        raise OriginalError(f"{where}: machines must be a non-empty list of machine ids")
+    for mid in ids:
+        if mid not in machines:
+            raise OriginalError(f"{where}: machine {mid!r} is not a [[machine]] of this file (machines: {sorted(machines)})")
+        if not t.get("kernel") and not machines[mid].get("kernel"):
+            raise OriginalError(f"{where}: no kernel for machine {mid!r} (give kernel in the table or the machine)")
+    cols = t["columns"]
+    if not (isinstance(cols, list) and cols and all(isinstance(c, str) for c in cols)):
+        raise OriginalError(f"{where}: columns must be a non-empty list of strings")
+    if len(set(cols)) != len(cols):
+        raise OriginalError(f"{where}: duplicate column headers {cols}")
+    if not (isinstance(t["rows"], list) and t["rows"]):
+        raise OriginalError(f"{where}: rows must be a non-empty list of rows")
+    for i, row in enumerate(t["rows"], 1):
+        if not (isinstance(row, list) and all(isinstance(c, str) for c in row)):
+            raise OriginalError(f"{where}: row {i} must be a list of strings (cells exactly as published)")
+        if len(row) != len(cols):
+            raise OriginalError(f"{where}: row {i} has {len(row)} cells, the table has {len(cols)} columns")
+
+
+def table(orig: dict, table_id: str, where: str = "original.toml") -> dict:
+    """The ``[[table]]`` with id ``table_id``. Raises OriginalError if there is none."""
+    for t in orig["table"]:
+        if t["id"] == table_id:
+            return t
+    raise OriginalError(f"{where}: no table {table_id!r} (tables: {[t['id'] for t in orig['table']]})")
+
+
+def table_machines(orig: dict, t: dict) -> list[tuple[dict, str]]:
+    """(machine, kernel) for each machine a table names; the table's kernel wins."""
+    machines = {m["id"]: m for m in orig["machine"]}
+    ids = [t["machine"]] if "machine" in t else t["machines"]
+    return [(machines[i], t.get("kernel") or machines[i]["kernel"]) for i in ids]
+
+
+def caption(orig: dict, t: dict) -> str:
+    """``Original: <machine name>, kernel <k>`` (machines joined by ``;``)."""
+    return "Original: " + "; ".join(f"{m['name']}, kernel {k}" for m, k in table_machines(orig, t))
+
+
+_NUMBER = re.compile(r"^\s*[~≈]?\s*([-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s*([kKM]?)(?![\w.])")
+
+
+def cell_number(text: str) -> float | None:
+    """The number a published cell starts with, or None: ``"12.8296"`` → 12.8296,
+    ``"~13"`` → 13, ``"~10 (mean)"`` → 10, ``"106k"`` → 106000, ``"1,608"`` → 1608."""
+    m = _NUMBER.match(text)
+    if not m:
+        return None
+    return float(m.group(1).replace(",", "")) * {"": 1, "k": 1e3, "K": 1e3, "M": 1e6}[m.group(2)]
+
+
+def cell(t: dict, ref: list, where: str, number: bool = False) -> str:
+    """The cell ``ref = [row label, column header]`` of table ``t`` (its text).
+
+    Raises:
+        OriginalError: no such row or column, a label that names several rows, or
+        (``number=True``) a cell that holds no number.
+    """
+    if not (isinstance(ref, list) and len(ref) == 2 and all(isinstance(x, str) for x in ref)):
+        raise OriginalError(f"{where}: must be [row label, column header], not {ref!r}")
+    label, col = ref
+    if col not in t["columns"]:
+        raise OriginalError(f"{where}: table {t['id']} has no column {col!r} (columns: {t['columns']})")
+    rows = [r for r in t["rows"] if r[0] == label]
+    if len(rows) != 1:
+        labels = [r[0] for r in t["rows"]]
+        raise OriginalError(f"{where}: table {t['id']} has {len(rows)} rows labelled {label!r} (row labels: {labels})")
+    text = rows[0][t["columns"].index(col)]
+    if number and cell_number(text) is None:
+        raise OriginalError(f"{where}: cell {label!r} / {col!r} of table {t['id']} holds no number: {text!r}")
+    return text
+
+
+def original_ratio(orig: dict, ratio: dict) -> tuple[float, str, str]:
+    """(a ÷ b, a's cell text, b's cell text) of a ``[[ratio]]``'s original figures.
+
+    Raises:
+        OriginalError: b's number is zero.
+    """
+    t = table(orig, ratio["original"]["table"])
+    ta = cell(t, ratio["original"]["a"], f"ratio {ratio['id']}: original.a", number=True)
+    tb = cell(t, ratio["original"]["b"], f"ratio {ratio['id']}: original.b", number=True)
+    b = cell_number(tb)
+    if not b:
+        raise OriginalError(f"ratio {ratio['id']}: original b cell {tb!r} is zero")
+    return cell_number(ta) / b, ta, tb

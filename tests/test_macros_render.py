@@ -1,0 +1,276 @@
+"""Page macros of issue 13: the original investigation's tables, original vs here, exercises,
+the claims table's verdicts and sources, escaping of result text, the emulated-CPU badge.
+
+Macros run in-process on a throwaway tree (labs + results copied from the checkout, results
+derived from the committed ones); their Markdown is rendered with the site's extensions."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shutil
+from pathlib import Path
+
+import markdown
+import pytest
+
+from labkit import claims as claims_mod
+from labkit import macros, model, original, render
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURE = ROOT / "tests" / "fixtures" / "original" / "lat_tcp.toml"
+BADGE = "emulated aarch64 (QEMU TCG on x86_64): timings are not hardware"
+TCG = {"emulator": "qemu-system-aarch64", "accelerator": "tcg", "machine": "virt", "guest_cpu": "cortex-a72",
+       "host_arch": "x86_64", "host_cpu": None, "host_label": None}
+
+
+def html_of(md: str) -> str:
+    """The Markdown as the site renders it (the extensions the macros rely on)."""
+    return markdown.markdown(md, extensions=["tables", "admonition", "attr_list", "md_in_html", "pymdownx.details",
+                                             "pymdownx.superfences", "pymdownx.tabbed"])
+
+
+def reference(lab: str) -> Path:
+    return sorted((ROOT / "results").glob(f"*/{lab}.json"))[0]
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    """A checkout-like tree with labs/ and results/ (the committed host folders); macros read it."""
+    root = tmp_path / "repo"
+    shutil.copytree(ROOT / "labs", root / "labs")
+    shutil.copytree(ROOT / "results", root / "results")
+    monkeypatch.setattr(macros, "ROOT", root)
+    monkeypatch.setenv("PERF_CASEBOOK_LOCAL", "0")
+    monkeypatch.delenv("PERF_CASEBOOK_RESULTS", raising=False)
+    macros._HOSTS_CACHE = None
+    yield root
+    macros._HOSTS_CACHE = None
+
+
+def add_host(root: Path, lab: str, label: str, change) -> dict:
+    """A second host folder whose result of ``lab`` is the committed one, relabelled and
+    changed by ``change(result)``; its raw outputs are the committed ones."""
+    src = reference(lab)
+    r = json.loads(src.read_text())
+    r["host"]["label"] = label
+    change(r)
+    model.validate(r, "derived")
+    dst = root / "results" / label
+    dst.mkdir(parents=True)
+    shutil.copytree(src.parent / lab, dst / lab)
+    model.write_atomic(dst / f"{lab}.json", r)
+    macros._HOSTS_CACHE = None
+    return r
+
+
+def emulate(r: dict) -> None:
+    r["host"]["arch"] = "aarch64"
+    r["host"]["emulation"] = dict(TCG)
+
+
+# ---- escaping ----
+
+def _pmu_reason() -> str:
+    """A real reason with angle brackets: perf's "<not supported>" in a committed result."""
+    for p in sorted((ROOT / "results").glob("*/*.json")):
+        reason = json.loads(p.read_text())["host"]["pmu"]["reason"]
+        if "<" in reason:
+            return reason
+    pytest.skip("no committed result has a reason with angle brackets")
+
+
+def test_skip_reason_with_angle_brackets_renders_as_text(tree):
+    reason = _pmu_reason()
+
+    def skip_one(r):
+        r["steps"][0].update(status="skipped", reason=reason, exit_code=None)
+    add_host(tree, "lat_tcp", "skipper", skip_one)
+    out = html_of(macros.skips("lat_tcp"))
+    assert reason.replace("<", "&lt;").replace(">", "&gt;") in out
+    assert "<not supported>" not in out
+    note = html_of(macros._skip_note(json.loads((tree / "results" / "skipper" / "lat_tcp.json").read_text()), None))
+    assert "&lt;not supported&gt;" in note
+
+
+def test_claim_evidence_and_provenance_are_escaped(tree):
+    reason = _pmu_reason()
+    claim = next(c for c in claims_mod.load(tree / "labs" / "lat_tcp" / "claims.toml") if c["kind"] == "step")
+
+    def skip_step(r):
+        next(s for s in r["steps"] if s["name"] == claim["step"]).update(status="skipped", reason=reason, exit_code=None)
+    add_host(tree, "lat_tcp", "skipper", skip_step)
+    out = html_of(macros.claims("lat_tcp"))
+    assert f"step {claim['step']} skipped: " + reason.replace("<", "&lt;").replace(">", "&gt;") in out
+    prov = html_of(macros.provenance("lat_tcp"))
+    assert "&lt;not supported&gt;" in prov and "<not supported>" not in prov
+
+
+def test_esc_and_code_span():
+    assert render.esc("<b>x</b> a_b *c*") == "&lt;b&gt;x&lt;/b&gt; a\\_b \\*c\\*"
+    assert html_of(render.esc("<not supported> [x](y) `z`")).count("&lt;not supported&gt;") == 1
+    span = render.code_span("printf '%s``x'")
+    assert html_of(span) == "<p><code>printf '%s``x'</code></p>"
+
+
+# ---- the emulated-CPU badge ----
+
+def test_emulated_host_is_badged_everywhere(tree):
+    add_host(tree, "lat_tcp", "arm64-tcg", emulate)
+    assert render.emulation(model.load(tree / "results" / "arm64-tcg" / "lat_tcp.json")["host"]) == BADGE
+    outputs = {
+        "results_table": macros.results_table("lat_tcp", "round_trip", where={"experiment": "pinned"}),
+        "claims": macros.claims("lat_tcp"),
+        "provenance": macros.provenance("lat_tcp"),
+        "skips": macros.skips("lat_tcp"),
+        "step_output": macros.step_output("lat_tcp", "noserver"),
+        "hosts_table": macros.hosts_table(),
+        "host_provenance": macros.host_provenance(),
+        "compare_hosts": macros.compare_hosts(),
+        "chart": macros.chart("lat_tcp", "round_trip", x="msize", where={"experiment": "msize"}),
+    }
+    for name, md in outputs.items():
+        assert md.count(BADGE) >= 1, name
+        assert BADGE in html_of(md), name
+    # hardware hosts carry no badge
+    ref = model.load(reference("lat_tcp"))
+    assert render.emulation(ref["host"]) is None and render.emulation_badge(ref["host"]) == ""
+
+
+def test_timing_claims_are_not_applicable_on_the_emulated_host(tree):
+    r = add_host(tree, "lat_tcp", "arm64-tcg", emulate)
+    out = macros.claims("lat_tcp")
+    tcg_tab = out[out.index('"arm64-tcg"'):]
+    spec = claims_mod.load(tree / "labs" / "lat_tcp" / "claims.toml")
+    n_timing = sum(claims_mod.is_timing(c) for c in spec)
+    assert tcg_tab.count(render.VERDICT_MARK["not applicable"]) == n_timing
+    assert n_timing == sum(v["verdict"] == "not applicable" for v in claims_mod.evaluate(spec, r))
+
+
+# ---- the claims table ----
+
+def test_each_verdict_has_its_own_mark_and_css_class():
+    css = (ROOT / "docs" / "assets" / "casebook.css").read_text()
+    classes = []
+    for v in claims_mod.VERDICTS:
+        mark = render.VERDICT_MARK[v]
+        assert mark.endswith(v), mark
+        cls = re.search(r"\{ \.(pc-[a-z-]+) \}", mark).group(1)
+        assert f".{cls} " in css, cls
+        classes.append(cls)
+    assert len(set(classes)) == len(classes)
+
+
+def test_claims_table_shows_source_and_live_verdicts(tree):
+    out = macros.claims("lat_tcp")
+    spec = claims_mod.load(tree / "labs" / "lat_tcp" / "claims.toml")
+    r = model.load(reference("lat_tcp"))
+    for c, v in zip(spec, claims_mod.evaluate(spec, r)):
+        if c.get("source"):
+            assert f'<span class="pc-source">Original: ' in out
+        assert render.VERDICT_MARK[v["verdict"]] in out
+    # a changed result changes the verdict on the page (the claims are evaluated at build time)
+    c = next(c for c in spec if c["kind"] == "step")
+
+    def fail_step(r):
+        next(s for s in r["steps"] if s["name"] == c["step"]).update(status="failed", reason="exit 0: derived")
+    add_host(tree, "lat_tcp", "failing", fail_step)
+    tab = macros.claims("lat_tcp").split('"failing"')[1]
+    assert render.VERDICT_MARK["fails"] in tab and "recorded as holds when the lab ran" in tab
+
+
+# ---- the original investigation ----
+
+def test_original_loader_and_ratio():
+    orig = original.load(FIXTURE)
+    t = original.table(orig, "pinned-hp380")
+    assert original.caption(orig, t) == "Original: HP380, Xeon 2699v4, kernel 3.10.0-514.el7.x86_64 (4K)"
+    value, ta, tb = original.original_ratio(orig, orig["ratio"][0])
+    assert (ta, tb) == ("12.8296", "8.2153") and value == pytest.approx(float(ta) / float(tb))
+
+
+@pytest.mark.parametrize("text, expect", [("12.8296", 12.8296), ("~13", 13), ("~10 (mean)", 10), ("106k", 106e3),
+                                          ("1,608", 1608), ("0.50", 0.5), ("not given", None), ("–", None),
+                                          ("354.0000/0.00", 354.0), ("4.15", 4.15)])
+def test_cell_number(text, expect):
+    assert original.cell_number(text) == expect
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda s: s.replace('seed = "004', 'seed = "../shared/seeds/004'), "file name"),
+    (lambda s: s.replace('note = ', 'notes = '), "unknown key"),
+    (lambda s: s.replace('machine = "hp380"', 'machine = "hp381"'), "hp381"),
+    (lambda s: s.replace('"12.8296"]]', '"12.8296", "extra"]]'), "5 cells"),
+    (lambda s: s.replace('a = ["lat_tcp (us)", "other CPU #"]', 'a = ["lat_tcp (us)", "other CPU"]'), "no column"),
+    (lambda s: s.replace('a = ["lat_tcp (us)", "other CPU #"]', 'a = ["lat_tcp", "other CPU #"]'), "0 rows labelled"),
+    (lambda s: s.replace('a = ["lat_tcp (us)", "other CPU #"]', 'a = ["lat_tcp (us)", "client on CPU #"]'), "no number"),
+    (lambda s: s.replace('table = "pinned-hp380"', 'table = "pinned"'), "original table"),
+    (lambda s: s.replace('kernel = "3.10', 'kernel_ = "3.10'), "unknown key"),
+    (lambda s: s + "\n[[table]]\nid = 'x'\n", "needs"),
+    (lambda s: s.replace("[[ratio]]", "[[ratio]\n"), "not valid TOML"),
+])
+def test_bad_original_file_fails_loud(tmp_path, edit, match):
+    f = tmp_path / "original.toml"
+    f.write_text(edit(FIXTURE.read_text()))
+    with pytest.raises(original.OriginalError, match=re.escape(match)):
+        original.load(f)
+
+
+def test_original_macros(tree):
+    shutil.copy(FIXTURE, tree / "labs" / "lat_tcp" / "original.toml")
+    md = macros.original_table("lat_tcp", "pinned-hp380")
+    out = html_of(md)
+    assert "Original: HP380, Xeon 2699v4, kernel 3.10.0-514.el7.x86_64 (4K)." in out
+    for cell in ("8.2153", "11.3579", "12.8296", "#48(same core)"):
+        assert f">{cell}<" in out
+    assert 'class="pc-original-note"' in out and 'Which CPU "other CPU" was is not given.' in out
+    assert macros.original_tables("lat_tcp") == md
+    with pytest.raises(original.OriginalError, match="no table 'nope'"):
+        macros.original_table("lat_tcp", "nope")
+    vs = macros.original_vs_here("lat_tcp")
+    r = model.load(reference("lat_tcp"))
+    here = original.load(FIXTURE)["ratio"][0]["here"]
+    a, _ = claims_mod.side(r, here["metric"], here["a"])
+    b, _ = claims_mod.side(r, here["metric"], here["b"])
+    assert f"| {a.value / b.value:.3g}" in vs
+    assert f"{float('12.8296') / float('8.2153'):.3g} (12.8296 ÷ 8.2153; HP380, Xeon 2699v4, kernel 3.10.0-514.el7.x86_64 (4K))" in vs
+    add_host(tree, "lat_tcp", "arm64-tcg", emulate)
+    assert BADGE in macros.original_vs_here("lat_tcp").splitlines()[0]
+
+
+def test_original_vs_here_flags_noise_and_missing_data(tree):
+    shutil.copy(FIXTURE, tree / "labs" / "lat_tcp" / "original.toml")
+
+    def same(r):  # both placements get the same-CPU samples: ranges overlap
+        ms = [m for m in r["measurements"] if m["metric"] == "round_trip" and m["case"].get("experiment") == "pinned"]
+        samples = next(m["samples"] for m in ms if m["case"].get("pin") == "same-cpu")
+        for m in ms:
+            m["samples"] = list(samples)
+            m.update(model.summarize(samples))
+
+    def drop(r):
+        r["measurements"] = [m for m in r["measurements"] if m["case"].get("pin") != "other-core"]
+    add_host(tree, "lat_tcp", "noisy", same)
+    add_host(tree, "lat_tcp", "partial", drop)
+    row = html_of(macros.original_vs_here("lat_tcp")).split("<tbody>")[1]
+    assert "<td>1 (within noise: the two ranges overlap)</td>" in row
+    assert "<td>– (no round_trip measurement for experiment=pinned, pin=other-core)</td>" in row
+
+
+# ---- exercises ----
+
+def test_exercises_macro(tree):
+    ex = tree / "labs" / "lat_tcp" / "exercises.toml"
+    ex.write_text((ROOT / "tests" / "fixtures" / "check" / "exercises.toml").read_text())
+    out = html_of(macros.exercises("lat_tcp"))
+    exs = claims_mod.load_exercises(ex)
+    assert out.count('class="admonition example"') == len(exs)
+    assert out.count("<code>labkit check lat_tcp</code>") == len(exs)
+    assert "<details" in out  # the prediction is folded until the reader opens it
+    ex.write_text(ex.read_text().replace("predict =", "prediction =", 1))
+    with pytest.raises(claims_mod.ClaimError, match="needs predict"):
+        macros.exercises("lat_tcp")
+    ex.unlink()
+    with pytest.raises(claims_mod.ClaimError, match="no exercises file"):
+        macros.exercises("lat_tcp")
