@@ -114,24 +114,31 @@ def test_pmu_steps_skip_with_the_reason(quick_run):
 def test_overhead_ratios(quick_run):
     r = result(quick_run)
     ratios = [m for m in r["measurements"] if m["metric"] == "iops_ratio"]
-    assert {m["case"]["profiler"] for m in ratios} == {"plain", "perf stat", "record 997 Hz", "record 9973 Hz"}
+    assert {m["case"]["profiler"] for m in ratios} == {"plain", "perf stat", "record (defaults)", "record 997 Hz",
+                                                       "record 9973 Hz"}
     assert {m["case"]["numjobs"] for m in ratios} == {1, 2}
     for m in ratios:
         if m["case"]["profiler"] == "plain":
-            assert m["samples"] == [1.0, 1.0]
+            assert m["samples"] == [1.0] * m["n"]
         iops = next(x for x in r["measurements"] if x["metric"] == "iops" and x["case"] == m["case"])
         plain = next(x for x in r["measurements"] if x["metric"] == "iops" and x["case"] == {**m["case"], "profiler": "plain"})
         assert m["samples"] == pytest.approx([a / b for a, b in zip(iops["samples"], plain["samples"])])
 
 
 def test_every_claim_has_a_verdict(quick_run):
+    """Every claim is evaluated on what the lab records: untested only where a step was skipped
+    (quick mode has too few repetitions to decide most claims: inconclusive is expected)."""
     r = result(quick_run)
     ids = {c["id"] for c in r["claims"]}
-    assert {"kyber-adds-latency", "kyber-frames-only-with-kyber", "perf-record-costs-more-than-stat",
+    assert {"kyber-adds-latency", "kyber-frames-only-with-kyber", "perf-record-qd1-nearly-free",
             "hottest-slice-after-burst-start", "hottest-slice-before-burst-end"} <= ids
     assert all(c["evidence"] for c in r["claims"])
+    skipped_groups = {s["group"] for s in r["steps"] if s["status"] == "skipped"}
+    for c in r["claims"]:
+        if c["verdict"] == "untested":
+            assert skipped_groups, c  # a missing measurement must come from a skipped step
     kyber_frames = next(c for c in r["claims"] if c["id"] == "kyber-frames-only-with-kyber")
-    assert kyber_frames["verdict"] in ("holds", "fails")  # measured, not untested
+    assert kyber_frames["verdict"] != "untested"  # measured (one profile per scheduler in quick mode)
 
 
 def test_sigint_during_kyber_restores_scheduler_and_releases_device(tmp_path):

@@ -7,19 +7,25 @@ Metrics and their cases (every sample kept; one sample per repetition unless sai
 ``iops`` (IOPS)       fio; sched: ``scheduler``; overhead: ``numjobs``, ``profiler``
 ``iops_ratio`` (ratio) overhead: IOPS under a profiler ÷ IOPS of the plain run of the same
                       repetition and numjobs (the plain run's ratio is 1 by definition);
-                      ``profiler``: plain | perf stat | record 997 Hz | record 9973 Hz
-                      (record = perf record -g -F 997 or -F 9973)
+                      ``profiler``: plain | perf stat | record (defaults) | record 997 Hz |
+                      record 9973 Hz (record (defaults) = plain ``perf record``, as the original
+                      ran it: no call graphs, perf's default rate; the others perf record -g -F N)
 ``share`` (%)         of the flame graph's samples (period-weighted) whose stack holds a
-                      frame of ``under`` (kyber, polling, io wait, burn); flame: ``scheduler``;
+                      frame of ``under`` (kyber, polling, io wait, burn); flame: ``scheduler``,
+                      one sample per repetition (repetition 1 is the profile drawn);
                       heat: ``profile`` hottest range|whole recording
 ``perf_samples``      samples perf record wrote (its own summary line)
 ``count`` (events)    trace: fio's total I/Os and each tracepoint's count, ``source``
-``per_io`` (events)   trace: tracepoint count ÷ fio's total I/Os, ``event``
+``per_io`` (events)   trace: tracepoint count ÷ fio's total I/Os, ``event``; ``event`` "fio I/Os"
+                      is fio's own count ÷ itself (1 by definition: the reference for "once per I/O")
 ``ipc``, ``cache_misses_per_io``, ``instructions_per_io``: ipc (PMU only)
-``subsecond_offset`` (ms) heat: offset within the second of the hottest slice's centre, of
-                      each burst's start and end (one sample per burst), of the selected range
-``heat_samples`` (samples per slice) heat: cells inside the burst windows vs outside them,
-                      in the seconds that had a burst (cells straddling an edge left out)
+``subsecond_offset`` (ms) heat: offset within the second of the hottest slice's centre (rows
+                      summed over every second: one sample), of the hottest slice of each
+                      second that had a burst (one sample per burst), of each burst's start and
+                      end (one sample per burst), of the selected range
+``heat_samples`` (samples per slice) heat: mean samples per 20 ms slice inside the burst
+                      window vs in the rest of the same second, one sample per burst (slices
+                      straddling an edge left out)
 ``events_per_s``, ``latency_min``/``latency_avg``/``latency_p95`` (µs): sysbench cpu
 """
 
@@ -43,7 +49,8 @@ UNDER = {
     "io wait": ["io_schedule"],
 }
 # Case labels of the profiler a run was under (run.sh step names → page labels), in page order.
-PROFILERS = {"none": "plain", "stat": "perf stat", "rec997": "record 997 Hz", "rec9973": "record 9973 Hz"}
+PROFILERS = {"none": "plain", "stat": "perf stat", "rec": "record (defaults)", "rec997": "record 997 Hz",
+             "rec9973": "record 9973 Hz"}
 SAMPLES_RE = re.compile(r"\((\d+) samples\)")
 
 
@@ -90,18 +97,34 @@ def _sched(run, io_poll):
         run.add("iops", "IOPS", base, [r["iops"] for r in runs], first_step[sched])
 
 
+def _flame_reps(run, sched: str) -> list[tuple[str, str, str]]:
+    """(folded file, step that wrote it, perf record step) of every repetition of ``sched``
+    that ran, repetition 1 (the drawn profile) first."""
+    reps = []
+    if run.ok(f"flame.{sched}.flame"):
+        reps.append((f"flame-{sched}.folded", f"flame.{sched}.flame", f"flame.{sched}.record"))
+    later = sorted((int(m.group(1)), s["name"]) for s in run.steps
+                   if (m := re.fullmatch(rf"flame\.{re.escape(sched)}\.(\d+)\.fold", s["name"])) and s["status"] == "ok")
+    for i, step in later:
+        reps.append((f"flame-{sched}.{i}.folded", step, f"flame.{sched}.{i}.record"))
+    return reps
+
+
 def _flame(run):
     for sched in ("none", "kyber"):
-        if not run.ok(f"flame.{sched}.flame"):
+        reps = _flame_reps(run, sched)
+        if not reps:
             continue
         case = {"experiment": "flame", "scheduler": sched}
-        folded = (run.dir / f"flame-{sched}.folded").read_text()
+        folded = [(run.dir / f).read_text() for f, _, _ in reps]
         for name, frames in UNDER.items():
-            run.add("share", "%", {**case, "under": name}, [100.0 * share_under(folded, frames)],
-                    f"flame.{sched}.flame")
-        n = _perf_samples(run, f"flame.{sched}.record")
-        if n is not None:
-            run.add("perf_samples", "samples", case, [n], f"flame.{sched}.record")
+            run.add("share", "%", {**case, "under": name}, [100.0 * share_under(t, frames) for t in folded],
+                    reps[0][1])
+        counts = [n for _, _, rec in reps if (n := _perf_samples(run, rec)) is not None]
+        if counts:
+            run.add("perf_samples", "samples", case, counts, reps[0][2])
+        if not run.ok(f"flame.{sched}.flame"):
+            continue
         run.artifact("flamegraph", case, f"flame-{sched}.svg",
                      f"fio 4k random read, QD1, pvsync2 --hipri, scheduler {sched}: perf record -g -F 997")
         run.artifact("folded", case, f"flame-{sched}.folded", f"folded stacks, scheduler {sched}")
@@ -125,6 +148,7 @@ def _trace(run):
         events = perf_stat_csv(run.raw(s["name"], "csv").read_text())
         first.setdefault(sched, s["name"])
         rows.setdefault((sched, "fio total_ios"), []).append(float(ios))
+        per_io.setdefault((sched, "fio I/Os"), []).append(1.0)
         for ev, row in events.items():
             if row["value"] is None:
                 continue
@@ -173,19 +197,23 @@ def _heat(run):
     rng = hm["range"]
     run.add("subsecond_offset", "ms", {"experiment": "heat", "what": "selected range start"}, [rng["start_ms"]], "heat.map")
     run.add("subsecond_offset", "ms", {"experiment": "heat", "what": "selected range end"}, [rng["end_ms"]], "heat.map")
-    inside, outside = [], []
+    inside, outside, hottest = [], [], []
     for a, b in windows:
         col = math.floor(a) - origin
         if not 0 <= col < hm["cols"] or math.floor(b) != math.floor(a):
             continue
+        counts = hm["counts"][col]
+        hottest.append((max(range(rows), key=lambda r: counts[r]) + 0.5) * ms)
         lo, hi = off(a), off(b)
-        for row, c in enumerate(hm["counts"][col]):
-            r0, r1 = row * ms, (row + 1) * ms
-            if r0 >= lo and r1 <= hi:
-                inside.append(c)
-            elif r1 <= lo or r0 >= hi:
-                outside.append(c)
-    if inside and outside:
+        ins = [c for row, c in enumerate(counts) if row * ms >= lo and (row + 1) * ms <= hi]
+        outs = [c for row, c in enumerate(counts) if (row + 1) * ms <= lo or row * ms >= hi]
+        if ins and outs:
+            inside.append(sum(ins) / len(ins))
+            outside.append(sum(outs) / len(outs))
+    if hottest:
+        run.add("subsecond_offset", "ms", {"experiment": "heat", "what": "hottest slice of each burst second (centre)"},
+                hottest, "heat.map")
+    if inside:
         run.add("heat_samples", "samples per slice", {"experiment": "heat", "region": "burst window"}, inside, "heat.map")
         run.add("heat_samples", "samples per slice", {"experiment": "heat", "region": "rest of the second"}, outside,
                 "heat.map")

@@ -11,14 +11,17 @@
 #   sched     fio 4k random read, QD1, pvsync2 --hipri, for every scheduler the device offers,
 #             repetitions interleaved (none, mq-deadline, kyber, bfq, none, ...)
 #   flame     perf record -g -F 997 of fio with none and with kyber -> flame graphs and a
-#             differential flame graph (inferno)
+#             differential flame graph (inferno); further repetitions (full mode) are only
+#             folded, so that kyber's share of the samples has one value per repetition
 #   trace     perf stat -a of kyber:* and block:block_rq_issue on our device, per I/O
 #   ipc       perf stat instructions, cycles, cache misses per scheduler (needs PMU counters)
 #   heat      compile burst.c; perf record -a -g -k CLOCK_MONOTONIC over burst (busy 200 ms
 #             every second) -> subsecond-offset heat map, flame graph of the hottest burst
-#   overhead  the fio job plain, under perf stat, under perf record -g at 997 and 9973 Hz,
-#             numjobs 1 and 2, interleaved
-#   sysbench  sysbench cpu plain and under perf record -g at 997 and 9973 Hz
+#   overhead  the fio job plain, under perf stat, under plain perf record (perf's defaults, as
+#             the original ran it), under perf record -g at 997 and 9973 Hz; numjobs 1 and 2,
+#             interleaved
+#   sysbench  sysbench cpu plain, under plain perf record and under perf record -g at 997 and
+#             9973 Hz
 # The scheduler is restored, the loop device detached and the tmpfs unmounted on exit,
 # error, Ctrl-C and TERM. perf record runs with --no-buildid-cache so that nothing is
 # written to ~/.debug (perf's build-id cache) outside the scratch and run directories.
@@ -32,8 +35,8 @@ lab_group flame "perf record -g of fio, none vs kyber: flame graphs, differentia
 lab_group trace "perf stat -a: kyber and block tracepoints per I/O"
 lab_group ipc "perf stat: IPC and cache misses per scheduler (PMU counters)"
 lab_group heat "perf record -a -g over a CPU burst: heat map, flame graph of the hottest burst"
-lab_group overhead "perf's cost on fio: plain, perf stat, perf record -g at 997 and 9973 Hz"
-lab_group sysbench "perf's cost on sysbench cpu: plain vs perf record -g"
+lab_group overhead "perf's cost on fio: plain, perf stat, perf record (defaults), perf record -g at 997 and 9973 Hz"
+lab_group sysbench "perf's cost on sysbench cpu: plain, perf record (defaults), perf record -g at 997 and 9973 Hz"
 
 IMG_MIB=256          # size of the backing file (MiB): in RAM, on the lab's own tmpfs
 DEV="" QDIR="" SCHEDS="" DEVT="" BURST=""
@@ -88,32 +91,46 @@ group_sched() {
 group_flame() {
   need_dev flame || return 0
   lab_require flame perf inferno || return 0
-  local s mark data rt; rt=$(lab_quick 2 5)
+  local s i reps mark data script rt; rt=$(lab_quick 2 5); reps=$(lab_quick 1 3)
   mark=$(lab_mark)
-  for s in none kyber; do
-    offers "flame.$s" "$s" || continue
-    lab_set_knob "flame.$s.set" "$QDIR/scheduler" "$s" || continue
-    data="$LAB_SCRATCH/flame-$s.data"
-    # -F 997: an odd rate, so sampling does not run in lockstep with periodic work (the
-    # 1000 Hz or 250 Hz tick, timers); -g: call stacks (frame pointers).
-    lab_run "flame.$s.record" -- perf record --no-buildid-cache -g -F 997 -o "$data" -- \
-      fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt" || continue
-    if [[ $s == kyber ]]; then
-      # perf report's two views of the same samples: Children (samples with the function
-      # anywhere on the stack) next to Self; then the call graph, fractal (each branch's
-      # percentage relative to its parent), callee order (from the sampled function down).
-      lab_run "flame.$s.report" -- perf report -i "$data" --stdio --children \
-        --fields overhead_children,overhead,sym -g none --percent-limit 5
-      lab_run "flame.$s.fractal" -- perf report -i "$data" --stdio --no-children \
-        --fields overhead,sym -g fractal,0.5,callee --percent-limit 15
-    fi
-    # --max-stack 48: deeper than any real stack here; a walk through code built without
-    # frame pointers can follow garbage up to perf's limit (127 frames) and would draw a
-    # tall thin tower of [unknown] frames.
-    lab_run --stdout "$LAB_SCRATCH/flame-$s.script" "flame.$s.script" -- perf script --max-stack 48 -i "$data" || continue
-    lab_run "flame.$s.flame" -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/flame-$s.script" \
-      --folded "$LAB_RUN/flame-$s.folded" --svg "$LAB_RUN/flame-$s.svg" \
-      --title "fio 4k randread QD1 pvsync2 --hipri on a loop device, scheduler $s"
+  # Repetition 1 of each scheduler is the profile shown (reports, flame graphs, the diff);
+  # later repetitions are only folded: each gives one more value of kyber's share of the
+  # samples. Interleaved like the sched group: none, kyber, none, kyber, ...
+  for ((i = 1; i <= reps; i++)); do
+    for s in none kyber; do
+      offers "flame.$s.$i" "$s" || continue
+      lab_set_knob "flame.$s.$i.set" "$QDIR/scheduler" "$s" || continue
+      if ((i > 1)); then
+        data="$LAB_SCRATCH/flame-$s.$i.data" script="$LAB_SCRATCH/flame-$s.$i.script"
+        lab_run "flame.$s.$i.record" -- perf record --no-buildid-cache -g -F 997 -o "$data" -- \
+          fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt" || continue
+        lab_run --stdout "$script" "flame.$s.$i.script" -- perf script --max-stack 48 -i "$data" || continue
+        lab_run --stdout "$LAB_RUN/flame-$s.$i.folded" "flame.$s.$i.fold" -- inferno-collapse-perf --all "$script"
+        rm -f "$data" "$script"
+        continue
+      fi
+      data="$LAB_SCRATCH/flame-$s.data"
+      # -F 997: an odd rate, so sampling does not run in lockstep with periodic work (the
+      # 1000 Hz or 250 Hz tick, timers); -g: call stacks (frame pointers).
+      lab_run "flame.$s.record" -- perf record --no-buildid-cache -g -F 997 -o "$data" -- \
+        fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt" || continue
+      if [[ $s == kyber ]]; then
+        # perf report's two views of the same samples: Children (samples with the function
+        # anywhere on the stack) next to Self; then the call graph, fractal (each branch's
+        # percentage relative to its parent), callee order (from the sampled function down).
+        lab_run "flame.$s.report" -- perf report -i "$data" --stdio --children \
+          --fields overhead_children,overhead,sym -g none --percent-limit 5
+        lab_run "flame.$s.fractal" -- perf report -i "$data" --stdio --no-children \
+          --fields overhead,sym -g fractal,0.5,callee --percent-limit 15
+      fi
+      # --max-stack 48: deeper than any real stack here; a walk through code built without
+      # frame pointers can follow garbage up to perf's limit (127 frames) and would draw a
+      # tall thin tower of [unknown] frames.
+      lab_run --stdout "$LAB_SCRATCH/flame-$s.script" "flame.$s.script" -- perf script --max-stack 48 -i "$data" || continue
+      lab_run "flame.$s.flame" -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/flame-$s.script" \
+        --folded "$LAB_RUN/flame-$s.folded" --svg "$LAB_RUN/flame-$s.svg" \
+        --title "fio 4k randread QD1 pvsync2 --hipri on a loop device, scheduler $s"
+    done
   done
   lab_unwind "$mark"
   if [[ -f "$LAB_RUN/flame-none.folded" && -f "$LAB_RUN/flame-kyber.folded" ]]; then
@@ -198,15 +215,18 @@ group_overhead() {
   need_dev overhead || return 0
   lab_require overhead perf || return 0
   local reps rt i nj p name
-  reps=$(lab_quick 2 3); rt=$(lab_quick 1 3)
+  # quick: one repetition (five profilers, two job counts: the quick run stays under 2 minutes)
+  reps=$(lab_quick 1 3); rt=$(lab_quick 1 3)
   for ((i = 1; i <= reps; i++)); do
     for nj in 1 2; do
-      for p in none stat rec997 rec9973; do
+      for p in none stat rec rec997 rec9973; do
         name="overhead.j$nj.$p.$i"
         local job=(fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt" --numjobs="$nj" --group_reporting)
         case $p in
           none) lab_run "$name" -- "${job[@]}" ;;
           stat) lab_run "$name" -- perf stat -x, -o "$LAB_RUN/raw/$name.csv" -- "${job[@]}" ;;
+          # perf record as the original ran it: no call graphs, perf's default rate (4000 Hz)
+          rec) lab_run "$name" -- perf record --no-buildid-cache -o "$LAB_SCRATCH/overhead.data" -- "${job[@]}" ;;
           rec997) lab_run "$name" -- perf record --no-buildid-cache -g -F 997 -o "$LAB_SCRATCH/overhead.data" -- "${job[@]}" ;;
           rec9973) lab_run "$name" -- perf record --no-buildid-cache -g -F 9973 -o "$LAB_SCRATCH/overhead.data" -- "${job[@]}" ;;
         esac
@@ -219,9 +239,11 @@ group_sysbench() {
   # sysbench: Debian package sysbench (make setup installs it).
   lab_require sysbench cmd:sysbench perf || return 0
   local reps secs i
-  reps=$(lab_quick 2 3); secs=$(lab_quick 1 3)
+  reps=$(lab_quick 1 3); secs=$(lab_quick 1 3)
   for ((i = 1; i <= reps; i++)); do
     lab_run "sysbench.none.$i" -- sysbench cpu --threads=1 --time="$secs" run
+    lab_run "sysbench.rec.$i" -- perf record --no-buildid-cache -o "$LAB_SCRATCH/sysbench.data" -- \
+      sysbench cpu --threads=1 --time="$secs" run
     lab_run "sysbench.rec997.$i" -- perf record --no-buildid-cache -g -F 997 -o "$LAB_SCRATCH/sysbench.data" -- \
       sysbench cpu --threads=1 --time="$secs" run
     lab_run "sysbench.rec9973.$i" -- perf record --no-buildid-cache -g -F 9973 -o "$LAB_SCRATCH/sysbench.data" -- \
