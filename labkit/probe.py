@@ -287,6 +287,55 @@ def perf_event_paranoid() -> int | None:
         return None
 
 
+def audit_ever_enabled(run=None, cmdline: str | None = None) -> bool | None:
+    """Whether kernel audit had been enabled on this boot before now, so that every new
+    process gets an audit context and pays audit work on each of its system calls.
+
+    The kernel keeps this as ``audit_ever_enabled`` (``kernel/audit.c``): set at boot by
+    ``audit=1``, set again whenever audit is enabled, never cleared. ``audit_alloc()``
+    (``kernel/auditsc.c``) gives a new task an audit context only when it is set and no
+    ``task,never`` rule excludes the task. Sources, in order:
+
+    - ``/proc/cmdline`` with ``audit=1`` (or ``audit=on``): enabled from boot → True;
+    - ``auditctl -s`` reporting ``enabled 1`` or ``2``: enabled now → True;
+    - ``bpftrace`` printing its own ``curtask->audit_context`` (needs root and kernel
+      BTF): non-NULL → True; NULL, with ``auditctl -l`` listing no ``task`` rule → False.
+
+    Anything else (no root, no bpftrace or BTF, a kernel without syscall auditing, a task
+    rule that could hide the context) → None: unknown, never a guess.
+
+    Args:
+        run: command runner with ``_run``'s signature (tests pass recorded outputs).
+        cmdline: the kernel command line; default: read ``/proc/cmdline``.
+    Returns:
+        True, False or None.
+    """
+    run = run or _run
+    if cmdline is None:
+        try:
+            cmdline = Path("/proc/cmdline").read_text()
+        except OSError:
+            cmdline = ""
+    if {"audit=1", "audit=on"} & set(cmdline.split()):
+        return True
+    status = run(["auditctl", "-s"])
+    if status is not None and status.returncode == 0:
+        m = re.search(r"^enabled (\d+)", status.stdout, re.M)
+        if m and m.group(1) != "0":
+            return True
+    bpf = run(["bpftrace", "-e", 'BEGIN { printf("audit_context %lu\\n", (uint64)curtask->audit_context); exit(); }'],
+              timeout=60)
+    m = re.search(r"^audit_context (\d+)$", bpf.stdout, re.M) if bpf is not None and bpf.returncode == 0 else None
+    if m is None:
+        return None
+    if m.group(1) != "0":
+        return True
+    rules = run(["auditctl", "-l"])
+    if rules is None or rules.returncode != 0 or re.search(r"\btask\b", rules.stdout):
+        return None
+    return False
+
+
 def probe(scratch: str | None = None, label: str | None = None) -> dict:
     """Probe this host; return the ``host`` object of a result (schema.json)."""
     models = lscpu_models()
@@ -313,4 +362,5 @@ def probe(scratch: str | None = None, label: str | None = None) -> dict:
         "loop_devices": loop_devices(),
         "netns": netns(),
         "root": os.geteuid() == 0,
+        "audit_ever_enabled": audit_ever_enabled(),
     }

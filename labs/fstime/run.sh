@@ -15,7 +15,8 @@
 #           the process's /proc/<pid>/stat twice, cpushare.py prints the per-CPU
 #           user/system/idle shares and the process's own in one line
 #   perf    perf record -g of the copy phase on tmpfs and on the xfs image on tmpfs ->
-#           flame graphs and a differential flame graph (inferno)
+#           flame graphs and a differential flame graph (inferno); auditframes.py lists the
+#           audit functions on those stacks (none unless audit was enabled earlier in this boot)
 #   strace  strace -c of a copy phase: which system calls, how many
 #   dd      dd bs=1k of a file to another file on every filesystem, the same copy by
 #           another program
@@ -220,7 +221,10 @@ group_perf() {
     lab_run --stdout "$LAB_SCRATCH/perf-$t.script" "perf.$t.script" -- perf script -i "$data" || continue
     lab_run "perf.$t.flame" -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/perf-$t.script" \
       --folded "$LAB_RUN/flame-$t.folded" --svg "$LAB_RUN/flame-$t.svg" \
-      --title "fstime copy phase (1 KiB buffers) on $t"
+      --title "fstime copy phase (1 KiB buffers) on $t" || continue
+    # Audit functions on the copy loop's stacks: stdout empty unless this boot had audit
+    # enabled before fstime started (the audit group, which enables it, runs last).
+    lab_run "perf.$t.audit" -- "$LAB_PY" "$LAB_DIR/auditframes.py" "$LAB_RUN/flame-$t.folded"
   done
   if [[ -f "$LAB_RUN/flame-tmpfs.folded" && -f "$LAB_RUN/flame-xfs-on-tmpfs.folded" ]]; then
     lab_run perf.diff -- "$LAB_PY" -m labkit diff-flame --before "$LAB_RUN/flame-tmpfs.folded" \
