@@ -1,0 +1,225 @@
+"""The fstime chapter's data files: every claim can fail (and can hold), each names the original
+conclusion it tests, the original's tables give the figures the claims quote, the exercises are
+well formed, and the lab orders its groups so that audit cannot taint its own measurements.
+No lab run: the inputs are the committed reference result, its raw outputs, real folded stacks
+in tests/fixtures/fstime, and samples scaled from real ones."""
+
+from __future__ import annotations
+
+import copy
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from labkit import claims, model
+from labkit import original as original_mod
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB = ROOT / "labs" / "fstime"
+REFERENCE = ROOT / "results" / "epyc-kvm-2vcpu"
+FIX = ROOT / "tests" / "fixtures" / "fstime"
+SPEC = claims.load(LAB / "claims.toml")
+BY_ID = {c["id"]: c for c in SPEC}
+ORIGINAL = original_mod.load(LAB / "original.toml")
+TABLES = {t["id"]: t for t in ORIGINAL["table"]}
+EXERCISES = claims.load_exercises(LAB / "exercises.toml")
+SEED_NUMBERS_FILE = "000_2c144f3094323cf7.txt"
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return model.load(REFERENCE / "fstime.json")
+
+
+def _base_samples(reference) -> list[float]:
+    """Real samples to build synthetic sides from: the reference's copy on tmpfs, 1 KiB buffers."""
+    m = next(m for m in reference["measurements"] if m["metric"] == "score" and m["case"] == {
+        "experiment": "copy", "tool": "fstime", "target": "tmpfs", "fs": "tmpfs", "bufsize": 1024,
+        "max_blocks": 2000, "phase": "copy"})
+    assert len(m["samples"]) >= 3
+    return m["samples"]
+
+
+def _with(reference, metric: str, *sides) -> dict:
+    """A copy of ``reference`` whose measurements are only ``sides``: (case, samples) pairs."""
+    r = copy.deepcopy(reference)
+    r["measurements"] = [model.measurement(metric, "x", dict(case), samples) for case, samples in sides]
+    return r
+
+
+def _scaled(samples, k):
+    return [x * k for x in samples]
+
+
+def _sides(claim, reference, wrong: bool) -> dict:
+    """A result on which ``claim`` clearly holds (wrong=False) or clearly fails (wrong=True):
+    the two sides' sample ranges never overlap, so no noise rule can call it a draw."""
+    s = _base_samples(reference)
+    a, b, f = dict(claim["a"]), dict(claim["b"]), float(claim.get("factor", 1.0))
+    far = 3 * f
+    if claim["kind"] == "within":          # every pair within f, or far apart
+        tight = [s[0] * (1 + i * 1e-3) for i in range(3)]
+        return _with(reference, claim["metric"], (a, tight), (b, _scaled(tight, far if wrong else 1.0)))
+    if claim["relation"] == "less":        # a·f < b
+        return _with(reference, claim["metric"], (a, s), (b, _scaled(s, 1 / far if wrong else far)))
+    if claim["relation"] == "greater":     # a > b·f
+        return _with(reference, claim["metric"], (a, _scaled(s, 1 / far if wrong else far)), (b, s))
+    raise AssertionError(claim["relation"])
+
+
+@pytest.mark.parametrize("claim", [c for c in SPEC if c["kind"] != "step"], ids=lambda c: c["id"])
+def test_claim_can_fail_and_can_hold(claim, reference):
+    holds = claims.evaluate_one(claim, _sides(claim, reference, wrong=False))
+    fails = claims.evaluate_one(claim, _sides(claim, reference, wrong=True))
+    assert holds["verdict"] == "holds", holds
+    assert fails["verdict"] == "fails", fails
+
+
+def auditframes(folded: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(LAB / "auditframes.py"), str(folded)], capture_output=True,
+                          text=True, env={"PYTHONPATH": str(ROOT)})
+
+
+def _with_audit_step(reference, **fields) -> dict:
+    r = copy.deepcopy(reference)
+    r["steps"] = [s for s in r["steps"] if s["name"] != "perf.tmpfs.audit"]
+    r["steps"].append({"name": "perf.tmpfs.audit", "group": "perf", "status": "ok", "reason": None,
+                       "command": f"python labs/fstime/auditframes.py flame-tmpfs.folded", "exit_code": 0,
+                       "seconds": 0.1, **fields})
+    return r
+
+
+def test_audit_flag_claim_holds_on_clean_stacks_and_fails_on_tainted_ones(reference):
+    """The step's standard output, as auditframes.py prints it for real folded stacks: empty for
+    a copy loop recorded before audit was ever enabled, a list for one recorded after."""
+    claim = BY_ID["no-audit-frames-before-audit"]
+    assert claim["kind"] == "step" and claim["stdout_empty"] is True and claim["timing"] is False
+    clean = auditframes(FIX / "copy-tmpfs-audit-never-enabled.folded")
+    tainted = auditframes(FIX / "copy-xfs-on-tmpfs.folded")
+    assert clean.returncode == tainted.returncode == 0
+    held = claims.evaluate_one(claim, _with_audit_step(reference, stdout_bytes=len(clean.stdout.encode())))
+    failed = claims.evaluate_one(claim, _with_audit_step(reference, stdout_bytes=len(tainted.stdout.encode())))
+    assert held["verdict"] == "holds", held
+    assert failed["verdict"] == "fails", failed
+    skipped = _with_audit_step(reference, status="skipped", reason="perf not installed", stdout_bytes=None)
+    assert claims.evaluate_one(claim, skipped)["verdict"] == "untested"
+
+
+def test_the_reference_copy_loop_carries_audit_frames():
+    """The committed reference was recorded after audit had been enabled on its boot (issue 13):
+    its own tmpfs stacks make the flag claim fail once the lab records the step."""
+    out = auditframes(REFERENCE / "fstime" / "flame-tmpfs.folded")
+    assert out.returncode == 0, out.stderr
+    assert "__audit_syscall_exit" in out.stdout or "audit_reset_context" in out.stdout
+
+
+@pytest.mark.parametrize("claim", SPEC, ids=lambda c: c["id"])
+def test_claim_names_its_source_and_timing(claim):
+    assert claim.get("source"), "every claim names the original conclusion it tests"
+    assert isinstance(claim.get("timing"), bool), "fstime's claims say whether they are about speed"
+    speed = claim["metric"] == "score" if claim["kind"] != "step" else False
+    assert claim["timing"] is speed, "scores are speed; CPU shares and stack contents are behaviour"
+
+
+def test_claim_and_exercise_keys_exist_in_what_the_lab_records(reference):
+    """Every selector key and value of a claim or exercise matches some measurement the reference
+    recorded (a typo would make a claim untested forever)."""
+    checks = [c for c in SPEC if c["kind"] != "step"] + [dict(e["check"]) for e in EXERCISES]
+    for c in checks:
+        for sel in (c["a"], c["b"]):
+            assert claims.select(reference, c["metric"], sel), (c.get("id"), sel)
+
+
+# ---- the original's figures ------------------------------------------------------------------
+
+def _cell(table_id: str, row: str, column: str) -> float:
+    t = TABLES[table_id]
+    line = next(x for x in t["rows"] if x[0] == row)
+    return float(line[t["columns"].index(column)])
+
+
+def test_original_has_every_figure_table_of_the_seed():
+    """The first runs (disk and tmpfs), audit on tmpfs and on the SSD, xfs on tmpfs, 4.9 vs 4.10
+    and the fair comparison: the six figure tables the chapter lacked (issue 13)."""
+    assert set(TABLES) == {"first-runs", "audit-tmpfs", "audit-ssd", "xfs-on-tmpfs", "kernels", "fair-comparison"}
+    assert ORIGINAL["source"]["seed"] == SEED_NUMBERS_FILE
+    assert all(m.get("kernel") for m in ORIGINAL["machine"])
+
+
+def test_first_runs_scores_follow_from_the_counts():
+    """fstime counts 256-byte units: score = done / 4 / seconds, as the note says (the printed
+    seconds are rounded, so allow 0.01%)."""
+    for row in TABLES["first-runs"]["rows"]:
+        done, seconds, score = float(row[1]), float(row[2]), float(row[3])
+        assert done / 4 / seconds == pytest.approx(score, rel=1e-4), row
+
+
+def test_repeated_rows_are_the_same_figures():
+    """The original repeats the SDP1 SSD rows in three later tables; the copies must agree."""
+    on = TABLES["audit-ssd"]["rows"][0][1:]
+    off = TABLES["audit-ssd"]["rows"][1][1:]
+    assert TABLES["xfs-on-tmpfs"]["rows"][1][1:] == on
+    assert TABLES["fair-comparison"]["rows"][0][1:] == on
+    assert TABLES["kernels"]["rows"][0][1:] == off
+
+
+def test_read_below_write_in_the_later_tables_as_the_notes_say():
+    """The "looks swapped" notes: fstime's own output has read > write on disk and tmpfs, every
+    later table has "read" < "write"."""
+    assert _cell("first-runs", "disk: Read", "score (KBps)") > _cell("first-runs", "disk: Write", "score (KBps)")
+    assert _cell("first-runs", "tmpfs: Read", "score (KBps)") > _cell("first-runs", "tmpfs: Write", "score (KBps)")
+    for tid in ("audit-tmpfs", "audit-ssd", "xfs-on-tmpfs", "kernels", "fair-comparison"):
+        for row in TABLES[tid]["rows"]:
+            assert float(row[1]) < float(row[2]), (tid, row)
+        assert "swap" in TABLES[tid]["note"]
+
+
+def test_claims_quote_the_original_ratios():
+    """The effect sizes in the claim statements are ratios of the original's own cells, and each
+    claimed factor asks for the original's direction with less than its size."""
+    tmpfs = _cell("first-runs", "tmpfs: Copy", "score (KBps)") / _cell("first-runs", "disk: Copy", "score (KBps)")
+    audit_copy = _cell("audit-tmpfs", "auditd off", "copy") / _cell("audit-tmpfs", "auditd on", "copy")
+    audit_ssd = _cell("audit-ssd", "auditd off", "copy") / _cell("audit-ssd", "auditd on", "copy")
+    audit_write = _cell("audit-tmpfs", "auditd off", "write") / _cell("audit-tmpfs", "auditd on", "write")
+    device = _cell("xfs-on-tmpfs", "ssd (240G), auditd on", "copy") / _cell("xfs-on-tmpfs", "xfs on a file in tmpfs, auditd on", "copy")
+    for cid in ("tmpfs-1.5x-xfs-on-disk", "tmpfs-1.5x-disk"):
+        assert f"{tmpfs:.2f}x" in BY_ID[cid]["statement"]
+        assert 1 < BY_ID[cid]["factor"] < tmpfs
+    assert f"{audit_copy:.2f}x" in BY_ID["audit-costs-copy"]["statement"]
+    assert f"{audit_ssd:.2f}x" in BY_ID["audit-costs-copy"]["statement"]
+    assert 1 < BY_ID["audit-costs-copy"]["factor"] < audit_copy
+    assert f"{audit_write:.2f}x" in BY_ID["audit-costs-write"]["statement"]
+    assert 1 < BY_ID["audit-costs-write"]["factor"] < audit_write
+    assert f"{100 * (device - 1):.1f}%" in BY_ID["device-does-not-decide"]["statement"]
+    assert BY_ID["device-does-not-decide"]["factor"] < tmpfs / 1.5   # tolerance well below the tmpfs gap
+
+
+def test_every_ratio_has_an_original_value():
+    for ratio in ORIGINAL["ratio"]:
+        value, a, b = original_mod.original_ratio(ORIGINAL, ratio)
+        assert value > 0 and a and b, ratio["id"]
+
+
+# ---- exercises and the lab's order -----------------------------------------------------------
+
+def test_exercises_are_well_formed(reference):
+    """2-4 exercises, each one command to run and a check the claims engine can evaluate."""
+    assert 2 <= len(EXERCISES) <= 4
+    for e in EXERCISES:
+        assert "labs/fstime/run.sh" in e["change"]
+        v = claims.evaluate_one(claims.exercise_claim(e), reference)
+        assert v["verdict"] in {"holds", "fails", "inconclusive", "untested"}, v
+
+
+def test_audit_runs_last_and_the_perf_step_lists_audit_frames():
+    """Enabling audit taints every process started afterwards, so the audit group must be the
+    last group of the lab; the perf group lists the audit frames of its copy loops."""
+    script = (LAB / "run.sh").read_text()
+    groups = re.findall(r"^lab_group (\w+) ", script, re.M)
+    assert groups[-1] == "audit" and groups.count("audit") == 1
+    assert groups.index("perf") < groups.index("audit")
+    assert re.search(r'lab_run "perf\.\$t\.audit" -- "\$LAB_PY" "\$LAB_DIR/auditframes\.py" "\$LAB_RUN/flame-\$t\.folded"', script)
