@@ -51,7 +51,9 @@ __all__ = ["GuestSpec", "GuestBuildError", "GuestRunError", "PROFILES", "cache_d
 # Userspace profiles: Debian packages (the guest architecture's own) and what pulls them in.
 PROFILES = {
     # The NVMe investigation's tools: dd with its throughput line (coreutils), strace, perf, blktrace/btt.
-    "tools": ["busybox-static", "coreutils", "strace", "linux-perf", "blktrace", "kmod"],
+    # dash is the job's shell: busybox sh runs its own applets before PATH (busybox dd prints no
+    # throughput line), dash runs the Debian programs.
+    "tools": ["busybox-static", "dash", "coreutils", "grep", "strace", "linux-perf", "blktrace", "kmod"],
 }
 
 # The PCIe host bridge of QEMU's arm64 virt machine, and the window the NVMe investigation's fix
@@ -175,6 +177,9 @@ def _rootfs(spec: GuestSpec, cache: Path, say: Say, refresh: bool) -> Path:
             for sub in ("proc", "sys", "dev", "tmp", "job", "out", "root", "run", "mnt"):
                 (root / sub).mkdir(exist_ok=True)
             os.chmod(root / "tmp", 0o1777)
+            # /bin/sh is made by dash's maintainer scripts, which --variant=extract does not run.
+            if not (root / "bin" / "sh").exists() and (root / "bin" / "dash").exists():
+                (root / "bin" / "sh").symlink_to("dash")
             busybox = root / "bin" / "busybox"
             if not busybox.exists():
                 raise GuestBuildError("the guest userspace has no /bin/busybox (busybox-static)")

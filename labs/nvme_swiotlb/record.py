@@ -21,18 +21,35 @@ Metrics (every sample kept; one sample per repetition unless said otherwise):
 ``bounce_slowdown`` (×, direct/bounce per sample pair): ``target``, ``block``, ``source``
     measured|copy-time model (1 + copy time per I/O / direct time per I/O).
 ``copy_time`` (µs per I/O, bounce mode): ``target``, ``block``.
+
+Guest group (``experiment=guest``: an arm64 QEMU guest with an emulated NVMe drive, one boot per
+kernel × device tree; case keys ``guest_arch``, ``guest_kernel`` (uname -r and Debian version),
+``kernel`` ("5.10" | "6.1"), ``dt`` ("plain" | "dma-ranges"), ``accelerator`` ("tcg" | "kvm")):
+
+``bandwidth`` (MB/s as dd prints, emulated): ``io`` direct|buffered (buffered after drop_caches).
+``swiotlb_bounced`` (events per read, perf stat -a) and ``rq_complete`` (block requests per read): ``io``.
+``swiotlb_pool`` (MiB: io_tlb_nslabs × 2 KiB slabs, debugfs) and ``swiotlb_used`` (slabs in use after the reads).
+``syscalls`` (calls) and ``time_per_call`` (µs) of read(2), strace -c -w of a direct read.
+``fgraph_swiotlb_calls`` (calls of swiotlb_* functions under one ksys_read of 1 MiB, function_graph).
+``d2c`` and ``q2c`` (µs, every request of a direct read in 128 KiB requests, blktrace → btt),
+    ``request_kib`` = 128; ``d2c_per_mib`` (µs/MiB: each request's D2C over its size).
+Artifacts: folded stacks and a flame graph of every CPU during a direct read (perf record -g in the
+guest, folded and drawn on the host with inferno, which has no Debian package).
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
+import shutil
+from pathlib import Path
 
 from labkit.parsers.btt import btt_latencies, btt_summary
 from labkit.parsers.dd import dd_summary
 from labkit.parsers.ftrace import io_cycle, trace_events
 from labkit.parsers.jsonline import json_lines
-from labkit.parsers.perf import perf_stat_csv
+from labkit.parsers.perf import flamegraph, fold, perf_stat_csv
 from labkit.parsers.strace import strace_summary
 from labkit.parsers.strace_t import log_histogram, strace_calls
 
@@ -172,6 +189,109 @@ def _tried_group(run) -> None:
         _add_bw(run, {"experiment": "nice", "nice": nice}, _series(run, rf"tried\.{label}\.\d+"))
 
 
+GUEST_KERNELS = {"bullseye": "5.10", "bookworm": "6.1"}
+# Entries (calls) of swiotlb functions in a function_graph trace: "swiotlb_map() {" or "swiotlb_bounce();".
+_FG_SWIOTLB = re.compile(r"\|\s*(swiotlb_\w+)\(\)\s*(?:\{|;)")
+
+
+def fgraph_excerpt(trace: str, before: int = 4, after: int = 14) -> str:
+    """The lines of a function_graph trace (tracefs ``trace``, funcgraph-tail) around the first DMA
+    mapping of the read: the first swiotlb_* entry when there is one, else the first
+    dma_direct_map_* entry (the mapping that did not bounce). Header lines are kept."""
+    lines = trace.splitlines()
+    head = [ln for ln in lines[:8] if ln.startswith("#")]
+    for pattern in (_FG_SWIOTLB, re.compile(r"\|\s*dma_direct_map_\w+\(\)")):
+        hit = next((i for i, ln in enumerate(lines) if pattern.search(ln)), None)
+        if hit is not None:
+            start = max(0, hit - before)
+            return "\n".join(head + lines[start:hit + after]) + "\n"
+    return "\n".join(head + ["(no DMA mapping function in this trace)"]) + "\n"
+
+
+def _guest_dd(path: Path) -> float:
+    return dd_summary(path.read_text())["mb_per_s"]
+
+
+def _guest_one(run, step: str, d: Path) -> None:
+    """Measurements of one guest boot (raw outputs in ``d``, brought back by labkit.guest)."""
+    info = json.loads((d / "guest.json").read_text())
+    release = step.split(".")[1]
+    case = {"experiment": "guest", "guest_arch": info["arch"],
+            "guest_kernel": f"{(d / 'uname-r.txt').read_text().strip()} ({(d / 'uname-v.txt').read_text().split(' Debian ')[-1].split(' ')[0]})",
+            "kernel": GUEST_KERNELS.get(release, release), "dt": info["dt"], "accelerator": info["accelerator"]}
+
+    def ok(name: str) -> bool:
+        rc = d / f"{name}.rc"
+        return rc.exists() and rc.read_text().strip() == "0"
+
+    def series(pattern: str) -> list[str]:
+        names = sorted({p.name[:-3] for p in d.glob("*.rc")})
+        return sorted((n for n in names if re.fullmatch(pattern, n) and ok(n)), key=lambda n: int(n.split(".")[1]))
+
+    for io in ("direct", "buffered"):
+        names = series(rf"dd\.\d+\.{io}")
+        if names:
+            run.add("bandwidth", "MB/s", {**case, "io": io}, [_guest_dd(d / f"{n}.err") for n in names], step)
+        counts = [perf_stat_csv((d / f"{n}.csv").read_text()) for n in series(rf"count\.\d+\.{io}")]
+        for ev, metric, unit in (("swiotlb:swiotlb_bounced", "swiotlb_bounced", "events"),
+                                 ("block:block_rq_complete", "rq_complete", "requests")):
+            vals = [c[ev]["value"] for c in counts if c.get(ev) and c[ev]["counted"]]
+            if vals:
+                run.add(metric, unit, {**case, "io": io}, vals, step)
+    pool = dict(line.split(None, 1) for line in (d / "swiotlb-before.txt").read_text().splitlines() if " " in line)
+    after = dict(line.split(None, 1) for line in (d / "swiotlb-after.txt").read_text().splitlines() if " " in line)
+    if "io_tlb_nslabs" in pool:
+        run.add("swiotlb_pool", "MiB", case, [int(pool["io_tlb_nslabs"]) * 2048 / 2**20], step)
+    if "io_tlb_used" in after:
+        run.add("swiotlb_used", "slabs", case, [int(after["io_tlb_used"])], step)
+    if ok("strace.direct"):
+        row = strace_summary((d / "strace.direct.txt").read_text())["syscalls"].get("read")
+        if row and row["calls"]:
+            run.add("syscalls", "calls", {**case, "io": "direct", "syscall": "read"}, [row["calls"]], step)
+            run.add("time_per_call", "us", {**case, "io": "direct", "syscall": "read"},
+                    [row["seconds"] / row["calls"] * 1e6], step)
+    traces = [d / f"{n}.trace" for n in series(r"fgraph\.\d+")]
+    if traces:
+        run.add("fgraph_swiotlb_calls", "calls", case, [len(_FG_SWIOTLB.findall(t.read_text())) for t in traces], step)
+        (d / "fgraph.excerpt.txt").write_text(fgraph_excerpt(traces[0].read_text()))
+        run.artifact("log", {"experiment": "guest", "kernel": case["kernel"], "dt": case["dt"], "what": "function_graph"},
+                     f"{d.relative_to(run.dir)}/fgraph.excerpt.txt", "function_graph of one ksys_read: the DMA mapping")
+        for t in traces:  # a whole trace is 2 MB of text; the count and the excerpt are what pages use
+            with open(t, "rb") as src, gzip.open(f"{t}.gz", "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            t.unlink()
+    if ok("btt.btt"):
+        for phase, prefix in (("d2c", "btt.d2c"), ("q2c", "btt.q2c")):
+            lat = [x[1] * 1e6 for f in sorted(d.glob(f"{prefix}_*.dat")) for x in btt_latencies(f.read_text())]
+            if lat:
+                run.add(phase, "us", {**case, "request_kib": 128}, lat, step)
+                if phase == "d2c":
+                    run.add("d2c_per_mib", "us/MiB", {**case, "request_kib": 128}, [x * 1024 / 128 for x in lat], step)
+    script = d / "perf.script.out"
+    if ok("perf.script") and script.stat().st_size:
+        rel = d.relative_to(run.dir)
+        folded, svg = d / "perf.folded", d / "perf.svg"
+        try:
+            fold(script, folded)
+            flamegraph(folded, svg, f"arm64 guest (QEMU {info['accelerator']}), kernel {case['kernel']}, "
+                                    f"device tree {case['dt']}: direct read of the NVMe drive")
+        except FileNotFoundError:
+            return  # inferno missing on this host: the folded stacks are not drawn (the page says so)
+        script.unlink()  # the folded stacks keep what the page uses; perf script text is 10x their size
+        fcase = {"experiment": "guest", "kernel": case["kernel"], "dt": case["dt"]}
+        run.artifact("folded", fcase, f"{rel}/perf.folded", "folded stacks (inferno-collapse-perf on the host)")
+        run.artifact("flamegraph", fcase, f"{rel}/perf.svg",
+                     f"kernel {case['kernel']}, device tree {case['dt']} (emulated arm64)")
+
+
+def _guest_group(run) -> None:
+    for s in run.steps:
+        m = re.fullmatch(r"guest\.(\w+)\.(plain|dma-ranges)", s["name"])
+        d = run.dir / "raw" / "guest" / f"{m.group(1)}-{m.group(2)}" if m else None
+        if m and s["status"] == "ok" and (d / "guest.json").exists():
+            _guest_one(run, s["name"], d)
+
+
 def collect(run) -> None:
     """Parse every group's raw outputs of ``run`` into measurements (see the module docstring)."""
     _dd_group(run)
@@ -181,3 +301,4 @@ def collect(run) -> None:
     _swiotlb_group(run)
     _bounce_group(run)
     _tried_group(run)
+    _guest_group(run)

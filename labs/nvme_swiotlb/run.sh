@@ -20,6 +20,10 @@
 #   bounce   bounce.c: O_DIRECT reads with and without one extra memcpy per I/O, 4 KiB..1 MiB,
 #            from the disk file and from a private tmpfs (the "fast device")
 #   tried    the knobs the original investigation tried: read_ahead_kb, scheduler, nice
+#   guest    the root cause itself, in arm64 QEMU guests with an emulated NVMe drive (labkit.guest):
+#            kernels 5.10 (Debian bullseye) and 6.1 (bookworm) x device trees plain and dma-ranges
+#            (a 1 GiB PCIe DMA window); in each, labs/nvme_swiotlb/guest_job.sh runs dd, perf stat
+#            of swiotlb_bounced, strace -c, function_graph of ksys_read, blktrace/btt, perf record -g
 # Every tracefs setting, sysfs knob, mount and loop device is put back on exit, error,
 # Ctrl-C and TERM (the cleanup stack of labs/lib/lab.sh).
 # PCB_TRACEFS=DIR uses DIR instead of /sys/kernel/tracing as the tracefs mount point (the tests
@@ -37,6 +41,7 @@ lab_group fgraph "function_graph of ksys_read (where available)"
 lab_group swiotlb "am I bouncing? boot options, kernel log, debugfs, swiotlb_bounced, dma-ranges"
 lab_group bounce "bounce model: O_DIRECT reads with and without one extra copy"
 lab_group tried "things tried: read_ahead_kb sweep, scheduler, nice -n -20"
+lab_group guest "arm64 QEMU guests, emulated NVMe: kernels 5.10 and 6.1 x device trees plain and dma-ranges"
 
 BIN="" DATA="" MB=0 LOOP="" LOOPN="" DEVT="" TR="" DBG="" TRACE_BS_KB=0 REPS=0
 
@@ -367,6 +372,31 @@ group_tried() {
   for ((i = 1; i <= reps; i++)); do
     lab_run "tried.nice0.$i" -- dd if="$LOOP" of=/dev/null bs=1M count="$mb" iflag=direct
     lab_run "tried.nice-20.$i" -- nice -n -20 dd if="$LOOP" of=/dev/null bs=1M count="$mb" iflag=direct
+  done
+}
+
+# The root cause, reproduced: boot arm64 guests (QEMU, TCG or KVM) whose NVMe drive sits behind the
+# PCIe host bridge of QEMU's virt machine, with QEMU's own device tree ("plain") and with the same
+# tree plus a 1 GiB dma-ranges window ("dma-ranges"), on kernels 5.10 and 6.1. The guest's kernel,
+# modules and tools are Debian arm64 packages, cached by labkit.guest under ~/.cache. No root needed.
+group_guest() {
+  lab_require guest cmd:qemu-system-aarch64 cmd:mmdebstrap cmd:dtc cmd:mke2fs cmd:cpio || return 0
+  local job="$LAB_SCRATCH/guest-job" mb=512 kr dt
+  mkdir -p "$job" "$LAB_RUN/raw/guest"
+  cp "$LAB_DIR/guest_job.sh" "$job/run"
+  # MiB per read (the original read 512 MiB), samples per kind, reads counted with perf stat and
+  # traced with function_graph, MiB read under blktrace and perf record.
+  printf 'MB=%s\nREPS=%s\nCOUNTED=3\nTRACE_MB=%s\n' "$mb" "$(lab_quick 3 5)" "$(lab_quick 64 128)" > "$job/job.env"
+  cp "$job/job.env" "$LAB_RUN/raw/guest/job.env"
+  # The drive's content: random data, so nothing below can shortcut zeros.
+  lab_run guest.image -- dd if=/dev/urandom of="$LAB_SCRATCH/nvme.img" bs=1M count=$((mb + 16)) status=none || return 0
+  for kr in bullseye bookworm; do
+    lab_run "guest.prepare.$kr" -- "$LAB_PY" -m labkit.guest prepare --arch arm64 --kernel-release "$kr" || continue
+    for dt in plain dma-ranges; do
+      lab_run "guest.$kr.$dt" -- "$LAB_PY" -m labkit.guest run --arch arm64 --kernel-release "$kr" --dt "$dt" \
+        --job "$job" --out "$LAB_RUN/raw/guest/$kr-$dt" --work "$LAB_SCRATCH/guest/$kr-$dt" \
+        --nvme "$LAB_SCRATCH/nvme.img" --timeout 900
+    done
   done
 }
 
