@@ -111,6 +111,17 @@ def load_lab_collector(lab_dir: Path):
     return module.collect
 
 
+def measuring_code(lab: str) -> list[str]:
+    """Git pathspecs of the code that decides what a run of ``lab`` measures and records: the
+    lab's folder (less its page data, which every build reads afresh: see labkit.stale), the lab
+    contract, and labkit's probe, recorder, model, parsers and guest runner. Page macros,
+    rendering and the claims engine are not in it: they change pages, not measurements."""
+    from .stale import PAGE_DATA
+    return [f"labs/{lab}", *(f":(exclude)labs/{lab}/{n}" for n in PAGE_DATA), "labs/lib",
+            "labkit/probe.py", "labkit/record.py", "labkit/model.py", "labkit/schema.json", "labkit/tools.py",
+            "labkit/parsers", "labkit/guest"]
+
+
 def git_commit(repo: Path, paths: list[str] | None = None) -> tuple[str | None, bool | None]:
     """(HEAD commit, dirty?) of ``repo``, or (None, None) outside a git work tree.
 
@@ -134,7 +145,7 @@ def assemble(lab: str, lab_dir: Path, run_dir: Path, *, start: float, quick: boo
     """Build the result dict from a run directory (not yet written). Raises on invalid data."""
     run = Run(lab, run_dir, quick)
     load_lab_collector(lab_dir)(run)
-    commit, dirty = git_commit(Path(lab_dir).parent.parent, [f"labs/{lab}", "labs/lib", "labkit"])
+    commit, dirty = git_commit(Path(lab_dir).parent.parent, measuring_code(lab))
     result = {
         "schema_version": model.SCHEMA_VERSION,
         "lab": lab,

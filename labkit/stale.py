@@ -13,16 +13,23 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
                           timeout=20)
 
 
+PAGE_DATA = ("claims.toml", "original.toml", "exercises.toml")
+
+
 @lru_cache(maxsize=64)
 def last_change(root: Path, lab: str) -> str | None:
     """Newest commit that touched ``labs/<lab>/``, the lab's own code (None outside git).
 
     The shared contract (labs/lib) is left out on purpose: a change there that alters what
     a lab measures must come with a change to the lab itself, or every result goes stale
-    at once for a fix to a progress message.
+    at once for a fix to a progress message. So are the lab's page data, which every build
+    reads afresh and which change nothing a run measures: ``claims.toml`` (claims are evaluated
+    on each result at build time), ``original.toml`` (the original's figures) and
+    ``exercises.toml``.
     """
     try:
-        proc = _git(root, "log", "-1", "--format=%H", "--", f"labs/{lab}")
+        proc = _git(root, "log", "-1", "--format=%H", "--", f"labs/{lab}",
+                    *(f":(exclude)labs/{lab}/{name}" for name in PAGE_DATA))
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout.strip() or None if proc.returncode == 0 else None
