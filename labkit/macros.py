@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import html
 import posixpath
+import re
 
-from . import charts, render, stale
+from . import charts, commands, render, stale
 from . import claims as claims_mod
 from . import original as original_mod
 from . import results as results_mod
@@ -48,7 +49,8 @@ def _skip_note(result: dict, group: str | None) -> str:
     steps = [s for s in result["steps"] if group is None or s["group"] == group]
     bad = [s for s in steps if s["status"] != "ok"]
     if bad:
-        body = "\n".join(f"- {render.code_span(s['name'])} {s['status']}: {render.esc(s['reason'] or '')}" for s in bad)
+        body = "\n".join(f"- {render.code_span(s['name'])} {s['status']}: {render.esc(commands.display_text(s['reason'] or '', result))}"
+                         for s in bad)
     elif group and not steps:
         body = f"The {render.code_span(group)} steps did not run in this run (`--only` or an older lab)."
     else:
@@ -145,7 +147,6 @@ def _artifacts(result: dict, kind: str, case: dict) -> list[dict]:
 
 def _svg_size(path) -> tuple[float, float]:
     """(width, height) of an SVG's root element, from its attributes (inferno writes both)."""
-    import re
     head = path.read_text(errors="replace")[:4000]
     m = re.search(r"<svg[^>]*?\swidth=\"([\d.]+)[^\"]*\"[^>]*?\sheight=\"([\d.]+)", head, re.S)
     if not m:
@@ -205,7 +206,7 @@ def claims(lab: str) -> str:
             statement = html.escape(c["statement"], quote=False)
             if c.get("source"):
                 statement += f'<br><span class="pc-source">Original: {html.escape(c["source"], quote=False)}</span>'
-            evidence = render.esc(v["evidence"])
+            evidence = render.esc(commands.display_text(v["evidence"], result))
             old = stored.get(c["id"])
             if old is not None and old["verdict"] != v["verdict"]:
                 evidence += (f" *(recorded as {render.esc(old['verdict'])} when the lab ran; the claim or the"
@@ -254,7 +255,7 @@ def provenance(lab: str) -> str:
         rows = _host_rows(r["host"]) + [
             ["freshness", f"{state}: {why}"],
             ["run started", run["start"]], ["duration", f"{run['duration_s']:.0f} s"],
-            ["mode", "quick" if run["quick"] else "full"], ["command", render.code_span(run["command"])],
+            ["mode", "quick" if run["quick"] else "full"], ["command", render.code_span(commands.display_command(run["command"], r))],
             ["git commit", (run["git_commit"] or "–")[:12] + (" (uncommitted changes)" if run.get("git_dirty") else "")],
         ] + [[f"tool: {render.esc(t)}", render.esc(v)] for t, v in r["tools"].items()]
         tabs.append(_tab(host, r, warn + render.markdown_table(["", host.label], rows)))
@@ -269,7 +270,8 @@ def skips(lab: str) -> str:
         ok = sum(1 for s in r["steps"] if s["status"] == "ok")
         if bad:
             body = render.markdown_table(["step", "status", "reason"],
-                                         [[render.code_span(s["name"]), s["status"], render.esc(s["reason"] or "")] for s in bad])
+                                         [[render.code_span(s["name"]), s["status"], render.esc(commands.display_text(s["reason"] or "", r))]
+                                          for s in bad])
         else:
             body = "Every step ran."
         tabs.append(_tab(host, r, f"{ok} of {len(r['steps'])} steps ran as designed.\n\n{body}"))
@@ -311,14 +313,100 @@ def compare_table(lab: str, host_a: str, host_b: str) -> str:
     return render.markdown_table(header, [[render.esc(c) for c in row] for row in rows])
 
 
-def step_output(lab: str, step: str, stream: str = "both", lines: int = 15) -> str:
-    """Markdown: per host, the exact command of ``step`` and the last ``lines`` lines of
-    its real output (``stream``: out, err or both), with its exit status.
+EXCERPT_MAX_LINES = 40  # a whole output longer than this needs lines=, match= or tail=
+
+
+def _line_ranges(spec: str, total: int) -> list[tuple[int, int]]:
+    """``"1-20"``, ``"5"``, ``"30-"``, ``"1-3,10-12"`` → 0-based half-open ranges, clipped
+    to ``total`` lines. Raises MacroError on a malformed spec."""
+    out = []
+    for part in str(spec).split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*(?:(-)\s*(\d*)\s*)?", part)
+        if not m or int(m.group(1)) < 1 or (m.group(3) and int(m.group(3)) < int(m.group(1))):
+            raise MacroError(f"step_output: lines={spec!r}: give ranges of line numbers from 1, e.g. '1-20', '7', '30-' or '1-3,10-12'")
+        first = int(m.group(1)) - 1
+        last = (int(m.group(3)) if m.group(3) else total) if m.group(2) else first + 1
+        out.append((first, min(last, total)))
+    return out
+
+
+def _excerpt(text_lines: list[str], lines, match, before: int, after: int, tail) -> tuple[list[str], str] | None:
+    """(excerpt lines with "[...]" marks for what is left out, "lines a–b of n" note), or
+    None when the selection picks no line of this output."""
+    n = len(text_lines)
+    if match is not None:
+        pat = re.compile(match)
+        keep = set()
+        for i, line in enumerate(text_lines):
+            if pat.search(line):
+                keep.update(range(max(0, i - before), min(n, i + after + 1)))
+        ranges = [(i, i + 1) for i in sorted(keep)]
+    elif lines is not None:
+        ranges = [(a, b) for a, b in _line_ranges(lines, n) if a < b]
+    elif tail is not None:
+        ranges = [(max(0, n - int(tail)), n)] if n else []
+    else:
+        ranges = [(0, n)]
+    picked = sorted({i for a, b in ranges for i in range(a, b)})
+    if not picked and n:
+        return None
+    out, prev, spans = [], -1, []
+    for i in picked:
+        if i > prev + 1:
+            out.append(f"[... {i - prev - 1} line{'s' if i - prev - 1 > 1 else ''} not shown ...]")
+        if spans and spans[-1][1] == i:
+            spans[-1][1] = i + 1
+        else:
+            spans.append([i, i + 1])
+        out.append(text_lines[i])
+        prev = i
+    if picked and picked[-1] < n - 1:
+        left = n - 1 - picked[-1]
+        out.append(f"[... {left} more line{'s' if left > 1 else ''} ...]")
+    if not n:
+        return out, "no output"
+    shown = ", ".join(f"{a + 1}" if b == a + 1 else f"{a + 1}–{b}" for a, b in spans)
+    return out, ("all " if len(picked) == n else f"line{'s' if len(picked) > 1 else ''} {shown} of ") + f"{n} lines"
+
+
+def step_output(lab: str, step: str, stream: str = "both", lines=None, match: str | None = None,
+                context: int = 0, before: int | None = None, after: int | None = None,
+                tail: int | None = None) -> str:
+    """Markdown: per host, the command of ``step`` as a reader would type it (machine paths
+    replaced, :func:`labkit.commands.display_command`) and an excerpt of its real output
+    (``stream``: out, err or both: out then err), with its exit status and which lines are shown.
+
+    Choose the excerpt with one of:
+
+    - ``lines="1-20"`` (also ``"7"``, ``"30-"``, ``"1-3,10-12"``): those lines, numbered from 1;
+    - ``match="^ *read"`` (a Python regular expression searched in each line) with
+      ``context=N`` lines either side, or ``before=``/``after=``: every matching line;
+    - ``tail=N``: the last N lines (``lines=N`` with a number, as older pages wrote it, means
+      the same).
+
+    Without any, the whole output is shown if it has at most :data:`EXCERPT_MAX_LINES` lines.
+    Left-out lines are marked ``[... k lines not shown ...]``. Paths of the machine that ran
+    the lab are replaced in the excerpt too (``$SCRATCH``, paths relative to the checkout).
 
     Raises:
-        MacroError: no host ran the step, or its raw output is not kept.
+        MacroError: no host ran the step, its raw output is not kept, the selection is
+        malformed or picks no line on any host, more than one way to select is given, or the
+        whole output is too long to show without a selection.
     """
-    tabs, found = [], 0
+    if isinstance(lines, int) and not isinstance(lines, bool):
+        lines, tail = None, lines if tail is None else tail
+    if sum(x is not None for x in (lines, match, tail)) > 1:
+        raise MacroError("step_output: choose one of lines=, match= or tail=")
+    if stream not in ("out", "err", "both"):
+        raise MacroError(f"step_output: stream={stream!r}: one of out, err, both")
+    if match is not None:
+        try:
+            re.compile(match)
+        except re.error as exc:
+            raise MacroError(f"step_output: match={match!r} is not a regular expression: {exc}") from None
+    b4 = context if before is None else before
+    aft = context if after is None else after
+    tabs, found, picked = [], 0, 0
     for host, r in _need_lab(lab):
         s = next((x for x in r["steps"] if x["name"] == step), None)
         if s is None or s["status"] == "skipped":
@@ -332,15 +420,33 @@ def step_output(lab: str, step: str, stream: str = "both", lines: int = 15) -> s
                 raise MacroError(f"step_output: {f} is missing")
             text += f.read_text(errors="replace")
         found += 1
-        body_lines = text.rstrip("\n").splitlines()
-        if len(body_lines) > lines:
-            body_lines = [f"[... {len(body_lines) - lines} earlier lines ...]"] + body_lines[-lines:]
+        text_lines = commands.display_text(text.rstrip("\n"), r).splitlines()
+        if lines is None and match is None and tail is None and len(text_lines) > EXCERPT_MAX_LINES:
+            raise MacroError(f"step_output: {step} of {lab} on {host.label} printed {len(text_lines)} lines: "
+                             f"choose an excerpt with lines='1-20', match='regex' (with context=) or tail=N")
+        got = _excerpt(text_lines, lines, match, b4, aft, tail)
+        if got is None:
+            what = f"match={match!r}" if match is not None else f"lines={lines!r}"
+            tabs.append(_tab(host, r, render.admonition("warning", "Nothing to show on this host",
+                                                        f"{render.esc(what)} picks no line of this host's "
+                                                        f"{len(text_lines)}-line output.")))
+            continue
+        picked += 1
+        excerpt, shown = got
         status = f"exit status {s['exit_code']}" + (" (expected to fail)" if s.get("expect") == "failure" else "")
-        body = "```console\n$ " + (s["command"] or "") + "\n" + "\n".join(body_lines) + "\n```\n\n" + status + f", {s['seconds']:.2f} s."
-        tabs.append(_tab(host, r, body))
+        block = render.code_block("$ " + commands.display_command(s["command"], r) + ("\n" + "\n".join(excerpt) if excerpt else ""),
+                                  "console")
+        tabs.append(_tab(host, r, f"{block}\n\n{status}, {s['seconds']:.2f} s; {shown} of {stream_name(stream)}."))
     if not found:
         raise MacroError(f"step_output: no host ran step {step!r} of lab {lab!r}")
+    if not picked:
+        raise MacroError(f"step_output: lines={lines!r} / match={match!r} picks no line of {step!r} on any host")
     return render.tabs(tabs)
+
+
+def stream_name(stream: str) -> str:
+    """``out`` → "standard output", ``err`` → "standard error", ``both`` → "output (stdout, then stderr)"."""
+    return {"out": "standard output", "err": "standard error", "both": "output (stdout, then stderr)"}[stream]
 
 
 def compare_hosts() -> str:

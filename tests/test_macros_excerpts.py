@@ -1,0 +1,212 @@
+"""Commands and excerpts on pages: no path of the machine that made a result, commands as a
+reader types them (printf %q undone), excerpts chosen by line range, pattern or tail."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from labkit import commands, macros, model
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = sorted((ROOT / "results").glob("*/*.json"))
+
+
+def _load(path: Path) -> dict:
+    return model.load(path)
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_machine_paths_are_found_in_the_result(path):
+    r = _load(path)
+    paths = commands.machine_paths(r)
+    assert paths["scratch"] and re.fullmatch(rf"/.+/pcb-{r['lab']}\.[A-Za-z0-9]{{6}}", paths["scratch"]), paths
+    assert paths["checkout"] and paths["checkout"].startswith("/"), paths
+    assert paths["out"] is None or paths["out"].startswith(paths["checkout"] + "/") or paths["out"] == paths["checkout"]
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_displayed_commands_and_outputs_hold_no_machine_path(path):
+    r = _load(path)
+    paths = commands.machine_paths(r)
+    machine = [p for p in (paths["scratch"], paths["checkout"]) if p]
+    for s in r["steps"]:
+        shown = commands.display_command(s["command"], r)
+        assert not any(p in shown for p in machine), shown
+        for ext in ("out", "err"):
+            f = path.parent / r["lab"] / "raw" / f"{s['name']}.{ext}"
+            if f.exists() and f.stat().st_size < 2_000_000:
+                text = commands.display_text(f.read_text(errors="replace"), r)
+                for p in machine:
+                    assert not re.search(re.escape(p) + r"(?![\w.-])", text), (f, p)
+
+
+def _as_run(word: str, paths: dict) -> str:
+    """A recorded argv word as seen from the checkout with $SCRATCH set: what the displayed
+    command must give back when the shell splits it."""
+    word = re.sub(re.escape(paths["scratch"]) + r"(?![A-Za-z0-9])", "$SCRATCH", word)
+    return re.sub(r"(?<![\w./-])" + re.escape(paths["checkout"]) + "/", "", word)
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_displayed_command_splits_to_the_same_words(path):
+    """Split as the shell would (with $SCRATCH left as written), the displayed command gives
+    the words the lab ran, paths made relative: quoting changed only for reading."""
+    r = _load(path)
+    paths = commands.machine_paths(r)
+    n = 0
+    for s in r["steps"]:
+        if not s["command"]:
+            continue
+        shown = commands.display_command(s["command"], r)
+        expected = [_as_run(w, paths) for w in shlex.split(s["command"])]
+        got = shlex.split(shown.replace("${SCRATCH}", "$SCRATCH").replace("$SCRATCH", "\\$SCRATCH"))
+        assert got == expected, (s["command"], shown)
+        assert "\\," not in shown and "\\ " not in shown, shown  # printf %q escapes are gone
+        n += 1
+    assert n
+
+
+def test_result_from_another_machine(tmp_path):
+    """Paths are read from the result, not this machine: the same result as if made in a
+    checkout elsewhere (with a space in its path) and a scratch under another parent."""
+    src = RESULTS[0]
+    r = _load(src)
+    paths = commands.machine_paths(r)
+    text = src.read_text()
+    elsewhere = "/home/reader/perf casebook"
+    moved = json.loads(text.replace(paths["checkout"] + "/", "/home/reader/pcb-src/")
+                       .replace(paths["scratch"], "/var/tmp/pcb-" + r["lab"] + ".Zz9Yy8"))
+    got = commands.machine_paths(moved)
+    assert got["checkout"] == "/home/reader/pcb-src" and got["scratch"] == f"/var/tmp/pcb-{r['lab']}.Zz9Yy8"
+    for s in moved["steps"]:
+        shown = commands.display_command(s["command"], moved)
+        assert "/home/reader" not in shown and "/var/tmp" not in shown, shown
+    # a checkout whose path holds a space is recorded escaped (printf %q); it is found and removed too
+    spaced = json.loads(text.replace(paths["checkout"] + "/", elsewhere.replace(" ", "\\\\ ") + "/"))
+    for s in spaced["steps"]:
+        assert "/home/reader" not in commands.display_command(s["command"], spaced)
+
+
+def test_printf_q_words_are_shown_readably():
+    """Words escaped by bash's own printf %q (the lab contract's recorder) come back readable."""
+    words = ["perf", "stat", "-x,", "--filter", "dev == 7", "sh", "-c", "echo 3 > /proc/sys/vm/drop_caches",
+             "two\nlines", "it's", "*.fio", "~"]
+    recorded = subprocess.run(["bash", "-c", "printf '%q ' \"$@\" | sed 's/ $//'", "bash", *words],
+                              capture_output=True, text=True, check=True).stdout
+    assert "$'" in recorded  # bash used its $'...' quoting for the newline
+    r = {"lab": "x", "steps": [{"command": recorded}], "run": {"command": ""}}
+    shown = commands.display_command(recorded, r)
+    assert shlex.split(shown) == words
+    assert "-x, --filter 'dev == 7'" in shown and "'echo 3 > /proc/sys/vm/drop_caches'" in shown
+    assert "'*.fio'" in shown and "'~'" in shown
+
+
+# ---- step_output excerpts ----
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    root = tmp_path / "repo"
+    shutil.copytree(ROOT / "labs", root / "labs")
+    for host in (ROOT / "results").iterdir():  # the result files, their raw outputs linked
+        if host.is_dir():
+            (root / "results" / host.name).mkdir(parents=True)
+            for f in host.iterdir():
+                (root / "results" / host.name / f.name).symlink_to(f)
+    monkeypatch.setattr(macros, "ROOT", root)
+    monkeypatch.setenv("PERF_CASEBOOK_LOCAL", "0")
+    monkeypatch.delenv("PERF_CASEBOOK_RESULTS", raising=False)
+    macros._HOSTS_CACHE = None
+    yield root
+    macros._HOSTS_CACHE = None
+
+
+LAB = "nvme_swiotlb"  # its btt and trace steps print long outputs
+
+
+def _long_step(lab: str = LAB, minimum: int = 60) -> tuple[str, dict, list[str]]:
+    """The first step of ``lab`` whose standard output has ``minimum`` to 2000 lines: (name, result, lines)."""
+    path = next(p for p in RESULTS if p.stem == lab)
+    r = _load(path)
+    for s in r["steps"]:
+        f = path.parent / lab / "raw" / f"{s['name']}.out"
+        if s["status"] == "ok" and f.exists() and f.stat().st_size < 200_000:
+            lines = commands.display_text(f.read_text(errors="replace").rstrip("\n"), r).splitlines()
+            if minimum <= len(lines) <= 2000:
+                return s["name"], r, lines
+    pytest.skip(f"no step of {lab} printed {minimum} to 2000 lines")
+
+
+def _block(md: str) -> list[str]:
+    """The lines of the first console block (after its $ command line)."""
+    body = re.search(r"```+console\n(.*?)\n```", md.replace("\n    ", "\n"), re.S).group(1)
+    return body.splitlines()[1:]
+
+
+def test_excerpt_by_line_range(tree):
+    step, _, lines = _long_step()
+    md = macros.step_output(LAB, step, stream="out", lines="1-20")
+    got = _block(md)
+    assert got[:20] == lines[:20] and got[20] == f"[... {len(lines) - 20} more lines ...]"
+    assert f"lines 1–20 of {len(lines)} lines of standard output" in md
+    md = macros.step_output(LAB, step, stream="out", lines="2-3,10")
+    assert _block(md) == ["[... 1 line not shown ...]", lines[1], lines[2], "[... 6 lines not shown ...]", lines[9],
+                          f"[... {len(lines) - 10} more lines ...]"]
+
+
+def test_excerpt_by_pattern_with_context(tree):
+    step, _, lines = _long_step()
+    word = next(w for w in re.findall(r"[A-Za-z_]{4,}", lines[len(lines) // 2]))
+    hits = [i for i, l in enumerate(lines) if re.search(re.escape(word), l)]
+    md = macros.step_output(LAB, step, stream="out", match=re.escape(word), context=1)
+    keep = sorted({j for i in hits for j in range(max(0, i - 1), min(len(lines), i + 2))})
+    assert [l for l in _block(md) if not l.startswith("[... ")] == [lines[i] for i in keep]
+    md = macros.step_output(LAB, step, stream="out", match=re.escape(word))
+    assert [l for l in _block(md) if not l.startswith("[... ")] == [lines[i] for i in hits]
+
+
+def test_excerpt_by_tail_and_the_old_lines_number(tree):
+    step, _, lines = _long_step()
+    tail = macros.step_output(LAB, step, stream="out", tail=5)
+    assert _block(tail) == [f"[... {len(lines) - 5} lines not shown ...]"] + lines[-5:]
+    assert macros.step_output(LAB, step, stream="out", lines=5) == tail
+
+
+def test_whole_output_only_when_short(tree):
+    step, _, lines = _long_step(minimum=macros.EXCERPT_MAX_LINES + 1)
+    with pytest.raises(macros.MacroError, match="choose an excerpt"):
+        macros.step_output(LAB, step, stream="out")
+    short = next(s for s in _load(next(p for p in RESULTS if p.stem == "lat_tcp"))["steps"] if s["name"] == "noserver")
+    md = macros.step_output("lat_tcp", short["name"])
+    assert "all " in md or "no output" in md
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"lines": "20-10"}, "lines="),
+    ({"lines": "0-3"}, "lines="),
+    ({"lines": "a-b"}, "lines="),
+    ({"lines": "1-3", "match": "x"}, "choose one"),
+    ({"match": "("}, "not a regular expression"),
+    ({"match": "no line has this text, surely: 0xDEADBEEF"}, "picks no line"),
+    ({"lines": "100000-"}, "picks no line"),
+    ({"stream": "stdout", "tail": 3}, "stream="),
+])
+def test_bad_excerpt_fails_loud(tree, kw, match):
+    step, _, _ = _long_step()
+    with pytest.raises(macros.MacroError, match=match):
+        macros.step_output(LAB, step, **{"stream": "out", **kw})
+
+
+def test_step_output_command_is_readable(tree):
+    r = _load(next(p for p in RESULTS if p.stem == "fstime"))
+    s = next(s for s in r["steps"] if s["command"] and "\\," in s["command"] and s["status"] == "ok")
+    md = macros.step_output("fstime", s["name"], tail=3)
+    first = re.search(r"\$ (.*)", md).group(1)
+    assert first == commands.display_command(s["command"], r) and "\\," not in first
+    assert "/tmp/pcb-" not in md and str(commands.machine_paths(r)["checkout"]) + "/" not in md
