@@ -10,8 +10,10 @@
   labkit topology [--cpus N]        CPU pairs of the first N CPUs with their relation
   labkit flame --perf-script F --folded O --svg S --title T   fold with inferno, draw
   labkit diff-flame --before A --after B --folded O --svg S --title T
+  labkit check LAB [--results DIR] [--exercises FILE]   your run vs the chapter's exercises
 
-Exit status: 0 ok, 1 failure (invalid result, missing data), 2 bad usage.
+Exit status: 0 ok (for check: it ran, whatever the verdicts), 1 failure (invalid result,
+missing data), 2 bad usage (one line on stderr).
 """
 
 from __future__ import annotations
@@ -21,8 +23,20 @@ import json
 import sys
 from pathlib import Path
 
-from . import model, probe, render, results
+from . import claims as claims_mod
+from . import commands, model, probe, render, results
 from .parsers import perf as perf_parsers
+
+
+class UsageError(Exception):
+    """Bad usage found after parsing (unknown lab, missing folder): exit 2, one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error: ``labkit check: error: ... (labkit check --help)``."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _cmd_record(a) -> int:
@@ -146,8 +160,62 @@ def _cmd_attach_cast(a) -> int:
     return 0
 
 
+CHECK_WORDS = {"holds": "as predicted", "fails": "not as predicted", "inconclusive": "inconclusive",
+               "untested": "untested", "not applicable": "not applicable"}
+
+
+def _check_results(lab: str, folder: Path) -> list[Path]:
+    """``folder/<lab>.json`` if ``folder`` is a host folder, else ``folder/*/<lab>.json``."""
+    if (folder / f"{lab}.json").is_file():
+        return [folder / f"{lab}.json"]
+    return sorted(folder.glob(f"*/{lab}.json"))
+
+
+def _cmd_check(a) -> int:
+    """Evaluate the lab's exercises (and its claims) on the reader's own results."""
+    lab_dir = results.ROOT / "labs" / a.lab
+    if not (lab_dir / "run.sh").is_file():
+        labs = sorted(p.parent.name for p in (results.ROOT / "labs").glob("*/run.sh"))
+        raise UsageError(f"no lab {a.lab!r} (labs: {', '.join(labs)})")
+    folder = Path(a.results) if a.results else results.ROOT / "local-results"
+    if a.results and not folder.is_dir():
+        raise UsageError(f"--results {a.results}: no such folder")
+    ex_file = Path(a.exercises) if a.exercises else lab_dir / "exercises.toml"
+    if a.exercises and not ex_file.is_file():
+        raise UsageError(f"--exercises {a.exercises}: no such file")
+    exercises = claims_mod.load_exercises(ex_file)
+    claims = claims_mod.load(lab_dir / "claims.toml") if (lab_dir / "claims.toml").is_file() else []
+    files = _check_results(a.lab, folder)
+    if not files:
+        print(f"labkit check: no result of {a.lab} in {folder}: run it first (sudo labs/{a.lab}/run.sh), "
+              f"or name a folder with --results", file=sys.stderr)
+        return 1
+    for f in files:
+        r = model.load(f)
+        run = r["run"]
+        print(f"== {r['host']['label']}: {f} ({'quick' if run['quick'] else 'full'} run, {run['start']})")
+        emu = render.emulation(r["host"])
+        if emu:
+            print(f"   {emu}")
+        for ex in exercises:
+            v = claims_mod.evaluate_one(claims_mod.exercise_claim(ex), r)
+            evidence = commands.display_text(v["evidence"], r)
+            word = CHECK_WORDS[v["verdict"]]
+            if v["verdict"] in ("untested", "not applicable"):
+                print(f"  {ex['id']}: {word} ({evidence})")
+            else:
+                print(f"  {ex['id']}: {word}\n      {evidence}")
+        if claims:
+            print("  claims of the chapter on this result:")
+            for c in claims:
+                v = claims_mod.evaluate_one(c, r)
+                print(f"    {c['id']}: {v['verdict']}")
+        print()
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="labkit", description="Perf Casebook result tool")
+    p = _Parser(prog="labkit", description="Perf Casebook result tool")
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("record", help="turn a lab run directory into a result file")
     for opt in ("lab", "lab-dir", "run-dir", "out", "start", "command"):
@@ -188,6 +256,15 @@ def parser() -> argparse.ArgumentParser:
     ac.add_argument("--result", required=True)
     ac.add_argument("--cast", required=True)
     ac.set_defaults(fn=_cmd_attach_cast)
+    ck = sub.add_parser("check", help="your own run against the chapter's exercises (predict, run, compare)",
+                        description="Evaluate labs/LAB/exercises.toml's checks (the same way as claims) on your "
+                                    "results: per exercise and host, as predicted, not as predicted, "
+                                    "inconclusive, untested (why) or not applicable (emulated CPU).")
+    ck.add_argument("lab")
+    ck.add_argument("--results", metavar="DIR",
+                    help="a host folder holding LAB.json, or a folder of host folders (default: local-results)")
+    ck.add_argument("--exercises", metavar="FILE", help="an exercises file (default: labs/LAB/exercises.toml)")
+    ck.set_defaults(fn=_cmd_check)
     return p
 
 
@@ -195,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (model.ResultError, results.NoResult, FileNotFoundError) as exc:
+    except UsageError as exc:
+        print(f"labkit {args.cmd}: error: {exc}", file=sys.stderr)
+        return 2
+    except (model.ResultError, results.NoResult, FileNotFoundError, claims_mod.ClaimError) as exc:
         print(f"labkit {args.cmd}: {exc}", file=sys.stderr)
         return 1
