@@ -70,10 +70,12 @@ def _cmd_show(a) -> int:
             print("\nsteps not run as designed:")
             for s in bad:
                 print(f"  {s['name']}: {s['status']}: {s['reason']}")
-        if r["claims"]:
-            print("\nclaims:")
-            for c in r["claims"]:
-                print(f"  {c['id']}: {c['verdict']}: {c['evidence']}")
+        spec_file = results.ROOT / "labs" / a.lab / "claims.toml"
+        verdicts = claims_mod.evaluate(claims_mod.load(spec_file), r) if spec_file.is_file() else r["claims"]
+        if verdicts:
+            print(f"\nclaims: labs/{a.lab}/claims.toml, evaluated now on this result")
+            for c in verdicts:
+                print(f"  {c['id']}: {c['verdict']}: {commands.display_text(c['evidence'], r)}")
         print()
     return 0
 
