@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from labkit import model
+from labkit import claims, model
+from labkit import original as original_mod
 from labkit.parsers.perf import perf_stat_csv
 from labrun import check_quick_result, interrupt_at, is_root, processes_matching, run_lab
 
 LAB = "fio_engines"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +41,7 @@ def test_quick_run_succeeds_and_validates(quick_run):
     result = result_of(quick_run)
     check_quick_result(result, seconds)
     groups = {s["group"] for s in result["steps"] if s["status"] == "ok"}
-    assert {"setup", "engines", "buffered", "blocksize", "layout", "numjobs"} <= groups
+    assert {"setup", "original", "engines", "buffered", "blocksize", "layout", "numjobs"} <= groups
 
 
 def test_every_job_writes_only_in_the_scratch_dir(quick_run):
@@ -96,13 +98,72 @@ def test_direct_4k_random_reads_are_one_request_each(quick_run):
 
 def test_every_claim_has_a_verdict_with_evidence(quick_run):
     result = result_of(quick_run)
-    ids = {c["id"] for c in result["claims"]}
-    assert {"libaio-qd32-beats-psync", "psync-ignores-iodepth", "bigger-blocks-fewer-iops",
-            "warm-buffered-reads-beat-direct", "cold-buffered-reads-do-not-beat-direct", "holes-read-faster"} <= ids
+    spec = claims.load(ROOT / "labs" / LAB / "claims.toml")
+    assert {c["id"] for c in result["claims"]} == {c["id"] for c in spec}
     assert all(c["evidence"] for c in result["claims"])
-    # quick mode has no iodepth 2: that claim must say so, not pretend
-    c = next(c for c in result["claims"] if c["id"] == "libaio-gains-at-iodepth-2")
-    assert c["verdict"] == "untested"
+    # quick mode runs every job once: a timing claim on one sample a side is not decided
+    c = next(c for c in result["claims"] if c["id"] == "libaio-beats-psync-at-iodepth-1")
+    if not claims.emulated(result):
+        assert c["verdict"] == "inconclusive" and "fewer than 3 samples" in c["evidence"], c
+
+
+def _selectors():
+    """(what, metric, selector) of every claim, exercise check and original-vs-here ratio."""
+    lab = ROOT / "labs" / LAB
+    checks = [(c["id"], c) for c in claims.load(lab / "claims.toml")]
+    checks += [(e["id"], e["check"]) for e in claims.load_exercises(lab / "exercises.toml")]
+    checks += [(q["id"], q["here"]) for q in original_mod.load(lab / "original.toml")["ratio"]]
+    for what, c in checks:
+        for side in ("a", "b", "where"):
+            if side in c:
+                yield what, c["metric"], c[side]
+
+
+def test_every_selector_matches_what_the_lab_records(quick_run):
+    """No claim, exercise or ratio selects a case the lab does not record (a typo, an invented key)."""
+    result = result_of(quick_run)
+    skipped = {s["name"] for s in result["steps"] if s["status"] == "skipped"}
+    # metrics of a tool the host lacks (the lab records that skip) are allowed to be missing
+    by_tool = {"perf": {"rq_issue", "rq_complete", "bio_queue", "requests_per_io", "completions_per_gib"},
+               "pidstat": {"cpu_pct", "rss"}, "original.strace": {"strace_usecs"}}
+    excused = set().union(*(ms for tool, ms in by_tool.items() if tool in skipped))
+    missing = [(what, metric, sel) for what, metric, sel in _selectors()
+               if metric not in excused and not claims.select(result, metric, sel)]
+    assert not missing, missing
+
+
+def test_original_group_watches_only_this_runs_fio(quick_run):
+    """pidstat -l -C matches this run's --aux-path: no other fio on the machine gets in."""
+    _, out, _ = quick_run
+    raw = out / LAB / "raw"
+    scratch = re.search(r"^target=(.*)/data\.dat$", (out / LAB / "target.txt").read_text(), re.M).group(1)
+    files = sorted(raw.glob("original.*.pidstat.out"))
+    assert files, "no pidstat output in the original group"
+    for f in files:
+        for line in f.read_text().splitlines():
+            if re.match(r"^\d", line):
+                assert f"--aux-path={scratch} " in line, line
+    result = result_of(quick_run)
+    cpu = [m for m in result["measurements"] if m["metric"] == "cpu_pct" and m["case"]["experiment"] == "original"]
+    assert {m["case"]["process"] for m in cpu} == {"busiest", "all"}
+
+
+def test_buffered_original_job_counts_its_sync(quick_run):
+    result = result_of(quick_run)
+    sel = {"experiment": "original", "io": "buffered"}
+    phase = {p: claims.select(result, "rq_complete", {**sel, "phase": p}) for p in ("job", "sync", "job+sync")}
+    if not phase["job"]:
+        pytest.skip("perf could not count block tracepoints on this host")
+    assert phase["job+sync"][0]["samples"][0] == phase["job"][0]["samples"][0] + phase["sync"][0]["samples"][0]
+
+
+def test_traced_jobs_are_kept_apart(quick_run):
+    """strace slows fio: its jobs are their own experiment, never pooled with the untraced ones."""
+    result = result_of(quick_run)
+    traced = [m for m in result["measurements"] if m["case"].get("experiment") == "original strace"]
+    assert {1024, 4194304} <= {m["case"]["bs"] for m in traced if m["metric"] == "strace_usecs"}
+    assert not [m for m in result["measurements"] if m["case"].get("experiment") == "original"
+                and m["step"].startswith("original.strace.")]
 
 
 def test_strace_tables_are_parsed(quick_run):

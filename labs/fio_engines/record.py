@@ -4,9 +4,12 @@ Sources, one per kind of number:
 
 - fio's JSON report (``raw/<step>.out``): ``iops`` (IOPS), ``bandwidth`` (MiB/s, fio's
   ``bw_bytes`` / 2^20), ``clat_p50``/``clat_p99`` (µs, fio's ``clat_ns`` percentiles /
-  1000), ``usr_cpu``/``sys_cpu`` (% of one CPU, as fio reports them);
+  1000), ``usr_cpu``/``sys_cpu`` (% of one CPU, as fio reports them), ``slat_mean`` (µs,
+  fio's mean submission latency, only for engines that submit apart from completing:
+  libaio, io_uring; fio gives no percentiles of it by default);
 - ``perf stat -x,`` (``raw/<step>.perf``): ``rq_issue``, ``rq_complete``, ``bio_queue``
-  (counts of the block tracepoints during the step, case ``phase`` = ``job`` or ``sync``),
+  (counts of the block tracepoints during the step, case ``phase`` = ``job`` or ``sync``,
+  and ``job+sync``: the job's count plus that of the ``sync`` after it, same repetition),
   and derived from them with fio's byte and I/O counts: ``completions_per_gib``
   (rq_complete per GiB fio moved) and ``requests_per_io`` (rq_complete per fio I/O);
 - ``iostat -x -y -o JSON 1`` (``raw/<step>.iostat.out``): per job the mean of its
@@ -14,7 +17,16 @@ Sources, one per kind of number:
   1 s, as in quick mode, leaves none): ``util`` (%), ``aqu_sz`` (requests), ``await`` (ms, r_await or
   w_await), ``areq_sz`` (KiB, rareq-sz or wareq-sz), ``device_rps`` (r/s or w/s);
 - ``stat -c '%s %b %B'`` (layout steps): ``allocated`` (MiB of blocks allocated to the file);
-- ``strace -c -f`` (strace steps, table on standard error): ``strace_calls`` per system call.
+- ``strace -c -f`` (strace steps, table on standard error): ``strace_calls`` per system call,
+  and for the original group's steps (experiment ``original strace``) ``strace_usecs``
+  (strace's ``usecs/call``) and the traced job's ``iops``;
+- ``pidstat -u -r -h -H -l -C 'aux-path=SCRATCH ' 1`` (original group,
+  ``raw/<step>.pidstat.out``; the job's fio processes, found by their command line): per job
+  ``cpu_pct`` (%CPU, % of one CPU) of the busiest fio process (case ``process`` =
+  ``busiest``: the job's own process) and summed over every fio process (``all``), and
+  ``rss`` (MiB) of the busiest one; means of the 1-s intervals after each process's first
+  (its first interval holds its start-up). pidstat leaves out a process with nothing to
+  report in an interval, and a process that has exited.
 
 One sample per repetition (steps ``<...>.r<k>``); every sample kept. The case of a job
 comes from fio's own report of the options it ran with (after ``${VAR}`` substitution),
@@ -25,7 +37,7 @@ from __future__ import annotations
 
 import re
 
-from labkit.parsers.fio import fio_job
+from labkit.parsers.fio import fio_job, fio_json
 from labkit.parsers.iostat import device_means, iostat_json
 from labkit.parsers.perf import perf_stat_csv
 from labkit.parsers.strace import strace_summary
@@ -37,6 +49,7 @@ PERF_METRICS = {"block:block_rq_issue": "rq_issue", "block:block_rq_complete": "
 STRACE_SYSCALLS = ("pread64", "pwrite64", "io_submit", "io_getevents", "io_uring_enter", "nanosleep",
                    "clock_nanosleep", "pselect6", "wait4", "shmat", "shmdt", "shmget", "futex")
 _REP = re.compile(r"\.r(\d+)$")
+ORIGINAL_STRACE = ("nanosleep", "clock_nanosleep", "shmdt")
 
 
 def fio_size(text: str) -> int:
@@ -79,6 +92,11 @@ def _case(step: dict, opts: dict, fs: str) -> dict:
         case = {"layout": parts[1], "rw": rw, "fsync": int(opts.get("fsync", "0"))}
     elif group == "numjobs":
         case = {"numjobs": int(opts["numjobs"]), "rw": rw}
+    elif group == "original":
+        case = {"engine": opts["ioengine"], "iodepth": int(opts["iodepth"]), "bs": fio_size(opts["bs"]),
+                "io": "direct" if direct else "buffered", "rw": rw}
+        if case["engine"] not in parts or case["io"] not in parts:
+            raise ValueError(f"{name}: step name and fio's ioengine/direct disagree")
     else:
         raise ValueError(f"{name}: no case rule for group {group}")
     if parts[-1] != "warmup" and rw not in parts:
@@ -109,6 +127,69 @@ def _perf_counts(run, step: str) -> dict | None:
     return {PERF_METRICS[e]: v["value"] for e, v in events.items() if e in PERF_METRICS and v["counted"]}
 
 
+def pidstat_lines(text: str) -> list[dict]:
+    """``pidstat -u -r -h -H [-l]`` output → one dict per process line, in order: ``time``
+    (Unix seconds, the end of the interval), ``pid``, ``cpu`` (%CPU: % of one CPU),
+    ``rss_kib``, ``command`` (with ``-l`` the whole command line, spaces and all). Columns
+    are found by the ``#`` header line pidstat repeats before each interval; the banner
+    line before the first header is skipped.
+
+    Raises:
+        ValueError: a data line before any header, or with fewer fields than the header.
+    """
+    cols: list[str] | None = None
+    rows = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            cols = line[1:].split()
+            continue
+        if not line.strip() or line.startswith("Linux "):
+            continue
+        fields = line.split()
+        if cols is None or cols[-1] != "Command" or len(fields) < len(cols):
+            raise ValueError(f"pidstat: unexpected line {line!r}")
+        d = dict(zip(cols[:-1], fields))
+        rows.append({"time": int(d["Time"]), "pid": int(d["PID"]), "cpu": float(d["%CPU"]),
+                     "rss_kib": int(d["RSS"]), "command": " ".join(fields[len(cols) - 1:])})
+    return rows
+
+
+def fio_process_means(rows: list[dict]) -> dict | None:
+    """Means over the pidstat intervals of one job, from :func:`pidstat_lines` rows.
+
+    Only lines of fio itself count (the command's first word is ``fio`` or ends in ``/fio``):
+    ``pidstat -l -C`` also matches ``perf stat``, whose command line holds fio's. The
+    busiest process is the one with the most %CPU summed over its lines (the job's own
+    process; fio's main process mostly sleeps). Each process's first line is left out
+    (that interval holds its start-up). Over the intervals where the busiest process has a line
+    after its first: ``busiest_cpu`` (its mean %CPU), ``all_cpu`` (mean of the per-interval
+    sum of %CPU over every process listed), ``busiest_rss_mib``, ``intervals`` (count).
+    None when no such interval remains (a job shorter than about two intervals).
+    """
+    rows = [r for r in rows if r["command"].split()[0].rsplit("/", 1)[-1] == "fio"]
+    if not rows:
+        return None
+    first: dict[int, int] = {}
+    total: dict[int, float] = {}
+    for r in rows:
+        first.setdefault(r["pid"], r["time"])
+        total[r["pid"]] = total.get(r["pid"], 0.0) + r["cpu"]
+    top = max(total, key=total.get)
+    times = [r["time"] for r in rows if r["pid"] == top and r["time"] != first[top]]
+    if not times:
+        return None
+    busiest, allcpu, rss = [], [], []
+    for t in times:
+        lines = [r for r in rows if r["time"] == t and r["time"] != first[r["pid"]]]
+        mine = next(r for r in lines if r["pid"] == top)
+        busiest.append(mine["cpu"])
+        rss.append(mine["rss_kib"] / 1024)
+        allcpu.append(sum(r["cpu"] for r in lines))
+    n = len(times)
+    return {"busiest_cpu": sum(busiest) / n, "all_cpu": sum(allcpu) / n, "busiest_rss_mib": sum(rss) / n,
+            "intervals": n}
+
+
 def collect(run) -> None:
     """Parse every fio, perf, iostat, stat and strace output of ``run`` into measurements."""
     target = _target(run)
@@ -118,9 +199,11 @@ def collect(run) -> None:
     job_cases: dict[str, dict] = {}
     for s in run.steps:
         name, group = s["name"], s["group"]
-        if s["status"] != "ok" or group not in ("engines", "buffered", "blocksize", "layout", "numjobs"):
+        if s["status"] != "ok" or group not in ("original", "engines", "buffered", "blocksize", "layout", "numjobs"):
             continue
         if group == "layout" and name.endswith((".make", ".before", ".after")):
+            continue
+        if name.startswith("original.strace."):
             continue
         if name.endswith(".sync"):
             continue
@@ -140,6 +223,16 @@ def collect(run) -> None:
             acc.add("clat_p99", "us", case, pct[99.0] / 1000, name)
         acc.add("usr_cpu", "%", case, job["usr_cpu"], name)
         acc.add("sys_cpu", "%", case, job["sys_cpu"], name)
+        slat = fio_json(run.raw(name).read_text())["report"]["jobs"][0][_direction(case["rw"])].get("slat_ns") or {}
+        if slat.get("N", 0) > 0 and slat.get("mean", 0) > 0:
+            acc.add("slat_mean", "us", case, slat["mean"] / 1000, name)
+        pid_out = run.raw(f"{name}.pidstat")
+        if pid_out.exists():
+            means = fio_process_means(pidstat_lines(pid_out.read_text()))
+            if means:
+                acc.add("cpu_pct", "%", {**case, "process": "busiest"}, means["busiest_cpu"], name)
+                acc.add("cpu_pct", "%", {**case, "process": "all"}, means["all_cpu"], name)
+                acc.add("rss", "MiB", {**case, "process": "busiest"}, means["busiest_rss_mib"], name)
         counts = _perf_counts(run, name)
         if counts:
             for metric, value in counts.items():
@@ -168,9 +261,12 @@ def collect(run) -> None:
         job_name = name[: -len(".sync")]
         counts = _perf_counts(run, name)
         if counts and job_name in job_cases:
+            job_counts = _perf_counts(run, job_name) or {}
             for metric, value in counts.items():
-                acc.add(metric, "requests" if metric != "bio_queue" else "bios",
-                        {**job_cases[job_name], "phase": "sync"}, value, name)
+                unit = "requests" if metric != "bio_queue" else "bios"
+                acc.add(metric, unit, {**job_cases[job_name], "phase": "sync"}, value, name)
+                if metric in job_counts:
+                    acc.add(metric, unit, {**job_cases[job_name], "phase": "job+sync"}, job_counts[metric] + value, name)
 
     # Layout: blocks allocated to the file when made and after the random-write job.
     for s in run.steps:
@@ -187,6 +283,21 @@ def collect(run) -> None:
             acc.add("file_size", "MiB", {k: v for k, v in case.items() if k != "when"}, size / MIB, name)
 
     # strace -c -f of fio: system calls by name.
+    for s in run.steps:
+        name = s["name"]
+        if s["status"] != "ok" or not name.startswith("original.strace."):
+            continue
+        job = fio_job(run.raw(name).read_text())
+        untraced = {**s, "name": name.replace(".strace", "", 1)}  # the step name _case expects
+        # Its own experiment, so that no selector of the untraced jobs pools these samples.
+        case = {**_case(untraced, job["options"], fs), "experiment": "original strace"}
+        summary = strace_summary(run.raw(name, "err").read_text())
+        for sc, row in summary["syscalls"].items():
+            if sc in STRACE_SYSCALLS:
+                acc.add("strace_calls", "calls", {**case, "syscall": sc}, row["calls"], name)
+            if sc in ORIGINAL_STRACE:
+                acc.add("strace_usecs", "us/call", {**case, "syscall": sc}, row["usecs_per_call"], name)
+        acc.add("iops", "IOPS", case, job["write"]["iops"], name)
     for s in run.steps:
         name = s["name"]
         if s["status"] != "ok" or s["group"] != "strace":

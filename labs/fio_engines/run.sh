@@ -15,16 +15,21 @@
 # percentiles and fio's CPU time; perf stat counts the block layer's tracepoints on the
 # target's device system-wide while the job runs; `iostat -x -y -o JSON 1 DEV` runs beside
 # each job (started before it, stopped with SIGINT after it, so its JSON is complete).
+# In the original group, `pidstat -u -r -h -H -l -C 'aux-path=SCRATCH ' 1` also runs beside
+# each job: the %CPU and RSS of each of the job's fio processes each second, what htop shows
+# on fio's lines. fio gets --aux-path=SCRATCH (where it would put any file of its own) so
+# that its command line, which pidstat -l -C matches, is this run's and no other fio's.
 #
-# Groups: setup (target, probes, lay out the file), engines, buffered, blocksize, layout,
-# numjobs, strace. The lab writes only in its scratch directory, unless --device DEV and
+# Groups: setup (target, probes, lay out the file), original, engines, buffered, blocksize,
+# layout, numjobs, strace. The lab writes only in its scratch directory, unless --device DEV and
 # --yes-destroy-data are both given: then fio reads and WRITES the raw device DEV, which
 # must not be mounted, used as swap or held by another device (LVM, RAID, dm-crypt).
 source "$(dirname "$0")/../lib/lab.sh"
 
 lab_define fio_engines "fio: engines, iodepth, buffered vs direct, block size, file layout, numjobs" \
-  fio perf iostat strace
+  fio perf iostat pidstat strace
 lab_group setup "target file or device, capability probes, lay out the test file" always
+lab_group original "the original's jobs: 4 KiB sequential writes, libaio vs psync at iodepth 1 and 2, buffered, 1k/4M blocks, strace -c"
 lab_group engines "psync, libaio, io_uring at iodepth 1-32: 4 KiB random read/write, O_DIRECT"
 lab_group buffered "buffered vs direct 4 KiB random I/O; cold and warm page cache"
 lab_group blocksize "block size 1k-4m, sequential read/write, direct and buffered"
@@ -91,8 +96,9 @@ fio_check_device() {
 ((FIO_YES == 0)) || [[ -n $FIO_DEVICE ]] || fio_die "--yes-destroy-data is only meaningful with --device DEV"
 
 # ---- state set by the setup group --------------------------------------------------------
-REPS=1 SIZE="" RUNTIME="" TARGET="" FS="" DISK="" LBS=512 SETUP_OK=0
+REPS=1 SIZE="" RUNTIME="" ORIG_RUNTIME="" TARGET="" FS="" DISK="" LBS=512 SETUP_OK=0
 PERF_EVENTS=() PERF_WHY="" IOSTAT_WHY="" FALLOC_WHY="" IOSTAT_PID=""
+PIDSTAT_WHY="" PIDSTAT_PID="" FIO_PIDSTAT=0
 declare -A ENGINE_WHY=()
 
 # dev_t as the kernel stores it in trace events (MKDEV: major << 20 | minor), for --filter.
@@ -102,6 +108,7 @@ group_setup() {
   REPS=$(lab_quick 1 3)
   SIZE=$(lab_quick 256m 1g)
   RUNTIME=$(lab_quick 1 2)
+  ORIG_RUNTIME=$(lab_quick 2 4)   # the original group: long enough for pidstat's 1-s intervals
   local src="" kname="" type="" pkname="" mm="" disk_mm=""
   if [[ -n $FIO_DEVICE ]]; then
     TARGET=$(realpath -- "$FIO_DEVICE"); FS=blockdev; src=$TARGET
@@ -157,6 +164,8 @@ group_setup() {
   [[ -z $PERF_WHY ]] || lab_skip perf "$PERF_WHY: jobs run without block request counts"
   if [[ -z $IOSTAT_WHY ]] && ! command -v iostat >/dev/null 2>&1; then IOSTAT_WHY="iostat not installed (Debian: sysstat)"; fi
   [[ -z $IOSTAT_WHY ]] || lab_skip iostat "$IOSTAT_WHY: jobs run without iostat"
+  command -v pidstat >/dev/null 2>&1 || PIDSTAT_WHY="pidstat not installed (Debian: sysstat)"
+  [[ -z $PIDSTAT_WHY ]] || lab_skip pidstat "$PIDSTAT_WHY: the original group runs without CPU% and RSS per fio process"
   # Engines: compiled into this fio, and allowed by this kernel (io_uring can be disabled).
   local e
   for e in libaio io_uring; do
@@ -172,8 +181,8 @@ group_setup() {
     FALLOC_WHY="fallocate is not supported by $FS"
   fi
   rm -f "$LAB_SCRATCH/probe-falloc"
-  printf 'target=%s\nfs=%s\ndisk=%s\nsize=%s\nruntime=%s\nreps=%s\nlogical_block_size=%s\n' \
-    "$TARGET" "$FS" "$DISK" "$SIZE" "$RUNTIME" "$REPS" "$LBS" > "$LAB_RUN/target.txt"
+  printf 'target=%s\nfs=%s\ndisk=%s\nsize=%s\nruntime=%s\noriginal_runtime=%s\nreps=%s\nlogical_block_size=%s\n' \
+    "$TARGET" "$FS" "$DISK" "$SIZE" "$RUNTIME" "$ORIG_RUNTIME" "$REPS" "$LBS" > "$LAB_RUN/target.txt"
   if [[ -n $FIO_DEVICE ]]; then
     lab_skip prepare "the target is the block device $TARGET: fio uses it as it is"
   else
@@ -204,21 +213,46 @@ iostat_stop() {
   IOSTAT_PID=""
 }
 
+# pidstat beside a job of the original group (FIO_PIDSTAT=1): %CPU and RSS, each second,
+# of every process whose command line (-l) has this run's --aux-path (-C takes a regular
+# expression; -h: one line per process, -H: Unix time). It prints its first line at once;
+# SIGINT makes it exit cleanly, with every line written.
+pidstat_start() {
+  PIDSTAT_PID=""
+  ((FIO_PIDSTAT)) && [[ -z $PIDSTAT_WHY ]] || return 0
+  lab_spawn "$1.pidstat" -- env LC_ALL=C pidstat -u -r -h -H -l -C "aux-path=${LAB_SCRATCH//./\\.} " 1
+  PIDSTAT_PID=$LAB_SPAWNED
+  lab_wait_for "$LAB_RUN/raw/$1.pidstat.out" '^Linux' 5 || true
+}
+
+pidstat_stop() {
+  [[ -n $PIDSTAT_PID ]] || return 0
+  kill -INT "$PIDSTAT_PID" 2>/dev/null || true
+  wait "$PIDSTAT_PID" 2>/dev/null || true
+  PIDSTAT_PID=""
+}
+
 # fio_job NAME JOBFILE [VAR=VALUE...]: run fio on JOBFILE with VAR=VALUE in its environment
 # (FIO_FILE, FIO_SIZE and FIO_RUNTIME added unless given), under perf stat when it can count,
-# with iostat sampling the device meanwhile. Returns 1 if the job failed.
+# with iostat sampling the device meanwhile (and pidstat the fio processes, if FIO_PIDSTAT=1).
+# Returns 1 if the job failed.
 fio_job() {
   local name=$1 job=$2 rc=0 mark; shift 2
   local cmd=(env "$@")
   [[ " $* " == *" FIO_FILE="* ]] || cmd+=("FIO_FILE=$TARGET")
-  cmd+=("FIO_SIZE=$SIZE" "FIO_RUNTIME=$RUNTIME")
+  [[ " $* " == *" FIO_RUNTIME="* ]] || cmd+=("FIO_RUNTIME=$RUNTIME")
+  cmd+=("FIO_SIZE=$SIZE")
   if [[ -z $PERF_WHY ]]; then
     cmd+=(perf stat -x, -o "$LAB_RUN/raw/$name.perf" "${PERF_EVENTS[@]}" -a --)
   fi
-  cmd+=(fio --output-format=json "$LAB_DIR/$job")
+  cmd+=(fio --output-format=json)
+  if ((FIO_PIDSTAT)) && [[ -z $PIDSTAT_WHY ]]; then cmd+=("--aux-path=$LAB_SCRATCH"); fi
+  cmd+=("$LAB_DIR/$job")
   mark=$(lab_mark)
   iostat_start "$name"
+  pidstat_start "$name"
   lab_run "$name" -- "${cmd[@]}" || rc=1
+  pidstat_stop
   iostat_stop
   lab_unwind "$mark"
   return $rc
@@ -239,6 +273,61 @@ engine_ok() {
   [[ $e == psync || -z ${ENGINE_WHY[$e]:-} ]] && return 0
   lab_skip "$step" "${ENGINE_WHY[$e]}"
   return 1
+}
+
+# The original investigation's jobs, with the settings its write-up gives: 4 KiB writes
+# (IOPS x 4 KiB = its MiB/s), rw=write (it names "rw from write to read"), direct=1 except
+# for the buffered job, libaio at iodepth 1 as the base job; then psync, iodepth 2,
+# direct=0, and 1k/4M blocks, one change at a time. Every job runs ORIG_RUNTIME seconds
+# (time_based), so that block request counts are over equal windows.
+original_job() {
+  local name=$1; shift
+  fio_job "$name" original.fio "FIO_RUNTIME=$ORIG_RUNTIME" "$@"
+}
+
+group_original() {
+  need_setup original || return 0
+  local r e qd bs bytes name
+  for ((r = 1; r <= REPS; r++)); do
+    FIO_PIDSTAT=1
+    for qd in 1 2; do
+      for e in libaio psync; do
+        name="original.write.$e.qd$qd.4k.direct.r$r"
+        engine_ok "$e" "$name" || continue
+        original_job "$name" FIO_ENGINE="$e" FIO_IODEPTH="$qd" FIO_BS=4k FIO_DIRECT=1 || true
+      done
+    done
+    name="original.write.libaio.qd1.4k.buffered.r$r"
+    if engine_ok libaio "$name"; then
+      original_job "$name" FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_BS=4k FIO_DIRECT=0 && { sync_job "$name.sync" || true; }
+    fi
+    for bs in 1k 4m; do
+      name="original.write.libaio.qd1.$bs.direct.r$r"
+      bytes=$(numfmt --from=iec "${bs^^}")
+      if ((bytes < LBS)); then
+        lab_skip "$name" "O_DIRECT needs I/O of at least the device's logical block size ($LBS bytes)"
+        continue
+      fi
+      engine_ok libaio "$name" || continue
+      original_job "$name" FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_BS="$bs" FIO_DIRECT=1 || true
+    done
+    FIO_PIDSTAT=0
+  done
+  # strace -c -f of the base job at each block size, as the original did (table on stderr).
+  lab_require original.strace cmd:strace || return 0
+  for ((r = 1; r <= REPS; r++)); do
+    for bs in $(lab_quick "1k 4m" "1k 4k 4m"); do
+      name="original.strace.write.libaio.qd1.$bs.direct.r$r"
+      bytes=$(numfmt --from=iec "${bs^^}")
+      if ((bytes < LBS)); then
+        lab_skip "$name" "O_DIRECT needs I/O of at least the device's logical block size ($LBS bytes)"
+        continue
+      fi
+      engine_ok libaio "$name" || continue
+      lab_run "$name" -- env FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_BS="$bs" FIO_DIRECT=1 "FIO_FILE=$TARGET" \
+        "FIO_SIZE=$SIZE" "FIO_RUNTIME=$ORIG_RUNTIME" strace -c -f -- fio --output-format=json "$LAB_DIR/original.fio" || true
+    done
+  done
 }
 
 group_engines() {
@@ -279,7 +368,7 @@ group_buffered() {
 group_blocksize() {
   need_setup blocksize || return 0
   local r rw io bs sizes direct
-  sizes=$(lab_quick "4k 64k 4m" "1k 4k 64k 4m")
+  sizes=$(lab_quick "4k 4m" "1k 4k 64k 4m")
   for ((r = 1; r <= REPS; r++)); do
     for rw in read write; do
       for io in direct buffered; do
@@ -313,7 +402,7 @@ group_layout() {
   if [[ -n $FIO_DEVICE ]]; then lab_skip layout "the target is a block device: file layouts need a file"; return 0; fi
   local r kind f file
   for ((r = 1; r <= REPS; r++)); do
-    for f in 0 1; do
+    for f in $(lab_quick "0" "0 1"); do
       for kind in regular sparse fallocated; do
         local name="layout.$kind.randwrite.fsync$f.r$r"
         if [[ $kind == fallocated && -n $FALLOC_WHY ]]; then lab_skip "$name" "$FALLOC_WHY"; continue; fi
