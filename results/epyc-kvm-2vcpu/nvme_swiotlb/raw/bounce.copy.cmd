@@ -1,1 +1,1 @@
-cp /tmp/pcb-nvme_swiotlb.nsa7jl/data.img /tmp/pcb-nvme_swiotlb.nsa7jl/tmpfs/data.img
+cp /tmp/pcb-nvme_swiotlb.nEAyf0/data.img /tmp/pcb-nvme_swiotlb.nEAyf0/tmpfs/data.img

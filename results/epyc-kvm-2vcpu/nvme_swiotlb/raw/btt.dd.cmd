@@ -1,1 +1,1 @@
-dd if=/dev/loop5 of=/dev/null bs=512k iflag=direct count=512
+dd if=/dev/loop0 of=/dev/null bs=512k iflag=direct count=512

@@ -1,1 +1,1 @@
-sh -c echo\ \'1\'\ \>\ /sys/block/loop5/trace/enable
+sh -c echo\ \'1\'\ \>\ /sys/block/loop0/trace/enable

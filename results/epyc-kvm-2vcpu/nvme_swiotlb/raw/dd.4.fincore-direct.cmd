@@ -1,1 +1,1 @@
-fincore --json --bytes /tmp/pcb-nvme_swiotlb.nsa7jl/data.img
+fincore --json --bytes /tmp/pcb-nvme_swiotlb.nEAyf0/data.img

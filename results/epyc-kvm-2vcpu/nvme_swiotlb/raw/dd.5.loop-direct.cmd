@@ -1,1 +1,1 @@
-dd if=/dev/loop5 of=/dev/null bs=1M iflag=direct
+dd if=/dev/loop0 of=/dev/null bs=1M iflag=direct

@@ -1,1 +1,1 @@
-mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.nsa7jl/debugfs
+mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.nEAyf0/debugfs

@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-1517
+mkdir /sys/kernel/tracing/instances/pcb-3620

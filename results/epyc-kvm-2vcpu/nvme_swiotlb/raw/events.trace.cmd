@@ -1,1 +1,1 @@
-cat /sys/kernel/tracing/instances/pcb-1517/trace
+cat /sys/kernel/tracing/instances/pcb-3620/trace

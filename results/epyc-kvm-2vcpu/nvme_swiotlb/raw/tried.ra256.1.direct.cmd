@@ -1,1 +1,1 @@
-dd if=/dev/loop5 of=/dev/null bs=4k count=16384 iflag=direct
+dd if=/dev/loop0 of=/dev/null bs=4k count=16384 iflag=direct

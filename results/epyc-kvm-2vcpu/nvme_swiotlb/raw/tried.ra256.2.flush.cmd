@@ -1,1 +1,1 @@
-blockdev --flushbufs /dev/loop5
+blockdev --flushbufs /dev/loop0

@@ -1,0 +1,1 @@
+/work/main/.venv/bin/python -m labkit.guest run --arch arm64 --kernel-release bookworm --dt plain --job /tmp/pcb-nvme_swiotlb.nEAyf0/guest-job --out /tmp/ref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/guest/bookworm-plain --work /tmp/pcb-nvme_swiotlb.nEAyf0/guest/bookworm-plain --nvme /tmp/pcb-nvme_swiotlb.nEAyf0/nvme.img --timeout 900

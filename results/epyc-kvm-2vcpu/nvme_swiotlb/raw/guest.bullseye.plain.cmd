@@ -1,0 +1,1 @@
+/work/main/.venv/bin/python -m labkit.guest run --arch arm64 --kernel-release bullseye --dt plain --job /tmp/pcb-nvme_swiotlb.nEAyf0/guest-job --out /tmp/ref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/guest/bullseye-plain --work /tmp/pcb-nvme_swiotlb.nEAyf0/guest/bullseye-plain --nvme /tmp/pcb-nvme_swiotlb.nEAyf0/nvme.img --timeout 900
