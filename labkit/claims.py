@@ -38,7 +38,8 @@ tried in this order:
 3. ``inconclusive``: a side (for ``increasing``: any point) has fewer than 3 samples
    (:data:`MIN_SAMPLES`).
 4. The relation is decided on the two values (medians, or means), then checked against
-   the noise of the samples. ``compare`` (a difference): when the two ranges overlap
+   the noise of the samples. A side's range is its min–max, or its interquartile range
+   (p25–p75) from :data:`IQR_FROM` samples on (per-I/O distributions). ``compare`` (a difference): when the two ranges overlap
    (min a ≤ max b and min b ≤ max a, touching counts) the difference between a and b is
    within noise → ``inconclusive``; otherwise the values decide ``holds`` or ``fails``.
    ``within`` (an agreement; ranges taken after scaling): ``holds`` when the values agree
@@ -66,6 +67,10 @@ RELATIONS = {"less", "greater", "not_less"}
 STATISTICS = {"median", "mean"}
 VERDICTS = ("holds", "fails", "inconclusive", "untested", "not applicable")
 MIN_SAMPLES = 3
+# From this many samples on, a side's noise range is its interquartile range, not min–max: a
+# distribution of every I/O (hundreds of samples) always has overlapping extremes, and one
+# outlier would make every such comparison inconclusive whatever the effect.
+IQR_FROM = 20
 EMULATED_EVIDENCE = "emulated CPU: timings are not hardware"
 
 _COMMON = {"id", "statement", "kind", "source", "timing"}
@@ -236,7 +241,13 @@ class Side:
     def __init__(self, label: str, samples: list[float], unit: str, count: int, statistic: str = "median"):
         self.label, self.samples, self.unit, self.count, self.statistic = label, samples, unit, count, statistic
         self.value = statistics.mean(samples) if statistic == "mean" else statistics.median(samples)
-        self.lo, self.hi, self.n = min(samples), max(samples), len(samples)
+        self.n = len(samples)
+        self.min, self.max = min(samples), max(samples)
+        if self.n >= IQR_FROM:
+            q = statistics.quantiles(samples, n=4, method="inclusive")
+            self.lo, self.hi, self.spread = q[0], q[2], "p25–p75"
+        else:
+            self.lo, self.hi, self.spread = self.min, self.max, "min–max"
 
     def scaled(self, k: float) -> "Side":
         """The same side with every sample multiplied by ``k``."""
@@ -245,8 +256,9 @@ class Side:
     def describe(self) -> str:
         """E.g. ``engine=psync: median 1.9e+04 IOPS (min 1.7e+04, max 2e+04, n=3)``."""
         pooled = f", {self.count} measurements pooled" if self.count > 1 else ""
+        iqr = f", p25 {_fmt(self.lo)}, p75 {_fmt(self.hi)}" if self.spread == "p25–p75" else ""
         return (f"{self.label}: {self.statistic} {_fmt(self.value)} {self.unit} "
-                f"(min {_fmt(self.lo)}, max {_fmt(self.hi)}, n={self.n}{pooled})")
+                f"(min {_fmt(self.min)}, max {_fmt(self.max)}{iqr}, n={self.n}{pooled})")
 
 
 def side(result: dict, metric: str, where: dict, statistic: str = "median") -> tuple[Side | None, str]:

@@ -82,6 +82,26 @@ def test_overlapping_ranges_are_inconclusive(reference, real):
     assert verdict(claim(relation="greater"), apart) == "fails"
 
 
+def test_many_samples_use_the_interquartile_range(reference):
+    """Per-I/O distributions: extremes overlap, the middle halves do not. A real distribution
+    (the largest measurement of the reference) against itself scaled beyond its p75/p25."""
+    big = max((m for f in sorted((ROOT / "results").glob("*/*.json")) for m in model.load(f)["measurements"]),
+              key=lambda m: m["n"])
+    p = big["samples"]
+    assert len(p) >= claims.IQR_FROM
+    q1, _, q3 = statistics.quantiles(p, n=4, method="inclusive")
+    k = (q3 / q1) * 1.05 if q1 > 0 else pytest.skip("distribution with p25 = 0")
+    r = build(reference, big["unit"], a=p, b=[x * k for x in p])
+    assert min(p) * k <= max(p)  # the extremes still overlap
+    assert verdict(claim(relation="less"), r) == "holds"
+    assert verdict(claim(relation="greater"), r) == "fails"
+    close = build(reference, big["unit"], a=p, b=[x * math.sqrt(q3 / q1) for x in p])  # middle halves overlap
+    assert verdict(claim(relation="less"), close) == "inconclusive"
+    small = build(reference, big["unit"], a=p[:claims.IQR_FROM - 1], b=[x * k for x in p[:claims.IQR_FROM - 1]])
+    assert claims.Side("s", p[:claims.IQR_FROM - 1], "u", 1).spread == "min–max"
+    assert verdict(claim(relation="less"), small) in ("holds", "inconclusive")
+
+
 def test_fewer_than_three_samples_is_inconclusive(reference, real):
     p = real["samples"]
     far = [x * 10 * max(p) / min(p) for x in p]
