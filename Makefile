@@ -6,10 +6,12 @@ TOOLS := $(CURDIR)/.tools
 export PATH := $(TOOLS)/bin:$(PATH)
 HOST ?=
 FULL ?=
-# Debian packages the labs and the browser tests use (installed when root with apt).
+# Debian packages the labs and the browser tests use (installed when root with apt). The last line:
+# what labkit.guest needs to assemble and boot guests (QEMU, mmdebstrap, dtc, mke2fs, cpio, depmod).
 DEBS := fio linux-perf strace sysstat trace-cmd blktrace bpftrace xfsprogs auditd iproute2 \
         hwloc asciinema chromium sockperf sysbench gcc make util-linux procps \
-        gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
+        gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static \
+        qemu-system-arm qemu-system-x86 mmdebstrap device-tree-compiler cpio e2fsprogs kmod
 INFERNO_VERSION := 0.12.8
 
 .PHONY: setup serve site labs ci-labs test bench clean
