@@ -39,7 +39,8 @@ tried in this order:
    (:data:`MIN_SAMPLES`).
 4. The relation is decided on the two values (medians, or means), then checked against
    the noise of the samples. A side's range is its min–max, or its interquartile range
-   (p25–p75) from :data:`IQR_FROM` samples on (per-I/O distributions). ``compare`` (a difference): when the two ranges overlap
+   (p25–p75) from :data:`IQR_FROM` samples on (per-I/O distributions). ``compare`` (a difference): when the two ranges, with the factor applied as the relation
+   applies it (a·factor and b for less and not_less, a and b·factor for greater), overlap
    (min a ≤ max b and min b ≤ max a, touching counts) the difference between a and b is
    within noise → ``inconclusive``; otherwise the values decide ``holds`` or ``fails``.
    ``within`` (an agreement; ranges taken after scaling): ``holds`` when the values agree
@@ -273,7 +274,10 @@ def side(result: dict, metric: str, where: dict, statistic: str = "median") -> t
 
 
 def overlap(x: Side, y: Side) -> bool:
-    """True if the closed ranges of ``x`` and ``y`` overlap (touching counts)."""
+    """True if the closed ranges of ``x`` and ``y`` overlap (touching counts). Two sides without
+    any spread (every sample equal) carry no noise: they never overlap, their values decide."""
+    if x.lo == x.hi and y.lo == y.hi:
+        return False
     return x.lo <= y.hi and y.lo <= x.hi
 
 
@@ -336,8 +340,11 @@ def _pair(claim: dict, result: dict) -> dict:
         few = _few(("a", a), ("b", b))
         if few:
             return _verdict(claim, "inconclusive", f"{evidence}; {few}")
-        if overlap(a, b):
-            return _verdict(claim, "inconclusive", f"{evidence}; the ranges of a and b overlap: the difference is within noise")
+        # The noise test is on the two sides as the relation compares them (factor applied).
+        left, right = (a, b.scaled(f)) if rel == "greater" else (a.scaled(f), b)
+        if overlap(left, right):
+            what = "a and b" if f == 1.0 else test.split("?")[0].replace(" < ", " and ").replace(" > ", " and ").replace(" ≥ ", " and ")
+            return _verdict(claim, "inconclusive", f"{evidence}; the ranges of {what} overlap: the difference is within noise")
         return _verdict(claim, "holds" if ok else "fails", f"{evidence}; ranges apart")
     # within
     sa, sb = float(claim.get("scale_a", 1.0)), float(claim.get("scale_b", 1.0))
