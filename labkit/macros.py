@@ -444,6 +444,30 @@ def step_output(lab: str, step: str, stream: str = "both", lines=None, match: st
     return render.tabs(tabs)
 
 
+def artifact_text(lab: str, kind: str = "log", lang: str = "text", **case) -> str:
+    """Markdown: per host, the text artifact (e.g. a trace excerpt a lab's record.py wrote) whose
+    case matches ``case``, as a code block (escaped), with the artifact's title under it.
+
+    Raises:
+        MacroError: no host has such an artifact, or a host has several.
+    """
+    tabs, found = [], 0
+    for host, result in _need_lab(lab):
+        arts = _artifacts(result, kind, case)
+        if len(arts) > 1:
+            raise MacroError(f"artifact_text: {len(arts)} {kind} artifacts match {case} on {host.label}; be more specific")
+        if not arts:
+            tabs.append(_tab(host, result, _skip_note(result, None)))
+            continue
+        found += 1
+        text = commands.display_text((host.dir / arts[0]["path"]).read_text(errors="replace").rstrip("\n"), result)
+        title = render.esc(arts[0].get("title", ""))
+        tabs.append(_tab(host, result, render.code_block(text, lang) + (f"\n\n{title}." if title else "")))
+    if not found:
+        raise MacroError(f"artifact_text: no host has a {kind} artifact of lab {lab!r} matching {case}")
+    return render.tabs(tabs)
+
+
 def stream_name(stream: str) -> str:
     """``out`` → "standard output", ``err`` → "standard error", ``both`` → "output (stdout, then stderr)"."""
     return {"out": "standard output", "err": "standard error", "both": "output (stdout, then stderr)"}[stream]
@@ -629,5 +653,5 @@ def define_env(env):
     _HOSTS_CACHE = None  # a new build (or a rebuild under mkdocs serve) reads the results again
     for fn in (results_table, chart, flamegraph, claims, provenance, skips, hosts_table,
                host_provenance, compare_table, step_output, compare_hosts, cast,
-               original_table, original_tables, original_vs_here, exercises):
+               original_table, original_tables, original_vs_here, exercises, artifact_text):
         env.macro(fn)
