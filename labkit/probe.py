@@ -336,6 +336,20 @@ def audit_ever_enabled(run=None, cmdline: str | None = None) -> bool | None:
     return False
 
 
+def emulation() -> dict | None:
+    """``host.emulation``: how this machine's CPU is provided, when it is a QEMU guest that
+    labkit.guest booted. A guest cannot tell TCG from KVM by itself; the runner that started
+    QEMU knows, and writes it to ``$PCB_EMULATION_FILE`` (JSON, the schema's emulation object)
+    in every job. None elsewhere (hardware, or a VM whose CPU is the host's own)."""
+    path = os.environ.get("PCB_EMULATION_FILE")
+    if not path:
+        return None
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def probe(scratch: str | None = None, label: str | None = None) -> dict:
     """Probe this host; return the ``host`` object of a result (schema.json)."""
     models = lscpu_models()
@@ -363,4 +377,5 @@ def probe(scratch: str | None = None, label: str | None = None) -> dict:
         "netns": netns(),
         "root": os.geteuid() == 0,
         "audit_ever_enabled": audit_ever_enabled(),
+        "emulation": emulation(),
     }

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import importlib.util
 import shutil
 import subprocess
@@ -126,8 +127,12 @@ def git_commit(repo: Path, paths: list[str] | None = None) -> tuple[str | None, 
     """(HEAD commit, dirty?) of ``repo``, or (None, None) outside a git work tree.
 
     ``dirty`` is True when tracked files under ``paths`` (default: the whole tree) differ
-    from HEAD, i.e. the run used code that no commit holds.
+    from HEAD, i.e. the run used code that no commit holds. A copy of the checkout without its
+    git directory (a guest's: labs/lib/lab.sh --guest) gets both from ``PCB_GIT_COMMIT`` and
+    ``PCB_GIT_DIRTY``, read on the host that made the copy.
     """
+    if os.environ.get("PCB_GIT_COMMIT") and not (Path(repo) / ".git").exists():
+        return os.environ["PCB_GIT_COMMIT"], os.environ.get("PCB_GIT_DIRTY") == "1"
     base = ["git", "-c", "safe.directory=*", "-C", str(repo)]
     try:
         head = subprocess.run(base + ["rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)

@@ -46,7 +46,7 @@ from . import debian, images, qemu
 from .debian import GuestBuildError
 from .qemu import ARCHS, GuestRunError, Say, stderr_say
 
-__all__ = ["GuestSpec", "GuestBuildError", "GuestRunError", "PROFILES", "cache_dir", "prepare", "run", "emulation"]
+__all__ = ["GuestSpec", "GuestBuildError", "GuestRunError", "PROFILES", "cache_dir", "prepare", "run", "accelerator"]
 
 # Userspace profiles: Debian packages (the guest architecture's own) and what pulls them in.
 PROFILES = {
@@ -54,6 +54,13 @@ PROFILES = {
     # dash is the job's shell: busybox sh runs its own applets before PATH (busybox dd prints no
     # throughput line), dash runs the Debian programs.
     "tools": ["busybox-static", "dash", "coreutils", "grep", "strace", "linux-perf", "blktrace", "kmod"],
+    # Everything the labs use, to run a whole lab inside the guest (labs/<lab>/run.sh --guest ARCH):
+    # the guest's own gcc builds the labs' C programs, its python3 runs labkit's probe.
+    "lab": ["busybox-static", "dash", "bash", "coreutils", "grep", "sed", "gawk", "findutils", "diffutils",
+            "util-linux", "mount", "procps", "psmisc", "kmod", "e2fsprogs", "xfsprogs", "tar", "gzip",
+            "gcc", "make", "libc6-dev", "python3", "python3-jsonschema", "git",
+            "fio", "linux-perf", "strace", "sysstat", "auditd", "iproute2", "blktrace", "trace-cmd",
+            "sockperf", "sysbench", "bpftrace", "hwloc-nox", "asciinema"],
 }
 
 # The PCIe host bridge of QEMU's arm64 virt machine, and the window the NVMe investigation's fix
@@ -156,9 +163,23 @@ def _kernel(spec: GuestSpec, cache: Path, say: Say, refresh: bool) -> Path:
     return d
 
 
+# Links that packages' maintainer scripts (update-alternatives, dash's postinst) would make and
+# that --variant=extract, which runs none, leaves out: (link, target) when the target exists.
+# Bump ROOTFS_RECIPE when this changes, so cached images are rebuilt.
+MAINTAINER_LINKS = [("bin/sh", "dash"), ("usr/bin/awk", "gawk"), ("usr/bin/cc", "gcc")]
+ROOTFS_RECIPE = 2
+
+
+def _maintainer_links(root: Path) -> None:
+    for link, target in MAINTAINER_LINKS:
+        path = root / link
+        if not path.exists() and not path.is_symlink() and (path.parent / target).exists():
+            path.symlink_to(target)
+
+
 def _rootfs(spec: GuestSpec, cache: Path, say: Say, refresh: bool) -> Path:
     packages = sorted(set(PROFILES[spec.profile]) | set(spec.extra_packages))
-    key = f"rootfs/{spec.arch}/{spec.release}/{spec.profile}/{','.join(packages)}"
+    key = f"rootfs/{spec.arch}/{spec.release}/{spec.profile}/r{ROOTFS_RECIPE}/{','.join(packages)}"
     entry = _index(cache).get(key)
     if entry and not refresh and debian.read_manifest(cache / entry / "manifest.json"):
         return cache / entry
@@ -168,7 +189,7 @@ def _rootfs(spec: GuestSpec, cache: Path, say: Say, refresh: bool) -> Path:
     try:
         versions = debian.mmdebstrap_rootfs(spec.arch, spec.release, packages, tmp / "root", say)
         digest = hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:12]
-        rel = f"rootfs/{spec.arch}-{spec.release}-{spec.profile}-{digest}"
+        rel = f"rootfs/{spec.arch}-{spec.release}-{spec.profile}-{digest}-r{ROOTFS_RECIPE}"
         d = cache / rel
         if not debian.read_manifest(d / "manifest.json"):
             shutil.rmtree(d, ignore_errors=True)
@@ -177,9 +198,7 @@ def _rootfs(spec: GuestSpec, cache: Path, say: Say, refresh: bool) -> Path:
             for sub in ("proc", "sys", "dev", "tmp", "job", "out", "root", "run", "mnt"):
                 (root / sub).mkdir(exist_ok=True)
             os.chmod(root / "tmp", 0o1777)
-            # /bin/sh is made by dash's maintainer scripts, which --variant=extract does not run.
-            if not (root / "bin" / "sh").exists() and (root / "bin" / "dash").exists():
-                (root / "bin" / "sh").symlink_to("dash")
+            _maintainer_links(root)
             busybox = root / "bin" / "busybox"
             if not busybox.exists():
                 raise GuestBuildError("the guest userspace has no /bin/busybox (busybox-static)")
@@ -258,6 +277,15 @@ def _accel(spec: GuestSpec, prep: dict, work: Path, say: Say) -> tuple[str, str]
     return accel, reason
 
 
+def accelerator(spec: GuestSpec, work_dir: Path | str, say: Say = stderr_say) -> tuple[str, str]:
+    """(accelerator, reason) that :func:`run` would use for ``spec`` on this host: "tcg" at once
+    for a foreign architecture, else the result of the cached or a new bounded KVM probe boot."""
+    spec.check()
+    if spec.accel != "auto" or not qemu.kvm_usable(spec.arch)[0]:
+        return _accel(spec, {}, Path(work_dir), say)
+    return _accel(spec, prepare(spec, say), Path(work_dir), say)
+
+
 def _boot(spec: GuestSpec, prep: dict, job_dir: Path, out_dir: Path, work: Path, accel: str, nvme_image: Path | None,
           timeout: float, say: Say, out_mib: int = 256, probe: bool = False) -> dict:
     work.mkdir(parents=True, exist_ok=True)
@@ -301,21 +329,15 @@ def _boot(spec: GuestSpec, prep: dict, job_dir: Path, out_dir: Path, work: Path,
     return res
 
 
-def emulation(info: dict) -> dict | None:
-    """The ``host.emulation`` record of a result made in a guest (None under KVM on the same
-    architecture is NOT returned: a KVM guest still reports QEMU, with accelerator "kvm")."""
-    return {"emulator": f"QEMU {info['qemu_version']} ({ARCHS[info['arch']]['qemu']})", "accelerator": info["accelerator"],
-            "machine": info["machine"], "guest_cpu": info["cpu"], "host_arch": info["host_arch"],
-            "host_cpu": info["host_cpu"], "host_label": None}
-
-
 def run(spec: GuestSpec, job_dir: Path | str, out_dir: Path | str, work_dir: Path | str, *,
         nvme_image: Path | str | None = None, timeout: float = 600, say: Say = stderr_say,
-        out_mib: int = 256, refresh: bool = False) -> dict:
+        out_mib: int = 256, refresh: bool = False, host_label: str | None = None) -> dict:
     """Boot ``spec``, run ``job_dir/run`` (POSIX sh, as root, cwd /job, ``$PCB_OUT`` = /out) and
     bring ``/out`` back into ``out_dir``. ``work_dir`` (in the lab's scratch) holds the per-run
     disks, the device tree and ``console.log``; ``nvme_image``: a raw file the guest sees as an NVMe
-    drive (/dev/nvme0n1). Also writes ``out_dir/guest.json`` (the returned dict).
+    drive (/dev/nvme0n1). Also writes ``out_dir/guest.json`` (the returned dict), and
+    ``job_dir/emulation.json`` (the ``host.emulation`` record of results made in the guest:
+    labkit's probe reads it through ``$PCB_EMULATION_FILE``; ``host_label`` names this host).
 
     Returns: {"arch", "machine", "cpu", "cpus", "mem_mib", "accelerator", "accel_reason",
     "qemu_version", "host_arch", "host_cpu", "kernel_package", "kernel_version", "kernel_release",
@@ -331,6 +353,10 @@ def run(spec: GuestSpec, job_dir: Path | str, out_dir: Path | str, work_dir: Pat
     work.mkdir(parents=True, exist_ok=True)
     prep = prepare(spec, say, refresh)
     accel, reason = _accel(spec, prep, work, say)
+    emu = {"emulator": f"QEMU {qemu.qemu_version(spec.arch)} ({ARCHS[spec.arch]['qemu']})", "accelerator": accel,
+           "machine": ARCHS[spec.arch]["machine"], "guest_cpu": "host" if accel == "kvm" else ARCHS[spec.arch]["cpu_tcg"],
+           "host_arch": platform.machine(), "host_cpu": qemu.host_cpu(), "host_label": host_label}
+    (Path(job_dir) / "emulation.json").write_text(json.dumps(emu) + "\n")
     say(f"booting {spec.arch} ({accel}) kernel {prep['kernel']['release']}"
         + (f", device tree {spec.dt}" if spec.dt else "") + (f", append '{spec.append}'" if spec.append else ""))
     res = _boot(spec, prep, Path(job_dir), out_dir, work, accel, Path(nvme_image) if nvme_image else None, timeout,

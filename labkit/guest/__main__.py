@@ -2,6 +2,7 @@
 such command, so a reader can type it).
 
     python -m labkit.guest prepare --arch arm64 [--kernel-release bullseye] [--profile tools] [--refresh]
+    python -m labkit.guest accel --arch arm64         (prints tcg or kvm: what a run would use here)
     python -m labkit.guest run --arch arm64 --kernel-release bullseye --dt dma-ranges \\
         --job DIR --out DIR --work DIR [--nvme IMG] [--timeout S] [--append ARGS] [--mem MIB] [--cpus N]
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import GuestBuildError, GuestRunError, GuestSpec, PROFILES, cache_dir, prepare, run
+from . import GuestBuildError, GuestRunError, GuestSpec, PROFILES, accelerator, cache_dir, prepare, run
 from .qemu import ARCHS
 
 
@@ -46,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--nvme", help="raw image the guest sees as an NVMe drive")
     r.add_argument("--timeout", type=float, default=600, help="seconds before QEMU is stopped (default 600)")
     r.add_argument("--out-mib", type=int, default=256, help="size of the disk that carries /out back (MiB)")
+    r.add_argument("--host-label", help="label of this host, recorded in the guest's emulation record")
+    c = sub.add_parser("accel", help="print the accelerator a run would use here (tcg or kvm)")
+    _spec_args(c)
+    c.add_argument("--work", default=None, help="scratch directory for a KVM probe boot")
     sub.add_parser("cache", help="print the cache directory")
     a = ap.parse_args(argv)
     if a.cmd == "cache":
@@ -60,13 +65,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"labkit.guest: {exc}", file=sys.stderr)
         return 2
     try:
+        if a.cmd == "accel":
+            import tempfile
+            with tempfile.TemporaryDirectory(prefix="pcb-accel.") as tmp:
+                accel, reason = accelerator(spec, a.work or tmp)
+            print(accel)
+            print(f"labkit.guest: {accel}: {reason}", file=sys.stderr)
+            return 0
         if a.cmd == "prepare":
             info = prepare(spec, refresh=a.refresh)
             print(f"kernel {info['kernel']['package']} {info['kernel']['version']}, userspace "
                   f"{len(info['rootfs']['packages'])} packages ({a.release}/{a.arch}), built in {info['built']} s")
             return 0
         info = run(spec, a.job, a.out, a.work, nvme_image=a.nvme, timeout=a.timeout, refresh=a.refresh,
-                   out_mib=a.out_mib)
+                   out_mib=a.out_mib, host_label=a.host_label)
     except (GuestBuildError, GuestRunError, OSError) as exc:
         print(f"labkit.guest: {exc}", file=sys.stderr)
         return 1

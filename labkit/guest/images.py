@@ -58,7 +58,7 @@ tar -xf "$JOB" -C /mnt/job
 for f in proc sys dev; do mount --move "/$f" "/mnt/$f"; done
 echo "PCB-GUEST: job start"
 chroot /mnt /bin/busybox env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb LC_ALL=C.UTF-8 \
-  PCB_GUEST=1 PCB_JOB=/job PCB_OUT=/out /bin/sh -c 'cd /job && exec /bin/sh /job/run'
+  PCB_GUEST=1 PCB_JOB=/job PCB_OUT=/out PCB_EMULATION_FILE=/job/emulation.json /bin/sh -c 'cd /job && exec /bin/sh /job/run'
 rc=$?
 echo "PCB-GUEST: job done"
 tar -cf "/mnt$OUT" -C /mnt/out . # /dev moved into the chroot above

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # labs/lib/lab.sh: the lab contract (DESIGN.md, "The lab contract"), sourced by every labs/<lab>/run.sh.
 #
-#   run.sh [--quick] [--out DIR] [--scratch DIR] [--only GROUP,..] [--host LABEL] [--help]
+#   run.sh [--quick] [--out DIR] [--scratch DIR] [--only GROUP,..] [--host LABEL] [--guest ARCH] [--help]
 #
 # A lab declares itself and its groups of steps, then calls lab_main:
 #
@@ -27,7 +27,7 @@ LAB_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 LAB_DIR="$(cd "$(dirname "$0")" && pwd)"
 LAB_NAME="" LAB_TITLE="" LAB_TOOLS=""
 LAB_GROUPS=() LAB_GROUP_DESC=() LAB_GROUP_ALWAYS=()
-LAB_QUICK=0 LAB_OUT="" LAB_SCRATCH_PARENT="" LAB_ONLY="" LAB_HOST=""
+LAB_QUICK=0 LAB_OUT="" LAB_SCRATCH_PARENT="" LAB_ONLY="" LAB_HOST="" LAB_GUEST=""
 LAB_SCRATCH="" LAB_RUN="" LAB_FAILED=0 LAB_CHILD="" LAB_START=0 LAB_GROUP=""
 LAB_CLEANUP=() LAB_CLEANUP_DESC=()
 LAB_ARGS=""
@@ -58,7 +58,7 @@ lab_group() {
 
 lab_usage() {
   cat <<EOF
-usage: $(basename "$(dirname "$0")")/run.sh [--quick] [--out DIR] [--scratch DIR] [--only GROUP,..] [--host LABEL] [--help]
+usage: $(basename "$(dirname "$0")")/run.sh [--quick] [--out DIR] [--scratch DIR] [--only GROUP,..] [--host LABEL] [--guest ARCH] [--help]
 
 $LAB_TITLE
 
@@ -69,6 +69,9 @@ $LAB_TITLE
                   writes only in a fresh directory under it and removes it on exit
   --only G1,G2    run only these groups of steps (groups marked * always run)
   --host LABEL    host label in the result (default: <hostname>-<arch>)
+  --guest ARCH    run the whole lab inside a QEMU guest of ARCH (arm64, x86_64) that
+                  labkit.guest boots (Debian kernel and userspace, cached); the result's host
+                  is the guest (default label qemu-ARCH-tcg or qemu-ARCH-kvm)
   --help          this text
 
 groups, in order:
@@ -97,6 +100,8 @@ lab__parse() {
       --only=*) LAB_ONLY=${1#*=} ;;
       --host) (($# >= 2)) || lab__die_usage "--host needs a label"; LAB_HOST=$2; shift ;;
       --host=*) LAB_HOST=${1#*=} ;;
+      --guest) (($# >= 2)) || lab__die_usage "--guest needs an architecture (arm64 or x86_64)"; LAB_GUEST=$2; shift ;;
+      --guest=*) LAB_GUEST=${1#*=} ;;
       -h|--help) lab_usage; exit 0 ;;
       *) lab__die_usage "unknown option: $1" ;;
     esac
@@ -110,6 +115,9 @@ lab__parse() {
   fi
   if [[ -n "$LAB_HOST" && ! "$LAB_HOST" =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ ]]; then
     lab__die_usage "bad --host label: $LAB_HOST (letters, digits, . _ - only)"
+  fi
+  if [[ -n "$LAB_GUEST" && ! "$LAB_GUEST" =~ ^(arm64|x86_64)$ ]]; then
+    lab__die_usage "--guest: unknown architecture $LAB_GUEST (arm64 or x86_64)"
   fi
   if [[ -n "$LAB_SCRATCH_PARENT" && ! -d "$LAB_SCRATCH_PARENT" ]]; then
     lab__die_usage "--scratch: no such directory: $LAB_SCRATCH_PARENT"
@@ -378,8 +386,67 @@ lab__init() {
   "$LAB_PY" -m labkit probe --scratch "$LAB_SCRATCH" --label "$LAB_HOST" > "$LAB_RUN/host.json"
 }
 
+# lab__guest_main: the whole lab inside a QEMU guest (--guest ARCH). The guest gets a copy of
+# the checkout (the files git tracks, as they are in the work tree) and runs the lab there as
+# root with the same options, through .github/ci-labs.sh (so the run is recorded with asciinema,
+# as on a CI runner); its own probe, gcc, python3 and tools do everything, and labkit record
+# writes the result inside the guest. The result and its artifacts come back to --out.
+lab__guest_main() {
+  LAB_START=$(date +%s.%N)
+  exec {LAB_ERR}>&2
+  local accel
+  accel=$("$LAB_PY" -m labkit.guest accel --arch "$LAB_GUEST" 2>/dev/null) || accel=tcg
+  [[ -n "$LAB_HOST" ]] || LAB_HOST="qemu-$LAB_GUEST-$accel"
+  [[ -n "$LAB_OUT" ]] || LAB_OUT="$LAB_ROOT/local-results/$LAB_HOST"
+  mkdir -p "$LAB_OUT" 2>/dev/null || lab__die_usage "--out: cannot create $LAB_OUT"
+  LAB_OUT=$(cd "$LAB_OUT" && pwd)
+  trap 'lab__on_exit' EXIT
+  trap 'lab__on_signal INT' INT
+  trap 'lab__on_signal TERM' TERM
+  LAB_SCRATCH=$(mktemp -d "${LAB_SCRATCH_PARENT:-${TMPDIR:-/tmp}}/pcb-$LAB_NAME-guest.XXXXXX")
+  lab_defer "remove scratch directory $LAB_SCRATCH" rm -rf --one-file-system "$LAB_SCRATCH"
+  local job="$LAB_SCRATCH/job" inner=() commit dirty=0 label
+  mkdir -p "$job/repo"
+  # The checkout as git tracks it (work-tree contents), without the committed results.
+  (cd "$LAB_ROOT" && git ls-files -z -- . ':!:results' | tar --null -T - -cf -) | tar -xf - -C "$job/repo"
+  commit=$(git -C "$LAB_ROOT" rev-parse HEAD 2>/dev/null || true)
+  [[ -z "$(git -C "$LAB_ROOT" status --porcelain --untracked-files=no -- "labs/$LAB_NAME" labs/lib labkit 2>/dev/null)" ]] || dirty=1
+  ((LAB_QUICK)) || inner+=(--full)
+  [[ -z "$LAB_ONLY" ]] || inner+=(--only "$LAB_ONLY")
+  {
+    echo "# Written by labs/lib/lab.sh --guest: runs in the guest as root (labkit.guest)."
+    echo "export PCB_GIT_COMMIT=$commit PCB_GIT_DIRTY=$dirty"
+    echo "ldconfig"
+    echo 'for m in loop kyber-iosched xfs veth; do modprobe $m 2>/dev/null; done'
+    echo "busybox mount -t tmpfs tmpfs /run"
+    echo "mkdir -p /dev/shm /dev/pts && busybox mount -t tmpfs tmpfs /dev/shm && busybox mount -t devpts devpts /dev/pts"
+    echo "mkdir -p /out/results && cd /job/repo"
+    echo "bash .github/ci-labs.sh --labs $LAB_NAME --host $LAB_HOST --out /out/results ${inner[*]}"
+  } > "$job/run"
+  lab__say "$LAB_TITLE: inside a $LAB_GUEST guest ($accel), host label $LAB_HOST, $( ((LAB_QUICK)) && echo quick || echo full) run"
+  label=$("$LAB_PY" -m labkit label)
+  local rc=0
+  "$LAB_PY" -m labkit.guest run --arch "$LAB_GUEST" --profile lab --mem 3072 --cpus 2 --job "$job" \
+    --out "$LAB_SCRATCH/out" --work "$LAB_SCRATCH/work" --out-mib 2048 --host-label "$label" \
+    --timeout "$(lab_quick 3600 14400)" || rc=$?
+  local got="$LAB_SCRATCH/out/results/$LAB_HOST"
+  if [[ ! -f "$got/$LAB_NAME.json" ]]; then
+    lab__say "the guest produced no result (guest exit $rc); its console log: $LAB_OUT/.$LAB_NAME.guest-console.log"
+    cp "$LAB_SCRATCH/work/console.log" "$LAB_OUT/.$LAB_NAME.guest-console.log" 2>/dev/null || true
+    exit 1
+  fi
+  rm -rf "${LAB_OUT:?}/$LAB_NAME"
+  cp -a "$got/$LAB_NAME" "$got/$LAB_NAME.json" "$LAB_OUT/"
+  if [[ -f "$got/ci-labs.tsv" ]]; then cat "$got/ci-labs.tsv" >> "$LAB_OUT/ci-labs.tsv"; fi
+  "$LAB_PY" -m labkit validate "$LAB_OUT/$LAB_NAME.json" >&2 || exit 1
+  lab__say "result: $LAB_OUT/$LAB_NAME.json (guest $LAB_GUEST, $accel)"
+  exit "$rc"
+}
+
 # lab_main "$@": parse options, run the selected groups in order, record the result.
 lab_main() {
+  lab__parse "$@"
+  [[ -z "$LAB_GUEST" ]] || { lab__guest_main; exit $?; }
   lab__init "$@"
   local i g
   for i in "${!LAB_GROUPS[@]}"; do
