@@ -15,7 +15,7 @@ Sources, per field:
 - tracefs, loop devices, network namespaces: tried without changing the host.
 
 Every probe function accepts ``sysroot`` so tests can run on the real dumps in
-``shared/fixtures/cpuinfo`` instead of invented text.
+``tests/fixtures/cpuinfo`` (util-linux's lscpu test dumps) instead of invented text.
 """
 
 from __future__ import annotations

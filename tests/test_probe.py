@@ -1,4 +1,5 @@
-"""Host probe on real CPU dumps (shared/fixtures/cpuinfo, from util-linux's lscpu tests) and on this host."""
+"""Host probe on real CPU dumps (tests/fixtures/cpuinfo, from util-linux's lscpu tests; its README
+says where each comes from) and on this host."""
 
 from __future__ import annotations
 
@@ -10,9 +11,7 @@ import pytest
 
 from labkit import probe
 
-DUMPS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "cpuinfo"
-if not DUMPS.exists():
-    DUMPS = Path("/work/shared/fixtures/cpuinfo")
+DUMPS = Path(__file__).resolve().parent / "fixtures" / "cpuinfo"
 
 
 def expected(dump: str, field: str) -> list[str]:
@@ -21,7 +20,7 @@ def expected(dump: str, field: str) -> list[str]:
     return [m.strip() for m in re.findall(rf"^{re.escape(field)}:\s*(.+)$", text, re.M)]
 
 
-needs_dumps = pytest.mark.skipif(not DUMPS.exists(), reason="shared/fixtures/cpuinfo not beside the repo")
+needs_dumps = pytest.mark.skipif(not DUMPS.exists(), reason="tests/fixtures/cpuinfo missing")
 
 
 @needs_dumps
