@@ -416,7 +416,7 @@ lab__guest_main() {
   {
     echo "# Written by labs/lib/lab.sh --guest: runs in the guest as root (labkit.guest)."
     echo "export PCB_GIT_COMMIT=$commit PCB_GIT_DIRTY=$dirty"
-    echo "ldconfig"
+    echo "busybox hostname $LAB_HOST"
     echo 'for m in loop kyber-iosched xfs veth; do modprobe $m 2>/dev/null; done'
     echo "busybox mount -t tmpfs tmpfs /run"
     echo "mkdir -p /dev/shm /dev/pts && busybox mount -t tmpfs tmpfs /dev/shm && busybox mount -t devpts devpts /dev/pts"
