@@ -1,1 +1,1 @@
-/tmp/pcb-lat_tcp.ugTQEs/lat_tcp -s -p 31234
+/tmp/pcb-lat_tcp.xAQRP7/lat_tcp -s -p 31234

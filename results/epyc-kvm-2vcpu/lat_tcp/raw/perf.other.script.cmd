@@ -1,1 +1,1 @@
-perf script -i /tmp/pcb-lat_tcp.ugTQEs/perf-other.data
+perf script -i /tmp/pcb-lat_tcp.xAQRP7/perf-other.data

@@ -1,1 +1,1 @@
-ip netns add pcb-lat-a-17710
+ip netns add pcb-lat-a-21274

@@ -1,1 +1,1 @@
-ip netns add pcb-lat-b-17710
+ip netns add pcb-lat-b-21274

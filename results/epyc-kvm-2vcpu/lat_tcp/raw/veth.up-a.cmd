@@ -1,1 +1,1 @@
-ip -n pcb-lat-a-17710 link set pcb-va up
+ip -n pcb-lat-a-21274 link set pcb-va up

@@ -1,1 +1,1 @@
-cat /sys/block/loop5/loop/dio
+cat /sys/block/loop0/loop/dio

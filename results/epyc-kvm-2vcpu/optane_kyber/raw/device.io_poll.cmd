@@ -1,1 +1,1 @@
-cat /sys/block/loop5/queue/io_poll
+cat /sys/block/loop0/queue/io_poll

@@ -1,1 +1,1 @@
-losetup --find --show --direct-io=on /tmp/pcb-optane_kyber.K2Zshp/tmpfs/disk.img
+losetup --find --show --direct-io=on /tmp/pcb-optane_kyber.YvYogS/tmpfs/disk.img

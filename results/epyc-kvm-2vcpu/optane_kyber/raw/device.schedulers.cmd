@@ -1,1 +1,1 @@
-cat /sys/block/loop5/queue/scheduler
+cat /sys/block/loop0/queue/scheduler

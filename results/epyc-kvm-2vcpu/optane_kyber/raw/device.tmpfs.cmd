@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=272m\,mode=0700 tmpfs /tmp/pcb-optane_kyber.K2Zshp/tmpfs
+mount -t tmpfs -o size=272m\,mode=0700 tmpfs /tmp/pcb-optane_kyber.YvYogS/tmpfs

@@ -1,1 +1,1 @@
-perf script --max-stack 48 -i /tmp/pcb-optane_kyber.K2Zshp/heat.data --time 4982.400000\,4982.600000
+perf script --max-stack 48 -i /tmp/pcb-optane_kyber.YvYogS/heat.data --time 2175.480000\,2175.600000

@@ -1,1 +1,1 @@
-sh -c echo\ bfq\ \>\ /sys/block/loop5/queue/scheduler
+sh -c echo\ bfq\ \>\ /sys/block/loop0/queue/scheduler

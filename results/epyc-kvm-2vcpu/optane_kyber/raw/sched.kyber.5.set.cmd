@@ -1,1 +1,1 @@
-sh -c echo\ kyber\ \>\ /sys/block/loop5/queue/scheduler
+sh -c echo\ kyber\ \>\ /sys/block/loop0/queue/scheduler

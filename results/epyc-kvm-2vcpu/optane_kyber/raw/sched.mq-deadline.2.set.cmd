@@ -1,1 +1,1 @@
-sh -c echo\ mq-deadline\ \>\ /sys/block/loop5/queue/scheduler
+sh -c echo\ mq-deadline\ \>\ /sys/block/loop0/queue/scheduler

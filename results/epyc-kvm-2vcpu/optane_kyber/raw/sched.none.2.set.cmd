@@ -1,1 +1,1 @@
-sh -c echo\ none\ \>\ /sys/block/loop5/queue/scheduler
+sh -c echo\ none\ \>\ /sys/block/loop0/queue/scheduler

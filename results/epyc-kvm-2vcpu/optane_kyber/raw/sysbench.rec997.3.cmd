@@ -1,1 +1,1 @@
-perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-optane_kyber.K2Zshp/sysbench.data -- sysbench cpu --threads=1 --time=3 run
+perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-optane_kyber.YvYogS/sysbench.data -- sysbench cpu --threads=1 --time=3 run

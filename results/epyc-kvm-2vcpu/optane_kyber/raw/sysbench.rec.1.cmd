@@ -1,0 +1,1 @@
+perf record --no-buildid-cache -o /tmp/pcb-optane_kyber.YvYogS/sysbench.data -- sysbench cpu --threads=1 --time=3 run
