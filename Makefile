@@ -14,7 +14,7 @@ DEBS := fio linux-perf strace sysstat trace-cmd blktrace bpftrace xfsprogs audit
         qemu-system-arm qemu-system-x86 mmdebstrap device-tree-compiler cpio e2fsprogs kmod
 INFERNO_VERSION := 0.12.8
 
-.PHONY: setup serve site labs ci-labs test bench clean
+.PHONY: setup serve site labs labs-arm64 ci-labs test bench clean
 
 setup: $(VENV)/.stamp debs inferno actionlint
 
@@ -75,6 +75,16 @@ labs: setup
 	@for run in labs/*/run.sh; do \
 	  echo "== $$run"; \
 	  bash $$run $(if $(FULL),,--quick) $(if $(HOST),--host $(HOST)) || echo "$$run exited $$?"; \
+	done
+
+# Every lab inside an emulated arm64 guest (QEMU; labkit.guest assembles it from Debian arm64
+# packages, cached under ~/.cache/perf-casebook/guest): results in local-results/qemu-arm64-<accel>/.
+# OUT=dir to write elsewhere (e.g. OUT=results/qemu-arm64-tcg for reference results).
+OUT ?=
+labs-arm64: setup
+	@for run in labs/*/run.sh; do \
+	  echo "== $$run --guest arm64"; \
+	  bash $$run --guest arm64 $(if $(FULL),,--quick) $(if $(OUT),--out $(OUT)) || echo "$$run exited $$?"; \
 	done
 
 # What a CI runner runs and uploads (see .github/workflows/labs.yml): LABS=a,b HOST=label FULL=1
