@@ -71,16 +71,29 @@ def lscpu_models(sysroot: str | None = None) -> dict:
     """
     cmd = ["lscpu", "-J"] + (["--sysroot", sysroot] if sysroot else [])
     proc = _run(cmd)
-    out = {"vendor": None, "models": [], "hypervisor": None}
     if proc is None or proc.returncode != 0:
-        return out
+        return {"vendor": None, "models": [], "hypervisor": None}
+    return parse_lscpu_json(proc.stdout)
+
+
+def parse_lscpu_json(text: str) -> dict:
+    """Vendor, model names and hypervisor from ``lscpu -J`` output (util-linux 2.38 nests
+    per-core-type fields as ``children``). Same return shape as :func:`lscpu_models`.
+
+    Raises:
+        ValueError: text that is not lscpu's JSON (json.JSONDecodeError, or no "lscpu" list).
+    """
+    out = {"vendor": None, "models": [], "hypervisor": None}
+    data = json.loads(text)
+    if not isinstance(data, dict) or not isinstance(data.get("lscpu"), list):
+        raise ValueError("not lscpu -J output: no 'lscpu' list")
 
     def walk(entries):
         for e in entries:
             yield e
             yield from walk(e.get("children", []))
 
-    for e in walk(json.loads(proc.stdout)["lscpu"]):
+    for e in walk(data["lscpu"]):
         field, data = e.get("field", "").rstrip(":"), e.get("data")
         if field == "Vendor ID" and out["vendor"] is None:
             out["vendor"] = data
