@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.guest
+
 from labkit import guest
 from labkit.guest import images
 

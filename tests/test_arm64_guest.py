@@ -1,0 +1,49 @@
+"""One lab run for real inside an emulated arm64 guest (labs/<lab>/run.sh --guest arm64), the
+smallest that proves the path end to end: lat_tcp's build, no-server and pinned groups. The
+guest's own gcc builds lat_tcp.c, its probe describes the guest, and the result comes back."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from labkit import claims, model
+from labrun import run_lab
+
+ROOT = Path(__file__).resolve().parent.parent
+NEEDED = ["qemu-system-aarch64", "mmdebstrap", "dtc", "mke2fs", "cpio", "depmod"]
+pytestmark = [pytest.mark.guest,
+              pytest.mark.skipif(any(not shutil.which(t) for t in NEEDED), reason="QEMU/mmdebstrap/dtc not installed")]
+
+
+@pytest.fixture(scope="module")
+def arm64_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("arm64")
+    t0 = time.time()
+    proc = run_lab("lat_tcp", "--guest", "arm64", "--quick", "--only", "noserver,pinned", "--out", str(out),
+                   timeout=1200)
+    return proc, out, time.time() - t0
+
+
+@pytest.mark.timeout(1300)
+def test_lat_tcp_in_an_arm64_guest(arm64_run):
+    proc, out, seconds = arm64_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = model.load(out / "lat_tcp.json")
+    h = r["host"]
+    assert h["arch"] == "aarch64" and h["cpu_vendor"] == "ARM"
+    emu = h["emulation"]
+    assert emu["accelerator"] in ("tcg", "kvm") and emu["host_arch"] and emu["emulator"].startswith("QEMU")
+    assert h["label"] == f"qemu-arm64-{emu['accelerator']}"
+    assert "12." in r["tools"]["gcc"]                            # the guest's gcc (Debian bookworm: 12.x)
+    steps = {s["name"]: s for s in r["steps"]}
+    assert steps["build"]["status"] == "ok"                      # the guest's own gcc built lat_tcp.c
+    verdicts = {v["id"]: v for v in claims.evaluate(claims.load(ROOT / "labs" / "lat_tcp" / "claims.toml"), r)}
+    assert verdicts["no-server-no-number"]["verdict"] == "holds"  # behaviour: checked on any CPU
+    if emu["accelerator"] == "tcg":
+        assert verdicts["same-cpu-faster"]["verdict"] == "not applicable"  # timing on an emulated CPU
+    assert (out / "lat_tcp" / "run.cast").exists()               # recorded inside the guest
+    assert seconds <= 300, f"lat_tcp (noserver, pinned) in the arm64 guest took {seconds:.0f} s (budget 5 min warm)"
