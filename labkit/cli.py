@@ -11,6 +11,7 @@
   labkit flame --perf-script F --folded O --svg S --title T   fold with inferno, draw
   labkit diff-flame --before A --after B --folded O --svg S --title T
   labkit check LAB [--results DIR] [--exercises FILE]   your run vs the chapter's exercises
+  labkit check TOOL [--results DIR]  your runs vs a tool card's exercises (labkit/cards/TOOL/)
 
 Exit status: 0 ok (for check: it ran, whatever the verdicts), 1 failure (invalid result,
 missing data), 2 bad usage (one line on stderr).
@@ -23,6 +24,7 @@ import json
 import sys
 from pathlib import Path
 
+from . import cards
 from . import claims as claims_mod
 from . import commands, model, probe, render, results
 from .parsers import perf as perf_parsers
@@ -173,29 +175,12 @@ def _check_results(lab: str, folder: Path) -> list[Path]:
     return sorted(folder.glob(f"*/{lab}.json"))
 
 
-def _cmd_check(a) -> int:
-    """Evaluate the lab's exercises (and its claims) on the reader's own results."""
-    lab_dir = results.ROOT / "labs" / a.lab
-    if not (lab_dir / "run.sh").is_file():
-        labs = sorted(p.parent.name for p in (results.ROOT / "labs").glob("*/run.sh"))
-        raise UsageError(f"no lab {a.lab!r} (labs: {', '.join(labs)})")
-    folder = Path(a.results) if a.results else results.ROOT / "local-results"
-    if a.results and not folder.is_dir():
-        raise UsageError(f"--results {a.results}: no such folder")
-    ex_file = Path(a.exercises) if a.exercises else lab_dir / "exercises.toml"
-    if a.exercises and not ex_file.is_file():
-        raise UsageError(f"--exercises {a.exercises}: no such file")
-    exercises = claims_mod.load_exercises(ex_file)
-    claims = claims_mod.load(lab_dir / "claims.toml") if (lab_dir / "claims.toml").is_file() else []
-    files = _check_results(a.lab, folder)
-    if not files:
-        print(f"labkit check: no result of {a.lab} in {folder}: run it first (sudo labs/{a.lab}/run.sh), "
-              f"or name a folder with --results", file=sys.stderr)
-        return 1
+def _check_one(ex_label: str, exercises: list[dict], claims: list[dict], files: list[Path]) -> None:
+    """Print, per result file, each exercise's verdict in words (and the claims' verdicts)."""
     for f in files:
         r = model.load(f)
         run = r["run"]
-        print(f"== {r['host']['label']}: {f} ({'quick' if run['quick'] else 'full'} run, {run['start']})")
+        print(f"== {r['host']['label']}: {f} ({'quick' if run['quick'] else 'full'} run, {run['start']}){ex_label}")
         emu = render.emulation(r["host"])
         if emu:
             print(f"   {emu}")
@@ -213,6 +198,52 @@ def _cmd_check(a) -> int:
                 v = claims_mod.evaluate_one(c, r)
                 print(f"    {c['id']}: {v['verdict']}")
         print()
+
+
+def _check_tool(a, folder: Path) -> int:
+    """A tool card's exercises (labkit/cards/<tool>/<lab>.exercises.toml), each file on the
+    reader's results of its lab."""
+    if a.exercises:
+        raise UsageError(f"--exercises is for a lab; {a.lab!r} is a tool card (its exercises: labkit/cards/{a.lab}/)")
+    found = 0
+    for lab, exercises in cards.load(a.lab, root=results.ROOT):
+        files = _check_results(lab, folder)
+        if not files:
+            print(f"labkit check {a.lab}: no result of {lab} in {folder}: its exercises need one "
+                  f"(sudo labs/{lab}/run.sh)", file=sys.stderr)
+            continue
+        found += 1
+        _check_one(f" [{a.lab} card, lab {lab}]", exercises, [], files)
+    if not found:
+        print(f"labkit check {a.lab}: none of the labs its exercises read has a result in {folder}; "
+              f"run one, or name a folder with --results", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_check(a) -> int:
+    """Evaluate a lab's exercises (and its claims), or a tool card's, on the reader's own results."""
+    lab_dir = results.ROOT / "labs" / a.lab
+    folder = Path(a.results) if a.results else results.ROOT / "local-results"
+    if a.results and not folder.is_dir():
+        raise UsageError(f"--results {a.results}: no such folder")
+    if not (lab_dir / "run.sh").is_file():
+        if a.lab in cards.tools():
+            return _check_tool(a, folder)
+        labs = sorted(p.parent.name for p in (results.ROOT / "labs").glob("*/run.sh"))
+        raise UsageError(f"no lab {a.lab!r} and no tool card of that name (labs: {', '.join(labs)}; "
+                         f"tools: {', '.join(cards.tools())})")
+    ex_file = Path(a.exercises) if a.exercises else lab_dir / "exercises.toml"
+    if a.exercises and not ex_file.is_file():
+        raise UsageError(f"--exercises {a.exercises}: no such file")
+    exercises = claims_mod.load_exercises(ex_file)
+    claims = claims_mod.load(lab_dir / "claims.toml") if (lab_dir / "claims.toml").is_file() else []
+    files = _check_results(a.lab, folder)
+    if not files:
+        print(f"labkit check: no result of {a.lab} in {folder}: run it first (sudo labs/{a.lab}/run.sh), "
+              f"or name a folder with --results", file=sys.stderr)
+        return 1
+    _check_one("", exercises, claims, files)
     return 0
 
 
@@ -258,11 +289,13 @@ def parser() -> argparse.ArgumentParser:
     ac.add_argument("--result", required=True)
     ac.add_argument("--cast", required=True)
     ac.set_defaults(fn=_cmd_attach_cast)
-    ck = sub.add_parser("check", help="your own run against the chapter's exercises (predict, run, compare)",
+    ck = sub.add_parser("check", help="your own run against a chapter's or a tool card's exercises (predict, run, compare)",
                         description="Evaluate labs/LAB/exercises.toml's checks (the same way as claims) on your "
                                     "results: per exercise and host, as predicted, not as predicted, "
-                                    "inconclusive, untested (why) or not applicable (emulated CPU).")
-    ck.add_argument("lab")
+                                    "inconclusive, untested (why) or not applicable (emulated CPU). For a tool "
+                                    "card (TOOL, e.g. perf), the exercises of labkit/cards/TOOL/<lab>.exercises.toml, "
+                                    "each on your results of <lab>.")
+    ck.add_argument("lab", help="a lab (labs/LAB) or a tool card (labkit/cards/TOOL), e.g. lat_tcp or perf")
     ck.add_argument("--results", metavar="DIR",
                     help="a host folder holding LAB.json, or a folder of host folders (default: local-results)")
     ck.add_argument("--exercises", metavar="FILE", help="an exercises file (default: labs/LAB/exercises.toml)")
