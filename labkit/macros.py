@@ -118,12 +118,18 @@ def _group_ran(lab: str, group: str | None) -> bool:
 
 def chart(lab: str, metric: str, x: str, series: str | None = None, where: dict | None = None,
           kind: str = "line", logx: bool = False, logy: bool = False, title: str = "",
-          group: str | None = None, ylabel: str | None = None, xbytes: bool = False) -> str:
-    """Markdown: per host, an SVG chart (matplotlib) of ``metric`` against case key ``x``.
+          group: str | None = None, ylabel: str | None = None, xbytes: bool = False,
+          xlabel: str | None = None) -> str:
+    """Markdown: per host, an SVG chart (matplotlib, :func:`labkit.charts.chart_svg`) of
+    ``metric`` against case key ``x``, titled ``title``, the host named in its legend.
 
-    The SVG is embedded as a data URI (no request leaves the page). Raises MacroError
-    if no host has matching measurements, ValueError on bad chart arguments.
+    Each chart is drawn for the light and the dark scheme and written as two files next to
+    the page (``fig-<hash>.svg``), shown with ``<img loading="lazy">`` and their size, one
+    per scheme (CSS). Raises MacroError if no host has matching measurements, ValueError on
+    bad chart arguments.
     """
+    page = _macro_env.page if _macro_env is not None else None
+    page_dir = _page_dir(page)
     tabs, found = [], 0
     for host, result in _need_lab(lab):
         ms = render.select(result, metric, where)
@@ -131,13 +137,29 @@ def chart(lab: str, metric: str, x: str, series: str | None = None, where: dict 
             tabs.append(_tab(host, result, _skip_note(result, group)))
             continue
         found += 1
-        svg = charts.chart_svg(ms, x, series, kind=kind, logx=logx, logy=logy, xbytes=xbytes,
-                               title=f"{title} ({host.label})" if title else host.label, ylabel=ylabel)
+        opts = dict(kind=kind, logx=logx, logy=logy, xbytes=xbytes, title=title, ylabel=ylabel, xlabel=xlabel,
+                    host=host.label)
         alt = html.escape(f"{title or metric}: {metric} by {x}" + (f" and {series}" if series else "") + f" on {host.label}")
-        tabs.append(_tab(host, result, f'<img class="pc-chart" alt="{alt}" src="{charts.data_uri(svg)}">'))
+        imgs = []
+        for scheme, dark in (("light", False), ("dark", True)):
+            svg = charts.chart_svg(ms, x, series, dark=dark, **opts)
+            w, h = charts.svg_size(svg)
+            name = charts.store(page_dir, svg)
+            imgs.append(f'<img class="pc-chart pc-{scheme}" alt="{alt}" src="{name}" width="{w}" height="{h}" '
+                        f'loading="lazy" decoding="async">')
+        tabs.append(_tab(host, result, f'<p class="pc-figure">{"".join(imgs)}</p>'))
     if not found:
         raise MacroError(f"chart: no host has {metric!r} measurements in lab {lab!r} where {where}")
     return render.tabs(tabs)
+
+
+def _page_dir(page) -> str:
+    """The site folder of the page being rendered (``cases/lat_tcp/``; ``""`` for the home
+    page or outside a build), where its figure files go."""
+    if page is None:
+        return ""
+    url = page.url
+    return url if url.endswith("/") or url == "" else posixpath.dirname(url) + "/"
 
 
 def _artifacts(result: dict, kind: str, case: dict) -> list[dict]:
@@ -158,6 +180,12 @@ def flamegraph(lab: str, kind: str = "flamegraph", group: str | None = None, **c
     """Markdown: per host, the interactive inferno flame graph SVG of the artifact whose
     case matches ``case`` (``<object>`` so its search and zoom scripts run).
 
+    The figure keeps the SVG's own proportions (inferno sets its height from the deepest
+    stack), fills the content width, and never shrinks below a legible scale: on a narrow
+    screen it scrolls sideways (docs/assets/casebook.css). It loads when it comes near the
+    viewport (``data-pc-src``, docs/assets/casebook.js), so a page's weight does not count
+    figures a reader never scrolls to; without JavaScript the link under it opens it.
+
     Raises:
         MacroError: no host has such an artifact, or a host has several.
     """
@@ -177,19 +205,91 @@ def flamegraph(lab: str, kind: str = "flamegraph", group: str | None = None, **c
         title = html.escape(a.get("title", kind))
         how = ("click a frame to zoom, Ctrl-F to search" if kind in ("flamegraph", "diff_flamegraph")
                else "a static image")
-        body = (f'<object class="pc-flamegraph" type="image/svg+xml" data="{_rel(page, target)}" '
-                f'style="width:100%;aspect-ratio:{w}/{h}" aria-label="{title}"></object>\n\n'
-                f'{a.get("title", kind)}. [Open it on its own page]({_rel_src(page, target)}) ({how}).')
+        body = (f'<div class="pc-flamegraph-wrap"><object class="pc-flamegraph" type="image/svg+xml" '
+                f'data-pc-src="{_rel(page, target)}" width="{w:g}" height="{h:g}" '
+                f'style="aspect-ratio:{w:g}/{h:g}" aria-label="{title}"></object></div>\n\n'
+                f'{render.esc(a.get("title", kind))}. [Open it on its own page]({_rel_src(page, target)}) ({how}).')
         tabs.append(_tab(host, result, body))
     if not found:
         raise MacroError(f"flamegraph: no host has a {kind} artifact of lab {lab!r} matching {case}")
     return render.tabs(tabs)
 
 
+def _side_label(own: dict, other: dict) -> str:
+    """What tells one side of a claim from the other: the values of the selector keys that
+    differ (``same-cpu``; ``kernel=5.10, dt=plain`` when several differ)."""
+    diff = {k: v for k, v in own.items() if other.get(k) != v}
+    if len(diff) == 1:
+        value = next(iter(diff.values()))
+        if isinstance(value, str) and not re.fullmatch(r"[-+.\d]+", value):
+            return value
+    return ", ".join(f"{k}={render.fmt_case_value(v)}" for k, v in diff.items())
+
+
+def _value(x: float, u: str) -> str:
+    """A claim side's value with its unit, bytes in KiB/MiB/GiB (``14.29 µs``, ``512 MiB``)."""
+    if u in render.BYTE_UNITS:
+        div, shown = render.byte_scale([x])
+        return f"{render.fmt(x / div)} {shown}"
+    return f"{render.fmt(x)} {render.unit(u)}".rstrip()
+
+
+def _last_clause(text: str) -> str:
+    """The part of an evidence string after its last top-level "; " (the verdict's reason)."""
+    depth, cut = 0, 0
+    for i, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and text.startswith("; ", i):
+            cut = i + 2
+    return text[cut:]
+
+
+def _claim_sentence(c: dict, v: dict, result: dict) -> str:
+    """The verdict as a sentence: for a comparison the two values, their ratio and the sample
+    counts ("14.29 µs same-cpu vs 62.48 µs other-core, 4.37×, n = 22 / 22"); for a trend
+    its first and last points; otherwise (a step, no data, an emulated CPU) the evidence,
+    which is a sentence already. Verdicts other than "holds" end with the evidence's reason.
+    Numbers come from :func:`labkit.claims.side`, as the verdict's own."""
+    evidence = commands.display_text(v["evidence"], result)
+    reason = _last_clause(evidence)
+    stat = c.get("statistic", "median")
+    text = None
+    if v["verdict"] in ("holds", "fails", "inconclusive") and c["kind"] in ("compare", "within"):
+        a, _ = claims_mod.side(result, c["metric"], c["a"], stat)
+        b, _ = claims_mod.side(result, c["metric"], c["b"], stat)
+        if a is not None and b is not None:
+            la, lb = _side_label(c["a"], c["b"]) or "a", _side_label(c["b"], c["a"]) or "b"
+            ratio = (f", {max(a.value, b.value) / min(a.value, b.value):.3g}×"
+                     if min(a.value, b.value) > 0 else "")
+            mean = " (means)" if stat == "mean" else ""
+            text = (f"{_value(a.value, a.unit)} {la} vs {_value(b.value, b.unit)} {lb}{mean}{ratio}, "
+                    f"n = {a.n} / {b.n}")
+    elif v["verdict"] in ("holds", "fails", "inconclusive") and c["kind"] == "increasing":
+        ms = [m for m in claims_mod.select(result, c["metric"], c["where"])
+              if isinstance(m["case"].get(c["over"]), (int, float))]
+        if ms:
+            first = min(ms, key=lambda m: m["case"][c["over"]])
+            last = max(ms, key=lambda m: m["case"][c["over"]])
+            over = c["over"]
+            text = (f"{c['metric']} from {_value(first['median'], first['unit'])} at {over} = "
+                    f"{render.fmt_case_value(first['case'][over])} to {_value(last['median'], last['unit'])} at "
+                    f"{over} = {render.fmt_case_value(last['case'][over])}")
+            if first["median"] > 0:
+                text += f", {last['median'] / first['median']:.3g}×"
+    if text is None:
+        return render.esc(evidence)
+    text = render.esc(text)
+    if v["verdict"] != "holds":
+        text += f"; {render.esc(reason)}"
+    return text
+
+
 def claims(lab: str) -> str:
     """Markdown: per host, each claim of ``labs/<lab>/claims.toml`` with its verdict (holds,
-    fails, inconclusive, untested, not applicable: each with its own mark and CSS class) and
-    evidence, the claim's ``source`` shown as "Original: ...".
+    fails, inconclusive, untested, not applicable: each with its own mark and CSS class) as
+    a sentence (:func:`_claim_sentence`), the raw evidence folded under it, and the claim's
+    ``source`` shown as "Original: ...".
 
     Verdicts are evaluated at build time from the result's measurements and today's
     claims.toml (:func:`labkit.claims.evaluate_one`), so a claim added after the run shows
@@ -208,13 +308,19 @@ def claims(lab: str) -> str:
                 statement += f'<br><span class="pc-source">Original: {html.escape(c["source"], quote=False)}</span>'
             evidence = render.esc(commands.display_text(v["evidence"], result))
             old = stored.get(c["id"])
+            changed = ""
             if old is not None and old["verdict"] != v["verdict"]:
-                evidence += (f" *(recorded as {render.esc(old['verdict'])} when the lab ran; the claim or the"
-                             f" verdict rules changed since)*")
-            rows.append([statement, render.VERDICT_MARK[v["verdict"]], evidence])
+                changed = (f" *(recorded as {render.esc(old['verdict'])} when the lab ran; the claim or the"
+                           f" verdict rules changed since)*")
+            sentence = _claim_sentence(c, v, result)
+            verdict = f"{render.VERDICT_MARK[v['verdict']]}: {sentence}{changed}"
+            if sentence != evidence:  # a step's or a skip's evidence is its sentence: no fold
+                verdict += f'<details class="pc-evidence"><summary>evidence</summary>{evidence}</details>'
+
+            rows.append([statement, verdict])
         summary = ", ".join(f"{count[k]} {k}" for k in claims_mod.VERDICTS if k in count)
         tabs.append(_tab(host, result, f"{len(spec)} claims: {summary}.\n\n"
-                         + render.markdown_table(["Claim", "Verdict here", "Evidence"], rows)))
+                         + render.markdown_table(["Claim", "Here"], rows, align=None)))
     return render.tabs(tabs)
 
 
@@ -500,9 +606,18 @@ def compare_hosts() -> str:
     return render.tabs(tabs)
 
 
-def cast(lab: str, title: str | None = None, rows: int = 30, cols: int = 110) -> str:
+CAST_FONTS = "ui-monospace, 'DejaVu Sans Mono', 'Liberation Mono', Menlo, Consolas, monospace"
+CAST_IDLE_LIMIT = 1.0  # seconds: a recording's pauses (a step at work) play back at most this long
+
+
+def cast(lab: str, title: str | None = None, rows: int | None = None, cols: int | None = None) -> str:
     """Markdown: per host with a recording, an asciinema player of the lab's run (artifact
     kind ``cast``, recorded headless by ``asciinema rec``), played from this site.
+
+    The player (docs/assets/casebook.js) uses the recording's own terminal size unless
+    ``rows``/``cols`` are given, a monospace font stack (:data:`CAST_FONTS`), pauses cut to
+    :data:`CAST_IDLE_LIMIT` s, and the recording's last screen as its poster. The player's
+    script is only on pages that have a recording (``labkit/mkdocs_hooks.py``).
 
     Raises:
         MacroError: no host has a cast for ``lab``, or a cast is not asciicast v2.
@@ -517,16 +632,27 @@ def cast(lab: str, title: str | None = None, rows: int = 30, cols: int = 110) ->
         a = arts[0]
         path = host.dir / a["path"]
         try:
-            header = _json.loads(path.read_text().splitlines()[0])
-        except (OSError, IndexError, ValueError) as exc:
+            lines = path.read_text().splitlines()
+            header = _json.loads(lines[0])
+            last = _json.loads(lines[-1])[0] if len(lines) > 1 else 0.0
+        except (OSError, IndexError, ValueError, KeyError, TypeError) as exc:
             raise MacroError(f"cast: {path} is not an asciicast file: {exc}") from None
         if header.get("version") != 2:
             raise MacroError(f"cast: {path} is asciicast version {header.get('version')}, expected 2")
         found += 1
-        conf = {"file": _rel(page, f"results/{host.label}/{a['path']}"), "title": title or f"{lab} on {host.label}",
-                "rows": rows, "cols": cols, "preload": True}
+        src = _rel(page, f"results/{host.label}/{a['path']}")
+        name = title or f"{lab} on {host.label}"
+        conf = {"cols": cols or header.get("width", 80), "rows": rows or header.get("height", 24),
+                "idleTimeLimit": CAST_IDLE_LIMIT, "poster": f"npt:{float(last):.1f}", "fit": "width",
+                "terminalFontFamily": CAST_FONTS}
         badge = render.emulation_badge(r["host"])
-        out.append(f"**{host.title}**{' ' + badge if badge else ''}\n\n```asciinema-player\n{_json.dumps(conf)}\n```\n")
+        out.append(f"**{host.title}**{' ' + badge if badge else ''}\n\n"
+                   f'<figure class="pc-cast-figure"><div class="pc-cast" role="region" '
+                   f'aria-label="Terminal recording: {html.escape(name)}" data-pc-cast="{html.escape(src)}" '
+                   f"data-pc-options='{html.escape(_json.dumps(conf), quote=True)}'></div>"
+                   f"<figcaption>{html.escape(name)}: the run as its terminal showed it, pauses shortened to "
+                   f'{CAST_IDLE_LIMIT:g} s. <a href="{html.escape(src)}">The recording</a> (asciicast v2, '
+                   f"plays in <code>asciinema play</code>).</figcaption></figure>\n")
     if not found:
         raise MacroError(f"cast: no host has a recording of lab {lab!r}")
     return "\n".join(out)
@@ -655,3 +781,200 @@ def define_env(env):
                host_provenance, compare_table, step_output, compare_hosts, cast,
                original_table, original_tables, original_vs_here, exercises, artifact_text):
         env.macro(fn)
+    for fn in ONBOARDING_MACROS:  # defined below: the tool cards and the learning path (issue 16)
+        env.macro(fn)
+
+
+# --- Tool cards and the learning path (docs/tools/, docs/index.md) ---------------------------
+
+ANNOTATE_LANG = "pkgconfig"
+"""Pygments lexer for annotated outputs. mkdocs-material turns ``(n)`` markers into code
+annotations only inside comment tokens (``.c``, ``.c1``, ``.cm``), and a plain-text block has
+none. The pkg-config lexer treats ``#`` to the end of a line as a comment and leaves almost every
+other output line as plain text, so a marker line ``# (n)!`` becomes an annotation without
+colouring the tool's output as if it were code."""
+
+_HAS_COUNTED_PAREN = re.compile(r"#.*\(\d+\)")
+
+
+def _annotated_block(prompt: str | None, excerpt: list[str], notes: list, used: set) -> str:
+    """A code block of ``excerpt`` (after ``$ prompt``) with each note's marker on a line of its
+    own under the first line its pattern matches (indented like it: on a narrow screen a marker at
+    the end of a long line would be out of sight; several notes may mark one line), followed by the
+    annotation list. The output's own lines are never changed. Notes that match no line here are
+    left out and the rest numbered from 1 in the order of the lines. If a shown line has a ``#`` comment holding ``(digits)``,
+    which mkdocs-material would take for a marker, the block is plain text and the notes a list."""
+    placed = {}  # line index -> [note text, ...]
+    for i, (pattern, text) in enumerate(notes):
+        rx = re.compile(pattern)
+        hit = next((j for j, line in enumerate(excerpt) if not line.startswith("[... ") and rx.search(line)), None)
+        if hit is not None:
+            placed.setdefault(hit, []).append(text)
+            used.add(i)
+    safe = not any(_HAS_COUNTED_PAREN.search(line) for line in excerpt)
+    body, items = [f"$ {prompt}"] if prompt else [], []
+    for j, line in enumerate(excerpt):
+        body.append(line)
+        for text in placed.get(j, []):
+            items.append(text)
+            if safe:
+                indent = line[: len(line) - len(line.lstrip())]
+                body.append(f"{indent}# ({len(items)})!")
+    block = render.code_block("\n".join(body), ANNOTATE_LANG if safe else "text")
+    listing = "\n".join(f"{n}.  " + "\n    ".join(t.splitlines()) for n, t in enumerate(items, 1))
+    return f"{block}\n\n{listing}" if listing else block
+
+
+def annotated_output(lab: str, step: str | None = None, notes: list | None = None, file: str | None = None,
+                     stream: str = "both", lines=None, match: str | None = None, context: int = 0,
+                     before: int | None = None, after: int | None = None, tail: int | None = None) -> str:
+    """Markdown: per host, a real output with mkdocs-material code annotations that explain it
+    line by line.
+
+    The output is either a step's (``step``, ``stream`` as for :func:`step_output`, its command
+    shown as a reader would type it) or a file the lab kept in its result folder (``file``,
+    relative to ``<host>/<lab>/``, e.g. ``"raw/x.iostat.out"``; its command is read from the
+    sibling ``.cmd`` file when the lab kept one). The excerpt is chosen as for
+    :func:`step_output` (``lines=``, ``match=`` with ``context``/``before``/``after``, ``tail=``).
+    ``notes`` is a list of ``[pattern, markdown]``: each note's marker goes on the first shown
+    line the regular expression matches (on each host, so the notes follow that host's output),
+    and the note text is the annotation. Machine paths are replaced as in :func:`step_output`.
+
+    Raises:
+        MacroError: neither or both of ``step`` and ``file``, a bad selection or pattern, no host
+        ran the step or kept the file, the selection picks no line anywhere, or a note's pattern
+        matches no shown line on any host (a typo must not pass).
+    """
+    notes = [list(x) for x in (notes or [])]
+    if (step is None) == (file is None):
+        raise MacroError("annotated_output: give step= or file=, not both")
+    if any(len(x) != 2 or not all(isinstance(y, str) for y in x) for x in notes):
+        raise MacroError("annotated_output: notes= is a list of [pattern, text] pairs")
+    for pattern, _ in notes:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise MacroError(f"annotated_output: note pattern {pattern!r}: {exc}") from None
+    if isinstance(lines, int) and not isinstance(lines, bool):
+        lines, tail = None, lines if tail is None else tail
+    if sum(x is not None for x in (lines, match, tail)) > 1:
+        raise MacroError("annotated_output: choose one of lines=, match= or tail=")
+    if stream not in ("out", "err", "both"):
+        raise MacroError(f"annotated_output: stream={stream!r}: one of out, err, both")
+    if match is not None:
+        try:
+            re.compile(match)
+        except re.error as exc:
+            raise MacroError(f"annotated_output: match={match!r} is not a regular expression: {exc}") from None
+    b4 = context if before is None else before
+    aft = context if after is None else after
+    what = step or file
+    tabs, found, picked, used = [], 0, 0, set()
+    for host, r in _need_lab(lab):
+        if step is not None:
+            s = next((x for x in r["steps"] if x["name"] == step), None)
+            if s is None or s["status"] == "skipped":
+                tabs.append(_tab(host, r, _skip_note(r, s["group"]) if s else render.admonition(
+                    "warning", "Not run on this host", f"Step {render.code_span(step)} is not in this run.")))
+                continue
+            text = ""
+            for ext in (("out", "err") if stream == "both" else (stream,)):
+                f = host.dir / lab / "raw" / f"{step}.{ext}"
+                if not f.exists():
+                    raise MacroError(f"annotated_output: {f} is missing")
+                text += f.read_text(errors="replace")
+            prompt = commands.display_command(s["command"], r)
+            status = (f"exit status {s['exit_code']}" + (" (expected to fail)" if s.get("expect") == "failure" else "")
+                      + f", {s['seconds']:.2f} s")
+            source = stream_name(stream)
+        else:
+            f = host.dir / lab / file
+            if not f.is_file():
+                tabs.append(_tab(host, r, render.admonition("warning", "Not kept on this host",
+                                                            f"This run of {render.code_span(lab)} kept no {render.code_span(file)}.")))
+                continue
+            text = f.read_text(errors="replace")
+            cmd = f.with_name(f.name.rsplit(".", 1)[0] + ".cmd")  # x.iostat.out -> x.iostat.cmd
+            prompt = commands.display_command(cmd.read_text().strip(), r) if cmd.is_file() else None
+            status = f"the file {render.code_span(file)} of this run"
+            source = "the file"
+        found += 1
+        text_lines = commands.display_text(text.rstrip("\n"), r).splitlines()
+        if lines is None and match is None and tail is None and len(text_lines) > EXCERPT_MAX_LINES:
+            raise MacroError(f"annotated_output: {what} of {lab} on {host.label} has {len(text_lines)} lines: "
+                             f"choose an excerpt with lines='1-20', match='regex' (with context=) or tail=N")
+        got = _excerpt(text_lines, lines, match, b4, aft, tail)
+        if got is None:
+            tabs.append(_tab(host, r, render.admonition("warning", "Nothing to show on this host",
+                                                        f"The selection picks no line of this host's {len(text_lines)}-line output.")))
+            continue
+        picked += 1
+        excerpt, shown = got
+        block = _annotated_block(prompt, excerpt, notes, used)
+        tabs.append(_tab(host, r, f"{block}\n\n{status}; {shown} of {source}."))
+    if not found:
+        raise MacroError(f"annotated_output: no host has {what!r} of lab {lab!r}")
+    if not picked:
+        raise MacroError(f"annotated_output: the selection picks no line of {what!r} on any host")
+    unused = [notes[i][0] for i in range(len(notes)) if i not in used]
+    if unused:
+        raise MacroError(f"annotated_output: note pattern(s) {unused} match no shown line of {what!r} on any host")
+    return render.tabs(tabs)
+
+
+def tool_exercises(tool: str) -> str:
+    """Markdown: a tool card's exercises (``labkit/cards/<tool>/<lab>.exercises.toml``,
+    :mod:`labkit.cards`), rendered like a chapter's (:func:`exercises`): what to change, the
+    prediction folded, how to check it with ``labkit check <tool>``, and, folded, how the check
+    came out on each reference host (evaluated now, with the chapters' evaluator).
+
+    Raises:
+        MacroError: no exercises for ``tool``; ClaimError: a bad exercises file.
+    """
+    from . import cards
+    try:
+        per_lab = cards.load(tool, root=ROOT)
+    except KeyError:
+        raise MacroError(f"tool_exercises: no exercises for {tool!r} in labkit/cards/ (tools: {cards.tools()})") from None
+    out, i = [], 0
+    for lab, exs in per_lab:
+        pairs = _need_lab(lab)
+        for ex in exs:
+            i += 1
+            claim = claims_mod.exercise_claim(ex)
+            rows = []
+            for host, r in pairs:
+                v = claims_mod.evaluate_one(claim, r)
+                rows.append([render.host_label(r["host"], host.title), render.VERDICT_MARK[v["verdict"]],
+                             render.esc(commands.display_text(v["evidence"], r))])
+            ours = render.admonition("success", f"Checked on the {lab} results of this site",
+                                     render.markdown_table(["host", "verdict", "evidence"], rows)).replace("!!!", "???", 1)
+            page = _macro_env.page if _macro_env is not None else None
+            body = (f"**Lab:** [{lab}]({_rel_src(page, f'cases/{lab}.md')}). **Change.** {html.escape(ex['change'], quote=False)}\n\n"
+                    f"**Predict** the direction before you run it, then open ours:\n\n"
+                    + render.admonition("question", "Our prediction", html.escape(ex["predict"], quote=False)).replace("!!!", "???", 1)
+                    + f"\n**Check it:** `labkit check {tool}` reads your result (local-results/*/{lab}.json) and"
+                    f" tests: {render.esc(_describe_check(ex['check']))}.\n\n" + ours)
+            out.append(render.admonition("example", f"Exercise {i}: {ex['title']}", body))
+    return "\n".join(out)
+
+
+def _duration(seconds: float) -> str:
+    """``527.3`` → ``"8 min 47 s"``; under a minute ``"42 s"``."""
+    s = int(round(seconds))
+    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
+
+
+def lab_time(lab: str) -> str:
+    """Inline Markdown (for a table cell): how long ``lab`` ran on each host with a result, from
+    the result's ``run.duration_s``, with the mode (quick or full) and the host (emulated hosts
+    badged), e.g. ``8 min 47 s (full run, epyc-kvm-2vcpu)``; hosts separated by ``<br>``.
+
+    Raises:
+        NoResult: no host has a result of ``lab``.
+    """
+    return "<br>".join(f"{_duration(r['run']['duration_s'])} ({'quick' if r['run']['quick'] else 'full'} run, "
+                       f"{render.host_label(r['host'], host.title)})" for host, r in _need_lab(lab))
+
+
+ONBOARDING_MACROS = (annotated_output, tool_exercises, lab_time)
