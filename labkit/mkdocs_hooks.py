@@ -1,19 +1,29 @@
 """mkdocs hooks: serve every result's artifacts (flame graphs, folded stacks, casts, logs)
-at ``results/<host>/<path>`` in the built site, and fail the build on an invalid result.
+at ``results/<host>/<path>`` in the built site, fail the build on an invalid result, write the
+chart figures the macros drew next to their pages, keep the terminal player's script and
+styles off the pages without a recording, and under ``mkdocs serve`` rebuild when a lab
+writes a result (``local-results/`` and ``$PERF_CASEBOOK_RESULTS`` are watched too).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File
 
-from labkit import results
+from labkit import charts, results
 
 _PLAYER = re.compile(r"```asciinema-player\n(.*?)\n```", re.S)
+# What mkdocs-asciinema-player adds to every page (its on_config puts them in extra_css/js).
+_PLAYER_ASSETS = re.compile(r'\s*<link rel="stylesheet" href="[^"]*css/(?:terminal-player|asciinema-player)\.css">'
+                            r'|\s*<script src="[^"]*js/asciinema-player\.min\.js"></script>')
+_PLAYER_SCRIPT = re.compile(r'<script src="([^"]*js/asciinema-player\.min\.js)"></script>')
+_USES_PLAYER = ("data-pc-cast=", "AsciinemaPlayer.create(")
 
 
 def on_files(files, config):
@@ -44,3 +54,58 @@ def on_page_markdown(markdown, page, config, files):
         if "file" not in conf:
             raise PluginError(f"{page.file.src_uri}: asciinema-player block has no 'file'")
     return markdown
+
+
+def on_pre_build(config):
+    """Forget figures of an earlier build (``mkdocs serve`` builds again in one process)."""
+    charts.take()
+
+
+_DETAILS = re.compile(r"<details(?![^>]*data-search-exclude)")
+
+
+def on_page_content(html, page, config, files):
+    """Keep folded blocks (``<details>``: source listings, long outputs, predictions) out of
+    the search index that every page downloads; what is shown unfolded stays searchable.
+    (Measured data are kept out by :func:`labkit.render.tabs`.)"""
+    return _DETAILS.sub("<details data-search-exclude", html)
+
+
+def on_post_page(output, page, config):
+    """Load only what the page uses, and name what mkdocs-material leaves unnamed.
+
+    - The asciinema player's script and styles (~200 KB) stay only on pages with a
+      recording, where the script is deferred; elsewhere they are removed.
+    - The search dialog gets an accessible name (``aria-label="Search"``; axe:
+      aria-dialog-name).
+    """
+    if any(mark in output for mark in _USES_PLAYER):
+        output = _PLAYER_SCRIPT.sub(r'<script defer src="\1"></script>', output)
+    else:
+        output = _PLAYER_ASSETS.sub("", output)
+    return output.replace('<div class="md-search" data-md-component="search" role="dialog">',
+                          '<div class="md-search" data-md-component="search" role="dialog" aria-label="Search">')
+
+
+def on_post_build(config):
+    """Write the chart figures the macros drew (:func:`labkit.charts.store`) into the site,
+    each next to its page."""
+    site = Path(config["site_dir"])
+    for rel, svg in charts.take().items():
+        dst = site / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_text(svg)
+
+
+def on_serve(server, config, builder):
+    """Under ``mkdocs serve``, also rebuild when results arrive outside the docs: the reader's
+    own ``local-results/`` (created if missing, so a first lab run is seen) and every folder in
+    ``$PERF_CASEBOOK_RESULTS``."""
+    local = results.ROOT / "local-results"
+    if os.environ.get("PERF_CASEBOOK_LOCAL", "1") != "0":
+        local.mkdir(exist_ok=True)
+        server.watch(str(local))
+    for extra in filter(None, os.environ.get("PERF_CASEBOOK_RESULTS", "").split(":")):
+        if Path(extra).is_dir():
+            server.watch(extra)
+    return server

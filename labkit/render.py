@@ -19,12 +19,14 @@ VERDICT_TEXT = {"holds": "holds", "fails": "FAILS", "inconclusive": "inconclusiv
                 "not applicable": "not applicable"}
 
 # How units are shown to readers (result files keep ASCII unit names).
-UNIT_DISPLAY = {"us": "µs", "ns": "ns", "ms": "ms", "s": "s", "KiB/s": "KiB/s", "MiB/s": "MiB/s"}
+UNIT_DISPLAY = {"us": "µs", "ns": "ns", "ms": "ms", "s": "s", "KiB/s": "KiB/s", "MiB/s": "MiB/s", "x": "×"}
 
 
 def unit(u: str) -> str:
-    """Display form of a unit name, e.g. ``us`` → ``µs``."""
-    return UNIT_DISPLAY.get(u, u)
+    """Display form of a unit name, e.g. ``us`` → ``µs``, ``us/MiB`` → ``µs/MiB``."""
+    if u in UNIT_DISPLAY:
+        return UNIT_DISPLAY[u]
+    return re.sub(r"(?<![A-Za-z])us(?![A-Za-z])", "µs", u)
 
 
 def fmt(x: float | None) -> str:
@@ -70,21 +72,97 @@ def select(result: dict, metric: str, where: dict | None = None) -> list[dict]:
             if m["metric"] == metric and all(m["case"].get(k) == v for k, v in where.items())]
 
 
-def measurement_table(ms: list[dict], keys: list[str]) -> tuple[list[str], list[list[str]]]:
-    """(header, rows) for measurements: case columns, median, min–max, runs, unit."""
-    header = keys + ["median", "min – max", "samples", "unit"]
+BYTE_UNITS = ("bytes", "B")
+_BINARY = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+
+def byte_scale(values: list[float]) -> tuple[float, str]:
+    """(divisor, unit) showing byte counts ``values`` in B, KiB, MiB or GiB: the largest
+    binary unit not above the column's largest value."""
+    top = max((abs(v) for v in values if v is not None), default=0)
+    for name, size in _BINARY:
+        if top >= size:
+            return float(size), name
+    return 1.0, "B"
+
+
+def column_decimals(values: list[float]) -> int:
+    """Decimals for a column of numbers, the same for every row so that right-aligned values
+    line up: three significant digits for the column's smallest non-zero magnitude, at most 3
+    (values ≥ 100 get none, 10–99 one, 1–9.99 two, below 1 three)."""
+    mags = [math.floor(math.log10(abs(v))) for v in values if v]
+    if not mags:
+        return 0
+    if all(float(v).is_integer() for v in values if v is not None):
+        return 0
+    return max(0, min(3, 2 - min(mags)))
+
+
+def fmt_fixed(x: float | None, decimals: int) -> str:
+    """``x`` with ``decimals`` decimals and thousands separators (``12,345.6``); "–" for None."""
+    if x is None:
+        return "–"
+    return f"{x:,.{decimals}f}"
+
+
+def measurement_table(ms: list[dict], keys: list[str], *, page: bool = False) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) for measurements: case columns, median, min–max, samples, unit.
+
+    With ``page=True`` (the site's tables): the unit goes into the headers ("median (µs)")
+    when every row has the same unit (else a unit column stays), byte counts are shown in
+    KiB/MiB/GiB, and each number column has one precision (:func:`column_decimals`) with
+    thousands separators (:func:`markdown_table` right-aligns them). Without it (the
+    terminal): every number as :func:`fmt` writes it and a unit column.
+    """
+    if not page:
+        header = keys + ["median", "min – max", "samples", "unit"]
+        rows = []
+        for m in ms:
+            rows.append([fmt_case_value(m["case"].get(k, "")) for k in keys]
+                        + [fmt(m["median"]), f"{fmt(m['min'])} – {fmt(m['max'])}", str(m["n"]), unit(m["unit"])])
+        return header, rows
+    units = {m["unit"] for m in ms}
+    one_unit = len(units) == 1
+    div, shown = 1.0, unit(next(iter(units))) if one_unit else ""
+    if one_unit and next(iter(units)) in BYTE_UNITS:
+        div, shown = byte_scale([m["max"] for m in ms])
+    scaled = [(m["median"] / div, m["min"] / div, m["max"] / div) for m in ms]
+    d = column_decimals([v for t in scaled for v in t])
+    suffix = f" ({shown})" if one_unit and shown else ""
+    header = keys + [f"median{suffix}", f"min – max{suffix}", "samples"] + ([] if one_unit else ["unit"])
     rows = []
-    for m in ms:
+    for m, (med, lo, hi) in zip(ms, scaled):
         rows.append([fmt_case_value(m["case"].get(k, "")) for k in keys]
-                    + [fmt(m["median"]), f"{fmt(m['min'])} – {fmt(m['max'])}", str(m["n"]), unit(m["unit"])])
+                    + [fmt_fixed(med, d), f"{fmt_fixed(lo, d)} – {fmt_fixed(hi, d)}", f"{m['n']:,}"]
+                    + ([] if one_unit else [unit(m["unit"])]))
     return header, rows
 
 
-def markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    """A GitHub/Python-Markdown pipe table; ``|`` in cells is escaped."""
+_NUMERIC = re.compile(r"^[-+]?[\d,]*\.?\d+( ?[–-] ?[-+]?[\d,]*\.?\d+)?( ?[A-Za-zµ%/]+)?$")
+
+
+def table_align(rows: list[list[str]]) -> list[str]:
+    """"right" for each column whose every non-empty cell is a number (or a range of two,
+    optionally with a unit), else "left": the alignment for :func:`markdown_table`."""
+    if not rows:
+        return []
+    out = []
+    for col in zip(*rows):
+        cells = [str(c).strip() for c in col if str(c).strip() not in ("", "–")]
+        out.append("right" if cells and all(_NUMERIC.match(c) for c in cells) else "left")
+    return out
+
+
+def markdown_table(header: list[str], rows: list[list[str]], align: list[str] | str | None = "auto") -> str:
+    """A GitHub/Python-Markdown pipe table; ``|`` in cells is escaped. ``align``: "left" or
+    "right" per column; "auto" (default): numbers right, the rest left (:func:`table_align`);
+    None: every column left."""
     def cell(s):
         return str(s).replace("|", "\\|").replace("\n", " ")
-    out = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    if align == "auto":
+        align = table_align(rows)
+    marks = ["---:" if a == "right" else "---" for a in (align or ["left"] * len(header))]
+    out = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "|".join(marks) + "|"]
     out += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
     return "\n".join(out)
 
@@ -97,17 +175,25 @@ def text_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def tabs(items: list[tuple[str, str]]) -> str:
-    """pymdownx.tabbed content tabs: one per (title, markdown body), bodies indented 4 spaces.
+    """pymdownx.tabbed content tabs: one per (title, markdown body), bodies indented 4 spaces,
+    or, for a single item, no tab strip: the title as a caption line over the body.
 
     Tabs with the same title are linked across the site (mkdocs-material
-    ``content.tabs.link``), so picking a host once switches every table.
+    ``content.tabs.link``), so picking a host once switches every table. The whole block is
+    wrapped in ``<div class="pc-data" data-search-exclude>`` (md_in_html): measured data stay
+    out of the search index, which every page downloads; the prose around them is indexed.
     """
-    out = []
-    for i, (title, body) in enumerate(items):
-        # "===!" starts a new tab set, so two macros in a row never merge their tabs.
-        out.append(f'==={"!" if i == 0 else ""} "{title}"\n')
-        out.append("\n".join(("    " + l) if l.strip() else "" for l in body.splitlines()))
-        out.append("")
+    out = ['<div class="pc-data" data-search-exclude markdown>', ""]
+    if len(items) == 1:
+        title, body = items[0]
+        out += [f'<p class="pc-caption">{html.escape(title)}</p>', "", body, ""]
+    else:
+        for i, (title, body) in enumerate(items):
+            # "===!" starts a new tab set, so two macros in a row never merge their tabs.
+            out.append(f'==={"!" if i == 0 else ""} "{title}"\n')
+            out.append("\n".join(("    " + l) if l.strip() else "" for l in body.splitlines()))
+            out.append("")
+    out += ["</div>", ""]
     return "\n".join(out) + "\n"
 
 

@@ -1,0 +1,85 @@
+/* Perf Casebook: what the pages need beyond mkdocs-material, loaded at the end of every page.
+ *
+ * - Flame graphs (<object data-pc-src>) load when they come near the viewport, so a page's
+ *   weight does not count figures a reader never scrolls to (labkit/macros.py flamegraph()).
+ * - Recordings (<div data-pc-cast>) get an asciinema player with the options the macro wrote
+ *   (labkit/macros.py cast()); the player's script is only on pages with a recording.
+ * - Names and keyboard access that mkdocs-material's runtime markup lacks: code annotation
+ *   markers get a label, and a table that scrolls sideways can be focused to scroll it.
+ */
+(function () {
+  "use strict";
+
+  var lazyObserver = "IntersectionObserver" in window
+    ? new IntersectionObserver(function (entries) {
+        entries.forEach(function (e) {
+          if (e.isIntersecting) {
+            load(e.target);
+            lazyObserver.unobserve(e.target);
+          }
+        });
+      }, { rootMargin: "300px 0px" })
+    : null;
+
+  function load(obj) {
+    var src = obj.getAttribute("data-pc-src");
+    if (src && !obj.getAttribute("data")) {
+      obj.setAttribute("data", src);
+    }
+  }
+
+  function flameGraphs(root) {
+    root.querySelectorAll("object[data-pc-src]:not([data])").forEach(function (obj) {
+      if (lazyObserver) {
+        lazyObserver.observe(obj);
+      } else {
+        load(obj);
+      }
+    });
+  }
+
+  function players(root) {
+    if (typeof AsciinemaPlayer === "undefined") {
+      return;
+    }
+    root.querySelectorAll("[data-pc-cast]:not([data-pc-ready])").forEach(function (el) {
+      el.setAttribute("data-pc-ready", "");
+      var opts = JSON.parse(el.getAttribute("data-pc-options") || "{}");
+      AsciinemaPlayer.create(el.getAttribute("data-pc-cast"), el, opts);
+    });
+  }
+
+  function accessibility(root) {
+    root.querySelectorAll(".md-annotation__index:not([aria-label])").forEach(function (a) {
+      var id = a.querySelector("[data-md-annotation-id]");
+      a.setAttribute("aria-label", "Annotation " + (id ? id.getAttribute("data-md-annotation-id") : ""));
+    });
+    root.querySelectorAll(".md-typeset__scrollwrap").forEach(function (wrap) {
+      if (wrap.scrollWidth > wrap.clientWidth + 1) {
+        wrap.setAttribute("tabindex", "0");
+        wrap.setAttribute("role", "region");
+        wrap.setAttribute("aria-label", "Table (scrolls sideways)");
+      } else if (wrap.getAttribute("tabindex") === "0") {
+        wrap.removeAttribute("tabindex");
+        wrap.removeAttribute("role");
+        wrap.removeAttribute("aria-label");
+      }
+    });
+  }
+
+  function all() {
+    flameGraphs(document);
+    players(document);
+    accessibility(document);
+  }
+
+  // mkdocs-material builds annotations and table wrappers when its document$ emits; run after it.
+  if (typeof document$ !== "undefined" && document$.subscribe) {
+    document$.subscribe(function () { setTimeout(all, 0); });
+  }
+  document.addEventListener("DOMContentLoaded", function () { setTimeout(all, 0); });
+  window.addEventListener("load", all);
+  // A tab shown or a window resized can make a table scroll (or stop scrolling).
+  document.addEventListener("change", function () { setTimeout(function () { accessibility(document); }, 50); });
+  window.addEventListener("resize", function () { accessibility(document); });
+})();
