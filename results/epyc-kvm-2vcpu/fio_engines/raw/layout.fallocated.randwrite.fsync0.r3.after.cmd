@@ -1,1 +1,1 @@
-stat -c %s\ %b\ %B /tmp/pcb-fio_engines.NC6ry7/fallocated.dat
+stat -c %s\ %b\ %B /tmp/pcb-fio_engines.nJnisz/fallocated.dat

@@ -1,1 +1,1 @@
-truncate -s 1g /tmp/pcb-fio_engines.NC6ry7/sparse.dat
+truncate -s 1g /tmp/pcb-fio_engines.nJnisz/sparse.dat

@@ -1,1 +1,1 @@
-findmnt -T /tmp/pcb-fio_engines.NC6ry7
+findmnt -T /tmp/pcb-fio_engines.nJnisz
