@@ -100,7 +100,7 @@ def results_table(lab: str, metric: str, where: dict | None = None, columns: lis
         ms = render.select(result, metric, where)
         if ms:
             found += 1
-            header, rows = render.measurement_table(ms, render.case_keys(ms, where, columns))
+            header, rows = render.measurement_table(ms, render.case_keys(ms, where, columns), page=True)
             tabs.append(_tab(host, result, render.markdown_table(header, rows)))
         else:
             tabs.append(_tab(host, result, _skip_note(result, group)))
@@ -204,7 +204,7 @@ def flamegraph(lab: str, kind: str = "flamegraph", group: str | None = None, **c
         target = f"results/{host.label}/{a['path']}"
         title = html.escape(a.get("title", kind))
         how = ("click a frame to zoom, Ctrl-F to search" if kind in ("flamegraph", "diff_flamegraph")
-               else "a static image")
+               else "a static image") + "; on a narrow screen the figure scrolls sideways"
         body = (f'<div class="pc-flamegraph-wrap"><object class="pc-flamegraph" type="image/svg+xml" '
                 f'data-pc-src="{_rel(page, target)}" width="{w:g}" height="{h:g}" '
                 f'style="aspect-ratio:{w:g}/{h:g}" aria-label="{title}"></object></div>\n\n'

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, build_site
-from labkit import model
-from labkit.render import fmt
+from labkit import model, render
 
 
 @pytest.fixture(scope="session")
@@ -35,13 +34,22 @@ def test_every_case_page_is_built(site):
         assert (site / "cases" / page.stem / "index.html").exists(), page
 
 
+def median_cells(r: dict, experiment: str) -> list[str]:
+    """The median cells of lat_tcp's round-trip table for ``experiment`` as the page shows them
+    (units in the header, one precision per column, right-aligned)."""
+    ms = render.select(r, "round_trip", {"experiment": experiment})
+    header, rows = render.measurement_table(ms, [], page=True)
+    assert header[0] == "median (µs)", header
+    return [f'<td style="text-align: right;">{row[0]}</td>' for row in rows]
+
+
 def test_medians_of_the_result_are_on_the_page(site):
     html = (site / "cases" / "lat_tcp" / "index.html").read_text()
     for path in sorted((ROOT / "results").glob("*/lat_tcp.json")):
         r = model.load(path)
-        for m in r["measurements"]:
-            if m["case"].get("experiment") in ("pinned", "msize", "free"):
-                assert f"<td>{fmt(m['median'])}</td>" in html, (path, m["case"])
+        for experiment in ("pinned", "msize", "free"):
+            for cell in median_cells(r, experiment):
+                assert cell in html, (path, experiment, cell)
 
 
 def test_no_unrendered_macros_and_no_external_urls(site):
@@ -74,7 +82,7 @@ def test_edited_result_changes_the_rendered_table(tmp_path):
     proc = build_site(tmp_path / "site", repo / "mkdocs.yml")
     assert proc.returncode == 0, proc.stderr[-3000:]
     html = (tmp_path / "site" / "cases" / "lat_tcp" / "index.html").read_text()
-    assert f"<td>{fmt(m['median'])}</td>" in html
+    assert median_cells(model.load(path), "pinned")[0] in html
 
 
 @pytest.mark.parametrize("bad", [
@@ -112,3 +120,52 @@ def test_shell_braces_in_pages_without_macros_are_left_alone(tmp_path):
     proc = build_site(tmp_path / "site", repo / "mkdocs.yml")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "not a macro" in (tmp_path / "site" / "method" / "index.html").read_text()
+
+
+def test_figures_are_files_next_to_their_page(site):
+    """Charts are SVG files beside their page, with a size and lazy loading, never inlined."""
+    n = 0
+    for page in site.rglob("*.html"):
+        text = page.read_text()
+        assert "data:image" not in text, page
+        for img in re.findall(r"<img [^>]*class=\"pc-chart[^>]*>", text):
+            src = re.search(r'src="([^"]+)"', img).group(1)
+            assert "/" not in src and (page.parent / src).is_file(), (page, src)
+            assert 'loading="lazy"' in img and re.search(r'width="\d+" height="\d+"', img), img
+            n += 1
+    assert n > 0
+
+
+def test_player_only_where_a_recording_is(site):
+    """The terminal player's script and styles are on pages with a recording only (deferred)."""
+    with_cast = 0
+    for page in site.rglob("index.html"):
+        text = page.read_text()
+        if "data-pc-cast=" in text:
+            with_cast += 1
+            assert re.search(r'<script defer src="[^"]*asciinema-player\.min\.js">', text), page
+        else:
+            assert "asciinema-player" not in text, page
+    assert with_cast >= 1
+
+
+def test_measured_data_stay_out_of_the_search_index(site):
+    """The index every page downloads holds the prose, not the tables, outputs and evidence."""
+    index = (site / "search" / "search_index.json").read_text()
+    assert "measurements pooled" not in index  # claims evidence
+    r = model.load(next((ROOT / "results").glob("*/lat_tcp.json")))
+    assert render.measurement_table(render.select(r, "round_trip", {"experiment": "pinned"}), [], page=True)[0][0] not in index
+    assert "lat_tcp" in index  # the chapters are still found
+
+
+def test_one_host_means_no_tab_strip(tmp_path):
+    """With a single host, data blocks carry a host caption instead of a one-tab strip."""
+    repo = _copy_repo(tmp_path / "repo")
+    hosts = sorted((p for p in (repo / "results").iterdir() if p.is_dir()), key=lambda p: -len(list(p.glob("*.json"))))
+    for extra in hosts[1:]:
+        shutil.rmtree(extra)
+    proc = build_site(tmp_path / "site", repo / "mkdocs.yml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    html = (tmp_path / "site" / "cases" / "lat_tcp" / "index.html").read_text()
+    assert "class=\"tabbed-set" not in html
+    assert f'<p class="pc-caption">{hosts[0].name}</p>' in html
