@@ -943,12 +943,12 @@ def tool_exercises(tool: str) -> str:
             i += 1
             claim = claims_mod.exercise_claim(ex)
             rows = []
-            for host, r in pairs:
+            for host, r in pairs:  # a list, not a table: the evidence is long and pages are read on phones
                 v = claims_mod.evaluate_one(claim, r)
-                rows.append([render.host_label(r["host"], host.title), render.VERDICT_MARK[v["verdict"]],
-                             render.esc(commands.display_text(v["evidence"], r))])
+                rows.append(f"- **{render.host_label(r['host'], host.title)}**: {render.VERDICT_MARK[v['verdict']]}. "
+                            f"{render.esc(commands.display_text(v['evidence'], r))}")
             ours = render.admonition("success", f"Checked on the {lab} results of this site",
-                                     render.markdown_table(["host", "verdict", "evidence"], rows)).replace("!!!", "???", 1)
+                                     "\n".join(rows)).replace("!!!", "???", 1)
             page = _macro_env.page if _macro_env is not None else None
             body = (f"**Lab:** [{lab}]({_rel_src(page, f'cases/{lab}.md')}). **Change.** {html.escape(ex['change'], quote=False)}\n\n"
                     f"**Predict** the direction before you run it, then open ours:\n\n"
