@@ -1,1 +1,1 @@
-auditd -n -c /tmp/pcb-fstime.BMLBOg/audit
+auditd -n -c /tmp/pcb-fstime.PjHiC7/audit

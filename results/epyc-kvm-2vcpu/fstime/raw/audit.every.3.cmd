@@ -1,1 +1,1 @@
-sh /work/main/labs/fstime/audit_exec.sh b64 /tmp/pcb-fstime.BMLBOg/audit/every.3.pid /tmp/pcb-fstime.BMLBOg/fstime -c -t 2 -s 0.5 -d /tmp/pcb-fstime.BMLBOg/tmpfs/files -b 1024 -m 2000
+sh /work/main/labs/fstime/audit_exec.sh b64 /tmp/pcb-fstime.PjHiC7/audit/every.3.pid /tmp/pcb-fstime.PjHiC7/fstime -c -t 2 -s 0.5 -d /tmp/pcb-fstime.PjHiC7/tmpfs/files -b 1024 -m 2000

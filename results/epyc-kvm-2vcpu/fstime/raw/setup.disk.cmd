@@ -1,1 +1,1 @@
-mkdir /tmp/pcb-fstime.BMLBOg/disk
+mkdir /tmp/pcb-fstime.PjHiC7/disk

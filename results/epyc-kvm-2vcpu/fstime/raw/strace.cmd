@@ -1,1 +1,1 @@
-strace -c -p 18602
+strace -c -p 9775
