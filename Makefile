@@ -16,16 +16,26 @@ INFERNO_VERSION := 0.12.8
 
 .PHONY: setup serve site labs labs-arm64 ci-labs test bench clean
 
-setup: $(VENV)/.stamp debs inferno actionlint
+# `make setup`: every stage, one progress line each. `make serve` needs only the first (the
+# site is built from committed results and figures; nothing is compiled to read it).
+setup: venv debs inferno actionlint node-tools
+	@echo "setup: done"
+
+.PHONY: venv
+venv: $(VENV)/.stamp
+	@echo "setup [1/5] Python venv $(VENV): ready"
 
 $(VENV)/.stamp: requirements.txt pyproject.toml
-	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
-	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
-	touch $@
+	@echo "setup [1/5] Python venv $(VENV): installing the pinned packages of requirements.txt (about half a minute)"
+	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python >= 3.11 is needed (python3 is $$(python3 -V))"; exit 1; }
+	@python3 -m venv $(VENV)
+	@$(PY) -m pip install -q --disable-pip-version-check --prefer-binary -r requirements.txt
+	@$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
+	@touch $@
 
 .PHONY: debs
 debs:
+	@echo "setup [2/5] Debian packages the labs use (root and apt-get: installed; otherwise listed)"
 	@missing=$$(for p in $(DEBS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -43,9 +53,10 @@ debs:
 
 .PHONY: inferno
 inferno:
+	@echo "setup [3/5] inferno $(INFERNO_VERSION) (flame graphs, for the labs) in $(TOOLS)"
 	@if [ -x $(TOOLS)/bin/inferno-flamegraph ]; then exit 0; fi; \
 	if command -v cargo >/dev/null; then \
-	  echo "installing inferno $(INFERNO_VERSION) into $(TOOLS) (cargo)"; \
+	  echo "installing inferno $(INFERNO_VERSION) into $(TOOLS) (cargo install --locked, a few minutes of compiling)"; \
 	  cargo install -q --locked --root $(TOOLS) inferno@$(INFERNO_VERSION); \
 	else \
 	  echo "note: cargo not found: flame graph steps will be skipped"; \
@@ -54,6 +65,7 @@ inferno:
 ACTIONLINT_VERSION := v1.7.12
 .PHONY: actionlint
 actionlint:
+	@echo "setup [4/5] actionlint $(ACTIONLINT_VERSION) (the workflow lint test) in $(TOOLS)"
 	@if [ -x $(TOOLS)/bin/actionlint ]; then exit 0; fi; \
 	if command -v go >/dev/null; then \
 	  echo "installing actionlint $(ACTIONLINT_VERSION) into $(TOOLS) (go install)"; \
@@ -62,8 +74,25 @@ actionlint:
 	  echo "note: go not found: the workflow lint test will be skipped"; \
 	fi
 
-serve: setup
-	$(PY) -m mkdocs serve --strict -a 127.0.0.1:8000
+# axe-core (the page budget test) and Lighthouse (`make bench`), pinned in tests/node/ (npm
+# install with that lock: `npm ci` refuses it, as one of Lighthouse's dependencies asks for a "latest" tag).
+.PHONY: node-tools
+node-tools:
+	@echo "setup [5/5] axe-core and Lighthouse (npm, for the page budget test and make bench) in $(TOOLS)/node"
+	@if [ ! -f $(TOOLS)/node/.stamp ] || [ tests/node/package-lock.json -nt $(TOOLS)/node/.stamp ]; then \
+	  if command -v npm >/dev/null; then \
+	    mkdir -p $(TOOLS)/node && cp tests/node/package.json tests/node/package-lock.json $(TOOLS)/node/ && \
+	    npm install --prefix $(TOOLS)/node --no-audit --no-fund --loglevel=error >/dev/null && touch $(TOOLS)/node/.stamp \
+	    || echo "note: npm install failed: the page budget test will be skipped"; \
+	  else \
+	    echo "note: npm not found: the page budget test will be skipped, make bench prints no Lighthouse scores"; \
+	  fi; \
+	fi
+
+PORT ?= 8000
+serve: venv
+	@echo "serve: building the guide, then serving it at http://127.0.0.1:$(PORT) (it rebuilds when docs/, labkit/, labs/, results/ or local-results/ change: reload after a lab run)"
+	@NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve --strict -a 127.0.0.1:$(PORT)
 
 PERF_CASEBOOK_RESULTS ?=
 export PERF_CASEBOOK_RESULTS
@@ -95,8 +124,10 @@ ci-labs: setup
 test: setup
 	$(PY) -m pytest
 
+# BENCH_ARGS="--pages-only" to skip the lab runs, "--no-lighthouse" to skip Lighthouse.
+BENCH_ARGS ?=
 bench: setup
-	$(PY) tests/bench.py
+	NO_MKDOCS_2_WARNING=1 $(PY) tests/bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf site .pytest_cache test-artifacts

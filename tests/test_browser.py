@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import build_site, serve
-from labkit import model
-from labkit.render import fmt
+from labkit import model, render
 
 pytestmark = pytest.mark.browser
 
@@ -24,6 +23,14 @@ def served(tmp_path_factory, lat_tcp_quick):
     server, url = serve(site)
     yield url, host_dir
     server.shutdown()
+
+
+def shown_median(result: dict, m: dict) -> str:
+    """The median of measurement ``m`` as the pinned round-trip table of ``result`` shows it
+    (one precision per column: labkit.render.measurement_table with page=True)."""
+    ms = render.select(result, "round_trip", {"experiment": "pinned"})
+    _, rows = render.measurement_table(ms, [], page=True)
+    return rows[ms.index(m)][0]
 
 
 @pytest.fixture
@@ -47,7 +54,7 @@ def test_chapter_tables_tabs_flamegraph(served, watched, artifacts_dir, root):
     same = next(m for m in ref["measurements"] if m["case"].get("experiment") == "pinned" and m["case"]["pin"] == "same-cpu")
     table = page.locator(".tabbed-set").filter(has_text="server_cpu").first
     assert table.locator(f"label:has-text('{ref_label}')").count() == 1
-    assert fmt(same["median"]) in table.locator(".tabbed-block").first.inner_text()
+    assert shown_median(ref, same) in table.locator(".tabbed-block").first.inner_text()
 
     # pick the other host in one table: every linked tab set on the page follows
     quick = model.load(host_dir / "lat_tcp.json")
@@ -56,15 +63,16 @@ def test_chapter_tables_tabs_flamegraph(served, watched, artifacts_dir, root):
     page.wait_for_timeout(300)
     visible = table.locator(".tabbed-block").nth(1)
     assert visible.is_visible()
-    assert fmt(q_same["median"]) in visible.inner_text()
+    assert shown_median(quick, q_same) in visible.inner_text()
     checked = page.evaluate("""() => [...document.querySelectorAll('.tabbed-set')].map(set => {
         const i = [...set.querySelectorAll(':scope > input')].findIndex(x => x.checked);
         return set.querySelectorAll(':scope > .tabbed-labels > label')[i]?.innerText || '';
     })""")
     assert checked and all("test-quick" in c for c in checked), checked
 
-    # the flame graph: an inferno SVG with its frames, loaded from this site
+    # the flame graph: an inferno SVG with its frames, loaded from this site when scrolled to
     fg = page.locator("object.pc-flamegraph:visible").first
+    assert fg.get_attribute("data") is None  # not loaded before the reader gets near it
     fg.scroll_into_view_if_needed()
     frames_js = """() => { const o = [...document.querySelectorAll('object.pc-flamegraph')].find(x => x.offsetParent);
         return o && o.contentDocument ? o.contentDocument.querySelectorAll('g').length : 0; }"""
@@ -103,3 +111,32 @@ def test_compare_page_puts_both_hosts_side_by_side(served, watched, artifacts_di
     page.screenshot(path=str(artifacts_dir / "compare.png"), full_page=True)
     assert errors == []
     assert [r for r in requests if not r.startswith((url, "data:"))] == []
+
+
+def test_flame_graph_zooms_and_searches(served, watched, artifacts_dir):
+    """A flame graph on the page stays interactive: a click on a frame zooms (inferno's
+    unzoom button appears), and search highlights matching frames."""
+    url, _ = served
+    page, errors, _ = watched
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{url}/cases/lat_tcp/", wait_until="networkidle")
+    fg = page.locator("object.pc-flamegraph:visible").first
+    fg.scroll_into_view_if_needed()
+    page.wait_for_function("""() => { const o = [...document.querySelectorAll('object.pc-flamegraph')].find(x => x.offsetParent);
+        return o && o.contentDocument && o.contentDocument.querySelectorAll('#frames > g').length > 10; }""", timeout=10000)
+    box = fg.bounding_box()
+    assert box["width"] >= 900 * 0.99, box  # legible scale on a phone: the figure scrolls sideways
+    state = page.evaluate("""() => {
+        const o = [...document.querySelectorAll('object.pc-flamegraph')].find(x => x.offsetParent);
+        const d = o.contentDocument, w = d.defaultView;
+        const frames = [...d.querySelectorAll('#frames > g')];
+        const deep = frames.find(g => (g.querySelector('title')||{}).textContent && g.querySelector('rect').getAttribute('width') !== '100%');
+        deep.dispatchEvent(new w.MouseEvent('click', {bubbles: true}));
+        const zoomed = !d.getElementById('unzoom').classList.contains('hide');
+        w.search(deep.querySelector('title').textContent.split(' (')[0]);
+        return {zoomed, matched: d.getElementById('matched').textContent};
+    }""")
+    assert state["zoomed"], state
+    assert "Matched" in state["matched"], state
+    page.screenshot(path=str(artifacts_dir / "lat_tcp-flamegraph-390.png"))
+    assert errors == [], errors
