@@ -134,12 +134,17 @@ def page_budget(browser, base_url: str, path: str, viewport: str = "desktop", ru
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
 
-    def on_request(r):
-        if not r.url.startswith((base_url + "/", "data:", "blob:")) and r.url != base_url:
-            foreign.append(r.url)
+    def guard(route):
+        """Record a request off the site's origin and stop it: nothing leaves this machine."""
+        u = route.request.url
+        if u.startswith((base_url + "/", "data:", "blob:")) or u == base_url:
+            route.continue_()
+        else:
+            foreign.append(u)
+            route.abort()
 
     finished = []
-    page.on("request", on_request)
+    ctx.route("**/*", guard)
     page.on("requestfinished", lambda r: finished.append(r))
     page.goto(base_url + path, wait_until="load")
     page.wait_for_load_state("networkidle")
