@@ -1,4 +1,5 @@
-# Perf Casebook. `make serve` to read the guide, `make test` for the whole suite.
+# Perf Casebook. `make serve` to read the guide, `make test` for the fast tests, `make test-all` for
+# the whole suite (what CI runs: .ci/run).
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -9,12 +10,12 @@ FULL ?=
 # Debian packages the labs and the browser tests use (installed when root with apt). The last line:
 # what labkit.guest needs to assemble and boot guests (QEMU, mmdebstrap, dtc, mke2fs, cpio, depmod).
 DEBS := fio linux-perf strace sysstat trace-cmd blktrace bpftrace xfsprogs auditd iproute2 \
-        hwloc asciinema chromium sockperf sysbench gcc make util-linux procps \
+        hwloc asciinema chromium sockperf sysbench gcc make util-linux procps shellcheck \
         gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static \
         qemu-system-arm qemu-system-x86 mmdebstrap device-tree-compiler cpio e2fsprogs kmod
 INFERNO_VERSION := 0.12.8
 
-.PHONY: setup serve site labs labs-arm64 ci-labs test bench clean
+.PHONY: setup serve site labs labs-arm64 ci-labs test test-all mutation bench clean
 
 # `make setup`: every stage, one progress line each. `make serve` needs only the first (the
 # site is built from committed results and figures; nothing is compiled to read it).
@@ -42,7 +43,10 @@ debs:
 	  apt-get update -q >/dev/null; \
 	  avail=""; for p in $$missing; do \
 	    if apt-cache policy $$p 2>/dev/null | grep -q 'Candidate: [0-9]'; then avail="$$avail $$p"; \
-	    elif [ $$p = linux-perf ]; then avail="$$avail linux-tools-common linux-tools-$$(uname -r)"; \
+	    elif [ $$p = linux-perf ]; then \
+	      if apt-cache policy linux-tools-$$(uname -r) 2>/dev/null | grep -q 'Candidate: [0-9]'; then \
+	        avail="$$avail linux-tools-common linux-tools-$$(uname -r)"; \
+	      else echo "note: no linux-tools-$$(uname -r) package for this kernel: labs skip their perf steps"; fi; \
 	    else echo "note: no Debian package $$p here; labs skip the steps that need it"; fi; \
 	  done; \
 	  echo "installing packages:$$avail"; \
@@ -116,18 +120,36 @@ labs-arm64: setup
 	  bash $$run --guest arm64 $(if $(FULL),,--quick) $(if $(OUT),--out $(OUT)) || echo "$$run exited $$?"; \
 	done
 
-# What a CI runner runs and uploads (see .github/workflows/labs.yml): LABS=a,b HOST=label FULL=1
+# What a CI runner runs and uploads (see .github/workflows/labs.yml): LABS=a,b HOST=label FULL=1 CI_OUT=dir
 LABS ?=
 ci-labs: setup
-	bash .github/ci-labs.sh $(if $(FULL),--full) $(if $(HOST),--host $(HOST)) $(if $(LABS),--labs $(LABS))
+	bash .github/ci-labs.sh $(if $(FULL),--full) $(if $(HOST),--host $(HOST)) $(if $(LABS),--labs $(LABS)) $(if $(CI_OUT),--out $(CI_OUT))
 
+# The fast tier (no lab run for real, no guest boot, no site build in a browser: minutes), and
+# everything (markers by rule in tests/conftest.py; every test has a pytest-timeout).
+FAST := not lab and not guest and not slow
 test: setup
+	$(PY) -m pytest -m "$(FAST)"
+
+test-all: setup
 	$(PY) -m pytest
 
+# Mutation testing (mutmut, in a copy of the checkout: the tree in use is never mutated) of the
+# modules that turn results into verdicts and pages, against the fast tier's unit tests.
+# MUTATE=labkit/claims.py,labkit/model.py to run on some of them. Prints the kill ratio (target >= 80 %).
+MUTMUT_VERSION := 2.5.1
+MUTATE ?= labkit/claims.py,labkit/model.py,labkit/results.py,labkit/render.py,labkit/charts.py,labkit/macros.py
+mutation: setup
+	@[ -x $(TOOLS)/mutmut/bin/mutmut ] || { python3 -m venv $(TOOLS)/mutmut && \
+	  $(TOOLS)/mutmut/bin/pip install -q --disable-pip-version-check mutmut==$(MUTMUT_VERSION); }
+	$(PY) tests/mutation.py --mutmut $(TOOLS)/mutmut/bin/mutmut --paths $(MUTATE)
+
 # BENCH_ARGS="--pages-only" to skip the lab runs, "--no-lighthouse" to skip Lighthouse.
+# Then the fault matrix (tests/fault_matrix.py: cases tried, cases clean; root for the labs).
 BENCH_ARGS ?=
 bench: setup
 	NO_MKDOCS_2_WARNING=1 $(PY) tests/bench.py $(BENCH_ARGS)
+	$(PY) tests/fault_matrix.py
 
 clean:
 	rm -rf site .pytest_cache test-artifacts

@@ -25,7 +25,9 @@ while (($#)); do
   shift
 done
 [[ -n "$HOST" ]] || HOST="ci-$(uname -m)"
-[[ -n "$LABS" ]] || LABS=$(cd "$ROOT/labs" && ls -d */ | tr -d / | grep -v '^lib$' | tr '\n' ,)
+if [[ -z "$LABS" ]]; then
+  for run in "$ROOT"/labs/*/run.sh; do run=${run%/run.sh}; LABS+="${run##*/},"; done
+fi
 mkdir -p "$OUT/$HOST"
 summary="$OUT/$HOST/ci-labs.tsv"; : > "$summary"
 status=0

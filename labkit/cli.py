@@ -11,6 +11,7 @@
   labkit flame --perf-script F --folded O --svg S --title T   fold with inferno, draw
   labkit diff-flame --before A --after B --folded O --svg S --title T
   labkit check LAB [--results DIR] [--exercises FILE]   your run vs the chapter's exercises
+  labkit recover [--out DIR]... [--scratch DIR]...     undo what killed lab runs left behind
   labkit check TOOL [--results DIR]  your runs vs a tool card's exercises (labkit/cards/TOOL/)
 
 Exit status: 0 ok (for check: it ran, whatever the verdicts), 1 failure (invalid result,
@@ -247,6 +248,49 @@ def _cmd_check(a) -> int:
     return 0
 
 
+def _cmd_recover(a) -> int:
+    """Find the journals of killed lab runs and undo each with its lab's ``run.sh --recover``."""
+    import os
+    import subprocess
+    from . import journal
+    outs = [Path(d) for d in a.out] if a.out else [results.ROOT / "local-results", results.ROOT / "ci-results"]
+    for d in a.out or []:
+        if not Path(d).is_dir():
+            raise UsageError(f"--out {d}: no such folder")
+    scratch = [Path(d) for d in a.scratch] if a.scratch else [Path(os.environ.get("TMPDIR") or "/tmp")]
+    files = journal.find(outs, scratch)
+    if not files:
+        print(f"labkit recover: nothing to recover (no journal in {', '.join(map(str, outs + scratch))})",
+              file=sys.stderr)
+        return 0
+    status = 0
+    for f in files:
+        try:
+            j = journal.read(f)
+        except (journal.JournalError, OSError) as exc:
+            print(f"labkit recover: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        # The script that wrote the journal (its undo actions may be functions of that script).
+        script = j.script if j.script and j.script.is_file() else results.ROOT / "labs" / j.lab / "run.sh"
+        if journal.running(j):
+            print(f"labkit recover: {f}: run of {j.lab} in progress (pid {j.pid}): left alone", file=sys.stderr)
+            continue
+        if not script.is_file():
+            print(f"labkit recover: {f}: no lab {j.lab} here ({script})", file=sys.stderr)
+            status = 1
+            continue
+        print(f"labkit recover: {j.lab}: {len(j.pending)} pending undo actions in {f}", file=sys.stderr)
+        args = ["bash", str(script), "--recover", "--out", str(f.parent)]
+        if j.scratch_parent and j.scratch_parent.is_dir():
+            args += ["--scratch", str(j.scratch_parent)]
+        proc = subprocess.run(args, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            print(f"labkit recover: {j.lab}: run.sh --recover exited {proc.returncode}", file=sys.stderr)
+            status = 1
+    return status
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="labkit", description="Perf Casebook result tool")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -300,6 +344,18 @@ def parser() -> argparse.ArgumentParser:
                     help="a host folder holding LAB.json, or a folder of host folders (default: local-results)")
     ck.add_argument("--exercises", metavar="FILE", help="an exercises file (default: labs/LAB/exercises.toml)")
     ck.set_defaults(fn=_cmd_check)
+    rc = sub.add_parser("recover", help="undo what killed lab runs left behind (their journals)",
+                        description="Find the journals of lab runs that were killed (SIGKILL, OOM, a closed CI "
+                                    "job) and undo what each holds with labs/LAB/run.sh --recover: mounts, loop "
+                                    "devices, knobs, tracefs, namespaces, processes. Exit 0 when nothing is left "
+                                    "to undo, 1 when something could not be undone.")
+    rc.add_argument("--out", action="append", metavar="DIR",
+                    help="a host folder or a folder of host folders to search (repeatable; default: "
+                         "local-results and ci-results)")
+    rc.add_argument("--scratch", action="append", metavar="DIR",
+                    help="a scratch parent whose pcb-* directories point to journals (repeatable; "
+                         "default: $TMPDIR or /tmp)")
+    rc.set_defaults(fn=_cmd_recover)
     return p
 
 

@@ -207,7 +207,8 @@ def pmu() -> dict:
     fallback = None
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "probe.data")
-        rec = _run(["perf", "record", "-q", "-o", data, "--", "true"])
+        # --no-buildid-cache: perf record would copy binaries into ~/.debug, outside the lab's directories.
+        rec = _run(["perf", "record", "--no-buildid-cache", "-q", "-o", data, "--", "true"])
         if rec is not None and rec.returncode == 0:
             ev = _run(["perf", "evlist", "-i", data])
             if ev is not None and ev.returncode == 0 and ev.stdout.strip():

@@ -79,3 +79,53 @@ def lat_tcp_quick(tmp_path_factory):
     out = hosts / "test-quick"
     summary = (out / "ci-labs.tsv").read_text().split("\t") if (out / "ci-labs.tsv").exists() else ["", "", "0"]
     return proc, out, float(summary[2])
+
+
+# ---- test tiers ------------------------------------------------------------------------------
+#
+# make test      the fast tier: -m "not lab and not guest and not slow" (no lab run for real, no
+#                guest boot; at most 3 minutes on 2 cores)
+# make test-all  everything (what .ci/run runs)
+#
+# Markers are given here by rule, so that a new test lands in the right tier by what it uses:
+#   lab    runs a lab for real (root-heavy): uses a fixture that runs one (LAB_FIXTURES), or calls
+#          labrun.interrupt_at, or is marked so in its file
+#   guest  boots a QEMU guest: marked so in its file, or uses a fixture that boots one (GUEST_FIXTURES)
+#   slow   fast-tier material that takes long (SLOW_FILES: whole site builds, a browser)
+# Every test gets a pytest-timeout: its own @pytest.mark.timeout, else TIMEOUTS by tier.
+
+LAB_FIXTURES = {"quick_run", "quick", "lat_tcp_quick"}
+GUEST_FIXTURES = {"guest_run", "arm64_run"}
+SLOW_FILES = {"test_browser.py", "test_site.py"}
+TIMEOUTS = {"guest": 1200, "lab": 600, "slow": 600, None: 120}
+
+
+def pytest_configure(config):
+    for line in ("lab: runs a lab for real (needs root for most steps); not in the fast tier",
+                 "guest: boots a QEMU guest (minutes under TCG); not in the fast tier",
+                 "slow: takes long without running a lab (site builds, a browser); not in the fast tier",
+                 "browser: drives headless Chromium"):
+        config.addinivalue_line("markers", line)
+
+
+def _calls_interrupt_at(item) -> bool:
+    import inspect
+    fn = getattr(item, "function", None)
+    try:
+        return fn is not None and "interrupt_at(" in inspect.getsource(fn)
+    except (OSError, TypeError):
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & GUEST_FIXTURES and not item.get_closest_marker("guest"):
+            item.add_marker(pytest.mark.guest)
+        if (names & LAB_FIXTURES or _calls_interrupt_at(item)) and not item.get_closest_marker("lab"):
+            item.add_marker(pytest.mark.lab)
+        if item.path.name in SLOW_FILES and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
+        if not item.get_closest_marker("timeout"):
+            tier = next((t for t in ("guest", "lab", "slow") if item.get_closest_marker(t)), None)
+            item.add_marker(pytest.mark.timeout(TIMEOUTS[tier]))

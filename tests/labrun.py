@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -16,22 +18,23 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run_lab(lab: str, *args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``labs/<lab>/run.sh ARGS`` to completion; returns the finished process (text output)."""
-    return subprocess.run(["bash", str(ROOT / "labs" / lab / "run.sh"), *args], capture_output=True, text=True,
+    return subprocess.run(lab_command(lab, *args), capture_output=True, text=True,
                           timeout=timeout, env=dict(os.environ, **(env or {})), stdin=subprocess.DEVNULL)
 
 
 def interrupt_at(lab: str, marker: str, *args: str, sig: int = signal.SIGINT, after: float = 0.3,
                  timeout: float = 120) -> tuple[int, str, str]:
-    """Start a lab, wait until its progress output contains ``marker``, wait ``after`` s,
-    send ``sig`` to the lab's shell, and wait for it to exit.
+    """Start a lab (default signal dispositions, its own process group), wait until its
+    progress output contains ``marker``, wait ``after`` s, send ``sig`` to the lab's process
+    group, and wait for it to exit.
 
     Returns (exit status, stderr text, scratch directory the lab announced).
 
     Raises:
         AssertionError: the marker never appeared (the step did not start).
     """
-    proc = subprocess.Popen(["bash", str(ROOT / "labs" / lab / "run.sh"), *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(lab_command(lab, *args), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL, process_group=0)
     lines: list[str] = []
     seen = threading.Event()
 
@@ -47,7 +50,7 @@ def interrupt_at(lab: str, marker: str, *args: str, sig: int = signal.SIGINT, af
         proc.kill()
         raise AssertionError(f"{lab}: marker {marker!r} never appeared; output:\n{''.join(lines)[-3000:]}")
     time.sleep(after)
-    proc.send_signal(sig)
+    os.killpg(proc.pid, sig)
     try:
         rc = proc.wait(timeout=60)
     finally:
@@ -121,3 +124,198 @@ def check_quick_result(result: dict, seconds: float, label: str = "test-quick") 
             assert step["reason"], step
         else:
             assert step["command"], step
+
+
+# ---- the fault matrix's machinery: a lab whose output goes through a pipe, a signal to its
+# process group at a step boundary, and the host's state before and after --------------------
+
+# Signals a lab started by the suite must be able to catch: the suite itself may have been
+# started with some of them ignored (nohup, `&` in a script), and ignored signals are inherited.
+DEFAULT_SIGNALS = "INT,TERM,HUP,PIPE,QUIT"
+
+
+def lab_command(lab_or_script: str | Path, *args: str) -> list[str]:
+    """The argv that runs a lab (a name under labs/, or a run.sh path) with default signal
+    dispositions (coreutils ``env --default-signal``)."""
+    script = Path(lab_or_script) if str(lab_or_script).endswith(".sh") else ROOT / "labs" / str(lab_or_script) / "run.sh"
+    return ["env", f"--default-signal={DEFAULT_SIGNALS}", "bash", str(script), *args]
+
+
+@dataclass
+class Interrupted:
+    """What happened to a lab signalled at a step boundary (:func:`signal_at`)."""
+
+    rc: int | None            # the lab's exit status (negative: killed by that signal)
+    lines: list[str]          # what the pipe's reader saw before it died
+    boundary: str | None      # the progress line at which the signal was sent (None: never)
+    pid: int                  # the lab shell's PID (its run tag is "<lab>.<pid>.<start>")
+    seconds: float            # from start to exit
+
+
+def progress_boundary(group: str, k: int):
+    """A boundary chooser for :func:`signal_at`: the k-th progress line after ``== GROUP:``
+    (every line is a boundary between two actions of the lab), or the first line after the
+    group if it has fewer than k."""
+    state = {"in": False, "n": 0}
+
+    def at(line: str) -> bool:
+        if "] == " in line:
+            if state["in"]:
+                return True             # the next group begins: the group's end is the boundary
+            state["in"] = f"] == {group}:" in line
+            return False
+        if not state["in"]:
+            return False
+        if "] recording result" in line:
+            return True
+        state["n"] += 1
+        return state["n"] >= k
+    return at
+
+
+def signal_at(cmd: list[str], at, sig: int, *, env: dict | None = None, timeout: float = 300,
+              wait: float = 120) -> Interrupted:
+    """Run ``cmd`` (see :func:`lab_command`) with stdout and stderr through a pipe read by
+    ``cat`` in the lab's process group, as ``run.sh 2>&1 | tee`` would be; when ``at(line)`` is
+    true for a line cat passes on, send ``sig`` to the whole process group (the lab and cat:
+    the reader dies with the same signal). Then wait for the lab to exit.
+
+    Raises:
+        AssertionError: the lab ended before the boundary, or did not exit within ``wait`` s.
+    """
+    r, w = os.pipe()
+    t0 = time.time()
+    lab = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=w, stderr=w, process_group=0,
+                           env=dict(os.environ, **(env or {})))
+    reader = subprocess.Popen(["env", f"--default-signal={DEFAULT_SIGNALS}", "cat"], stdin=r,
+                              stdout=subprocess.PIPE, process_group=lab.pid)
+    os.close(r)
+    os.close(w)
+    lines: list[str] = []
+    boundary = None
+    deadline = time.time() + timeout
+    try:
+        for raw in reader.stdout:
+            line = raw.decode(errors="replace")
+            lines.append(line)
+            if boundary is None and at(line):
+                boundary = line.strip()
+                os.killpg(lab.pid, sig)
+            if time.time() > deadline:
+                break
+        reader.wait(timeout=30)
+        rc = lab.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        os.killpg(lab.pid, signal.SIGKILL)
+        raise AssertionError(f"{cmd}: no exit {wait} s after SIG{signal.Signals(sig).name}; output:\n"
+                             + "".join(lines)[-3000:])
+    finally:
+        reader.stdout.close()
+    if boundary is None:
+        raise AssertionError(f"{cmd}: ended (exit {rc}) before the boundary; output:\n" + "".join(lines)[-3000:])
+    return Interrupted(rc, lines, boundary, lab.pid, time.time() - t0)
+
+
+def _read(path: str | Path) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError as exc:
+        return f"<{exc.strerror}>"
+
+
+def _mountinfo() -> list[tuple[str, str, str]]:
+    out = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        f = line.split()
+        sep = f.index("-")
+        out.append((f[4], f[sep + 1], f[sep + 2]))
+    return out
+
+
+TRACEFS_FILES = ["current_tracer", "tracing_on", "set_event", "set_ftrace_pid", "set_event_pid",
+                 "buffer_size_kb", "trace_clock", "options/bin", "options/context-info"]
+
+
+def host_state(ours: list[str | Path], others: tuple[str, ...] = ("/tmp/pcb-", "/tmp/pytest-of-")) -> dict:
+    """What a lab may change on the host, as comparable data: mounts, loop devices, network
+    namespaces and /run/netns, every block device's scheduler and read_ahead_kb, audit status
+    and rules, tracefs (top-level settings, instances, per-device blk trace switches), the
+    processes that carry a lab run's tag, and entries of /run/netns, /dev/shm and ~/.debug.
+
+    Paths under ``others`` (other runs' and other test sessions' scratch directories on this
+    shared machine) are left out unless they are under one of ``ours`` (this case's own
+    directories).
+    """
+    ours = [str(p) for p in ours]
+
+    def mine_or_host(path: str) -> bool:
+        if any(path.startswith(o) for o in ours):
+            return True
+        return not any(path.startswith(o) for o in others)
+
+    state: dict = {}
+    state["mounts"] = sorted(m for m in _mountinfo() if mine_or_host(m[0]))
+    loops = {}
+    out = subprocess.run(["losetup", "-l", "-n", "-O", "NAME,BACK-FILE"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        name, _, back = line.partition(" ")
+        loops[name.strip()] = back.strip()
+    state["loops"] = sorted((n, b) for n, b in loops.items() if mine_or_host(b))
+    state["netns"] = sorted(netns_list())
+    state["run_netns"] = (Path("/run/netns").is_dir(), any(m[0] == "/run/netns" for m in _mountinfo()),
+                          sorted(p.name for p in Path("/run/netns").glob("*")) if Path("/run/netns").is_dir() else [])
+    state["links"] = sorted(links())
+    blocks = {}
+    for q in sorted(Path("/sys/block").glob("*/queue")):
+        dev = q.parent.name
+        if dev.startswith("loop") and f"/dev/{dev}" in loops and not mine_or_host(loops[f"/dev/{dev}"]):
+            continue          # another run's loop device
+        blocks[dev] = (_read(q / "scheduler"), _read(q / "read_ahead_kb"), _read(q.parent / "trace" / "enable"))
+    state["block"] = blocks
+    if shutil.which("auditctl") and is_root():
+        s = subprocess.run(["auditctl", "-s"], capture_output=True, text=True).stdout
+        st = dict(line.split(" ", 1) for line in s.splitlines() if " " in line)
+        state["audit"] = (st.get("enabled"), st.get("pid"),
+                          subprocess.run(["auditctl", "-l"], capture_output=True, text=True).stdout.strip())
+    tr = Path("/sys/kernel/tracing")
+    if is_root() and (tr / "tracing_on").exists():
+        state["tracefs"] = {f: _read(tr / f) for f in TRACEFS_FILES}
+        state["tracefs_instances"] = sorted(p.name for p in (tr / "instances").iterdir())
+    state["processes"] = sorted(tagged_processes())
+    state["files"] = {d: sorted(str(p.relative_to(d)) for p in Path(d).rglob("*")) if Path(d).is_dir() else None
+                      for d in ("/dev/shm", str(Path.home() / ".debug"))}
+    return state
+
+
+def tagged_processes(prefix: str = "") -> list[str]:
+    """Processes that carry a lab run's tag (``PCB_LAB_RUN=<lab>.<pid>.<start>``) starting
+    with ``prefix``: "pid tag command"."""
+    found = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            env = (p / "environ").read_bytes().split(b"\0")
+            cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        for e in env:
+            if e.startswith(b"PCB_LAB_RUN=" + prefix.encode()):
+                found.append(f"{p.name} {e.decode(errors='replace')[12:]} {cmd}")
+    return found
+
+
+def state_diff(before: dict, after: dict) -> list[str]:
+    """Human-readable differences between two :func:`host_state` snapshots (empty: equal)."""
+    diffs = []
+    for key in sorted(set(before) | set(after)):
+        a, b = before.get(key), after.get(key)
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(set(a) | set(b)):
+                if a.get(k) != b.get(k):
+                    diffs.append(f"{key}[{k}]: {a.get(k)!r} -> {b.get(k)!r}")
+        else:
+            diffs.append(f"{key}: {a!r} -> {b!r}")
+    return diffs

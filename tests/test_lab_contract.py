@@ -1,34 +1,75 @@
-"""The lab contract's command line, once for every lab (labs/*/run.sh): bad usage is one
-error plus usage on stderr, exit 2, and starts nothing; --help exits 0 and lists every group
-the lab declares with lab_group."""
+"""The lab contract (labs/lib/lab.sh), fast tier: no lab runs for real.
+
+- the command line of every lab: bad usage and unusable --out, --scratch, --only, --host are
+  ONE line on stderr naming the option and the reason, exit 2, and start nothing; --help lists
+  every group;
+- the undo, on tests/fakelab (a lab that changes a file standing for a knob, starts a
+  background process and makes a directory): SIGINT, SIGTERM, SIGHUP at step boundaries with
+  the output through a pipe whose reader dies too; SIGKILL then a refused run, then --recover;
+  a write error on stderr; an undo action that fails (exit 3, the journal stays); the lock; a
+  full scratch disk; labkit recover;
+- every bash file is shellcheck clean; every perf record on the host writes no build-id cache.
+"""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from labrun import run_lab
+import fault_matrix as fm
+from labrun import DEFAULT_SIGNALS, is_root, lab_command, progress_boundary, run_lab, signal_at, tagged_processes
 
 ROOT = Path(__file__).resolve().parent.parent
 LABS = sorted(p.parent.name for p in ROOT.glob("labs/*/run.sh"))
-BAD = [["--bogus"], ["--only", "nosuchgroup"], ["--host", "bad label"], ["--out"], ["--scratch", "/nonexistent/x"]]
+FAKE = ROOT / "tests" / "fakelab" / "run.sh"
+
+# (arguments, option the one line must name, a word of the reason)
+BAD = [
+    (["--bogus"], "--bogus", "unknown option"),
+    (["--only", "nosuchgroup"], "--only", "unknown group"),
+    (["--only", ""], "--only", "empty"),
+    (["--only", ","], "--only", "empty"),
+    (["--host", "bad label"], "--host", "bad label"),
+    (["--host", ""], "--host", "bad label"),
+    (["--host", "-x"], "--host", "bad label"),
+    (["--out"], "--out", "needs a directory"),
+    (["--out", ""], "--out", "empty"),
+    (["--out", "/proc/nope"], "--out /proc/nope", "kernel filesystem"),
+    (["--out", "/dev/null"], "--out /dev/null", "not a directory"),
+    (["--out", "/etc/hostname/x"], "--out /etc/hostname/x", "not a directory"),
+    (["--scratch", "/nonexistent/x"], "--scratch /nonexistent/x", "no such directory"),
+    (["--scratch", "/proc"], "--scratch /proc", "kernel filesystem"),
+    (["--scratch", "/etc/hostname"], "--scratch /etc/hostname", "not a directory"),
+    (["--scratch", ""], "--scratch", "empty"),
+    (["--guest", "sparc"], "--guest", "unknown architecture"),
+    (["--recover", "--quick"], "--recover", "takes only"),
+]
 
 
 def scratch_dirs(lab: str) -> set[str]:
     return {p.name for p in Path("/tmp").glob(f"pcb-{lab}.*")}
 
 
-@pytest.mark.parametrize("args", BAD, ids=lambda a: " ".join(a))
+@pytest.mark.parametrize("args,option,reason", BAD, ids=lambda a: " ".join(a) if isinstance(a, list) else "")
 @pytest.mark.parametrize("lab", LABS)
-def test_bad_usage_exits_2_and_starts_nothing(lab, args, tmp_path):
+def test_bad_usage_is_one_line_exit_2_and_starts_nothing(lab, args, option, reason, tmp_path):
     out = tmp_path / "out"
     before = scratch_dirs(lab)
-    proc = run_lab(lab, *args, *([] if args == ["--out"] else ["--out", str(out)]), timeout=60)
+    extra = [] if "--out" in args else ["--out", str(out)]
+    proc = run_lab(lab, *args, *extra, timeout=60)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.startswith("run.sh: "), proc.stderr
-    assert "usage:" in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, f"one line expected:\n{proc.stderr}"
+    assert lines[0].startswith("run.sh: ") and option in lines[0] and reason in lines[0], lines[0]
+    assert "internal error" not in proc.stderr
     assert not out.exists(), "bad usage must not start a run"
     assert scratch_dirs(lab) == before
 
@@ -39,6 +80,259 @@ def test_help_lists_every_group(lab):
     assert groups, f"{lab} declares no groups"
     proc = run_lab(lab, "--help", timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert "--quick" in proc.stdout
+    assert "--quick" in proc.stdout and "--recover" in proc.stdout
     for g in groups:
         assert re.search(rf"^\s+{re.escape(g)}\s", proc.stdout, re.M), g
+
+
+# ---- the fake lab ---------------------------------------------------------------------------
+
+@pytest.fixture
+def host(tmp_path):
+    """The fake lab's "host": a knob file reading "before"."""
+    d = tmp_path / "host"
+    d.mkdir()
+    (d / "knob").write_text("before\n")
+    return d
+
+
+def fake_env(work: Path, host: Path, **extra) -> dict:
+    env = fm.case_env(work)
+    env.update(FAKELAB_DIR=str(host), **{k: str(v) for k, v in extra.items()})
+    return env
+
+
+def fake(work: Path, host: Path, *args: str, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    """Run the fake lab to completion with --out WORK/out --scratch WORK/scratch."""
+    e = dict(os.environ, **fake_env(work, host), **(env or {}))
+    kw.setdefault("capture_output", "stderr" not in kw)
+    return subprocess.run(lab_command(FAKE, "--host", "fake", "--out", str(work / "out"), "--scratch",
+                                      str(work / "scratch"), *args), text=True, env=e,
+                          stdin=subprocess.DEVNULL, timeout=120, **kw)
+
+
+def assert_host_as_before(work: Path, host: Path) -> None:
+    assert (host / "knob").read_text() == "before\n"
+    assert sorted(p.name for p in host.iterdir()) == ["knob"], "the instance directory is left"
+    for d in ("scratch", "home", "tmp"):
+        assert not any((work / d).iterdir()), f"{d} is not empty: {list((work / d).iterdir())}"
+    assert not list((work / "out").glob(".*.journal")), "journal left behind"
+    assert not list((work / "out").glob(".*.partial")), "unfinished run directory left behind"
+
+
+def test_fake_lab_runs_and_undoes(tmp_path, host):
+    proc = fake(tmp_path, host)
+    assert proc.returncode == 0, proc.stderr
+    assert_host_as_before(tmp_path, host)
+    assert (tmp_path / "out" / "fakelab.json").is_file()
+    log = (tmp_path / "out" / ".fakelab.log").read_text()
+    assert "cleanup: restore" in log and "cleanup: stop setup.server" in log
+
+
+# The fast tier's fault matrix: the fake lab at boundaries of both groups, every signal.
+# Two boundaries per signal in the fast tier, the other two in the slow one.
+FAKE_CASES = [pytest.param(fm.Case("fakelab", g, k, s), marks=[pytest.mark.slow] if (i + j) % 2 else [])
+              for i, (g, k) in enumerate((("setup", 1), ("setup", 3), ("work", 2), ("work", 5)))
+              for j, s in enumerate(("INT", "TERM", "HUP", "KILL"))]
+
+
+@pytest.mark.parametrize("case", FAKE_CASES, ids=lambda c: c.id if isinstance(c, fm.Case) else str(c))
+def test_fake_lab_signal_at_a_boundary_leaves_the_host_as_it_was(case, tmp_path, host):
+    o = fm.run_case(case, tmp_path, extra_env={"FAKELAB_DIR": str(host), "FAKELAB_SLEEP": "0.5"}, host=False)
+    assert o.clean, "\n".join(o.problems)
+    assert (host / "knob").read_text() == "before\n"
+    assert sorted(p.name for p in host.iterdir()) == ["knob"]
+
+
+def test_processes_of_a_run_carry_its_tag_and_die_with_it(tmp_path, host):
+    env = dict(os.environ, **fake_env(tmp_path, host, FAKELAB_SLEEP=30))
+    lab = subprocess.Popen(lab_command(FAKE, "--only", "work", "--host", "fake", "--out", str(tmp_path / "out"),
+                                       "--scratch", str(tmp_path / "scratch")), stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, process_group=0)
+    for line in lab.stderr:
+        if "work.1: sleep" in line:
+            break
+    time.sleep(0.3)
+    seen = tagged_processes(f"fakelab.{lab.pid}.")
+    os.killpg(lab.pid, signal.SIGINT)
+    assert lab.wait(timeout=60) == 130
+    assert any(p.endswith(" sleep 30 ") for p in seen) and any(p.endswith(" sleep 300 ") for p in seen), seen
+    assert tagged_processes(f"fakelab.{lab.pid}.") == []
+    assert_host_as_before(tmp_path, host)
+
+
+def test_write_error_on_stderr_stops_and_undoes(tmp_path, host):
+    """`run.sh 2>&1 | head -n 3`: the reader goes away without any signal to the lab."""
+    env = dict(os.environ, **fake_env(tmp_path, host, FAKELAB_SLEEP=0.3))
+    lab = subprocess.Popen(lab_command(FAKE, "--host", "fake", "--out", str(tmp_path / "out"), "--scratch",
+                                       str(tmp_path / "scratch")), stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    for _ in range(3):
+        lab.stdout.readline()
+    lab.stdout.close()
+    assert lab.wait(timeout=60) == 141
+    assert_host_as_before(tmp_path, host)
+    log = (tmp_path / "out" / ".fakelab.log").read_text()
+    assert "write error" in log and "cleanup: restore" in log
+
+
+def test_full_stderr_stops_and_undoes(tmp_path, host):
+    """stderr on a full disk (/dev/full): the first progress line fails, the lab undoes and exits 141."""
+    with open("/dev/full", "w") as full:
+        proc = fake(tmp_path, host, stderr=full, stdout=subprocess.DEVNULL)
+    assert proc.returncode == 141
+    assert_host_as_before(tmp_path, host)
+
+
+def test_failed_undo_exits_3_keeps_the_journal_and_recover_retries(tmp_path, host):
+    (host / "stuck").write_text("")          # the fake lab's "stuck" undo fails while this exists
+    proc = fake(tmp_path, host, "--only", "stuck")
+    assert proc.returncode == 3, proc.stderr
+    assert "cleanup FAILED: " in proc.stderr and "--recover" in proc.stderr
+    journal = tmp_path / "out" / ".fakelab.journal"
+    assert journal.is_file()
+    again = fake(tmp_path, host)
+    assert again.returncode == 2 and len(again.stderr.splitlines()) == 1 and "--recover" in again.stderr
+    (host / "stuck").unlink()
+    rec = subprocess.run(lab_command(FAKE, "--recover", "--out", str(tmp_path / "out")), capture_output=True,
+                         text=True, env=dict(os.environ, **fake_env(tmp_path, host)), timeout=60)
+    assert rec.returncode == 0, rec.stderr
+    assert not journal.exists()
+    assert_host_as_before(tmp_path, host)
+
+
+def test_one_run_at_a_time_names_the_running_pid(tmp_path, host):
+    env = dict(os.environ, **fake_env(tmp_path / "a", host, FAKELAB_SLEEP=20))
+    first = subprocess.Popen(lab_command(FAKE, "--only", "work", "--host", "fake", "--out", str(tmp_path / "a" / "out"),
+                                         "--scratch", str(tmp_path / "a" / "scratch")), stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, process_group=0)
+    try:
+        for line in first.stderr:
+            if "work.1: sleep" in line:
+                break
+        second = fake(tmp_path / "b", host)
+        assert second.returncode == 2
+        assert second.stderr.count("\n") == 1 and f"pid {first.pid}" in second.stderr, second.stderr
+        assert not (tmp_path / "b" / "out").exists() or not list((tmp_path / "b" / "out").glob(".*.journal"))
+    finally:
+        os.killpg(first.pid, signal.SIGTERM)
+        assert first.wait(timeout=60) == 143
+    assert (host / "knob").read_text() == "before\n"
+
+
+def test_labkit_recover_finds_a_killed_run_through_its_scratch(tmp_path, host):
+    env = dict(os.environ, **fake_env(tmp_path, host, FAKELAB_SLEEP=20))
+    got = signal_at(lab_command(FAKE, "--only", "work", "--host", "fake", "--out", str(tmp_path / "out"),
+                                "--scratch", str(tmp_path / "scratch")),
+                    progress_boundary("work", 1), signal.SIGKILL, env=env)
+    assert got.rc == -signal.SIGKILL
+    assert (host / "knob").read_text() == "changed\n"
+    # Another --out: the run still refuses, through the killed run's scratch directory.
+    other = fake(tmp_path / "other", host, "--scratch", str(tmp_path / "scratch"))
+    assert other.returncode == 2 and "--recover --out" in other.stderr, other.stderr
+    proc = subprocess.run([sys.executable, "-m", "labkit", "recover", "--scratch", str(tmp_path / "scratch")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 pending" not in proc.stderr and "pending undo actions" in proc.stderr
+    assert tagged_processes(f"fakelab.{got.pid}.") == []
+    assert_host_as_before(tmp_path, host)
+    again = subprocess.run([sys.executable, "-m", "labkit", "recover", "--scratch", str(tmp_path / "scratch")],
+                           capture_output=True, text=True, env=env, timeout=60)
+    assert again.returncode == 0 and "nothing to recover" in again.stderr
+
+
+def test_recover_with_nothing_to_do(tmp_path, host):
+    (tmp_path / "out").mkdir()
+    proc = subprocess.run(lab_command(FAKE, "--recover", "--out", str(tmp_path / "out")), capture_output=True,
+                          text=True, env=dict(os.environ, **fake_env(tmp_path, host)), timeout=60)
+    assert proc.returncode == 0 and "nothing to recover" in proc.stderr
+
+
+@pytest.mark.skipif(not is_root(), reason="mounting a small tmpfs needs root")
+def test_full_scratch_disk_stops_with_one_line_and_undoes(tmp_path, host):
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(small)], check=True)
+    try:
+        proc = fake(tmp_path, host, "--scratch", str(small), "--only", "fill",
+                    env={"FAKELAB_FILL_MIB": "8"})
+        assert proc.returncode == 1, proc.stderr
+        stops = [l for l in proc.stderr.splitlines() if "stopping" in l]
+        assert len(stops) == 1 and "no space left" in stops[0], proc.stderr
+        assert "fill.after" not in proc.stderr, "the lab went on after the disk was full"
+        assert "FAILED" not in proc.stderr
+        assert not any(small.iterdir())
+        assert (host / "knob").read_text() == "before\n"
+        assert not list((tmp_path / "out").glob(".*.journal"))
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+
+
+# ---- static checks -----------------------------------------------------------------------------
+
+def bash_files() -> list[Path]:
+    """Every shell script git tracks (a .sh name, a sh/bash shebang, or .ci/run), plus tests/fakelab."""
+    files = subprocess.run(["git", "-C", str(ROOT), "ls-files"], capture_output=True, text=True).stdout.split()
+    out = []
+    for f in files:
+        p = ROOT / f
+        if not p.is_file():
+            continue
+        head = p.read_bytes()[:64]
+        if f.endswith(".sh") or head.startswith((b"#!/bin/sh", b"#!/usr/bin/env bash", b"#!/bin/bash",
+                                                 b"#!/usr/bin/env sh", b"# shellcheck shell=")):
+            out.append(p)
+    if FAKE not in out:
+        out.append(FAKE)
+    return sorted(set(out))
+
+
+SHELLCHECK = shutil.which("shellcheck")
+
+
+@pytest.mark.skipif(not SHELLCHECK, reason="shellcheck not installed (make setup installs it as root)")
+def test_every_shell_script_is_shellcheck_clean():
+    files = bash_files()
+    assert any(f.name == "lab.sh" for f in files) and len(files) >= 8
+    # Scripts with no shebang are POSIX sh run by sh (a guest's job script). Sourced files are
+    # followed from each script's own directory (lab.sh); SC1091: files that exist only at run time.
+    plain = [f for f in files if not f.read_bytes().startswith(b"#!") and b"shellcheck shell=" not in f.read_bytes()[:300]]
+    problems = []
+    for group, shell in ((sorted(set(files) - set(plain)), []), (plain, ["-s", "sh"])):
+        if group:
+            proc = subprocess.run([SHELLCHECK, "-x", "-P", "SCRIPTDIR", "-e", "SC1091", *shell, "-f", "gcc",
+                                   *map(str, group)], capture_output=True, text=True, cwd=ROOT)
+            problems += proc.stdout.splitlines()
+    assert not problems, "\n".join(problems)
+
+
+def test_perf_record_never_fills_the_build_id_cache():
+    """perf record copies every binary it sampled into ~/.debug unless --no-buildid-cache:
+    every perf record that runs on the host (labs' run.sh, lab.sh, labkit) has it."""
+    sources = [*ROOT.glob("labs/*/run.sh"), ROOT / "labs" / "lib" / "lab.sh", *ROOT.glob("labkit/*.py")]
+    # As a command in bash (after "-- ", "! ", a line start) or as an argv in Python.
+    pattern = re.compile(r'(?:(?:^|--\s|!\s|;\s|\(\s?)\s*perf\s+record\b|"perf",\s*"record")(?P<rest>[^\n]*)', re.M)
+    bad, seen = [], 0
+    for f in sources:
+        text = f.read_text()
+        for m in pattern.finditer(text):
+            before = text[text.rfind("\n", 0, m.start()) + 1:m.start() + 1]
+            if before.lstrip().startswith("#") or " #" in before:
+                continue          # a comment
+            seen += 1
+            if "--no-buildid-cache" not in m.group("rest"):
+                line = text[:m.start()].count("\n") + 1
+                bad.append(f"{f.relative_to(ROOT)}:{line}: {m.group(0).strip()}")
+    assert seen >= 10, f"only {seen} perf record commands found: the pattern no longer matches them"
+    assert not bad, "\n".join(bad)
+
+
+def test_signal_dispositions_are_reset_for_labs():
+    """The suite may run with SIGINT ignored (nohup, a background job): labs get defaults back."""
+    cmd = lab_command("lat_tcp", "--help")
+    assert cmd[:2] == ["env", f"--default-signal={DEFAULT_SIGNALS}"]
+    proc = subprocess.run(["env", "--ignore-signal=INT,TERM,HUP", *cmd[:2], "grep", "^SigIgn", "/proc/self/status"],
+                          capture_output=True, text=True)
+    ignored = int(proc.stdout.split()[1], 16)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        assert not ignored & (1 << (sig - 1)), f"{sig.name} still ignored"

@@ -24,6 +24,7 @@
 # layout, numjobs, strace. The lab writes only in its scratch directory, unless --device DEV and
 # --yes-destroy-data are both given: then fio reads and WRITES the raw device DEV, which
 # must not be mounted, used as swap or held by another device (LVM, RAID, dm-crypt).
+# shellcheck source=../lib/lab.sh disable=SC2317 # group_* functions are called by lab_main
 source "$(dirname "$0")/../lib/lab.sh"
 
 lab_define fio_engines "fio: engines, iodepth, buffered vs direct, block size, file layout, numjobs" \
@@ -90,7 +91,7 @@ fio_check_device() {
     fi
   done < <(lsblk -nrpo NAME,MAJ:MIN -- "$real" 2>/dev/null)
   holders=$(ls "/sys/class/block/$(basename "$real")/holders" 2>/dev/null || true)
-  [[ -z $holders ]] || fio_die "refusing --device $dev: held by $(echo $holders) (LVM, RAID or dm)"
+  [[ -z $holders ]] || fio_die "refusing --device $dev: held by ${holders//$'\n'/ } (LVM, RAID or dm)"
 }
 [[ -z $FIO_DEVICE ]] || fio_check_device "$FIO_DEVICE"
 ((FIO_YES == 0)) || [[ -n $FIO_DEVICE ]] || fio_die "--yes-destroy-data is only meaningful with --device DEV"
@@ -243,6 +244,7 @@ fio_job() {
   [[ " $* " == *" FIO_RUNTIME="* ]] || cmd+=("FIO_RUNTIME=$RUNTIME")
   cmd+=("FIO_SIZE=$SIZE")
   if [[ -z $PERF_WHY ]]; then
+    # shellcheck disable=SC2054 # -x, is perf's option (comma-separated output)
     cmd+=(perf stat -x, -o "$LAB_RUN/raw/$name.perf" "${PERF_EVENTS[@]}" -a --)
   fi
   cmd+=(fio --output-format=json)
@@ -255,7 +257,7 @@ fio_job() {
   pidstat_stop
   iostat_stop
   lab_unwind "$mark"
-  return $rc
+  return "$rc"
 }
 
 # sync_job NAME: write back the target's dirty pages (fsync of that one file) and count

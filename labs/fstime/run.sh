@@ -27,6 +27,7 @@
 #           started afterwards an audit context until the next boot (see the chapter).
 # Mounts are unmounted, loop devices detached, audit rules deleted, the audit enabled flag
 # restored and auditd stopped by PID on exit, error, Ctrl-C and TERM.
+# shellcheck source=../lib/lab.sh disable=SC2317 # group_* functions are called by lab_main
 source "$(dirname "$0")/../lib/lab.sh"
 
 lab_define fstime "fstime: UnixBench File Copy per filesystem, audit, flame graphs" \

@@ -14,6 +14,8 @@
 #   strace    strace -c of the client: which system calls one round trip costs
 #   sockperf  the same pinnings measured by sockperf ping-pong, an independent tool
 # Servers are stopped by PID and namespaces deleted on exit, error, Ctrl-C and TERM.
+# shellcheck disable=SC2015 # "step && step || undo": the undo runs when any of the steps failed
+# shellcheck source=../lib/lab.sh disable=SC2317 # group_* functions are called by lab_main
 source "$(dirname "$0")/../lib/lab.sh"
 
 lab_define lat_tcp "lat_tcp: TCP round-trip latency (lmbench method), pinning, message size, veth" \
@@ -30,6 +32,7 @@ lab_group sockperf "cross-check with sockperf ping-pong on the same pinnings"
 
 BIN="" PORT="" CPU_A=0 CPU_B=0 REL_AB=same-cpu T="" N=""
 
+# shellcheck disable=SC2034 # REL_AB: the relation of CPU_A and CPU_B (topology.txt has it for record.py)
 group_build() {
   # Timing per measurement: target seconds per sample (-t) and number of samples (-N).
   T=$(lab_quick 0.05 0.5)
@@ -79,8 +82,8 @@ group_free() {
 group_pinned() {
   need_bin pinned || return 0
   lab_require pinned cmd:taskset || return 0
-  local s c rel mark
-  while read -r s c rel; do
+  local s c mark
+  while read -r s c _; do
     mark=$(lab_mark)
     start_server "pinned.s$s-c$c.server" "$s" || continue
     lab_run "pinned.s$s-c$c" -- taskset -c "$c" "$BIN" -m 1 -N "$N" -t "$T" -p "$PORT" 127.0.0.1
@@ -114,10 +117,9 @@ group_veth() {
   # benchmarking range); nothing leaves this machine. Deleting a namespace deletes its veth end.
   local a="pcb-lat-a-$$" b="pcb-lat-b-$$" mark
   mark=$(lab_mark)
-  lab_run veth.netns-a -- ip netns add "$a" || return 0
-  lab_defer "delete network namespace $a" ip netns delete "$a"
-  lab_run veth.netns-b -- ip netns add "$b" || { lab_unwind "$mark"; return 0; }
-  lab_defer "delete network namespace $b" ip netns delete "$b"
+  # Each deletion (and /run/netns as it was) is registered before the namespace is added.
+  lab_netns_add veth.netns-a "$a" || { lab_unwind "$mark"; return 0; }
+  lab_netns_add veth.netns-b "$b" || { lab_unwind "$mark"; return 0; }
   lab_run veth.link -- ip link add pcb-va netns "$a" type veth peer name pcb-vb netns "$b" &&
     lab_run veth.addr-a -- ip -n "$a" addr add 198.18.0.1/30 dev pcb-va &&
     lab_run veth.addr-b -- ip -n "$b" addr add 198.18.0.2/30 dev pcb-vb &&

@@ -28,6 +28,8 @@
 # Ctrl-C and TERM (the cleanup stack of labs/lib/lab.sh).
 # PCB_TRACEFS=DIR uses DIR instead of /sys/kernel/tracing as the tracefs mount point (the tests
 # use an unmounted directory there, to check that the lab mounts and unmounts it).
+# shellcheck disable=SC2015 # "step && step || undo": the undo runs when any of the steps failed
+# shellcheck source=../lib/lab.sh disable=SC2317 # group_* functions are called by lab_main
 source "$(dirname "$0")/../lib/lab.sh"
 
 lab_define nvme_swiotlb "nvme_swiotlb: dd, strace, ftrace, btt and a bounce-buffer model (swiotlb)" \
@@ -48,8 +50,6 @@ BIN="" DATA="" MB=0 LOOP="" LOOPN="" DEVT="" TR="" DBG="" TRACE_BS_KB=0 REPS=0
 # q VALUE: VALUE in single quotes, for the sh -c commands a reader can copy (values never hold ').
 q() { printf "'%s'" "$1"; }
 
-# nv_write FILE VALUE: write VALUE to a tracefs/sysfs FILE (cleanup actions).
-nv_write() { printf '%s\n' "$2" > "$1"; }
 
 # tr_set NAME FILE VALUE [RESTORE]: write VALUE to a tracefs or sysfs FILE as step NAME. The
 # file's current value (or RESTORE, e.g. "0" for an event filter) is written back on cleanup;
@@ -57,18 +57,16 @@ nv_write() { printf '%s\n' "$2" > "$1"; }
 tr_set() {
   local name=$1 file=$2 value=$3 old
   if (($# >= 4)); then old=$4; else old=$(cat "$file") || { lab_skip "$name" "cannot read $file"; return 1; }; fi
-  lab_defer "restore $file to '$old'" nv_write "$file" "$old"
+  lab_defer "restore $file to '$old'" lab__write_file "$file" "$old"
   lab_run "$name" -- sh -c "echo $(q "$value") > $file"
 }
 
 # alive PID: the process exists and is not a zombie.
 alive() { local st; st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [[ $st != Z ]]; }
 
-# nv_rmdir DIR: remove a tracefs instance directory if it exists.
-nv_rmdir() { if [[ -d "$1" ]]; then rmdir "$1"; fi; }
 
 group_build() {
-  cd "$LAB_SCRATCH"
+  cd "$LAB_SCRATCH" || return 1
   export LC_ALL=C # dd's summary in the C locale: "N bytes (...) copied, S s, R MB/s"
   MB=$(lab_quick 128 512)
   REPS=$(lab_quick 3 5)
@@ -176,7 +174,7 @@ group_events() {
   local inst="$TR/instances/pcb-$$" ev mark count
   if [[ ! -d "$TR/instances" ]]; then lab_skip events "no tracefs instances directory"; return 0; fi
   mark=$(lab_mark)
-  lab_defer "remove tracefs instance $inst" nv_rmdir "$inst"
+  lab_rmdir_later "$inst"   # the tracefs instance, removed on cleanup
   lab_run events.instance -- mkdir "$inst" || { lab_unwind "$mark"; return 0; }
   for ev in issue complete; do
     tr_set "events.filter-$ev" "$inst/events/block/block_rq_$ev/filter" "dev == $DEVT" 0 &&
@@ -191,8 +189,8 @@ group_events() {
   # sched_switch filtered on dd's own PID: the shell writes the filter with its PID ($$) and then
   # execs dd, which keeps that PID.
   local sw="$inst/events/sched/sched_switch"
-  lab_defer "disable sched_switch in $inst" nv_write "$sw/enable" 0
-  lab_defer "clear the sched_switch filter in $inst" nv_write "$sw/filter" 0
+  lab_defer "disable sched_switch in $inst" lab__write_file "$sw/enable" 0
+  lab_defer "clear the sched_switch filter in $inst" lab__write_file "$sw/filter" 0
   count=$(( $(lab_quick 64 256) * 1024 / TRACE_BS_KB ))
   lab_run events.dd -- sh -c "echo \"prev_pid == \$\$ || next_pid == \$\$\" > $sw/filter && echo 1 > $sw/enable && exec dd if=$LOOP of=/dev/null bs=${TRACE_BS_KB}k iflag=direct count=$count"
   tr_set events.off "$inst/tracing_on" 0
@@ -277,7 +275,7 @@ group_fgraph() {
   [[ $(cat "$TR/tracing_on") == 1 ]] || tr_set fgraph.tracing-on "$TR/tracing_on" 1
   tr_set fgraph.depth "$TR/max_graph_depth" 3 &&
     tr_set fgraph.function "$TR/set_graph_function" ksys_read "" || { lab_unwind "$mark"; return 0; }
-  lab_defer "clear set_ftrace_pid" nv_write "$TR/set_ftrace_pid" ""
+  lab_defer "clear set_ftrace_pid" lab__write_file "$TR/set_ftrace_pid" ""
   tr_set fgraph.tracer "$TR/current_tracer" function_graph || { lab_unwind "$mark"; return 0; }
   drop fgraph.drop
   lab_run fgraph.dd -- sh -c "echo \$\$ > $TR/set_ftrace_pid && exec dd if=$DATA of=/dev/null bs=1M count=4"
@@ -303,6 +301,7 @@ group_swiotlb() {
     local f bad=""
     for f in "$DBG"/swiotlb/*; do [[ -f "$f" ]] || continue; cat "$f" > /dev/null 2>&1 || bad="$f"; done
     if [[ -n "$bad" ]]; then
+      # shellcheck disable=SC2002 # cat's own error message is the reason
       lab_skip swiotlb.debugfs "cannot read $bad: $(cat "$bad" 2>&1 | tail -n1)"
     else
       # Empty output: the directory has no files (no swiotlb pool was set up, e.g. "No low mem").

@@ -25,6 +25,8 @@
 # The scheduler is restored, the loop device detached and the tmpfs unmounted on exit,
 # error, Ctrl-C and TERM. perf record runs with --no-buildid-cache so that nothing is
 # written to ~/.debug (perf's build-id cache) outside the scratch and run directories.
+# shellcheck disable=SC2015 # "step && step || undo": the undo runs when any of the steps failed
+# shellcheck source=../lib/lab.sh disable=SC2317 # group_* functions are called by lab_main
 source "$(dirname "$0")/../lib/lab.sh"
 
 lab_define optane_kyber "optane_kyber: QD1 latency per I/O scheduler, flame graphs, a heat map, perf's own cost" \

@@ -1,0 +1,113 @@
+"""Journals of lab runs: what a run changed on the host and has not undone yet.
+
+labs/lib/lab.sh writes ``<out>/.<lab>.journal`` for every run (tab-separated lines, appended):
+
+    run   LAB PID STARTTIME TAG OUT SCRATCH-PARENT SCRIPT   first line, before any change
+    do    ID DESCRIPTION COMMAND                    an undo action, written before its change
+    done  ID                                        the action ran
+    fail  ID MESSAGE                                the action failed (it stays pending)
+
+and a pointer file ``.pcb-journal`` (the journal's path) in its scratch directory
+(``<scratch parent>/pcb-<lab>.XXXXXX/``). A run that ends in any way but SIGKILL undoes
+everything and removes its journal; a journal left behind is a killed run's, and
+``labs/<lab>/run.sh --recover --out OUT`` undoes it (``labkit recover`` finds them all).
+This module only reads journals: the undo actions are shell commands of the lab, run by
+the lab's own script.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class JournalError(ValueError):
+    """A file that is not a lab journal (no ``run`` line, bad fields)."""
+
+
+@dataclass
+class Journal:
+    """A run's journal: ``pending`` holds (id, description) of undo actions not done yet, in
+    registration order (they are undone newest first)."""
+
+    path: Path
+    lab: str
+    pid: int
+    start: str
+    tag: str
+    out: Path
+    scratch_parent: Path | None = None
+    script: Path | None = None
+    pending: list[tuple[int, str]] = field(default_factory=list)
+    failed: dict[int, str] = field(default_factory=dict)
+
+
+def read(path: str | Path) -> Journal:
+    """Parse a journal file.
+
+    Raises:
+        JournalError: no ``run`` line first, or a malformed line.
+        OSError: the file cannot be read.
+    """
+    path = Path(path)
+    lines = path.read_text(errors="replace").splitlines()
+    if not lines or not lines[0].startswith("run\t"):
+        raise JournalError(f"{path}: not a lab journal (no run line first)")
+    head = lines[0].split("\t")
+    if len(head) < 6 or not head[2].isdigit():
+        raise JournalError(f"{path}: malformed run line: {lines[0]!r}")
+    j = Journal(path, head[1], int(head[2]), head[3], head[4], Path(head[5]),
+                Path(head[6]) if len(head) > 6 and head[6] else None,
+                Path(head[7]) if len(head) > 7 and head[7] else None)
+    todo: dict[int, str] = {}
+    for n, line in enumerate(lines[1:], start=2):
+        f = line.split("\t")
+        try:
+            if f[0] == "do" and len(f) >= 4:
+                todo[int(f[1])] = f[2]
+            elif f[0] == "done" and len(f) >= 2:
+                todo.pop(int(f[1]), None)
+            elif f[0] == "fail" and len(f) >= 3:
+                j.failed[int(f[1])] = f[2]
+            elif line.strip():
+                raise JournalError(f"{path}:{n}: unknown line {line!r}")
+        except ValueError as exc:
+            if isinstance(exc, JournalError):
+                raise
+            raise JournalError(f"{path}:{n}: bad action id in {line!r}") from exc
+    j.pending = sorted(todo.items())
+    return j
+
+
+def starttime(pid: int) -> str | None:
+    """The start time of process PID (clock ticks after boot, /proc/PID/stat field 22), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(") ", 1)[1].split()[19]
+
+
+def running(j: Journal) -> bool:
+    """Whether the run that wrote ``j`` is still running (same PID, same start time)."""
+    return starttime(j.pid) == j.start
+
+
+def find(out_dirs: list[Path], scratch_parents: list[Path]) -> list[Path]:
+    """Journal files: ``.<lab>.journal`` in each out directory (a host folder) or in its host
+    folders (a folder of host folders), and those named by ``pcb-*/.pcb-journal`` pointers
+    under the scratch parents. Sorted, without duplicates."""
+    found: set[Path] = set()
+    for d in out_dirs:
+        d = Path(d)
+        for pattern in (".*.journal", "*/.*.journal"):
+            found.update(p.resolve() for p in d.glob(pattern) if p.is_file())
+    for parent in scratch_parents:
+        for ptr in Path(parent).glob("pcb-*/.pcb-journal"):
+            try:
+                target = Path(ptr.read_text().strip())
+            except OSError:
+                continue
+            if target.is_file():
+                found.add(target.resolve())
+    return sorted(found)

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# tests/fakelab/run.sh: a test double of a lab for the lab contract's tests (tests/test_lab_contract.py):
+# every kind of undo action without root and without touching the host. Its "knob" is a file
+# ($FAKELAB_DIR/knob), its "tracefs instance" a directory in $FAKELAB_DIR, its server `sleep`.
+#
+#   FAKELAB_DIR=DIR tests/fakelab/run.sh [lab options]      (FAKELAB_SLEEP: seconds per work step)
+# shellcheck source=../../labs/lib/lab.sh disable=SC2317 # group_* functions are called by lab_main
+source "$(dirname "$0")/../../labs/lib/lab.sh"
+
+lab_define fakelab "fakelab: the lab contract's test double (no root, no host change)" sleep
+lab_group setup "a knob file set, a background process, a directory made" always
+lab_group work "three short steps"
+lab_group fill "write a file of FAKELAB_FILL_MIB MiB in the scratch directory"
+lab_group stuck "an undo action that fails while \$FAKELAB_DIR/stuck exists"
+
+group_setup() {
+  local dir=${FAKELAB_DIR:?FAKELAB_DIR: a directory standing for the host}
+  lab_set_knob setup.knob "$dir/knob" changed || return 0
+  lab_spawn setup.server -- sleep 300
+  lab_rmdir_later "$dir/instance"
+  lab_run setup.instance -- mkdir "$dir/instance"
+}
+
+group_work() {
+  local i
+  for i in 1 2 3; do lab_run "work.$i" -- sleep "${FAKELAB_SLEEP:-0.1}"; done
+}
+
+group_fill() {
+  lab_run fill.write -- dd if=/dev/zero of="$LAB_SCRATCH/fill" bs=1M count="${FAKELAB_FILL_MIB:-1}" status=none
+  lab_run fill.after -- true
+}
+
+group_stuck() {
+  lab_defer "an undo that fails while $FAKELAB_DIR/stuck exists" test ! -e "$FAKELAB_DIR/stuck"
+  lab_run stuck.step -- true
+}
+
+lab_main "$@"

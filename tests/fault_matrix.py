@@ -1,0 +1,248 @@
+"""The fault matrix: every lab stopped at step boundaries by SIGINT, SIGTERM, SIGHUP (its output
+through a pipe whose reader dies with it) or SIGKILL (then ``run.sh --recover``), and the host
+compared with what it was before (tests/labrun.py's ``host_state``: mounts, loop devices,
+namespaces and /run/netns, schedulers, read_ahead_kb, audit, tracefs, files in /dev/shm and
+~/.debug), plus what the case itself owns: no process of the run left, the scratch parent,
+$HOME and $TMPDIR (fresh, empty directories for the run) still empty, no journal, no
+unfinished run directory in the out directory.
+
+A case is (lab, group, k, signal): the lab runs ``--quick --only GROUP`` and is signalled at
+the k-th progress line after ``== GROUP:`` (every progress line is a boundary between two
+actions; a group with fewer lines is signalled where the next begins). The sampled matrix (the
+default) gives each group of each lab one case, k drawn from 1..8 with a fixed seed, and the
+four signals in turn; ``--full`` first counts each group's progress lines in one undisturbed
+run and then tries every boundary with every signal (hours).
+
+    .venv/bin/python tests/fault_matrix.py [--labs a,b] [--full] [--seed N] [--json FILE]
+
+Exit status 0 when every case tried was clean. Needs root for the labs' host changes (without
+root most steps skip, and the matrix shows little).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from labrun import ROOT, host_state, lab_command, progress_boundary, signal_at, state_diff, tagged_processes  # noqa: E402
+
+SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]
+EXPECTED_RC = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+# Groups left out of the matrix: the guest group boots QEMU guests for minutes (its own tests
+# stop a guest run by signal: tests/test_guest.py, tests/test_faults.py's guest test).
+SKIP_GROUPS = {("nvme_swiotlb", "guest")}
+
+
+@dataclass
+class Case:
+    """One cell of the matrix."""
+
+    lab: str
+    group: str
+    k: int
+    sig: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.lab}-{self.group}-{self.k}-{self.sig}"
+
+
+@dataclass
+class Outcome:
+    """What one case did: ``clean`` when the host is as before and every check passed."""
+
+    case: Case
+    clean: bool
+    rc: int | None = None
+    boundary: str | None = None
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+
+# Labs that are not under labs/: the lab contract's test double.
+EXTRA_LABS = {"fakelab": ROOT / "tests" / "fakelab" / "run.sh"}
+
+
+def script_of(lab: str) -> Path:
+    """The lab's run.sh."""
+    return EXTRA_LABS.get(lab, ROOT / "labs" / lab / "run.sh")
+
+
+def groups(lab: str) -> list[str]:
+    """The lab's groups in order (its ``lab_group`` lines)."""
+    return re.findall(r"^lab_group\s+(\S+)", script_of(lab).read_text(), re.M)
+
+
+def labs() -> list[str]:
+    return sorted(p.parent.name for p in ROOT.glob("labs/*/run.sh"))
+
+
+def sampled_cases(lab_names: list[str], seed: int = 15) -> list[Case]:
+    """One case per (lab, group), k from 1..8, the four signals in turn (offset per lab)."""
+    rng = random.Random(seed)
+    cases = []
+    for li, lab in enumerate(lab_names):
+        for gi, g in enumerate(x for x in groups(lab) if (lab, x) not in SKIP_GROUPS):
+            sig = SIGNALS[(gi + li) % len(SIGNALS)]
+            cases.append(Case(lab, g, rng.randint(1, 8), sig.name))
+    return cases
+
+
+def count_boundaries(lab: str, group: str, base: Path) -> int:
+    """Progress lines of GROUP in one undisturbed ``--quick --only GROUP`` run."""
+    work = Path(tempfile.mkdtemp(prefix=f"count-{lab}-{group}-", dir=base))
+    env = case_env(work)
+    proc = subprocess.run(lab_command(script_of(lab), "--quick", "--only", group, "--host", "fault-matrix", "--out",
+                                      str(work / "out"), "--scratch", str(work / "scratch")),
+                          capture_output=True, text=True, env=dict(os.environ, **env), stdin=subprocess.DEVNULL)
+    n, inside = 0, False
+    for line in proc.stderr.splitlines():
+        if "] == " in line:
+            if inside:
+                break
+            inside = f"] == {group}:" in line
+        elif inside:
+            if "] recording result" in line:
+                break
+            n += 1
+    return max(n, 1)
+
+
+def full_cases(lab_names: list[str], base: Path) -> list[Case]:
+    """Every boundary of every group with every signal."""
+    cases = []
+    for lab in lab_names:
+        for g in groups(lab):
+            if (lab, g) in SKIP_GROUPS:
+                continue
+            n = count_boundaries(lab, g, base)
+            cases += [Case(lab, g, k, s.name) for k in range(1, n + 1) for s in SIGNALS]
+    return cases
+
+
+def case_env(work: Path) -> dict:
+    """A fresh, empty $HOME and $TMPDIR for the run (anything written there is a leak);
+    the real user's caches and configuration (labkit.guest's images, matplotlib's font cache)."""
+    home = Path.home()
+    for d in ("home", "tmp", "scratch"):
+        (work / d).mkdir(parents=True, exist_ok=True)
+    return {"HOME": str(work / "home"), "TMPDIR": str(work / "tmp"),
+            "XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME", str(home / ".cache")),
+            "XDG_CONFIG_HOME": os.environ.get("XDG_CONFIG_HOME", str(home / ".config"))}
+
+
+def leftovers(lab: str, work: Path, tag_prefix: str) -> list[str]:
+    """What the case's own directories and processes still hold."""
+    problems = []
+    for d in ("home", "tmp", "scratch"):
+        left = sorted(str(p.relative_to(work)) for p in (work / d).rglob("*"))
+        if left:
+            problems.append(f"{d} not empty: {left[:8]}")
+    out = work / "out"
+    for name in (f".{lab}.journal", f".{lab}.partial"):
+        if (out / name).exists():
+            problems.append(f"out/{name} left behind")
+    procs = tagged_processes(tag_prefix)
+    if procs:
+        problems.append(f"processes of the run still running: {procs[:5]}")
+    return problems
+
+
+def run_case(case: Case, base: Path, extra_env: dict | None = None, host: bool = True) -> Outcome:
+    """Run one case in a fresh directory under ``base``; see the module docstring. With
+    ``host=False`` the host's state is not compared (a lab that changes nothing of it, like
+    tests/fakelab: the comparison would only see what other runs on the machine do meanwhile)."""
+    work = Path(tempfile.mkdtemp(prefix=f"{case.id}-", dir=base))
+    env = dict(case_env(work), **(extra_env or {}))
+    target = script_of(case.lab)
+    args = ["--quick", "--only", case.group, "--host", "fault-matrix", "--out", str(work / "out"),
+            "--scratch", str(work / "scratch")]
+    sig = signal.Signals["SIG" + case.sig] if not case.sig.startswith("SIG") else signal.Signals[case.sig]
+    before = host_state([work]) if host else {}
+    out = Outcome(case, clean=False)
+    try:
+        got = signal_at(lab_command(target, *args), progress_boundary(case.group, case.k), sig, env=env)
+    except AssertionError as exc:
+        out.problems.append(str(exc)[:2000])
+        return out
+    out.rc, out.boundary, out.seconds = got.rc, got.boundary, got.seconds
+    tag = f"{case.lab}.{got.pid}."
+    if sig == signal.SIGKILL:
+        # Nothing ran the undo: a normal run must refuse (exit 2, the --recover command), then
+        # --recover must undo everything the killed run's journal holds.
+        time.sleep(0.5)
+        again = subprocess.run(lab_command(target, *args), capture_output=True, text=True, timeout=120,
+                               env=dict(os.environ, **env), stdin=subprocess.DEVNULL)
+        if again.returncode != 2 or "--recover" not in again.stderr or len(again.stderr.strip().splitlines()) != 1:
+            out.problems.append(f"a run after the kill did not refuse with one line (exit {again.returncode}): "
+                                f"{again.stderr[-500:]}")
+        rec = subprocess.run(lab_command(target, "--recover", "--out", str(work / "out"), "--scratch",
+                                         str(work / "scratch")), capture_output=True, text=True, timeout=300,
+                             env=dict(os.environ, **env), stdin=subprocess.DEVNULL)
+        if rec.returncode != 0:
+            out.problems.append(f"--recover exited {rec.returncode}: {rec.stderr[-1500:]}")
+    else:
+        if got.rc != EXPECTED_RC[sig]:
+            log = work / "out" / f".{case.lab}.log"
+            out.problems.append(f"exit {got.rc}, expected {EXPECTED_RC[sig]}; log tail: "
+                                f"{log.read_text()[-1500:] if log.exists() else '(no log)'}")
+    time.sleep(0.2)
+    out.problems += leftovers(case.lab, work, tag)
+    if host:
+        out.problems += state_diff(before, host_state([work]))
+    out.clean = not out.problems
+    return out
+
+
+def summary(outcomes: list[Outcome]) -> dict:
+    """Counts for reports: cases tried and clean, per lab and per signal."""
+    per_lab: dict = {}
+    for o in outcomes:
+        d = per_lab.setdefault(o.case.lab, {"tried": 0, "clean": 0})
+        d["tried"] += 1
+        d["clean"] += o.clean
+    return {"tried": len(outcomes), "clean": sum(o.clean for o in outcomes), "per_lab": per_lab,
+            "signals": sorted({o.case.sig for o in outcomes})}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--labs", help="comma-separated labs (default: all)")
+    ap.add_argument("--full", action="store_true", help="every boundary x every signal (hours)")
+    ap.add_argument("--seed", type=int, default=15, help="seed of the sampled matrix's boundaries")
+    ap.add_argument("--json", help="write every outcome and the counts to this file")
+    a = ap.parse_args(argv)
+    names = a.labs.split(",") if a.labs else labs()
+    t0 = time.time()
+    outcomes = []
+    with tempfile.TemporaryDirectory(prefix="fault-matrix.") as tmp:
+        cases = full_cases(names, Path(tmp)) if a.full else sampled_cases(names, a.seed)
+        for c in cases:
+            o = run_case(c, Path(tmp))
+            outcomes.append(o)
+            print(f"{'clean' if o.clean else 'NOT CLEAN':<10}{c.id:<48} exit {o.rc!s:<5} {o.seconds:6.1f} s"
+                  + ("" if o.clean else "\n    " + "\n    ".join(o.problems)), flush=True)
+    s = summary(outcomes)
+    print(f"\nfault matrix: {s['tried']} cases tried, {s['clean']} clean "
+          f"({'full' if a.full else f'sampled, seed {a.seed}'}; {time.time() - t0:.0f} s)")
+    for lab, d in s["per_lab"].items():
+        print(f"  {lab:<16}{d['clean']}/{d['tried']} clean")
+    if a.json:
+        Path(a.json).write_text(json.dumps({"summary": s, "seconds": round(time.time() - t0),
+                                            "outcomes": [asdict(o) for o in outcomes]}, indent=1))
+    return 0 if s["clean"] == s["tried"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
