@@ -55,8 +55,9 @@ PROFILES = {
     # throughput line), dash runs the Debian programs.
     "tools": ["busybox-static", "dash", "coreutils", "grep", "strace", "linux-perf", "blktrace", "kmod"],
     # Everything the labs use, to run a whole lab inside the guest (labs/<lab>/run.sh --guest ARCH):
-    # the guest's own gcc builds the labs' C programs, its python3 runs labkit's probe.
-    "lab": ["busybox-static", "dash", "bash", "coreutils", "grep", "sed", "gawk", "findutils", "diffutils",
+    # the guest's own gcc builds the labs' C programs, its python3 runs labkit's probe. libc-bin
+    # carries the C.UTF-8 locale (asciinema refuses to record without a UTF-8 one).
+    "lab": ["busybox-static", "dash", "bash", "libc-bin", "coreutils", "grep", "sed", "gawk", "findutils", "diffutils",
             "util-linux", "mount", "procps", "psmisc", "kmod", "e2fsprogs", "xfsprogs", "tar", "gzip",
             "gcc", "make", "libc6-dev", "python3", "python3-jsonschema", "git",
             "fio", "linux-perf", "strace", "sysstat", "auditd", "iproute2", "blktrace", "trace-cmd",
