@@ -973,8 +973,11 @@ lab__guest_main() {
     --timeout "$(lab_quick 3600 14400)" || rc=$?
   local got="$LAB_SCRATCH/out/results/$LAB_HOST"
   if [[ ! -f "$got/$LAB_NAME.json" ]]; then
-    lab__say "the guest produced no result (guest exit $rc); its console log: $LAB_OUT/.$LAB_NAME.guest-console.log"
-    cp "$LAB_SCRATCH/work/console.log" "$LAB_OUT/.$LAB_NAME.guest-console.log" 2>/dev/null || true
+    # Keep what came back (the recording, the partial run directory) and the console for a look.
+    rm -rf "$LAB_OUT/.$LAB_NAME.guest-failed"
+    mkdir -p "$LAB_OUT/.$LAB_NAME.guest-failed"
+    cp -a "$LAB_SCRATCH/out/." "$LAB_SCRATCH/work/console.log" "$LAB_OUT/.$LAB_NAME.guest-failed/" 2>/dev/null || true
+    lab__say "the guest produced no result (guest exit $rc); what came back: $LAB_OUT/.$LAB_NAME.guest-failed/"
     exit 1
   fi
   rm -rf "${LAB_OUT:?}/$LAB_NAME"
