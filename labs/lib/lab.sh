@@ -958,6 +958,7 @@ lab__guest_main() {
     echo "# Written by labs/lib/lab.sh --guest: runs in the guest as root (labkit.guest)."
     echo "export PCB_GIT_COMMIT=$commit PCB_GIT_DIRTY=$dirty"
     echo "busybox hostname $LAB_HOST"
+    echo "ip link set lo up    # no init system brings up loopback in the guest"
     # shellcheck disable=SC2016 # written for the guest's shell
     echo 'for m in loop kyber-iosched xfs veth; do modprobe $m 2>/dev/null; done'
     echo "busybox mount -t tmpfs tmpfs /run"
