@@ -147,7 +147,7 @@ def chart(lab: str, metric: str, x: str, series: str | None = None, where: dict 
             name = charts.store(page_dir, svg)
             imgs.append(f'<img class="pc-chart pc-{scheme}" alt="{alt}" src="{name}" width="{w}" height="{h}" '
                         f'loading="lazy" decoding="async">')
-        tabs.append(_tab(host, result, f'<p class="pc-figure">{"".join(imgs)}</p>'))
+        tabs.append(_tab(host, result, f'<span class="pc-figure">{"".join(imgs)}</span>'))
     if not found:
         raise MacroError(f"chart: no host has {metric!r} measurements in lab {lab!r} where {where}")
     return render.tabs(tabs)
@@ -205,9 +205,9 @@ def flamegraph(lab: str, kind: str = "flamegraph", group: str | None = None, **c
         title = html.escape(a.get("title", kind))
         how = ("click a frame to zoom, Ctrl-F to search" if kind in ("flamegraph", "diff_flamegraph")
                else "a static image") + "; on a narrow screen the figure scrolls sideways"
-        body = (f'<div class="pc-flamegraph-wrap"><object class="pc-flamegraph" type="image/svg+xml" '
+        body = (f'<span class="pc-flamegraph-wrap"><object class="pc-flamegraph" type="image/svg+xml" '
                 f'data-pc-src="{_rel(page, target)}" width="{w:g}" height="{h:g}" '
-                f'style="aspect-ratio:{w:g}/{h:g}" aria-label="{title}"></object></div>\n\n'
+                f'style="aspect-ratio:{w:g}/{h:g}" aria-label="{title}"></object></span>\n\n'
                 f'{render.esc(a.get("title", kind))}. [Open it on its own page]({_rel_src(page, target)}) ({how}).')
         tabs.append(_tab(host, result, body))
     if not found:

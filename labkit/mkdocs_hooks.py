@@ -16,7 +16,7 @@ from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File
 
-from labkit import charts, results
+from labkit import charts, render, results
 
 _PLAYER = re.compile(r"```asciinema-player\n(.*?)\n```", re.S)
 # What mkdocs-asciinema-player adds to every page (its on_config puts them in extra_css/js).
@@ -65,9 +65,11 @@ _DETAILS = re.compile(r"<details(?![^>]*data-search-exclude)")
 
 
 def on_page_content(html, page, config, files):
-    """Keep folded blocks (``<details>``: source listings, long outputs, predictions) out of
-    the search index that every page downloads; what is shown unfolded stays searchable.
-    (Measured data are kept out by :func:`labkit.render.tabs`.)"""
+    """Keep measured data (the blocks :func:`labkit.render.tabs` marks) and folded blocks
+    (``<details>``: source listings, long outputs, predictions) out of the search index that
+    every page downloads; the prose stays searchable."""
+    html = html.replace(render.DATA_OPEN, '<div class="pc-data" data-search-exclude>')
+    html = html.replace(render.DATA_CLOSE, "</div>")
     return _DETAILS.sub("<details data-search-exclude", html)
 
 

@@ -174,16 +174,21 @@ def text_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
+DATA_OPEN, DATA_CLOSE = "<!-- pc-data -->", "<!-- /pc-data -->"
+
+
 def tabs(items: list[tuple[str, str]]) -> str:
     """pymdownx.tabbed content tabs: one per (title, markdown body), bodies indented 4 spaces,
     or, for a single item, no tab strip: the title as a caption line over the body.
 
     Tabs with the same title are linked across the site (mkdocs-material
-    ``content.tabs.link``), so picking a host once switches every table. The whole block is
-    wrapped in ``<div class="pc-data" data-search-exclude>`` (md_in_html): measured data stay
-    out of the search index, which every page downloads; the prose around them is indexed.
+    ``content.tabs.link``), so picking a host once switches every table. The block is marked
+    with the comments :data:`DATA_OPEN` / :data:`DATA_CLOSE`, which ``labkit/mkdocs_hooks.py``
+    turns into ``<div class="pc-data" data-search-exclude>``: measured data stay out of the
+    search index, which every page downloads; the prose around them is indexed. (Comments,
+    not an md_in_html ``<div markdown>``: that splits a tab set whose bodies hold raw HTML.)
     """
-    out = ['<div class="pc-data" data-search-exclude markdown>', ""]
+    out = [DATA_OPEN, ""]
     if len(items) == 1:
         title, body = items[0]
         out += [f'<p class="pc-caption">{html.escape(title)}</p>', "", body, ""]
@@ -193,7 +198,7 @@ def tabs(items: list[tuple[str, str]]) -> str:
             out.append(f'==={"!" if i == 0 else ""} "{title}"\n')
             out.append("\n".join(("    " + l) if l.strip() else "" for l in body.splitlines()))
             out.append("")
-    out += ["</div>", ""]
+    out += [DATA_CLOSE, ""]
     return "\n".join(out) + "\n"
 
 

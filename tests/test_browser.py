@@ -66,7 +66,7 @@ def test_chapter_tables_tabs_flamegraph(served, watched, artifacts_dir, root):
     assert shown_median(quick, q_same) in visible.inner_text()
     checked = page.evaluate("""() => [...document.querySelectorAll('.tabbed-set')].map(set => {
         const i = [...set.querySelectorAll(':scope > input')].findIndex(x => x.checked);
-        return set.querySelectorAll(':scope > .tabbed-labels > label')[i]?.innerText || '';
+        return set.querySelectorAll(':scope > .tabbed-labels > label')[i]?.textContent || '';
     })""")
     assert checked and all("test-quick" in c for c in checked), checked
 

@@ -67,6 +67,32 @@
     });
   }
 
+  // mkdocs-material links tabs of the same title by their rendered text, which is empty for
+  // tab sets inside a closed <details>: those would keep the old host when opened. Follow the
+  // reader's pick there too, by the labels' text content.
+  function followTab(input) {
+    var set = input.closest(".tabbed-set");
+    if (!set || !input.checked) {
+      return;
+    }
+    var label = set.querySelector('.tabbed-labels > label[for="' + input.id + '"]');
+    var title = label ? label.textContent.trim() : "";
+    if (!title) {
+      return;
+    }
+    document.querySelectorAll(".tabbed-set").forEach(function (other) {
+      if (other === set) {
+        return;
+      }
+      other.querySelectorAll(":scope > .tabbed-labels > label").forEach(function (l) {
+        var target = document.getElementById(l.htmlFor);
+        if (l.textContent.trim() === title && target && !target.checked) {
+          target.checked = true;
+        }
+      });
+    });
+  }
+
   function all() {
     flameGraphs(document);
     players(document);
@@ -80,6 +106,11 @@
   document.addEventListener("DOMContentLoaded", function () { setTimeout(all, 0); });
   window.addEventListener("load", all);
   // A tab shown or a window resized can make a table scroll (or stop scrolling).
-  document.addEventListener("change", function () { setTimeout(function () { accessibility(document); }, 50); });
+  document.addEventListener("change", function (e) {
+    if (e.target && e.target.matches && e.target.matches(".tabbed-set > input")) {
+      followTab(e.target);
+    }
+    setTimeout(function () { accessibility(document); }, 50);
+  });
   window.addEventListener("resize", function () { accessibility(document); });
 })();
