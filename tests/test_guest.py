@@ -18,8 +18,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.guest
-
 from labkit import guest
 from labkit.guest import images
 
@@ -75,7 +73,8 @@ perf stat -x, -a -e swiotlb:swiotlb_bounced -o $PCB_OUT/count.csv -- dd if=/dev/
 @needs_qemu
 @pytest.mark.timeout(600)
 def test_guest_smoke_bounces_only_with_the_window(tmp_path):
-    """Boot arm64 with each device tree, read 64 MiB directly from the NVMe drive, count bounces."""
+    """Boot arm64 with each device tree, read 64 MiB directly from the NVMe drive, count bounces.
+    In the fast tier (make test), on purpose: two short boots, the whole guest path end to end."""
     guest.prepare(guest.GuestSpec(arch="arm64"))  # the cache, once (cold: downloads; warm: nothing)
     job = tmp_path / "job"
     job.mkdir()
@@ -99,6 +98,7 @@ def test_guest_smoke_bounces_only_with_the_window(tmp_path):
 
 
 @needs_qemu
+@pytest.mark.guest
 @pytest.mark.timeout(300)
 def test_guest_timeout_stops_qemu(tmp_path):
     job = tmp_path / "job"
@@ -125,6 +125,7 @@ def _qemu_with(marker: str) -> list[str]:
 
 
 @needs_qemu
+@pytest.mark.guest
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_signal_to_the_runner_stops_qemu(tmp_path, sig):
