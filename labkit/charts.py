@@ -136,7 +136,7 @@ def chart_svg(ms: list[dict], x: str, series: str | None = None, *, kind: str = 
     with plt.rc_context({"text.color": pal["fg"], "axes.labelcolor": pal["fg"], "axes.edgecolor": pal["fg"],
                          "xtick.color": pal["fg"], "ytick.color": pal["fg"],
                          "axes.prop_cycle": matplotlib.cycler(color=pal["colors"])}):
-        fig, ax = plt.subplots(figsize=(7, 3.8), dpi=100)
+        fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
         fig.patch.set_alpha(0)
         ax.patch.set_alpha(0)
         many = series and len(groups) > 1
