@@ -7,8 +7,10 @@ writes a result (``local-results/`` and ``$PERF_CASEBOOK_RESULTS`` are watched t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import posixpath
 import re
 from pathlib import Path
 
@@ -57,11 +59,55 @@ def on_page_markdown(markdown, page, config, files):
 
 
 def on_pre_build(config):
-    """Forget figures of an earlier build (``mkdocs serve`` builds again in one process)."""
+    """Forget figures and folds of an earlier build (``mkdocs serve`` builds again in one process)."""
     charts.take()
+    _FOLDS.clear()
 
 
 _DETAILS = re.compile(r"<details(?![^>]*data-search-exclude)")
+_DETAILS_TAG = re.compile(r"<details\b[^>]*>|</details>")
+FOLD_MIN_CHARS = 20_000  # a closed block with more HTML than this is fetched when opened
+_FOLDS: dict[str, str] = {}  # site path -> HTML fragment, written by on_post_build
+
+
+def _page_dir(page) -> str:
+    url = page.url
+    return url if url.endswith("/") or url == "" else posixpath.dirname(url) + "/"
+
+
+def lazy_folds(html: str, page_dir: str, store: dict[str, str], min_chars: int = FOLD_MIN_CHARS) -> str:
+    """Move the contents of each large closed ``<details>`` (a source listing, a long output:
+    more than ``min_chars`` characters of HTML) into a fragment file ``<page_dir>fold-<hash>.html``
+    (kept in ``store``, site path → HTML) and leave a placeholder that docs/assets/casebook.js
+    replaces with the fragment when the reader opens the block; without JavaScript the
+    placeholder links to the fragment. The page's DOM stays small: mkdocs-material's start-up
+    and the browser's layout cost grow with every element, folded or not."""
+    out, last, depth, start = [], 0, 0, None
+    for m in _DETAILS_TAG.finditer(html):
+        if m.group(0) != "</details>":
+            if depth == 0:
+                start = m
+            depth += 1
+            continue
+        depth -= 1
+        if depth or start is None:
+            continue
+        head = start.group(0)
+        body_at = html.find("</summary>", start.end(), m.start())
+        if " open" in head or body_at < 0:
+            continue
+        body_at += len("</summary>")
+        inner = html[body_at:m.start()]
+        if len(inner) < min_chars:
+            continue
+        name = f"fold-{hashlib.sha1(inner.encode()).hexdigest()[:12]}.html"
+        store[page_dir + name] = inner
+        out.append(html[last:body_at])
+        out.append(f'\n<div class="pc-fold" data-pc-fold="{name}"><p>Loading… '
+                   f'(<a href="{name}">the folded content on its own</a>)</p></div>\n')
+        last = m.start()
+    out.append(html[last:])
+    return "".join(out)
 
 
 def on_page_content(html, page, config, files):
@@ -71,6 +117,13 @@ def on_page_content(html, page, config, files):
     html = html.replace(render.DATA_OPEN, '<div class="pc-data" data-search-exclude>')
     html = html.replace(render.DATA_CLOSE, "</div>")
     return _DETAILS.sub("<details data-search-exclude", html)
+
+
+def on_page_context(context, page, config, nav):
+    """Fetch large folded blocks on demand (:func:`lazy_folds`), once the search plugin has
+    indexed the page (it runs on this event before us: the folds are excluded from it anyway)."""
+    page.content = lazy_folds(page.content, _page_dir(page), _FOLDS)
+    return context
 
 
 def on_post_page(output, page, config):
@@ -90,13 +143,14 @@ def on_post_page(output, page, config):
 
 
 def on_post_build(config):
-    """Write the chart figures the macros drew (:func:`labkit.charts.store`) into the site,
-    each next to its page."""
+    """Write the chart figures the macros drew (:func:`labkit.charts.store`) and the folded
+    blocks' fragments (:func:`lazy_folds`) into the site, each next to its page."""
     site = Path(config["site_dir"])
-    for rel, svg in charts.take().items():
+    for rel, text in [*charts.take().items(), *_FOLDS.items()]:
         dst = site / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
-        dst.write_text(svg)
+        dst.write_text(text)
+    _FOLDS.clear()
 
 
 def on_serve(server, config, builder):

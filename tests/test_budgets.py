@@ -74,3 +74,21 @@ def test_budget_catches_a_heavy_page(served, browser, tmp_path):
     r = page_budget(browser, url, "/heavy-test/", run_axe=False)
     assert r["bytes"] > MAX_PAGE_BYTES
     assert r["foreign"] == [f"{other}/x.png"]
+
+
+def test_folded_block_loads_when_opened(served, browser):
+    """Opening a large folded block fetches its contents, with a copy button on its code."""
+    _, url = served
+    page = browser.new_page()
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(f"{url}/cases/lat_tcp/", wait_until="networkidle")
+    folds = page.locator("details:has(> .pc-fold)").count()
+    assert folds > 0
+    page.locator("details:has(> .pc-fold) > summary").first.click()
+    page.wait_for_function("() => document.querySelectorAll('details > .pc-fold').length < %d" % folds)
+    opened = page.evaluate("""() => { const d = document.querySelector('details[open]');
+        return {code: d.querySelectorAll('pre code').length, copy: d.querySelectorAll('.md-code__button').length}; }""")
+    assert opened["code"] >= 1 and opened["copy"] == opened["code"], opened
+    assert errors == [], errors
+    page.close()

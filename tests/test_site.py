@@ -169,3 +169,14 @@ def test_one_host_means_no_tab_strip(tmp_path):
     html = (tmp_path / "site" / "cases" / "lat_tcp" / "index.html").read_text()
     assert "class=\"tabbed-set" not in html
     assert f'<p class="pc-caption">{hosts[0].name}</p>' in html
+
+
+def test_large_folds_are_fetched_when_opened(site):
+    """A large closed block keeps only a placeholder in its page; its contents are a file next
+    to the page, exactly the HTML that was folded (the lab's source listing, here)."""
+    html = (site / "cases" / "lat_tcp" / "index.html").read_text()
+    names = re.findall(r'<div class="pc-fold" data-pc-fold="(fold-[0-9a-f]{12}\.html)">', html)
+    assert names
+    texts = [(site / "cases" / "lat_tcp" / n).read_text() for n in names]
+    assert any("labs/lat_tcp/run.sh: TCP round-trip" in t for t in texts)
+    assert "labs/lat_tcp/run.sh: TCP round-trip" not in html

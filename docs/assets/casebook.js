@@ -4,6 +4,8 @@
  *   weight does not count figures a reader never scrolls to (labkit/macros.py flamegraph()).
  * - Recordings (<div data-pc-cast>) get an asciinema player with the options the macro wrote
  *   (labkit/macros.py cast()); the player's script is only on pages with a recording.
+ * - Large folded blocks (<details> with a <div data-pc-fold>) are fetched when opened
+ *   (labkit/mkdocs_hooks.py lazy_folds), with copy buttons on their code blocks.
  * - Names and keyboard access that mkdocs-material's runtime markup lacks: code annotation
  *   markers get a label, and a table that scrolls sideways can be focused to scroll it.
  */
@@ -93,6 +95,54 @@
     });
   }
 
+  var foldCode = 0;
+
+  // Copy buttons as mkdocs-material puts them on code blocks at page load (its clipboard
+  // handler is delegated, so the same markup works on code fetched later).
+  function copyButtons(root) {
+    root.querySelectorAll(".highlight > pre").forEach(function (pre) {
+      if (pre.querySelector(".md-code__nav") || !pre.querySelector("code")) {
+        return;
+      }
+      if (!pre.id) {
+        pre.id = "__pc_fold_code_" + (foldCode += 1);
+      }
+      var nav = document.createElement("nav");
+      nav.className = "md-code__nav";
+      var button = document.createElement("button");
+      button.className = "md-code__button";
+      button.title = "Copy to clipboard";
+      button.setAttribute("data-clipboard-target", "#" + pre.id + " > code");
+      button.setAttribute("data-md-type", "copy");
+      nav.appendChild(button);
+      pre.insertBefore(nav, pre.firstChild);
+    });
+  }
+
+  function openFold(details) {
+    var holder = details.querySelector(":scope > .pc-fold[data-pc-fold]");
+    if (!holder || holder.hasAttribute("data-pc-loading")) {
+      return;
+    }
+    holder.setAttribute("data-pc-loading", "");
+    fetch(holder.getAttribute("data-pc-fold"))
+      .then(function (r) { return r.ok ? r.text() : Promise.reject(new Error("HTTP " + r.status)); })
+      .then(function (html) {
+        var box = document.createElement("div");
+        box.innerHTML = html;
+        copyButtons(box);
+        while (box.firstChild) {
+          details.insertBefore(box.firstChild, holder);
+        }
+        holder.remove();
+        all();
+      })
+      .catch(function (err) {
+        holder.removeAttribute("data-pc-loading");
+        holder.firstChild.textContent = "Could not load this block (" + err.message + "): ";
+      });
+  }
+
   function all() {
     flameGraphs(document);
     players(document);
@@ -105,6 +155,12 @@
   }
   document.addEventListener("DOMContentLoaded", function () { setTimeout(all, 0); });
   window.addEventListener("load", all);
+  // <details> fires "toggle" on itself only: listen in the capture phase.
+  document.addEventListener("toggle", function (e) {
+    if (e.target.tagName === "DETAILS" && e.target.open) {
+      openFold(e.target);
+    }
+  }, true);
   // A tab shown or a window resized can make a table scroll (or stop scrolling).
   document.addEventListener("change", function (e) {
     if (e.target && e.target.matches && e.target.matches(".tabbed-set > input")) {
