@@ -225,13 +225,17 @@ def bench_pages(site: Path, use_lighthouse: bool = True, as_json: Path | None = 
     """Print the page table for built site ``site``; returns the number of budget breaches."""
     from playwright.sync_api import sync_playwright
 
+    with_axe = AXE_JS.exists()
+    if not with_axe:
+        print(f"axe-core not installed ({AXE_JS}): `make setup` installs it; no accessibility counts below.")
     server, url = serve_site(site)
     rows, breaches = [], 0
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             for path in site_pages(site):
-                r = page_budget(browser, url, path)
+                r = page_budget(browser, url, path, run_axe=with_axe)
+                r.setdefault("axe", {"light": {"counts": {}, "violations": []}, "dark": {"counts": {}, "violations": []}})
                 r["phone"] = page_budget(browser, url, path, "phone", run_axe=False)
                 r["lighthouse"] = lighthouse(url + path) if use_lighthouse else None
                 rows.append(r)
@@ -261,8 +265,9 @@ def bench_pages(site: Path, use_lighthouse: bool = True, as_json: Path | None = 
         breaches += len(bad)
         lh_cols = (f"{lh.get('performance', '–'):>9}{lh.get('accessibility', '–'):>9}" if lh_on else "")
         print(f"{r['path']:<22}{weight / 1000:>7.0f}{r['decoded_bytes'] / 1000:>7.0f}{r['requests']:>5}"
-              f"{len(r['foreign']):>5}{len(r['errors']):>5}{serious(r['axe']['light']):>7}{serious(r['axe']['dark']):>7}"
-              f"{lh_cols}  {'ok' if not bad else 'OVER: ' + ', '.join(bad)}")
+              f"{len(r['foreign']):>5}{len(r['errors']):>5}"
+              + (f"{serious(r['axe']['light']):>7}{serious(r['axe']['dark']):>7}" if with_axe else f"{'–':>7}{'–':>7}")
+              + f"{lh_cols}  {'ok' if not bad else 'OVER: ' + ', '.join(bad)}")
     print(f"\nKB: bytes transferred before any interaction, from a server that gzips text as web hosts do"
           f" (larger of 1280 px and 390 px wide; recordings excluded; budget {MAX_PAGE_BYTES // 1000} KB);"
           f" raw KB: the same responses uncompressed (1280 px)."
