@@ -288,7 +288,7 @@ def accelerator(spec: GuestSpec, work_dir: Path | str, say: Say = stderr_say) ->
 
 
 def _boot(spec: GuestSpec, prep: dict, job_dir: Path, out_dir: Path, work: Path, accel: str, nvme_image: Path | None,
-          timeout: float, say: Say, out_mib: int = 256, probe: bool = False) -> dict:
+          timeout: float, say: Say, out_mib: int = 256, probe: bool = False, scratch_mib: int = 0) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     job_tar, out_img = work / "job.tar", work / "out.img"
@@ -316,6 +316,13 @@ def _boot(spec: GuestSpec, prep: dict, job_dir: Path, out_dir: Path, work: Path,
     cmd += _drive(spec.arch, Path(prep["modules_img"]), "pcbmods", readonly=True)
     cmd += _drive(spec.arch, job_tar, "pcbjob", readonly=True)
     cmd += _drive(spec.arch, out_img, "pcbout")
+    if scratch_mib:
+        # An empty disk of the guest's own for scratch (sparse here: only what the guest writes uses
+        # space); the job finds it as $PCB_SCRATCH_DEV and puts a file system on it.
+        scratch = work / "scratch.img"
+        with open(scratch, "wb") as f:
+            f.truncate(scratch_mib * 1024 * 1024)
+        cmd += _drive(spec.arch, scratch, "pcbscratch")
     if nvme_image is not None:
         cmd += ["-drive", f"file={nvme_image},if=none,id=nvm,format=raw", "-device", "nvme,drive=nvm,serial=pcbnvme"]
     (work / "qemu.cmd").write_text(" ".join(cmd) + "\n")
@@ -327,16 +334,18 @@ def _boot(spec: GuestSpec, prep: dict, job_dir: Path, out_dir: Path, work: Path,
             raise GuestRunError(f"the guest's /out could not be read back: {proc.stderr.strip()[-200:]}")
     out_img.unlink(missing_ok=True)
     job_tar.unlink(missing_ok=True)
+    (work / "scratch.img").unlink(missing_ok=True)
     return res
 
 
 def run(spec: GuestSpec, job_dir: Path | str, out_dir: Path | str, work_dir: Path | str, *,
         nvme_image: Path | str | None = None, timeout: float = 600, say: Say = stderr_say,
-        out_mib: int = 256, refresh: bool = False, host_label: str | None = None) -> dict:
+        out_mib: int = 256, refresh: bool = False, host_label: str | None = None, scratch_mib: int = 0) -> dict:
     """Boot ``spec``, run ``job_dir/run`` (POSIX sh, as root, cwd /job, ``$PCB_OUT`` = /out) and
     bring ``/out`` back into ``out_dir``. ``work_dir`` (in the lab's scratch) holds the per-run
     disks, the device tree and ``console.log``; ``nvme_image``: a raw file the guest sees as an NVMe
-    drive (/dev/nvme0n1). Also writes ``out_dir/guest.json`` (the returned dict), and
+    drive (/dev/nvme0n1); ``scratch_mib``: an empty disk of that size for the job's scratch
+    (``$PCB_SCRATCH_DEV`` in the guest). Also writes ``out_dir/guest.json`` (the returned dict), and
     ``job_dir/emulation.json`` (the ``host.emulation`` record of results made in the guest:
     labkit's probe reads it through ``$PCB_EMULATION_FILE``; ``host_label`` names this host).
 
@@ -361,7 +370,7 @@ def run(spec: GuestSpec, job_dir: Path | str, out_dir: Path | str, work_dir: Pat
     say(f"booting {spec.arch} ({accel}) kernel {prep['kernel']['release']}"
         + (f", device tree {spec.dt}" if spec.dt else "") + (f", append '{spec.append}'" if spec.append else ""))
     res = _boot(spec, prep, Path(job_dir), out_dir, work, accel, Path(nvme_image) if nvme_image else None, timeout,
-                say, out_mib)
+                say, out_mib, scratch_mib=scratch_mib)
     info = {"arch": spec.arch, "machine": ARCHS[spec.arch]["machine"],
             "cpu": "host" if accel == "kvm" else ARCHS[spec.arch]["cpu_tcg"], "cpus": spec.cpus,
             "mem_mib": spec.mem_mib, "accelerator": accel, "accel_reason": reason,

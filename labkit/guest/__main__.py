@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--timeout", type=float, default=600, help="seconds before QEMU is stopped (default 600)")
     r.add_argument("--out-mib", type=int, default=256, help="size of the disk that carries /out back (MiB)")
     r.add_argument("--host-label", help="label of this host, recorded in the guest's emulation record")
+    r.add_argument("--scratch-mib", type=int, default=0, help="an empty disk of this size for the job's scratch")
     c = sub.add_parser("accel", help="print the accelerator a run would use here (tcg or kvm)")
     _spec_args(c)
     c.add_argument("--work", default=None, help="scratch directory for a KVM probe boot")
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{len(info['rootfs']['packages'])} packages ({a.release}/{a.arch}), built in {info['built']} s")
             return 0
         info = run(spec, a.job, a.out, a.work, nvme_image=a.nvme, timeout=a.timeout, refresh=a.refresh,
-                   out_mib=a.out_mib, host_label=a.host_label)
+                   out_mib=a.out_mib, host_label=a.host_label, scratch_mib=a.scratch_mib)
     except (GuestBuildError, GuestRunError, OSError) as exc:
         print(f"labkit.guest: {exc}", file=sys.stderr)
         return 1

@@ -43,7 +43,7 @@ disk() { # disk SERIAL: /dev/vdX whose virtio serial is SERIAL
 }
 i=0
 while ! disk pcbout >/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-ROOT=$(disk pcbroot) JOB=$(disk pcbjob) OUT=$(disk pcbout) MODS=$(disk pcbmods)
+ROOT=$(disk pcbroot) JOB=$(disk pcbjob) OUT=$(disk pcbout) MODS=$(disk pcbmods) SCRATCH=$(disk pcbscratch)
 if [ -z "$ROOT" ] || [ -z "$JOB" ] || [ -z "$OUT" ]; then
   echo "PCB-GUEST: disks not found (root=$ROOT job=$JOB out=$OUT): $(ls /sys/block)"
   echo "PCB-GUEST-EXIT 125"; poweroff -f
@@ -58,7 +58,7 @@ tar -xf "$JOB" -C /mnt/job
 for f in proc sys dev; do mount --move "/$f" "/mnt/$f"; done
 echo "PCB-GUEST: job start"
 chroot /mnt /bin/busybox env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb LC_ALL=C.UTF-8 \
-  PCB_GUEST=1 PCB_JOB=/job PCB_OUT=/out PCB_EMULATION_FILE=/job/emulation.json /bin/sh -c 'cd /job && exec /bin/sh /job/run'
+  PCB_GUEST=1 PCB_JOB=/job PCB_OUT=/out PCB_EMULATION_FILE=/job/emulation.json PCB_SCRATCH_DEV="$SCRATCH" /bin/sh -c 'cd /job && exec /bin/sh /job/run'
 rc=$?
 echo "PCB-GUEST: job done"
 tar -cf "/mnt$OUT" -C /mnt/out . # /dev moved into the chroot above
