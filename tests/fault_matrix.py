@@ -9,7 +9,7 @@ unfinished run directory in the out directory.
 A case is (lab, group, k, signal): the lab runs ``--quick --only GROUP`` and is signalled at
 the k-th progress line after ``== GROUP:`` (every progress line is a boundary between two
 actions; a group with fewer lines is signalled where the next begins). The sampled matrix (the
-default) gives each group of each lab one case, k drawn from 1..8 with a fixed seed, and the
+default) gives each group of each lab two cases, k drawn from 1..8 with a fixed seed, and the
 four signals in turn; ``--full`` first counts each group's progress lines in one undisturbed
 run and then tries every boundary with every signal (hours).
 
@@ -88,14 +88,18 @@ def labs() -> list[str]:
     return sorted(p.parent.name for p in ROOT.glob("labs/*/run.sh"))
 
 
-def sampled_cases(lab_names: list[str], seed: int = 15) -> list[Case]:
-    """One case per (lab, group), k from 1..8, the four signals in turn (offset per lab)."""
+def sampled_cases(lab_names: list[str], seed: int = 15, per_group: int = 2) -> list[Case]:
+    """``per_group`` cases per (lab, group): boundaries k from 1..8 drawn with ``seed``
+    (distinct within a group), the four signals in turn (offset per lab, so that every lab
+    gets every signal)."""
     rng = random.Random(seed)
     cases = []
     for li, lab in enumerate(lab_names):
-        for gi, g in enumerate(x for x in groups(lab) if (lab, x) not in SKIP_GROUPS):
-            sig = SIGNALS[(gi + li) % len(SIGNALS)]
-            cases.append(Case(lab, g, rng.randint(1, 8), sig.name))
+        n = 0
+        for g in (x for x in groups(lab) if (lab, x) not in SKIP_GROUPS):
+            for k in sorted(rng.sample(range(1, 9), per_group)):
+                cases.append(Case(lab, g, k, SIGNALS[(n + li) % len(SIGNALS)].name))
+                n += 1
     return cases
 
 
@@ -129,6 +133,13 @@ def full_cases(lab_names: list[str], base: Path) -> list[Case]:
             n = count_boundaries(lab, g, base)
             cases += [Case(lab, g, k, s.name) for k in range(1, n + 1) for s in SIGNALS]
     return cases
+
+
+def wait_for_lock(script: str | Path, timeout: int = 3600) -> None:
+    """Wait until no run of the lab holds its lock (another run on a shared machine): a case
+    must not be refused for that. flock on the lab's run.sh, as lab.sh takes it."""
+    subprocess.run(["flock", "-w", str(timeout), str(script_of(str(script)) if not str(script).endswith(".sh")
+                                                     else script), "true"], check=False)
 
 
 def case_env(work: Path) -> dict:
@@ -169,6 +180,7 @@ def run_case(case: Case, base: Path, extra_env: dict | None = None, host: bool =
     args = ["--quick", "--only", case.group, "--host", "fault-matrix", "--out", str(work / "out"),
             "--scratch", str(work / "scratch")]
     sig = signal.Signals["SIG" + case.sig] if not case.sig.startswith("SIG") else signal.Signals[case.sig]
+    wait_for_lock(target)
     before = host_state([work]) if host else {}
     out = Outcome(case, clean=False)
     try:
@@ -221,13 +233,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--labs", help="comma-separated labs (default: all)")
     ap.add_argument("--full", action="store_true", help="every boundary x every signal (hours)")
     ap.add_argument("--seed", type=int, default=15, help="seed of the sampled matrix's boundaries")
+    ap.add_argument("--per-group", type=int, default=2, help="cases per group in the sampled matrix (default 2)")
     ap.add_argument("--json", help="write every outcome and the counts to this file")
     a = ap.parse_args(argv)
     names = a.labs.split(",") if a.labs else labs()
     t0 = time.time()
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="fault-matrix.") as tmp:
-        cases = full_cases(names, Path(tmp)) if a.full else sampled_cases(names, a.seed)
+        cases = full_cases(names, Path(tmp)) if a.full else sampled_cases(names, a.seed, a.per_group)
         for c in cases:
             o = run_case(c, Path(tmp))
             outcomes.append(o)

@@ -239,8 +239,9 @@ TRACEFS_FILES = ["current_tracer", "tracing_on", "set_event", "set_ftrace_pid", 
 def host_state(ours: list[str | Path], others: tuple[str, ...] = ("/tmp/pcb-", "/tmp/pytest-of-")) -> dict:
     """What a lab may change on the host, as comparable data: mounts, loop devices, network
     namespaces and /run/netns, every block device's scheduler and read_ahead_kb, audit status
-    and rules, tracefs (top-level settings, instances, per-device blk trace switches), the
-    processes that carry a lab run's tag, and entries of /run/netns, /dev/shm and ~/.debug.
+    and rules, tracefs (top-level settings, instances, per-device blk trace switches), and
+    entries of /run/netns, /dev/shm and ~/.debug. (A run's own processes are checked by its
+    tag: :func:`tagged_processes`; other runs on a shared machine start and stop theirs.)
 
     Paths under ``others`` (other runs' and other test sessions' scratch directories on this
     shared machine) are left out unless they are under one of ``ours`` (this case's own
@@ -281,7 +282,6 @@ def host_state(ours: list[str | Path], others: tuple[str, ...] = ("/tmp/pcb-", "
     if is_root() and (tr / "tracing_on").exists():
         state["tracefs"] = {f: _read(tr / f) for f in TRACEFS_FILES}
         state["tracefs_instances"] = sorted(p.name for p in (tr / "instances").iterdir())
-    state["processes"] = sorted(tagged_processes())
     state["files"] = {d: sorted(str(p.relative_to(d)) for p in Path(d).rglob("*")) if Path(d).is_dir() else None
                       for d in ("/dev/shm", str(Path.home() / ".debug"))}
     return state

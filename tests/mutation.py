@@ -1,0 +1,138 @@
+"""`make mutation`: mutation testing of the modules that turn results into verdicts and pages
+(labkit's claims, model, results, render, charts, macros) with mutmut, against the fast tier's
+unit tests of those modules. Prints the kill ratio per module and in all (target: >= 80 %).
+
+mutmut mutates files in place, one mutant at a time: it runs in a copy of the checkout (the
+files git tracks, as they are in the work tree) under a temporary directory, never in the tree
+in use. Tests that already fail without any mutant are reported and left out (mutmut needs a
+green baseline); a timed-out mutant counts as killed (the tests noticed).
+
+    .venv/bin/python tests/mutation.py --mutmut .tools/mutmut/bin/mutmut [--paths labkit/claims.py,...]
+                                       [--keep DIR] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = ROOT / ".venv" / "bin" / "python"
+DEFAULT_PATHS = ["labkit/claims.py", "labkit/model.py", "labkit/results.py", "labkit/render.py",
+                 "labkit/charts.py", "labkit/macros.py"]
+# The fast tier's unit tests of those modules (no lab run, no site build, no browser), quickest
+# first: pytest stops at the first failure, so most mutants cost a second or two.
+TESTS = ["tests/test_claims_handbuilt.py", "tests/test_results_loading.py", "tests/test_render_values.py",
+         "tests/test_claims_rules.py", "tests/test_claims_contract.py", "tests/test_check.py", "tests/test_cli.py",
+         "tests/test_macros_render.py", "tests/test_macros_excerpts.py", "tests/test_tools_cards.py"]
+# --thorough adds the fast tier's tests on every committed result (a minute per surviving mutant).
+THOROUGH = ["tests/test_claims_failable.py", "tests/test_model_claims.py", "tests/test_fio_engines_claims.py",
+            "tests/test_fstime_claims.py", "tests/test_lat_tcp_claims.py", "tests/test_optane_kyber_claims.py"]
+PYTEST = [str(PY), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:playwright", "-p", "no:base_url",
+          "-m", "not lab and not guest and not slow"]
+
+
+def copy_tree(dest: Path) -> None:
+    """The files git tracks, as they are in the work tree, into ``dest``; .venv and .tools linked."""
+    files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True).stdout
+    tar = subprocess.Popen(["tar", "--null", "-T", "-", "-cf", "-"], cwd=ROOT, stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE)
+    untar = subprocess.Popen(["tar", "-xf", "-", "-C", str(dest)], stdin=tar.stdout)
+    tar.stdin.write(files)
+    tar.stdin.close()
+    tar.stdout.close()
+    if untar.wait() or tar.wait():
+        raise SystemExit("mutation: copying the checkout failed")
+    for link in (".venv", ".tools"):
+        if (ROOT / link).exists():
+            (dest / link).symlink_to(ROOT / link)
+
+
+def baseline_failures(work: Path, tests: list[str], env: dict) -> list[str]:
+    """Node ids of tests that fail without any mutant."""
+    proc = subprocess.run([*PYTEST[:3], "-q", "-p", "no:cacheprovider", "-m", PYTEST[-1], "-rf", *tests],
+                          cwd=work, env=env, capture_output=True, text=True)
+    return [l.split()[1] for l in proc.stdout.splitlines() if l.startswith("FAILED ")]
+
+
+def counts(cache: Path) -> dict[str, dict[str, int]]:
+    """Per source file: killed, timeout, survived, suspicious, skipped, untested (mutmut's cache)."""
+    db = sqlite3.connect(cache)
+    rows = db.execute("SELECT SourceFile.filename, Mutant.status FROM Mutant JOIN Line ON Mutant.line = Line.id "
+                      "JOIN SourceFile ON Line.sourcefile = SourceFile.id").fetchall()
+    out: dict[str, dict[str, int]] = {}
+    names = {"ok_killed": "killed", "bad_timeout": "timeout", "bad_survived": "survived",
+             "ok_suspicious": "suspicious", "skipped": "skipped", "untested": "untested"}
+    for filename, status in rows:
+        d = out.setdefault(filename, {v: 0 for v in names.values()})
+        d[names.get(status, status)] = d.get(names.get(status, status), 0) + 1
+    return out
+
+
+def ratio(d: dict[str, int]) -> tuple[int, int, float]:
+    """(detected, tried, detected/tried): killed, timed out and suspicious count as detected."""
+    detected = d["killed"] + d["timeout"] + d["suspicious"]
+    tried = detected + d["survived"]
+    return detected, tried, (detected / tried if tried else 0.0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mutmut", default=str(ROOT / ".tools" / "mutmut" / "bin" / "mutmut"))
+    ap.add_argument("--paths", default=",".join(DEFAULT_PATHS), help="comma-separated files to mutate")
+    ap.add_argument("--keep", help="run in this directory and keep it (default: a temporary one, removed)")
+    ap.add_argument("--json", help="write the counts to this file")
+    ap.add_argument("--target", type=float, default=0.8, help="kill ratio to reach (default 0.8)")
+    ap.add_argument("--thorough", action="store_true", help="also the tests on every committed result (slow)")
+    a = ap.parse_args(argv)
+    if not Path(a.mutmut).exists():
+        print(f"mutation: no mutmut at {a.mutmut} (make mutation installs it)", file=sys.stderr)
+        return 2
+    paths = [p for p in a.paths.split(",") if p]
+    work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="pcb-mutation."))
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    try:
+        if not (work / "labkit").exists():
+            copy_tree(work)
+        env = dict(os.environ, PYTHONPATH=str(work), PYTHONDONTWRITEBYTECODE="1")
+        tests = [t for t in TESTS + (THOROUGH if a.thorough else []) if (work / t).exists()]
+        failing = baseline_failures(work, tests, env)
+        if failing:
+            print("mutation: left out, failing without any mutant:\n  " + "\n  ".join(failing), file=sys.stderr)
+        runner = shlex.join([*PYTEST, *(f"--deselect={f}" for f in failing), *tests])
+        print(f"mutation: mutating {', '.join(paths)} in {work}\nmutation: runner {runner}", file=sys.stderr, flush=True)
+        proc = subprocess.run([a.mutmut, "run", "--paths-to-mutate", ",".join(paths), "--runner", runner,
+                               "--tests-dir", "tests", "--no-progress"], cwd=work, env=env)
+        if proc.returncode & 1:
+            print(f"mutation: mutmut failed (exit {proc.returncode})", file=sys.stderr)
+            return 1
+        per = counts(work / ".mutmut-cache")
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    total = {k: sum(d[k] for d in per.values()) for k in next(iter(per.values()), {})}
+    print(f"\n{'module':<22}{'killed':>8}{'timeout':>9}{'survived':>10}{'ratio':>8}")
+    for f, d in sorted(per.items()):
+        det, tried, r = ratio(d)
+        print(f"{f:<22}{d['killed']:>8}{d['timeout']:>9}{d['survived']:>10}{r:>8.0%}")
+    det, tried, r = ratio(total)
+    print(f"{'all':<22}{total['killed']:>8}{total['timeout']:>9}{total['survived']:>10}{r:>8.0%}")
+    print(f"\nkill ratio: {det} of {tried} mutants detected ({r:.1%}; target {a.target:.0%}); "
+          f"{time.time() - t0:.0f} s")
+    if a.json:
+        Path(a.json).write_text(json.dumps({"per_module": per, "total": total, "ratio": r}, indent=1))
+    return 0 if r >= a.target else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,74 @@
+"""The fault matrix (tests/fault_matrix.py) in the suite: every lab, every group of steps, stopped
+at a step boundary by SIGINT, SIGTERM or SIGHUP (output through a pipe whose reader dies too) or
+by SIGKILL followed by ``run.sh --recover``; the host must be exactly as before (mounts, loop
+devices, namespaces and /run/netns, schedulers, read_ahead_kb, audit, tracefs, /dev/shm,
+~/.debug), no process of the run left, nothing in the run's fresh $HOME and $TMPDIR.
+
+The sampled matrix: one case per (lab, group), boundaries drawn with a fixed seed, the four
+signals in turn (``PCB_FAULT_SEED`` changes the seed). ``tests/fault_matrix.py --full`` tries
+every boundary with every signal (hours). And a lab run inside a guest (``--guest``), stopped
+while the guest runs: its runner and QEMU must go with it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import fault_matrix as fm
+from labrun import is_root, lab_command, signal_at, tagged_processes
+
+pytestmark = [pytest.mark.lab, pytest.mark.skipif(not is_root(), reason="the labs' host changes need root")]
+
+SEED = int(os.environ.get("PCB_FAULT_SEED", "15"))
+CASES = fm.sampled_cases(fm.labs(), SEED)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_signal_at_a_step_boundary_leaves_the_host_as_it_was(case, tmp_path):
+    o = fm.run_case(case, tmp_path)
+    assert o.clean, f"{case.id} (signal at: {o.boundary}, exit {o.rc}):\n" + "\n".join(o.problems)
+
+
+def test_every_lab_and_signal_is_in_the_sample():
+    assert {c.lab for c in CASES} == set(fm.labs())
+    for lab in fm.labs():
+        assert {c.sig for c in CASES if c.lab == lab} == {"SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"}, lab
+        assert {c.group for c in CASES if c.lab == lab} == {g for g in fm.groups(lab) if (lab, g) not in fm.SKIP_GROUPS}
+
+
+GUEST_TOOLS = ["qemu-system-aarch64", "mmdebstrap", "dtc", "mke2fs", "cpio"]
+
+
+def _after_guest_start(line: str) -> bool:
+    return "inside a arm64 guest" in line
+
+
+@pytest.mark.guest
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(any(not shutil.which(t) for t in GUEST_TOOLS), reason="QEMU and the guest tools are not installed")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=lambda s: s.name)
+def test_a_lab_in_a_guest_stops_with_its_guest(sig, tmp_path):
+    """labs/lat_tcp/run.sh --guest arm64, signalled once the guest runner has started: the
+    runner and QEMU go (the run's tag; QEMU also dies with its parent), the scratch directory
+    with the guest's disks is removed; after SIGKILL, --recover does it."""
+    env = fm.case_env(tmp_path)
+    args = ["--guest", "arm64", "--quick", "--host", "fault-guest", "--out", str(tmp_path / "out"),
+            "--scratch", str(tmp_path / "scratch")]
+    got = signal_at(lab_command("lat_tcp", *args), _after_guest_start, sig, env=env, wait=180)
+    if sig == signal.SIGKILL:
+        rec = subprocess.run(lab_command("lat_tcp", "--recover", "--out", str(tmp_path / "out"), "--scratch",
+                                         str(tmp_path / "scratch")), capture_output=True, text=True, timeout=300,
+                             env=dict(os.environ, **env), stdin=subprocess.DEVNULL)
+        assert rec.returncode == 0, rec.stderr
+    else:
+        assert got.rc == 130, "".join(got.lines)[-2000:]
+    problems = fm.leftovers("lat_tcp", tmp_path, f"lat_tcp.{got.pid}.")
+    assert not problems, problems
+    assert not any(Path(tmp_path / "scratch").iterdir())

@@ -1,0 +1,180 @@
+"""Loading results: malformed files and boundaries of labkit/model.py and labkit/results.py.
+Missing, empty, non-JSON and non-object files; summaries that disagree with their samples by
+more than rounding (and not by less); duplicate cases; an atomic write that fails; host
+folders (search order, a label in two places, a label that is not its folder's, hidden
+folders, the reader's own results)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from labkit import model, results
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict:
+    """The smallest committed result (validation time grows with its size)."""
+    return model.load(min((ROOT / "results").glob("*/*.json"), key=lambda p: p.stat().st_size))
+
+
+@pytest.fixture
+def r(reference) -> dict:
+    return copy.deepcopy(reference)
+
+
+def a_measurement(r: dict) -> dict:
+    return next(m for m in r["measurements"] if m["n"] >= 3 and m["max"] > m["min"] and m["median"] > 0)
+
+
+@pytest.mark.parametrize("content,match", [
+    (None, "no such result file"),
+    ("", "not valid JSON"),
+    ("{", "not valid JSON"),
+    ("[]", r"\(top\)"),
+    ('{"lab": "x"}', r"\(top\)"),
+])
+def test_malformed_file_is_refused(tmp_path, content, match):
+    f = tmp_path / "lab.json"
+    if content is not None:
+        f.write_text(content)
+    with pytest.raises(model.ResultError, match=match) as exc:
+        model.load(f)
+    assert str(f) in str(exc.value)
+
+
+@pytest.mark.parametrize("key", ["median", "min", "max"])
+def test_summary_within_rounding_passes_beyond_fails(r, key):
+    m = a_measurement(r)
+    m[key] = m[key] * (1 + 1e-12)
+    model.validate(r)                                 # float noise of a re-computation is fine
+    m[key] = m[key] * (1 + 1e-6)
+    with pytest.raises(model.ResultError, match=rf"measurements/\d+: {key}="):
+        model.validate(r)
+
+
+def test_count_must_match_samples(r):
+    m = a_measurement(r)
+    m["n"] = m["n"] - 1
+    with pytest.raises(model.ResultError, match=r"n=\d+ but samples give"):
+        model.validate(r)
+
+
+def test_same_metric_and_case_twice_is_refused(r):
+    r["measurements"].append(copy.deepcopy(a_measurement(r)))
+    with pytest.raises(model.ResultError, match="duplicate metric and case"):
+        model.validate(r)
+    # the same case with keys in another order is the same case
+    dup = copy.deepcopy(a_measurement(r))
+    r["measurements"].pop()
+    dup["case"] = dict(reversed(list(dup["case"].items())))
+    r["measurements"].append(dup)
+    if len(dup["case"]) > 1:
+        with pytest.raises(model.ResultError, match="duplicate"):
+            model.validate(r)
+
+
+def test_error_names_the_source_and_the_path(r):
+    del r["run"]["start"]
+    with pytest.raises(model.ResultError, match=r"^mine: run: 'start' is a required property"):
+        model.validate(r, "mine")
+
+
+def test_summarize_boundaries(reference):
+    s = sorted(a_measurement(copy.deepcopy(reference))["samples"])
+    with pytest.raises(model.ResultError, match="at least one sample"):
+        model.summarize([])
+    assert model.summarize(s[:1]) == {"median": s[0], "min": s[0], "max": s[0], "n": 1}
+    two = model.summarize(s[:2])
+    assert two["median"] == (s[0] + s[1]) / 2 and two["n"] == 2      # the mean of the two middle values
+    odd = model.summarize(s[:3][::-1])
+    assert odd == {"median": s[1], "min": s[0], "max": s[2], "n": 3}
+    m = model.measurement("x", "us", {"k": 1}, s[:3], step="st")
+    assert m["step"] == "st" and m["samples"] == [float(x) for x in s[:3]] and m["median"] == s[1]
+    assert "step" not in model.measurement("x", "us", {}, s[:1])
+
+
+def test_write_atomic_round_trips_and_leaves_nothing_on_failure(tmp_path, reference):
+    f = tmp_path / "sub" / "lab.json"
+    model.write_atomic(f, reference)
+    assert json.loads(f.read_text()) == reference and f.read_text().endswith("}\n")
+    assert oct(f.stat().st_mode & 0o777) == "0o644"
+    before = f.read_text()
+    with pytest.raises(TypeError):
+        model.write_atomic(f, {"x": object()})
+    assert f.read_text() == before
+    assert sorted(p.name for p in f.parent.iterdir()) == ["lab.json"], "a temporary file is left"
+
+
+def host_folder(base: Path, label: str, reference: dict, lab: str | None = None) -> Path:
+    d = base / label
+    d.mkdir(parents=True)
+    r = copy.deepcopy(reference)
+    r["host"]["label"] = label
+    if lab:
+        r["lab"] = lab
+    model.write_atomic(d / f"{r['lab']}.json", r)
+    return d
+
+
+def test_host_folders_in_search_order(tmp_path, reference, monkeypatch):
+    monkeypatch.delenv("PERF_CASEBOOK_LOCAL", raising=False)
+    extra = tmp_path / "ci"
+    monkeypatch.setenv("PERF_CASEBOOK_RESULTS", f"{extra}::{tmp_path / 'absent'}")
+    host_folder(tmp_path / "results", "b-host", reference)
+    host_folder(tmp_path / "results", "a-host", reference)
+    host_folder(extra, "ci-host", reference)
+    host_folder(tmp_path / "local-results", "mine", reference)
+    (tmp_path / "results" / ".hidden").mkdir()
+    (tmp_path / "results" / "empty").mkdir()
+    hosts = results.load_hosts(tmp_path)
+    assert [(h.label, h.local) for h in hosts] == [("a-host", False), ("b-host", False), ("ci-host", False), ("mine", True)]
+    assert hosts[-1].title == "mine (your machine)" and hosts[0].title == "a-host"
+    assert results.host("mine (your machine)", hosts).label == "mine"
+    monkeypatch.setenv("PERF_CASEBOOK_LOCAL", "0")
+    assert [h.label for h in results.load_hosts(tmp_path)] == ["a-host", "b-host", "ci-host"]
+
+
+def test_a_label_in_two_places_is_refused(tmp_path, reference, monkeypatch):
+    monkeypatch.setenv("PERF_CASEBOOK_RESULTS", str(tmp_path / "ci"))
+    host_folder(tmp_path / "results", "same", reference)
+    host_folder(tmp_path / "ci", "same", reference)
+    with pytest.raises(model.ResultError, match="host label 'same' is in both"):
+        results.load_hosts(tmp_path)
+
+
+def test_a_result_in_the_wrong_folder_is_refused(tmp_path, reference, monkeypatch):
+    monkeypatch.setenv("PERF_CASEBOOK_RESULTS", "")
+    d = host_folder(tmp_path / "results", "right", reference)
+    os.rename(d, tmp_path / "results" / "wrong")
+    with pytest.raises(model.ResultError, match="host label 'right' differs from its folder 'wrong'"):
+        results.load_hosts(tmp_path)
+
+
+def test_an_invalid_result_fails_loud(tmp_path, reference, monkeypatch):
+    monkeypatch.setenv("PERF_CASEBOOK_RESULTS", "")
+    d = host_folder(tmp_path / "results", "h", reference)
+    (d / "broken.json").write_text("{}")
+    with pytest.raises(model.ResultError, match="broken.json"):
+        results.load_hosts(tmp_path)
+
+
+def test_lookups(tmp_path, reference, monkeypatch):
+    monkeypatch.setenv("PERF_CASEBOOK_RESULTS", "")
+    monkeypatch.setenv("PERF_CASEBOOK_LOCAL", "0")
+    host_folder(tmp_path / "results", "h1", reference)
+    host_folder(tmp_path / "results", "h2", reference, lab="other_lab")
+    hosts = results.load_hosts(tmp_path)
+    assert [h.label for h, _ in results.for_lab(reference["lab"], hosts)] == ["h1"]
+    with pytest.raises(results.NoResult, match="no result for lab 'nope' in any host folder: run labs/nope/run.sh"):
+        results.for_lab("nope", hosts)
+    with pytest.raises(results.NoResult, match=r"no host 'h3' \(hosts: h1, h2\)"):
+        results.host("h3", hosts)
+    with pytest.raises(results.NoResult, match=r"\(hosts: none\)"):
+        results.host("h3", [])
