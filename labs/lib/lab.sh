@@ -439,6 +439,9 @@ lab__on_exit() {
   set +e
   LAB_UNDOING=1
   if ! lab__undo_all; then rc=3; fi
+  # A run that ended well leaves no log (its result says everything); a stopped or failed run's
+  # log stays beside the result: what ran, and what was undone.
+  if ((rc == 0)) && [[ -n "$LAB_LOG" ]]; then rm -f "$LAB_LOG"; fi
   exit "$rc"
 }
 
