@@ -169,8 +169,10 @@ def page_budget(browser, base_url: str, path: str, viewport: str = "desktop", ru
     }
     if run_axe:
         out["axe"] = {"light": _axe(page)}
+        # Switch as the palette toggle does, with colour transitions off so axe sees the end state.
+        page.add_style_tag(content="*, *::before, *::after { transition: none !important; }")
         page.evaluate("() => document.body.setAttribute('data-md-color-scheme', 'slate')")
-        page.wait_for_timeout(200)
+        page.wait_for_timeout(300)
         out["axe"]["dark"] = _axe(page)
     out["errors"] = list(errors)
     ctx.close()
