@@ -282,8 +282,9 @@ def host_state(ours: list[str | Path], others: tuple[str, ...] = ("/tmp/pcb-", "
     if is_root() and (tr / "tracing_on").exists():
         state["tracefs"] = {f: _read(tr / f) for f in TRACEFS_FILES}
         state["tracefs_instances"] = sorted(p.name for p in (tr / "instances").iterdir())
-    state["files"] = {d: sorted(str(p.relative_to(d)) for p in Path(d).rglob("*")) if Path(d).is_dir() else None
-                      for d in ("/dev/shm", str(Path.home() / ".debug"))}
+    # Python's multiprocessing semaphores (sem.mp-*) in /dev/shm belong to other programs on the machine.
+    state["files"] = {d: sorted(str(p.relative_to(d)) for p in Path(d).rglob("*") if not p.name.startswith("sem.mp-"))
+                      if Path(d).is_dir() else None for d in ("/dev/shm", str(Path.home() / ".debug"))}
     return state
 
 

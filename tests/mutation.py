@@ -29,14 +29,19 @@ ROOT = Path(__file__).resolve().parent.parent
 PY = ROOT / ".venv" / "bin" / "python"
 DEFAULT_PATHS = ["labkit/claims.py", "labkit/model.py", "labkit/results.py", "labkit/render.py",
                  "labkit/charts.py", "labkit/macros.py"]
-# The fast tier's unit tests of those modules (no lab run, no site build, no browser), quickest
+# The fast tier's unit tests of each module (no lab run, no site build, no browser), quickest
 # first: pytest stops at the first failure, so most mutants cost a second or two.
-TESTS = ["tests/test_claims_handbuilt.py", "tests/test_results_loading.py", "tests/test_render_values.py",
-         "tests/test_claims_rules.py", "tests/test_claims_contract.py", "tests/test_check.py", "tests/test_cli.py",
-         "tests/test_macros_render.py", "tests/test_macros_excerpts.py", "tests/test_tools_cards.py"]
+CLAIMS_TESTS = ["tests/test_claims_handbuilt.py", "tests/test_claims_rules.py", "tests/test_results_loading.py",
+                "tests/test_claims_contract.py", "tests/test_check.py", "tests/test_cli.py"]
+PAGE_TESTS = ["tests/test_render_values.py", "tests/test_macros_render.py", "tests/test_macros_excerpts.py",
+              "tests/test_claims_handbuilt.py", "tests/test_cli.py"]
+TESTS = {"labkit/claims.py": CLAIMS_TESTS, "labkit/model.py": CLAIMS_TESTS,
+         "labkit/results.py": ["tests/test_results_loading.py", "tests/test_cli.py", "tests/test_check.py"],
+         "labkit/render.py": PAGE_TESTS, "labkit/charts.py": PAGE_TESTS, "labkit/macros.py": PAGE_TESTS}
 # --thorough adds the fast tier's tests on every committed result (a minute per surviving mutant).
-THOROUGH = ["tests/test_claims_failable.py", "tests/test_model_claims.py", "tests/test_fio_engines_claims.py",
-            "tests/test_fstime_claims.py", "tests/test_lat_tcp_claims.py", "tests/test_optane_kyber_claims.py"]
+THOROUGH = ["tests/test_tools_cards.py", "tests/test_claims_failable.py", "tests/test_model_claims.py",
+            "tests/test_fio_engines_claims.py", "tests/test_fstime_claims.py", "tests/test_lat_tcp_claims.py",
+            "tests/test_optane_kyber_claims.py"]
 PYTEST = [str(PY), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:playwright", "-p", "no:base_url",
           "-m", "not lab and not guest and not slow"]
 
@@ -105,17 +110,23 @@ def main(argv: list[str] | None = None) -> int:
         if not (work / "labkit").exists():
             copy_tree(work)
         env = dict(os.environ, PYTHONPATH=str(work), PYTHONDONTWRITEBYTECODE="1")
-        tests = [t for t in TESTS + (THOROUGH if a.thorough else []) if (work / t).exists()]
-        failing = baseline_failures(work, tests, env)
-        if failing:
-            print("mutation: left out, failing without any mutant:\n  " + "\n  ".join(failing), file=sys.stderr)
-        runner = shlex.join([*PYTEST, *(f"--deselect={f}" for f in failing), *tests])
-        print(f"mutation: mutating {', '.join(paths)} in {work}\nmutation: runner {runner}", file=sys.stderr, flush=True)
-        proc = subprocess.run([a.mutmut, "run", "--paths-to-mutate", ",".join(paths), "--runner", runner,
-                               "--tests-dir", "tests", "--no-progress"], cwd=work, env=env)
-        if proc.returncode & 1:
-            print(f"mutation: mutmut failed (exit {proc.returncode})", file=sys.stderr)
-            return 1
+        for path in paths:
+            tests = [t for t in TESTS.get(path, CLAIMS_TESTS + PAGE_TESTS) + (THOROUGH if a.thorough else [])
+                     if (work / t).exists()]
+            tests = list(dict.fromkeys(tests))
+            failing = baseline_failures(work, tests, env)
+            if failing:
+                print("mutation: left out, failing without any mutant:\n  " + "\n  ".join(failing), file=sys.stderr)
+            # mutmut 2 counts only exit status 1 as "tests failed": a mutant that breaks collection
+            # (pytest exit 2) or leaves no test to run (5) would pass as a survivor. Any failure is 1.
+            inner = shlex.join([*PYTEST, *(f"--deselect={f}" for f in failing), *tests])
+            runner = shlex.join(["bash", "-c", f"{inner} || exit 1"])
+            print(f"mutation: mutating {path} in {work}\nmutation: runner {runner}", file=sys.stderr, flush=True)
+            proc = subprocess.run([a.mutmut, "run", "--paths-to-mutate", path, "--runner", runner,
+                                   "--tests-dir", "tests", "--no-progress"], cwd=work, env=env)
+            if proc.returncode & 1:
+                print(f"mutation: mutmut failed on {path} (exit {proc.returncode})", file=sys.stderr)
+                return 1
         per = counts(work / ".mutmut-cache")
     finally:
         if not a.keep:
