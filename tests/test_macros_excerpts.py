@@ -28,7 +28,9 @@ def test_machine_paths_are_found_in_the_result(path):
     paths = commands.machine_paths(r)
     assert paths["scratch"] and re.fullmatch(rf"/.+/pcb-{r['lab']}\.[A-Za-z0-9]{{6}}", paths["scratch"]), paths
     assert paths["checkout"] and paths["checkout"].startswith("/"), paths
-    assert paths["out"] is None or paths["out"].startswith(paths["checkout"] + "/") or paths["out"] == paths["checkout"]
+    # The out directory is inside the checkout (results/<host>), or elsewhere (ci-labs.sh --out DIR),
+    # then shown as $OUT.
+    assert paths["out"] is None or paths["out"].startswith("/"), paths
 
 
 @pytest.mark.parametrize("path", RESULTS, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -51,6 +53,9 @@ def _as_run(word: str, paths: dict) -> str:
     """A recorded argv word as seen from the checkout with $SCRATCH set: what the displayed
     command must give back when the shell splits it."""
     word = re.sub(re.escape(paths["scratch"]) + r"(?![A-Za-z0-9])", "$SCRATCH", word)
+    out = paths.get("out")
+    if out and not out.startswith(paths["checkout"] + "/"):
+        word = re.sub(re.escape(out) + r"(?![A-Za-z0-9])", "$OUT", word)
     return re.sub(r"(?<![\w./-])" + re.escape(paths["checkout"]) + "/", "", word)
 
 
@@ -66,7 +71,8 @@ def test_displayed_command_splits_to_the_same_words(path):
             continue
         shown = commands.display_command(s["command"], r)
         expected = [_as_run(w, paths) for w in shlex.split(s["command"])]
-        got = shlex.split(shown.replace("${SCRATCH}", "$SCRATCH").replace("$SCRATCH", "\\$SCRATCH"))
+        got = shlex.split(shown.replace("${SCRATCH}", "$SCRATCH").replace("$SCRATCH", "\\$SCRATCH")
+                          .replace("${OUT}", "$OUT").replace("$OUT", "\\$OUT"))
         assert got == expected, (s["command"], shown)
         assert "\\," not in shown and "\\ " not in shown, shown  # printf %q escapes are gone
         n += 1
@@ -144,9 +150,11 @@ def _long_step(lab: str = LAB, minimum: int = 60) -> tuple[str, dict, list[str]]
 
 
 def _block(md: str) -> list[str]:
-    """The lines of the first console block (after its $ command line)."""
-    body = re.search(r"```+console\n(.*?)\n```", md.replace("\n    ", "\n"), re.S).group(1)
-    return body.splitlines()[1:]
+    """The lines of the first console block (after its $ command line), less the block's own
+    indentation (a content tab indents it; a page with one host has no tabs), never more."""
+    m = re.search(r"^( *)```+console\n(.*?)\n\1```", md, re.S | re.M)
+    indent = m.group(1)
+    return [line[len(indent):] if line.startswith(indent) else line for line in m.group(2).splitlines()][1:]
 
 
 def test_excerpt_by_line_range(tree):
