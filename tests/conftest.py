@@ -91,7 +91,7 @@ def lat_tcp_quick(tmp_path_factory):
 #   lab    runs a lab for real (root-heavy): uses a fixture that runs one (LAB_FIXTURES), or calls
 #          labrun.interrupt_at, or is marked so in its file
 #   guest  boots a QEMU guest: marked so in its file, or uses a fixture that boots one (GUEST_FIXTURES)
-#   slow   fast-tier material that takes long (SLOW_FILES: whole site builds, a browser)
+#   slow   fast-tier material that takes long: a browser (every `browser` test), whole site builds (SLOW_FILES)
 # Every test gets a pytest-timeout: its own @pytest.mark.timeout, else TIMEOUTS by tier.
 
 LAB_FIXTURES = {"quick_run", "quick", "lat_tcp_quick"}
@@ -124,7 +124,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.guest)
         if (names & LAB_FIXTURES or _calls_interrupt_at(item)) and not item.get_closest_marker("lab"):
             item.add_marker(pytest.mark.lab)
-        if item.path.name in SLOW_FILES and not item.get_closest_marker("slow"):
+        if (item.path.name in SLOW_FILES or item.get_closest_marker("browser")) and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
         if not item.get_closest_marker("timeout"):
             tier = next((t for t in ("guest", "lab", "slow") if item.get_closest_marker(t)), None)
