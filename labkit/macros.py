@@ -227,7 +227,10 @@ def _side_label(own: dict, other: dict) -> str:
 
 
 def _value(x: float, u: str) -> str:
-    """A claim side's value with its unit, bytes in KiB/MiB/GiB (``14.29 µs``, ``512 MiB``)."""
+    """A claim side's value with its unit, bytes in KiB/MiB/GiB (``14.29 µs``, ``512 MiB``);
+    a plain ratio or fraction without one."""
+    if u in ("ratio", "fraction"):
+        return render.fmt(x)
     if u in render.BYTE_UNITS:
         div, shown = render.byte_scale([x])
         return f"{render.fmt(x / div)} {shown}"

@@ -25,7 +25,6 @@ _PLAYER = re.compile(r"```asciinema-player\n(.*?)\n```", re.S)
 _PLAYER_ASSETS = re.compile(r'\s*<link rel="stylesheet" href="[^"]*css/(?:terminal-player|asciinema-player)\.css">'
                             r'|\s*<script src="[^"]*js/asciinema-player\.min\.js"></script>')
 _PLAYER_SCRIPT = re.compile(r'<script src="([^"]*js/asciinema-player\.min\.js)"></script>')
-_USES_PLAYER = ("data-pc-cast=", "AsciinemaPlayer.create(")
 
 
 def on_files(files, config):
@@ -130,12 +129,16 @@ def on_post_page(output, page, config):
     """Load only what the page uses, and name what mkdocs-material leaves unnamed.
 
     - The asciinema player's script and styles (~200 KB) stay only on pages with a
-      recording, where the script is deferred; elsewhere they are removed.
+      recording; elsewhere they are removed. Its script is loaded by docs/assets/casebook.js
+      when a recording comes near the viewport (the tag becomes a ``<template
+      id="pc-player-js">`` naming it).
     - The search dialog gets an accessible name (``aria-label="Search"``; axe:
       aria-dialog-name).
     """
-    if any(mark in output for mark in _USES_PLAYER):
+    if "AsciinemaPlayer.create(" in output:  # a hand-written player block: it needs the script now
         output = _PLAYER_SCRIPT.sub(r'<script defer src="\1"></script>', output)
+    elif "data-pc-cast=" in output:
+        output = _PLAYER_SCRIPT.sub(r'<template id="pc-player-js" data-src="\1"></template>', output)
     else:
         output = _PLAYER_ASSETS.sub("", output)
     return output.replace('<div class="md-search" data-md-component="search" role="dialog">',

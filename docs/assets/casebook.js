@@ -3,7 +3,8 @@
  * - Flame graphs (<object data-pc-src>) load when they come near the viewport, so a page's
  *   weight does not count figures a reader never scrolls to (labkit/macros.py flamegraph()).
  * - Recordings (<div data-pc-cast>) get an asciinema player with the options the macro wrote
- *   (labkit/macros.py cast()); the player's script is only on pages with a recording.
+ *   (labkit/macros.py cast()) when they come near the viewport; the player's script is named
+ *   only on pages with a recording (<template id="pc-player-js">) and loaded then.
  * - Large folded blocks (<details> with a <div data-pc-fold>) are fetched when opened
  *   (labkit/mkdocs_hooks.py lazy_folds), with copy buttons on their code blocks.
  * - Names and keyboard access that mkdocs-material's runtime markup lacks: code annotation
@@ -40,14 +41,55 @@
     });
   }
 
-  function players(root) {
-    if (typeof AsciinemaPlayer === "undefined") {
+  var playerScript = null;
+
+  // The player's script (~185 KB) loads when the first recording comes near the viewport.
+  function withPlayer(done) {
+    if (typeof AsciinemaPlayer !== "undefined") {
+      done();
       return;
     }
-    root.querySelectorAll("[data-pc-cast]:not([data-pc-ready])").forEach(function (el) {
-      el.setAttribute("data-pc-ready", "");
+    if (!playerScript) {
+      var ref = document.getElementById("pc-player-js");
+      if (!ref) {
+        return;
+      }
+      playerScript = document.createElement("script");
+      playerScript.src = ref.getAttribute("data-src");
+      document.body.appendChild(playerScript);
+    }
+    playerScript.addEventListener("load", done);
+  }
+
+  function createPlayer(el) {
+    if (el.hasAttribute("data-pc-ready")) {
+      return;
+    }
+    el.setAttribute("data-pc-ready", "");
+    withPlayer(function () {
       var opts = JSON.parse(el.getAttribute("data-pc-options") || "{}");
       AsciinemaPlayer.create(el.getAttribute("data-pc-cast"), el, opts);
+    });
+  }
+
+  var castObserver = "IntersectionObserver" in window
+    ? new IntersectionObserver(function (entries) {
+        entries.forEach(function (e) {
+          if (e.isIntersecting) {
+            createPlayer(e.target);
+            castObserver.unobserve(e.target);
+          }
+        });
+      }, { rootMargin: "600px 0px" })
+    : null;
+
+  function players(root) {
+    root.querySelectorAll("[data-pc-cast]:not([data-pc-ready])").forEach(function (el) {
+      if (castObserver) {
+        castObserver.observe(el);
+      } else {
+        createPlayer(el);
+      }
     });
   }
 
