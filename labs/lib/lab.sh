@@ -963,8 +963,10 @@ lab__guest_main() {
   mkdir -p "$job/repo"
   # The checkout as git tracks it (work-tree contents), without the committed results.
   (cd "$LAB_ROOT" && git ls-files -z -- . ':!:results' | tar --null -T - -cf -) | tar -xf - -C "$job/repo"
-  commit=$(git -C "$LAB_ROOT" rev-parse HEAD 2>/dev/null || true)
-  [[ -z "$(git -C "$LAB_ROOT" status --porcelain --untracked-files=no -- "labs/$LAB_NAME" labs/lib labkit 2>/dev/null)" ]] || dirty=1
+  # The commit, and whether the code that measures (labkit.record.measuring_code) differs from it.
+  read -r commit dirty < <("$LAB_PY" -c 'import sys; from pathlib import Path; from labkit.record import git_commit, measuring_code
+c, d = git_commit(Path(sys.argv[1]), measuring_code(sys.argv[2])); print(c or "", 1 if d else 0)' "$LAB_ROOT" "$LAB_NAME") || true
+  [[ $dirty == [01] ]] || dirty=1  # unknown counts as dirty
   ((LAB_QUICK)) || inner+=(--full)
   [[ -z "$LAB_ONLY" ]] || inner+=(--only "$LAB_ONLY")
   {
