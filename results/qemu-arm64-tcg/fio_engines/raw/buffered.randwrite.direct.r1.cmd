@@ -1,0 +1,1 @@
+env FIO_RW=randwrite FIO_DIRECT=1 FIO_INVALIDATE=1 FIO_FILE=/scratch/pcb-fio_engines.zvpk69/data.dat FIO_RUNTIME=1 FIO_SIZE=256m perf stat -x\, -o /out/results/qemu-arm64-tcg/.fio_engines.partial/raw/buffered.randwrite.direct.r1.perf -e block:block_rq_issue -e block:block_rq_complete -e block:block_bio_queue -a -- fio --output-format=json /job/repo/labs/fio_engines/buffered.fio

@@ -1,0 +1,1 @@
+env FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_RW=randread FIO_FILE=/scratch/pcb-fio_engines.zvpk69/data.dat FIO_RUNTIME=1 FIO_SIZE=256m perf stat -x\, -o /out/results/qemu-arm64-tcg/.fio_engines.partial/raw/engines.libaio.randread.qd1.r1.perf -e block:block_rq_issue -e block:block_rq_complete -e block:block_bio_queue -a -- fio --output-format=json /job/repo/labs/fio_engines/engines.fio

@@ -1,0 +1,1 @@
+env FIO_FILE=/scratch/pcb-fio_engines.zvpk69/data.dat FIO_RW=randread FIO_FSYNC=0 FIO_RUNTIME=1 FIO_SIZE=256m perf stat -x\, -o /out/results/qemu-arm64-tcg/.fio_engines.partial/raw/layout.regular.randread.fsync0.r1.perf -e block:block_rq_issue -e block:block_rq_complete -e block:block_bio_queue -a -- fio --output-format=json /job/repo/labs/fio_engines/layout.fio

@@ -1,0 +1,1 @@
+findmnt -T /scratch/pcb-fio_engines.zvpk69

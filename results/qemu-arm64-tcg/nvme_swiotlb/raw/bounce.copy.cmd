@@ -1,0 +1,1 @@
+cp /scratch/pcb-nvme_swiotlb.Z8ChvN/data.img /scratch/pcb-nvme_swiotlb.Z8ChvN/tmpfs/data.img

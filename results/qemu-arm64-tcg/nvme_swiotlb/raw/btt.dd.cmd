@@ -1,0 +1,1 @@
+dd if=/dev/loop0 of=/dev/null bs=512k iflag=direct count=128

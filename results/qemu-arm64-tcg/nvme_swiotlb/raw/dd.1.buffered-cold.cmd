@@ -1,0 +1,1 @@
+dd if=/scratch/pcb-nvme_swiotlb.Z8ChvN/data.img of=/dev/null bs=1M

@@ -1,0 +1,1 @@
+fincore --json --bytes /scratch/pcb-nvme_swiotlb.Z8ChvN/data.img

@@ -1,0 +1,1 @@
+mount -t debugfs nodev /scratch/pcb-nvme_swiotlb.Z8ChvN/debugfs

@@ -1,0 +1,1 @@
+sh -c echo\ \'ksys_read\'\ \>\ /sys/kernel/tracing/set_graph_function

@@ -1,0 +1,1 @@
+sh -c echo\ \'0\'\ \>\ /sys/kernel/tracing/tracing_on

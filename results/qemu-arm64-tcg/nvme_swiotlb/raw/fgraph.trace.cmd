@@ -1,0 +1,1 @@
+cat /sys/kernel/tracing/trace

@@ -1,0 +1,1 @@
+sh -c echo\ \'function_graph\'\ \>\ /sys/kernel/tracing/current_tracer

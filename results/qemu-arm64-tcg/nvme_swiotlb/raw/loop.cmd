@@ -1,0 +1,1 @@
+losetup --find --show --direct-io=on /scratch/pcb-nvme_swiotlb.Z8ChvN/data.img

@@ -1,0 +1,1 @@
+python3 /job/repo/labs/nvme_swiotlb/dt_dma_ranges.py

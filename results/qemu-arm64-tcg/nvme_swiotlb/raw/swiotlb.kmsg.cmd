@@ -1,0 +1,1 @@
+sh -c dmesg\ \|\ grep\ -iE\ \'swiotlb\|software\ io\ tlb\|bounce\ buffer\|dma-ranges\'\ \|\|\ true

@@ -1,0 +1,1 @@
+dd if=/dev/urandom of=/scratch/pcb-optane_kyber.VeXhwU/tmpfs/disk.img bs=1M count=256 status=none

@@ -1,0 +1,1 @@
+losetup --find --show /scratch/pcb-optane_kyber.VeXhwU/tmpfs/disk.img
