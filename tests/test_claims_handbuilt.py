@@ -259,101 +259,152 @@ def test_timing_and_emulation():
         ["holds", "not applicable"]
 
 
-# ---- malformed claims and exercises -------------------------------------------------------------
+# ---- malformed claims and exercises: the one line a reader gets, exactly -----------------------
 
 BASE = {"id": "c", "statement": "s", "kind": "compare", "metric": "x", "a": {}, "b": {}, "relation": "less"}
+ALLOWED = "['a', 'b', 'factor', 'id', 'kind', 'metric', 'relation', 'source', 'statement', 'statistic', 'timing']"
 
 
-@pytest.mark.parametrize("change,match", [
-    ({"kind": None}, "has no kind"),
-    ({"kind": "bigger"}, "unknown kind 'bigger'"),
-    ({"relation": None}, r"\(compare\) needs relation"),
-    ({"metric": None}, "needs metric"),
-    ({"colour": "red"}, r"unknown key\(s\) \['colour'\]"),
-    ({"relation": "smaller"}, "relation 'smaller' not in"),
-    ({"statistic": "mode"}, "statistic 'mode' not in"),
-    ({"timing": "yes"}, "timing must be true or false"),
-    ({"a": "fast"}, "a must be a table of case keys"),
-    ({"factor": 0}, "factor must be a positive number"),
-    ({"factor": -1.5}, "factor must be a positive number"),
-    ({"factor": True}, "factor must be a positive number"),
-    ({"factor": "2"}, "factor must be a positive number"),
-    ({"statement": "  "}, "statement must be a non-empty string"),
-    ({"metric": ""}, "metric must be a non-empty string"),
+def refused(fn, *args, **kw) -> str:
+    with pytest.raises(claims.ClaimError) as exc:
+        fn(*args, **kw)
+    return str(exc.value)
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"kind": None}, "f.toml: claim c has no kind"),
+    ({"kind": "bigger"}, "f.toml: claim c: unknown kind 'bigger' (one of ['compare', 'increasing', 'step', 'within'])"),
+    ({"relation": None}, "f.toml: claim c (compare) needs relation"),
+    ({"id": None}, "f.toml: claim ? (compare) needs id"),
+    ({"colour": "red"}, f"f.toml: claim c (compare): unknown key(s) ['colour'] (allowed: {ALLOWED})"),
+    ({"relation": "smaller"}, "f.toml: claim c: relation 'smaller' not in ['greater', 'less', 'not_less']"),
+    ({"statistic": "mode"}, "f.toml: claim c: statistic 'mode' not in ['mean', 'median']"),
+    ({"timing": "yes"}, "f.toml: claim c: timing must be true or false, not 'yes'"),
+    ({"a": "fast"}, "f.toml: claim c: a must be a table of case keys, not 'fast'"),
+    ({"b": ["x"]}, "f.toml: claim c: b must be a table of case keys, not ['x']"),
+    ({"factor": 0}, "f.toml: claim c: factor must be a positive number, not 0"),
+    ({"factor": -1.5}, "f.toml: claim c: factor must be a positive number, not -1.5"),
+    ({"factor": True}, "f.toml: claim c: factor must be a positive number, not True"),
+    ({"factor": "2"}, "f.toml: claim c: factor must be a positive number, not '2'"),
+    ({"statement": "  "}, "f.toml: claim c: statement must be a non-empty string"),
+    ({"source": ""}, "f.toml: claim c: source must be a non-empty string"),
+    ({"metric": ""}, "f.toml: claim c: metric must be a non-empty string"),
 ])
-def test_malformed_claim_is_refused(change, match):
+def test_malformed_claim_is_refused(change, message):
     c = {**BASE, **{k: v for k, v in change.items() if v is not None}}
     for k, val in change.items():
         if val is None:
             c.pop(k)
-    with pytest.raises(claims.ClaimError, match=match):
-        claims.check_spec(c, "f.toml")
+    assert refused(claims.check_spec, c, "f.toml") == message
 
 
-def test_tolerance_zero_is_allowed_and_negative_is_not():
-    c = {"id": "c", "statement": "s", "kind": "increasing", "metric": "x", "where": {}, "over": "q", "tolerance": 0}
-    claims.check_spec(c, "f")
-    with pytest.raises(claims.ClaimError, match="tolerance must be a positive number"):
-        claims.check_spec({**c, "tolerance": -0.1}, "f")
-    with pytest.raises(claims.ClaimError, match="where must be a table"):
-        claims.check_spec({**c, "where": ["a"]}, "f")
-    with pytest.raises(claims.ClaimError, match="over must be a non-empty string"):
-        claims.check_spec({**c, "over": 3}, "f")
+def test_what_each_kind_accepts():
+    ok = [
+        {**BASE, "source": "the original", "timing": False, "factor": 1.5, "statistic": "mean"},
+        {"id": "w", "statement": "s", "kind": "within", "metric": "x", "a": {}, "b": {}, "factor": 2,
+         "scale_a": 0.5, "scale_b": 3, "statistic": "median", "source": "o", "timing": True},
+        {"id": "i", "statement": "s", "kind": "increasing", "metric": "x", "where": {}, "over": "q", "factor": 1,
+         "tolerance": 0, "statistic": "mean"},
+        {"id": "s", "statement": "s", "kind": "step", "step": "x", "stdout_empty": True, "timing": False},
+    ]
+    for c in ok:
+        claims.check_spec(c, "f")
+    inc = ok[2]
+    assert refused(claims.check_spec, {**inc, "tolerance": -0.1}, "f") == \
+        "f: claim i: tolerance must be a positive number, not -0.1"
+    assert refused(claims.check_spec, {**inc, "where": ["a"]}, "f") == "f: claim i: where must be a table of case keys, not ['a']"
+    assert refused(claims.check_spec, {**inc, "over": 3}, "f") == "f: claim i: over must be a non-empty string"
+    assert refused(claims.check_spec, {**ok[1], "scale_a": 0}, "f") == "f: claim w: scale_a must be a positive number, not 0"
+    assert refused(claims.check_spec, {**ok[1], "scale_b": -1}, "f") == "f: claim w: scale_b must be a positive number, not -1"
+    assert refused(claims.check_spec, {**ok[3], "step": ""}, "f") == "f: claim s: step must be a non-empty string"
+    assert refused(claims.check_spec, {**ok[3], "metric": "x"}, "f").startswith("f: claim s (step): unknown key(s) ['metric']")
+    assert claims.VERDICTS == ("holds", "fails", "inconclusive", "untested", "not applicable")
 
 
 def test_a_check_table_has_no_id():
     body = {k: v for k, v in BASE.items() if k not in ("id", "statement")}
     claims.check_spec(body, "ex: check", named=False)
-    with pytest.raises(claims.ClaimError, match="needs id"):
-        claims.check_spec(body, "f")
+    assert refused(claims.check_spec, {**body, "relation": "x"}, "ex: check", named=False) == \
+        "ex: check: relation 'x' not in ['greater', 'less', 'not_less']"
+    assert refused(claims.check_spec, body, "f") == "f: claim ? (compare) needs id"
 
 
-@pytest.mark.parametrize("text,match", [
-    ("[[claim]\nid = 1", "not valid TOML"),
-    ('[other]\nx = 1\n', r"unknown top-level table\(s\) \['other'\]"),
-    ('[[claim]]\nid = "a"\nstatement = "s"\nkind = "step"\nstep = "x"\n'
-     '[[claim]]\nid = "a"\nstatement = "s"\nkind = "step"\nstep = "y"\n', "duplicate claim id a"),
-])
-def test_malformed_claims_file(tmp_path, text, match):
+STEP = '[[claim]]\nid = "{id}"\nstatement = "s"\nkind = "step"\nstep = "x"\n'
+
+
+def test_malformed_claims_file(tmp_path):
     f = tmp_path / "claims.toml"
-    f.write_text(text)
-    with pytest.raises(claims.ClaimError, match=match):
-        claims.load(f)
-
-
-def test_empty_claims_file_has_no_claims(tmp_path):
-    f = tmp_path / "claims.toml"
+    f.write_text("[[claim]\nid = 1")
+    assert refused(claims.load, f).startswith(f"{f}: not valid TOML: ")
+    f.write_text("[other]\nx = 1\n")
+    assert refused(claims.load, f) == f"{f}: unknown top-level table(s) ['other']; claims are [[claim]] entries"
+    f.write_text(STEP.format(id="a") + STEP.format(id="a"))
+    assert refused(claims.load, f) == f"{f}: duplicate claim id a"
+    f.write_text(STEP.format(id="a") + STEP.format(id="b"))
+    assert [c["id"] for c in claims.load(f)] == ["a", "b"]
+    f.write_text(STEP.format(id="a").replace('step = "x"', 'step = 1'))
+    assert refused(claims.load, f) == f"{f}: claim a: step must be a non-empty string"
     f.write_text("")
     assert claims.load(f) == []
 
 
 EX = ('[[exercise]]\nid = "e"\ntitle = "t"\nchange = "c"\npredict = "p"\n'
       'check = { kind = "step", step = "s" }\n')
+EX_KEYS = "['change', 'check', 'id', 'predict', 'title']"
 
 
-@pytest.mark.parametrize("text,match", [
-    (None, "no exercises file"),
-    ("x = [", "not valid TOML"),
-    ("", r"no \[\[exercise\]\] entries"),
-    ("[meta]\n", "unknown top-level"),
-    (EX.replace('title = "t"\n', ""), "exercise e needs title"),
-    (EX + 'extra = 1\n', r"unknown key\(s\) \['extra'\]"),
-    (EX.replace('predict = "p"', 'predict = ""'), "predict must be a non-empty string"),
-    (EX.replace('check = { kind = "step", step = "s" }', 'check = "x"'), "check must be a table"),
-    (EX.replace('kind = "step"', 'id = "z", kind = "step"'), "check takes no id or statement"),
-    (EX.replace('step = "s"', 'stop = "s"'), r"check \(step\) needs step"),
-    (EX + EX, "duplicate exercise id e"),
+@pytest.mark.parametrize("text,message", [
+    (None, "{f}: no exercises file"),
+    ("", "{f}: no [[exercise]] entries"),
+    ("[meta]\n", "{f}: unknown top-level table(s) ['meta']; exercises are [[exercise]] entries"),
+    (EX.replace('title = "t"\n', ""), "{f}: exercise e needs title"),
+    (EX.replace('id = "e"\n', ""), "{f}: exercise ? needs id"),
+    (EX + 'extra = 1\n', "{f}: exercise e: unknown key(s) ['extra'] (allowed: " + EX_KEYS + ")"),
+    (EX.replace('predict = "p"', 'predict = ""'), "{f}: exercise e: predict must be a non-empty string"),
+    (EX.replace('title = "t"', 'title = 3'), "{f}: exercise e: title must be a non-empty string"),
+    (EX.replace('check = { kind = "step", step = "s" }', 'check = "x"'), "{f}: exercise e: check must be a table (a claim body)"),
+    (EX.replace('kind = "step"', 'id = "z", kind = "step"'), "{f}: exercise e: check takes no id or statement (the exercise has them)"),
+    (EX.replace('kind = "step"', 'statement = "z", kind = "step"'), "{f}: exercise e: check takes no id or statement (the exercise has them)"),
+    (EX.replace('step = "s"', 'stop = "s"'), "{f}: exercise e: check (step) needs step"),
+    (EX + EX, "{f}: duplicate exercise id e"),
 ])
-def test_malformed_exercises_file(tmp_path, text, match):
+def test_malformed_exercises_file(tmp_path, text, message):
     f = tmp_path / "exercises.toml"
     if text is not None:
         f.write_text(text)
-    with pytest.raises(claims.ClaimError, match=match):
-        claims.load_exercises(f)
+    assert refused(claims.load_exercises, f) == message.format(f=f)
+
+
+def test_exercises_file_that_is_not_toml(tmp_path):
+    f = tmp_path / "exercises.toml"
+    f.write_text("x = [")
+    assert refused(claims.load_exercises, f).startswith(f"{f}: not valid TOML: ")
 
 
 def test_exercise_becomes_a_claim(tmp_path):
     f = tmp_path / "exercises.toml"
-    f.write_text(EX)
-    [ex] = claims.load_exercises(f)
-    assert claims.exercise_claim(ex) == {"id": "e", "statement": "p", "kind": "step", "step": "s"}
+    f.write_text(EX + EX.replace('id = "e"', 'id = "e2"'))
+    ex = claims.load_exercises(f)
+    assert [e["id"] for e in ex] == ["e", "e2"]
+    assert claims.exercise_claim(ex[0]) == {"id": "e", "statement": "p", "kind": "step", "step": "s"}
+
+
+def test_a_side_describes_itself(v):
+    s = claims.Side("lbl", v, "us", 1)
+    assert s.statistic == "median" and s.spread == "min–max" and (s.lo, s.hi) == (v[0], v[2])
+    assert s.describe() == f"lbl: median {g4(v[1])} us (min {g4(v[0])}, max {g4(v[2])}, n=3)"
+    assert claims.Side("lbl", v, "us", 2, "mean").describe() == \
+        f"lbl: mean {g4(statistics.mean(v))} us (min {g4(v[0])}, max {g4(v[2])}, n=3, 2 measurements pooled)"
+    k = claims.Side("lbl", v, "us", 1).scaled(2)
+    assert k.samples == [x * 2 for x in v] and k.label == "lbl" and k.unit == "us"
+
+
+def test_interquartile_range_values(v):
+    """p25 and p75 by the inclusive method: positions 0.25·(n-1) and 0.75·(n-1), interpolated."""
+    d = v[1] - v[0]
+    xs = [v[0] + i * d * (1 + i / 7) for i in range(20)]            # 20 distinct, unevenly spaced
+    s = claims.Side("x", xs, "u", 1)
+    assert s.spread == "p25–p75"
+    assert s.lo == pytest.approx(xs[4] + 0.75 * (xs[5] - xs[4]))
+    assert s.hi == pytest.approx(xs[14] + 0.25 * (xs[15] - xs[14]))
+    assert (s.min, s.max) == (xs[0], xs[19])
