@@ -904,11 +904,10 @@ lab__recover_main() {
     [[ -n "$LAB_HOST" ]] || LAB_HOST=$("$LAB_PY" -m labkit label)
     LAB_OUT="$LAB_ROOT/local-results/$LAB_HOST"
   fi
-  [[ -d "$LAB_OUT" ]] || mkdir -p -- "$LAB_OUT" 2>/dev/null || lab__usage_error "--out $LAB_OUT: no such directory"
-  LAB_OUT=$(cd "$LAB_OUT" && pwd)
+  if [[ -d "$LAB_OUT" ]]; then LAB_OUT=$(cd "$LAB_OUT" && pwd); fi
   lab__lock
   local -a journals=()
-  mapfile -t journals < <(lab__journals)
+  mapfile -t journals < <(if [[ -d "$LAB_OUT" ]]; then lab__journals; else LAB_OUT=/nonexistent lab__journals; fi)
   if ((${#journals[@]} == 0)); then
     printf '%s: nothing to recover for %s (no journal in %s)\n' "$(basename "$0")" "$LAB_NAME" "$LAB_OUT" >&2
     exit 0
