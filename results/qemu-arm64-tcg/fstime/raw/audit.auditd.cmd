@@ -1,0 +1,1 @@
+auditd -n -c /scratch/pcb-fstime.y1AySd/audit

@@ -1,0 +1,1 @@
+sed s\|@DIR@\|/scratch/pcb-fstime.y1AySd/audit\|g /job/repo/labs/fstime/auditd.conf.in

@@ -1,0 +1,1 @@
+auditctl -s

@@ -1,0 +1,1 @@
+du -b /scratch/pcb-fstime.y1AySd/audit

@@ -1,0 +1,1 @@
+/scratch/pcb-fstime.y1AySd/fstime -c -t 1 -s 0.1 -d /scratch/pcb-fstime.y1AySd/mnt-xfs-on-disk -b 1024 -m 2000

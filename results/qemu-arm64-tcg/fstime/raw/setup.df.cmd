@@ -1,0 +1,1 @@
+df -T /scratch/pcb-fstime.y1AySd/disk /scratch/pcb-fstime.y1AySd/tmpfs/files /scratch/pcb-fstime.y1AySd/mnt-ext4-on-tmpfs /scratch/pcb-fstime.y1AySd/mnt-xfs-on-tmpfs /scratch/pcb-fstime.y1AySd/mnt-xfs-on-disk

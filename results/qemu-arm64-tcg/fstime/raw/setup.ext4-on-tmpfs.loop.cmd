@@ -1,0 +1,1 @@
+losetup --find --show /scratch/pcb-fstime.y1AySd/tmpfs/ext4.img

@@ -1,0 +1,1 @@
+mkfs.ext4 -q -E lazy_itable_init=0\,lazy_journal_init=0 /dev/loop0

@@ -1,0 +1,1 @@
+mkdir /scratch/pcb-fstime.y1AySd/tmpfs/files

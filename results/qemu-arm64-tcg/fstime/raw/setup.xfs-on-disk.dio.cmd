@@ -1,0 +1,1 @@
+cat /sys/block/loop2/loop/dio

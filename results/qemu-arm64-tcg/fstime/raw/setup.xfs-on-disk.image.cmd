@@ -1,0 +1,1 @@
+truncate -s 512M /scratch/pcb-fstime.y1AySd/xfs.img

@@ -1,0 +1,1 @@
+losetup --find --show --direct-io=on /scratch/pcb-fstime.y1AySd/xfs.img

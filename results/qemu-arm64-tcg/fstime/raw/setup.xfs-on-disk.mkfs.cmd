@@ -1,0 +1,1 @@
+mkfs.xfs -q -f /dev/loop2

@@ -1,0 +1,1 @@
+mount -t xfs /dev/loop2 /scratch/pcb-fstime.y1AySd/mnt-xfs-on-disk

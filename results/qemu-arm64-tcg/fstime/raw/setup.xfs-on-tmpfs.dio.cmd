@@ -1,0 +1,1 @@
+cat /sys/block/loop1/loop/dio

@@ -1,0 +1,1 @@
+ip -n pcb-lat-a-179 link set lo up

@@ -1,0 +1,1 @@
+ip -n pcb-lat-b-179 link set pcb-vb up
