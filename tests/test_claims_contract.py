@@ -1,5 +1,5 @@
 """The claims contract of issue 13: every claim names the original investigation's
-conclusion it tests (``source``). Switched on by the lead once every chapter is rewritten."""
+conclusion it tests (``source``)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 CLAIM_FILES = sorted((ROOT / "labs").glob("*/claims.toml"))
 
 
-@pytest.mark.xfail(strict=False, reason="chapters being rewritten")
 @pytest.mark.parametrize("path", CLAIM_FILES, ids=lambda p: p.parent.name)
 def test_every_claim_has_a_source(path):
     missing = [c["id"] for c in claims.load(path) if not c.get("source")]
     assert not missing, f"{path}: claims without source (the original conclusion they test): {missing}"
+
