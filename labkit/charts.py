@@ -180,8 +180,9 @@ def chart_svg(ms: list[dict], x: str, series: str | None = None, *, kind: str = 
         ax.set_ylabel(ylabel or (f"{metric} ({shown_unit})" if shown_unit else metric))
         ax.set_title(title or f"{metric} by {human_label(x)}", fontsize=11, loc="left")
         legend_title = (f"{host}: {series}" if host else series) if many else None
-        ax.legend(title=legend_title, frameon=False, fontsize=8, title_fontsize=8,
-                  loc="best", labelcolor=pal["fg"])
+        if ax.get_legend_handles_labels()[1]:  # a host or series to name
+            ax.legend(title=legend_title, frameon=False, fontsize=8, title_fontsize=8,
+                      loc="best", labelcolor=pal["fg"])
         ax.grid(True, axis="y", alpha=0.25, color=pal["grid"])
         fig.tight_layout()
         buf = io.StringIO()
