@@ -408,3 +408,43 @@ def test_interquartile_range_values(v):
     assert s.lo == pytest.approx(xs[4] + 0.75 * (xs[5] - xs[4]))
     assert s.hi == pytest.approx(xs[14] + 0.25 * (xs[15] - xs[14]))
     assert (s.min, s.max) == (xs[0], xs[19])
+
+
+def test_compare_with_a_zero_side_and_the_factor_on_b(real, v):
+    u = real["unit"]
+    zero = result(u, ({"side": "a"}, v), ({"side": "b"}, [0.0] * 3))
+    verdict, text = ev(claim(relation="greater"), zero)
+    assert verdict == "holds" and "ratio a/b" not in text          # no ratio to a zero
+    near = result(u, ({"side": "a"}, v), ({"side": "b"}, [x / 2 * 1.001 for x in v]))
+    verdict, text = ev(claim(relation="greater", factor=2), near)
+    assert verdict == "inconclusive" and "the ranges of a and b·2 overlap" in text
+    verdict, text = ev(claim(relation="not_less", factor=2), result(u, ({"side": "a"}, v), ({"side": "b"}, [x * 2.002 for x in v])))
+    assert verdict == "inconclusive" and "the ranges of a·2 and b overlap" in text
+
+
+def test_within_edges(real, v):
+    u = real["unit"]
+    c = claim("within", factor=2)
+    lo = [v[0], v[0] * 1.5, v[0] * 2]     # against itself: every pair within 2 (the widest pair exactly 2)
+    hi = [v[0] * 2, v[0] * 3, v[0] * 4]
+    assert ev(c, result(u, ({"side": "a"}, lo), ({"side": "b"}, [x * 1 for x in lo])))[0] == "holds"
+    assert ev(c, result(u, ({"side": "a"}, [v[0]] * 3), ({"side": "b"}, hi)))[0] == "fails"   # ratio 3, ranges apart
+    verdict, text = ev(c, result(u, ({"side": "a"}, [v[0], v[0], v[0] * 3]), ({"side": "b"}, [v[0] * 2.5, v[0] * 3, v[0] * 3])))
+    assert verdict == "inconclusive" and text.endswith("the ranges overlap: the disagreement is within noise")
+    verdict, text = ev(c, result(u, ({"side": "a"}, [v[0]] * 3), ({"side": "b"}, [v[0] * 2] * 3)))
+    assert verdict == "holds" and "ratio 2 vs allowed 2" in text     # exactly the factor is within
+    verdict, text = ev(c, result(u, ({"side": "a"}, [0.0] * 3), ({"side": "b"}, [v[0]] * 3)))
+    assert verdict == "fails" and "ratio inf vs allowed 2" in text
+    verdict, text = ev(c, result(u, ({"side": "a"}, v[:2]), ({"side": "b"}, v[:1])))
+    assert verdict == "inconclusive" and text.endswith("; fewer than 3 samples (a has n=2; b has n=1)")
+
+
+def test_mixed_units_message(real, v):
+    r = result(real["unit"], ({"side": "a", "k": 1}, v), ({"side": "b"}, v))
+    r["measurements"].append(model.measurement("x", "zz", {"side": "a", "k": 2}, v))
+    assert refused(claims.evaluate_one, claim(relation="less"), r) == \
+        f"x where side=a mixes units {sorted([real['unit'], 'zz'])}: make the selector narrower"
+    inc = result(real["unit"], ({"q": 1}, v), ({"q": 2}, v))
+    inc["measurements"].append(model.measurement("x", "zz", {"q": 3}, v))
+    assert refused(claims.evaluate_one, claim("increasing", metric="x", where={}, over="q"), inc) == \
+        f"x where all mixes units {sorted([real['unit'], 'zz'])}"
