@@ -178,3 +178,46 @@ def test_lookups(tmp_path, reference, monkeypatch):
         results.host("h3", hosts)
     with pytest.raises(results.NoResult, match=r"\(hosts: none\)"):
         results.host("h3", [])
+
+
+def test_rounding_tolerance_is_relative_above_one_and_absolute_below(r):
+    """|given − computed| may be up to 1e-9 × max(1, |computed|)."""
+    m = a_measurement(r)
+    scale = 0.5 / m["median"]                        # the same samples, scaled to a median of 0.5
+    small = model.measurement(m["metric"], m["unit"], {**m["case"], "scaled": "small"}, [s * scale for s in m["samples"]])
+    big = model.measurement(m["metric"], m["unit"], {**m["case"], "scaled": "big"}, [s * 4 / m["median"] for s in m["samples"]])
+    r["measurements"] += [small, big]
+    model.validate(r)
+    small["median"] += 0.5e-9                        # absolute 0.5e-9 at 0.5: fine
+    big["median"] += 2e-9                            # absolute 2e-9 at 4 is relative 0.5e-9: fine
+    model.validate(r)
+    small["median"] += 1e-9                          # absolute 1.5e-9 at 0.5: too much
+    with pytest.raises(model.ResultError, match="median="):
+        model.validate(r)
+    small["median"] -= 1e-9
+    big["median"] += 1.2e-9                          # relative 0.8e-9: fine
+    model.validate(r)
+    big["median"] += 1.2e-9                          # relative 1.1e-9: too much
+    with pytest.raises(model.ResultError, match="median="):
+        model.validate(r)
+
+
+def test_the_first_error_by_path_is_named(r):
+    del r["run"]["start"]
+    del r["host"]["kernel"]
+    with pytest.raises(model.ResultError) as exc:
+        model.validate(r, "x")
+    assert str(exc.value) == "x: host: 'kernel' is a required property"
+
+
+def test_written_json_is_indented_in_key_order(tmp_path, reference):
+    f = tmp_path / "lab.json"
+    model.write_atomic(f, reference)
+    assert f.read_text() == json.dumps(reference, indent=1) + "\n"
+
+
+def test_a_measurement_keeps_its_own_case():
+    case = {"k": 1}
+    m = model.measurement("x", "us", case, [2, 1, 3])
+    case["k"] = 2
+    assert m["case"] == {"k": 1} and m["samples"] == [2.0, 1.0, 3.0] and m["median"] == 2.0
