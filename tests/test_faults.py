@@ -47,7 +47,8 @@ GUEST_TOOLS = ["qemu-system-aarch64", "mmdebstrap", "dtc", "mke2fs", "cpio"]
 
 
 def _after_guest_start(line: str) -> bool:
-    return "inside a arm64 guest" in line
+    """The lab runs inside the booted guest (the runner relays the guest's "== lat_tcp" line)."""
+    return "guest: == lat_tcp" in line
 
 
 @pytest.mark.guest
@@ -55,9 +56,9 @@ def _after_guest_start(line: str) -> bool:
 @pytest.mark.skipif(any(not shutil.which(t) for t in GUEST_TOOLS), reason="QEMU and the guest tools are not installed")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=lambda s: s.name)
 def test_a_lab_in_a_guest_stops_with_its_guest(sig, tmp_path):
-    """labs/lat_tcp/run.sh --guest arm64, signalled once the guest runner has started: the
-    runner and QEMU go (the run's tag; QEMU also dies with its parent), the scratch directory
-    with the guest's disks is removed; after SIGKILL, --recover does it."""
+    """labs/lat_tcp/run.sh --guest arm64, signalled while the lab runs inside the booted guest:
+    the runner and QEMU go (the run's tag; QEMU also dies with its parent), the scratch
+    directory with the guest's disks is removed; after SIGKILL, --recover does it."""
     env = fm.case_env(tmp_path)
     args = ["--guest", "arm64", "--quick", "--host", "fault-guest", "--out", str(tmp_path / "out"),
             "--scratch", str(tmp_path / "scratch")]
@@ -71,4 +72,6 @@ def test_a_lab_in_a_guest_stops_with_its_guest(sig, tmp_path):
         assert got.rc == 130, "".join(got.lines)[-2000:]
     problems = fm.leftovers("lat_tcp", tmp_path, f"lat_tcp.{got.pid}.")
     assert not problems, problems
+    qemu = [p for p in tagged_processes() if "qemu-system" in p and str(tmp_path) in p]
+    assert not qemu, qemu
     assert not any(Path(tmp_path / "scratch").iterdir())
