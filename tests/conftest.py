@@ -129,3 +129,24 @@ def pytest_collection_modifyitems(config, items):
         if not item.get_closest_marker("timeout"):
             tier = next((t for t in ("guest", "lab", "slow") if item.get_closest_marker(t)), None)
             item.add_marker(pytest.mark.timeout(TIMEOUTS[tier]))
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    """A checkout-like tree with labs/ and results/ (the committed host folders, their files linked,
+    never written) that labkit.macros reads instead of the repository; the macros' host cache is
+    reset around the test."""
+    from labkit import macros
+    root = tmp_path / "repo"
+    shutil.copytree(ROOT / "labs", root / "labs")
+    for host in (ROOT / "results").iterdir():
+        if host.is_dir():
+            (root / "results" / host.name).mkdir(parents=True)
+            for f in host.iterdir():
+                (root / "results" / host.name / f.name).symlink_to(f)
+    monkeypatch.setattr(macros, "ROOT", root)
+    monkeypatch.setenv("PERF_CASEBOOK_LOCAL", "0")
+    monkeypatch.delenv("PERF_CASEBOOK_RESULTS", raising=False)
+    macros._HOSTS_CACHE = None
+    yield root
+    macros._HOSTS_CACHE = None

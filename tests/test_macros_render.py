@@ -35,22 +35,7 @@ def reference(lab: str) -> Path:
     return sorted((ROOT / "results").glob(f"*/{lab}.json"))[0]
 
 
-@pytest.fixture
-def tree(tmp_path, monkeypatch):
-    """A checkout-like tree with labs/ and results/ (the committed host folders); macros read it."""
-    root = tmp_path / "repo"
-    shutil.copytree(ROOT / "labs", root / "labs")
-    for host in (ROOT / "results").iterdir():  # the committed files, linked (never written)
-        if host.is_dir():
-            (root / "results" / host.name).mkdir(parents=True)
-            for f in host.iterdir():
-                (root / "results" / host.name / f.name).symlink_to(f)
-    monkeypatch.setattr(macros, "ROOT", root)
-    monkeypatch.setenv("PERF_CASEBOOK_LOCAL", "0")
-    monkeypatch.delenv("PERF_CASEBOOK_RESULTS", raising=False)
-    macros._HOSTS_CACHE = None
-    yield root
-    macros._HOSTS_CACHE = None
+# `tree` (a checkout-like tree of labs/ and the committed results) is in conftest.py.
 
 
 def add_host(root: Path, lab: str, label: str, change) -> dict:
