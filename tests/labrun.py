@@ -314,7 +314,10 @@ def state_diff(before: dict, after: dict) -> list[str]:
         if a == b:
             continue
         if isinstance(a, dict) and isinstance(b, dict):
-            for k in sorted(set(a) | set(b)):
+            # Block devices: those in both snapshots (another run's loop device comes and goes;
+            # ours are compared while free, and "loops" lists any still attached to our files).
+            keys = sorted(set(a) & set(b)) if key == "block" else sorted(set(a) | set(b))
+            for k in keys:
                 if a.get(k) != b.get(k):
                     diffs.append(f"{key}[{k}]: {a.get(k)!r} -> {b.get(k)!r}")
         else:

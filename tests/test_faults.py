@@ -32,7 +32,7 @@ CASES = fm.sampled_cases(fm.labs(), SEED)
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_signal_at_a_step_boundary_leaves_the_host_as_it_was(case, tmp_path):
-    o = fm.run_case(case, tmp_path)
+    o = fm.run_judged(case, tmp_path)
     assert o.clean, f"{case.id} (signal at: {o.boundary}, exit {o.rc}):\n" + "\n".join(o.problems)
 
 
