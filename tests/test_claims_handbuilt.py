@@ -448,3 +448,38 @@ def test_mixed_units_message(real, v):
     inc["measurements"].append(model.measurement("x", "zz", {"q": 3}, v))
     assert refused(claims.evaluate_one, claim("increasing", metric="x", where={}, over="q"), inc) == \
         f"x where all mixes units {sorted([real['unit'], 'zz'])}"
+
+
+def test_increasing_evidence_exactly(real, v):
+    u = real["unit"]
+    base = v[0]
+    r = result(u, *(({"q": q}, [base * k] * 3) for q, k in ((1, 1), (2, 4), (4, 2), (8, 8))))
+    c = claim("increasing", metric="x", where={}, over="q", tolerance=0.25)
+    verdict, text = ev(c, r)
+    assert verdict == "fails"
+    assert text == (f"x ({u}, median per point) by q: 1→{g4(base)}, 2→{g4(base * 4)}, 4→{g4(base * 2)}, "
+                    f"8→{g4(base * 8)}; last/first = 8; drops beyond tolerance: q=4: {g4(base * 2)} below q=2's "
+                    f"{g4(base * 4)}; the drop at q=4 is beyond noise")
+    r2 = result(u, *(({"q": q}, [base * k] * 3) for q, k in ((1, 1), (2, 0.5), (4, 0.4), (8, 3))))
+    verdict, text = ev(c, r2)
+    assert verdict == "fails" and text.endswith(f"drops beyond tolerance: q=2: {g4(base * 0.5)} below q=1's {g4(base)}; "
+                                                f"q=4: {g4(base * 0.4)} below q=1's {g4(base)}; the drop at q=2, q=4 is beyond noise")
+    ok = result(u, *(({"q": q}, [base * k] * 3) for q, k in ((1, 1), (2, 3))))
+    verdict, text = ev(claim("increasing", metric="x", where={}, over="q", factor=2, statistic="mean"), ok)
+    assert (verdict, text) == ("holds", f"x ({u}, mean per point) by q: 1→{g4(base)}, 2→{g4(base * 3)}; "
+                                        "last/first = 3 (needs > 2); first and last ranges apart")
+    zero = result(u, ({"q": 1}, [0.0] * 3), ({"q": 2}, [base] * 3))
+    assert "last/first = inf" in ev(claim("increasing", metric="x", where={}, over="q"), zero)[1]
+
+
+def test_increasing_drop_just_inside_the_noise(real, v):
+    """A drop whose range reaches the earlier point's range, tolerance applied, is not robust."""
+    u, b = real["unit"], v[0]
+    spread = [b * 0.9, b, b * 1.1]
+    q2 = [x * 0.5 for x in spread]                 # median 0.5 b: a drop beyond 10 %
+    q2_touch = [b * 0.45, b * 0.5, (b * 0.9) * (1 - 0.1)]   # its max is exactly the earlier min × (1 − tolerance)
+    c = claim("increasing", metric="x", where={}, over="q", tolerance=0.1)
+    far = [x * 8 for x in spread]
+    assert ev(c, result(u, ({"q": 1}, spread), ({"q": 2}, q2), ({"q": 3}, far)))[0] == "fails"
+    verdict, text = ev(c, result(u, ({"q": 1}, spread), ({"q": 2}, q2_touch), ({"q": 3}, far)))
+    assert verdict == "inconclusive" and "drops beyond tolerance: q=2" in text

@@ -221,3 +221,51 @@ def test_a_measurement_keeps_its_own_case():
     m = model.measurement("x", "us", case, [2, 1, 3])
     case["k"] = 2
     assert m["case"] == {"k": 1} and m["samples"] == [2.0, 1.0, 3.0] and m["median"] == 2.0
+
+
+def test_messages_name_the_file_and_the_rule(tmp_path, r):
+    """The exact one-line messages a reader gets."""
+    f = tmp_path / "x.json"
+    with pytest.raises(model.ResultError) as exc:
+        model.load(f)
+    assert str(exc.value) == f"{f}: no such result file"
+    f.write_text("{")
+    with pytest.raises(model.ResultError) as exc:
+        model.load(f)
+    assert str(exc.value).startswith(f"{f}: not valid JSON: Expecting property name")
+    with pytest.raises(model.ResultError) as exc:
+        model.validate([])
+    assert str(exc.value) == "<result>: (top): [] is not of type 'object'"
+    m = a_measurement(r)
+    i = r["measurements"].index(m)
+    given = m["max"] * 2
+    m["max"] = given
+    with pytest.raises(model.ResultError) as exc:
+        model.validate(r, "s")
+    assert str(exc.value) == f"s: measurements/{i}: max={given} but samples give {max(m['samples'])}"
+    m["max"] = max(m["samples"])
+    r["measurements"].append(copy.deepcopy(m))
+    with pytest.raises(model.ResultError) as exc:
+        model.validate(r, "s")
+    case = json.dumps(m["case"], sort_keys=True)
+    assert str(exc.value) == f"s: measurements/{len(r['measurements']) - 1}: duplicate metric and case ('{m['metric']}', '{case}')"
+    with pytest.raises(model.ResultError) as exc:
+        model.summarize([])
+    assert str(exc.value) == "a measurement needs at least one sample"
+    assert model.SCHEMA_VERSION == model.schema()["properties"]["schema_version"]["const"]
+
+
+def test_a_nested_error_path_is_slash_separated(r):
+    r["measurements"][0]["case"] = "not a table"
+    with pytest.raises(model.ResultError) as exc:
+        model.validate(r, "s")
+    assert str(exc.value).startswith("s: measurements/0/case: 'not a table' is not of type 'object'")
+
+
+def test_a_summary_exactly_at_the_tolerance_passes(r):
+    m = a_measurement(r)
+    scale = 0.5 / m["median"]
+    small = model.measurement(m["metric"], m["unit"], {**m["case"], "scaled": 1}, [s * scale for s in m["samples"]])
+    r["measurements"].append(small)
+    small["median"] = 0.5 + 1e-9 * 0.999          # just inside the absolute tolerance below 1
+    model.validate(r)
