@@ -11,14 +11,15 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY="$ROOT/.venv/bin/python"; [[ -x "$PY" ]] || PY=python3
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-MODE=--quick HOST="" OUT="$ROOT/ci-results" LABS=""
-usage() { echo "usage: $0 [--full] [--host LABEL] [--out DIR] [--labs a,b]" >&2; exit 2; }
+MODE=--quick HOST="" OUT="$ROOT/ci-results" LABS="" ONLY=""
+usage() { echo "usage: $0 [--full] [--host LABEL] [--out DIR] [--labs a,b] [--only GROUP,..]" >&2; exit 2; }
 while (($#)); do
   case "$1" in
     --full) MODE="" ;;
     --host) HOST=${2:?}; shift ;;
     --out) OUT=${2:?}; shift ;;
     --labs) LABS=${2:?}; shift ;;
+    --only) ONLY=${2:?}; shift ;;
     -h|--help) usage ;;
     *) echo "$0: unknown option: $1" >&2; usage ;;
   esac
@@ -34,7 +35,7 @@ status=0
 for lab in ${LABS//,/ }; do
   [[ -x "$ROOT/labs/$lab/run.sh" || -f "$ROOT/labs/$lab/run.sh" ]] || { echo "no lab $lab" >&2; exit 2; }
   cast="$OUT/$HOST/.$lab.cast"
-  cmd="bash $ROOT/labs/$lab/run.sh $MODE --host $HOST --out $OUT/$HOST"
+  cmd="bash $ROOT/labs/$lab/run.sh $MODE --host $HOST --out $OUT/$HOST${ONLY:+ --only $ONLY}"
   echo "== $lab: $cmd" >&2
   t0=$(date +%s)
   if command -v asciinema >/dev/null; then

@@ -187,6 +187,8 @@ def test_annotated_output_marks_lines_without_changing_them():
                                  notes=[["% time", "the columns"], ["attached", "strace -p"]])
     block = md.split("```pkgconfig\n")[1].split("```")[0]
     shown = [ln.strip() for ln in block.splitlines()]
+    while shown and not shown[-1]:  # the blank line before an indented closing fence
+        shown.pop()
     # every output line is there, unchanged, each note's marker on a line of its own right after
     # the first line its pattern matches, numbered in the order of the lines
     real = [ln for ln in shown if not re.fullmatch(r"# \(\d+\)!", ln)]
