@@ -136,6 +136,11 @@ FAKE_CASES = [pytest.param(fm.Case("fakelab", g, k, s), marks=[pytest.mark.slow]
               for j, s in enumerate(("INT", "TERM", "HUP", "KILL"))]
 
 
+# A signal while a helper's output is relayed (labkit record's claims, the guest's console): the
+# pipe's reader dies, the relay's write fails, and bash once skipped the EXIT trap there.
+FAKE_CASES += [fm.Case("fakelab", "chatty", 3, s) for s in ("INT", "TERM", "HUP")]
+
+
 @pytest.mark.parametrize("case", FAKE_CASES, ids=lambda c: c.id if isinstance(c, fm.Case) else str(c))
 def test_fake_lab_signal_at_a_boundary_leaves_the_host_as_it_was(case, tmp_path, host):
     o = fm.run_case(case, tmp_path, extra_env={"FAKELAB_DIR": str(host), "FAKELAB_SLEEP": "0.5"}, host=False)

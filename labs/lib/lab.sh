@@ -59,7 +59,7 @@ LAB_ARGS=""
 # The journal and its in-memory mirror (ids of pending undo actions, for lab_mark/lab_unwind).
 LAB_JOURNAL="" LAB_LOG="" LAB_TAG="" LAB_SEQ=0 LAB_PENDING=()
 declare -A LAB_UNDO=() LAB_UNDO_DESC=()
-LAB_UNDOING=0 LAB_QUIET_UNDO=0 LAB_LOCK="" LAB_ERR=""
+LAB_UNDOING=0 LAB_QUIET_UNDO=0 LAB_FINISHING=0 LAB_LOCK="" LAB_ERR=""
 
 # Python with labkit importable: the project venv, else python3 with the repo on PYTHONPATH.
 if [[ -x "$LAB_ROOT/.venv/bin/python" ]]; then
@@ -418,31 +418,41 @@ lab__script_for_humans() {
   printf '%s' "$p"
 }
 
-# lab__stop SIG: a signal (or a write error, PIPE) stops the lab: exit 128+N, undone on EXIT.
+# lab__stop SIG: a signal (or a write error, PIPE) stops the lab: exit 128+N after the undo. The
+# undo runs here, not only from the EXIT trap: bash does not always run that trap when exit is
+# called from a signal trap (seen with SIGPIPE trapped during a command substitution).
 lab__stop() {
-  local sig=$1 rc
+  local sig=$1 code
+  # A subshell that caught the signal before resetting its traps: it only ends; the lab shell
+  # itself got the same signal and does the undo.
+  if [[ $BASHPID != "$$" ]]; then exit 1; fi
   trap '' INT TERM HUP PIPE QUIT
-  case "$sig" in INT) rc=130 ;; TERM) rc=143 ;; HUP) rc=129 ;; QUIT) rc=131 ;; *) rc=141 ;; esac
+  case "$sig" in INT) code=130 ;; TERM) code=143 ;; HUP) code=129 ;; QUIT) code=131 ;; *) code=141 ;; esac
   LAB_UNDOING=1
   if [[ $sig == PIPE ]]; then
     lab__say "write error on standard output or error (reader gone, terminal closed?): stopping, undoing host changes"
   else
     lab__say "interrupted by SIG$sig: undoing host changes"
   fi
-  exit "$rc"
+  lab__finish "$code"
 }
 
-lab__on_exit() {
-  local rc=$?
+lab__on_exit() { lab__finish "$?"; }
+
+# lab__finish CODE: undo everything the journal holds (once), then exit CODE (3 if an undo failed).
+lab__finish() {
+  local code=$1
+  if [[ $BASHPID != "$$" ]]; then exit "$code"; fi   # never the undo from a subshell
   trap '' INT TERM HUP PIPE QUIT
   trap - ERR
   set +e
-  LAB_UNDOING=1
-  if ! lab__undo_all; then rc=3; fi
+  if ((LAB_FINISHING)); then exit "$code"; fi
+  LAB_FINISHING=1 LAB_UNDOING=1
+  if ! lab__undo_all; then code=3; fi
   # A run that ended well leaves no log (its result says everything); a stopped or failed run's
   # log stays beside the result: what ran, and what was undone.
-  if ((rc == 0)) && [[ -n "$LAB_LOG" ]]; then rm -f "$LAB_LOG"; fi
-  exit "$rc"
+  if ((code == 0)) && [[ -n "$LAB_LOG" ]]; then rm -f "$LAB_LOG"; fi
+  exit "$code"
 }
 
 lab__on_err() {
@@ -878,7 +888,8 @@ lab__init() {
 lab__quietly() {
   local out=$1 rc=0 err seen=0 l; shift
   local -a lines
-  err=$(mktemp "$LAB_SCRATCH/.helper.XXXXXX")
+  err="$LAB_SCRATCH/.helper.$BASHPID.$RANDOM"   # no command substitution here: a signal at this
+  : > "$err"                                     # boundary must reach the lab's traps, not a subshell
   setsid "$@" > "$out" 2> "$err" < /dev/null {LAB_ERR}>&- {LAB_LOCK}>&- &
   LAB_CHILD=$!
   while kill -0 "$LAB_CHILD" 2>/dev/null; do

@@ -12,6 +12,7 @@ lab_group setup "a knob file set, a background process, a directory made" always
 lab_group work "three short steps"
 lab_group fill "write a file of FAKELAB_FILL_MIB MiB in the scratch directory"
 lab_group stuck "an undo action that fails while \$FAKELAB_DIR/stuck exists"
+lab_group chatty "a knob, then a helper of the lab (as labkit record is) that prints many lines"
 
 group_setup() {
   local dir=${FAKELAB_DIR:?FAKELAB_DIR: a directory standing for the host}
@@ -29,6 +30,13 @@ group_work() {
 group_fill() {
   lab_run fill.write -- dd if=/dev/zero of="$LAB_SCRATCH/fill" bs=1M count="${FAKELAB_FILL_MIB:-1}" status=none
   lab_run fill.after -- true
+}
+
+group_chatty() {
+  lab_set_knob chatty.knob "$FAKELAB_DIR/knob" changed || return 0
+  lab__say "chatty helper starts"
+  # shellcheck disable=SC2016 # the helper's own shell expands $i
+  lab__quietly /dev/null sh -c 'for i in $(seq 200); do echo "helper line $i" >&2; sleep 0.01; done' || true
 }
 
 group_stuck() {
