@@ -333,10 +333,18 @@ lab__replay() {
 
 # lab__starttime PID: the process's start time (clock ticks after boot, /proc/PID/stat field 22).
 lab__starttime() {
+  local t
+  lab__starttime_v t "$1" || return 1
+  echo "$t"
+}
+
+# lab__starttime_v VAR PID: the same into VAR, without a subshell (used at step boundaries, where a
+# signal must reach the lab shell's traps and not a command substitution's child).
+lab__starttime_v() {
   local s f
-  s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  { read -r s < "/proc/$2/stat"; } 2>/dev/null || return 1
   read -ra f <<< "${s##*) }"
-  echo "${f[19]}"
+  printf -v "$1" '%s' "${f[19]}"
 }
 
 # lab_kill_group PID [STARTTIME]: TERM a process group started by lab_run/lab_spawn, then KILL
@@ -581,7 +589,7 @@ lab_spawn() {
   lab__say "$name: starting in background: ${cmd% }"
   setsid "$@" > "$raw.out" 2> "$raw.err" < /dev/null {LAB_ERR}>&- {LAB_LOCK}>&- &
   LAB_SPAWNED=$!
-  start=$(lab__starttime "$LAB_SPAWNED") || start=""
+  lab__starttime_v start "$LAB_SPAWNED" || start=""
   lab_defer "stop $name (pid $LAB_SPAWNED)" lab_kill_group "$LAB_SPAWNED" "$start"
 }
 
