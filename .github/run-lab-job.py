@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -61,6 +62,17 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     table = {"${{ matrix.lab }}": a.lab, FULL_EXPR: "1" if a.full else ""}
     tmp = Path(tempfile.mkdtemp(prefix="pcb-lab-job."))
+    try:
+        return run(a, table, tmp)
+    finally:
+        # The temporary directory holds the apt cache and the steps' state, and the results
+        # when no --out was given: kept only then.
+        if a.out or a.list:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(a, table: dict, tmp: Path) -> int:
+    """Run (or with --list, list) the job's steps; see the module docstring."""
     env_base = dict(os.environ, PCB_CI_OUT=a.out or str(tmp / "results"), PCB_CI_HOST=a.host,
                     PCB_APT_CACHE=str(tmp / "apt"), PCB_JOB_STATE=str(tmp / "state"))
     failed = False
