@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from labkit import claims, model
+from derived import validate_metric
 from labkit import original as original_mod
 from test_claims_failable import derive
 
@@ -76,7 +77,7 @@ def test_claim_can_fail_and_hold(claim, want, reference, tmp_path):
     path = tmp_path / "fio_engines.json"
     path.write_text(json.dumps(_seeded(reference, claim)))
     r = derive(claim, path, want)
-    model.validate(r, "derived")
+    validate_metric(r, claim.get("metric"))
     v = claims.evaluate_one(claim, r)
     assert v["verdict"] == want, v
 
