@@ -56,6 +56,15 @@ fi
 mkdir -p /mnt/job /mnt/out /mnt/proc /mnt/sys /mnt/dev /mnt/tmp
 tar -xf "$JOB" -C /mnt/job
 for f in proc sys dev; do mount --move "/$f" "/mnt/$f"; done
+# As a Debian system has them after boot (udev, systemd): /dev/fd and the std streams (bash's
+# process substitution opens /dev/fd/N), /dev/pts, /dev/shm, tracefs and debugfs.
+ln -sfn /proc/self/fd /mnt/dev/fd
+for i in 0:stdin 1:stdout 2:stderr; do ln -sfn "/proc/self/fd/${i%%:*}" "/mnt/dev/${i#*:}"; done
+mkdir -p /mnt/dev/pts /mnt/dev/shm
+mountpoint -q /mnt/dev/pts || mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /mnt/dev/pts
+mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /mnt/dev/shm
+mount -t tracefs nodev /mnt/sys/kernel/tracing 2>/dev/null
+mount -t debugfs nodev /mnt/sys/kernel/debug 2>/dev/null
 echo "PCB-GUEST: job start"
 chroot /mnt /bin/busybox env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=dumb LC_ALL=C.UTF-8 \
   PCB_GUEST=1 PCB_JOB=/job PCB_OUT=/out PCB_EMULATION_FILE=/job/emulation.json PCB_SCRATCH_DEV="$SCRATCH" /bin/sh -c 'cd /job && exec /bin/sh /job/run'

@@ -20,7 +20,7 @@ Metrics:
     Of the same samples, those with a kernel audit function (``audit_*``, ``__audit_*``)
     on the stack: audit's own cost, nonzero once audit has been enabled since boot.
 ``syscalls`` (calls)
-    ``strace -c`` calls per system call during (the rest of) one copy phase.
+    ``strace -c`` calls per system call during D seconds of one copy phase (strace attached, then stopped with SIGINT).
 ``audit_log`` (bytes)
     Bytes in the lab's auditd directory after the audit steps (log files, rotated at 8 MiB).
 """
