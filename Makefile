@@ -4,13 +4,14 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 TOOLS := $(CURDIR)/.tools
-export PATH := $(TOOLS)/bin:$(PATH)
+# cargo and rustup where rustup puts them, when not on PATH already
+export PATH := $(TOOLS)/bin:$(PATH):$(HOME)/.cargo/bin
 HOST ?=
 FULL ?=
 # Debian packages the labs and the browser tests use (installed when root with apt). The last line:
 # what labkit.guest needs to assemble and boot guests (QEMU, mmdebstrap, dtc, mke2fs, cpio, depmod).
 DEBS := fio linux-perf strace sysstat trace-cmd blktrace bpftrace xfsprogs auditd iproute2 \
-        hwloc asciinema chromium sockperf sysbench gcc make util-linux procps shellcheck \
+        hwloc asciinema chromium sockperf sysbench gcc make util-linux procps shellcheck gdb cscope numactl \
         gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static \
         qemu-system-arm qemu-system-x86 mmdebstrap device-tree-compiler cpio e2fsprogs kmod
 INFERNO_VERSION := 0.12.8
@@ -66,6 +67,22 @@ inferno:
 	  echo "note: cargo not found: flame graph steps will be skipped"; \
 	fi
 
+# inferno for arm64 guests (Debian has no package; labs --guest arm64 copy it into the guest).
+# Cross-built with cargo for aarch64-unknown-linux-gnu, linked by the Debian cross gcc.
+.PHONY: inferno-arm64
+inferno-arm64:
+	@echo "inferno $(INFERNO_VERSION) for arm64 guests in $(TOOLS)/arm64"
+	@if [ -x $(TOOLS)/arm64/bin/inferno-flamegraph ]; then exit 0; fi; \
+	if command -v cargo >/dev/null && command -v rustup >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null; then \
+	  echo "cross-building inferno $(INFERNO_VERSION) for aarch64 (cargo install --locked --target, a few minutes of compiling)"; \
+	  rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1; \
+	  CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+	    cargo install -q --locked --root $(TOOLS)/arm64 --target aarch64-unknown-linux-gnu inferno@$(INFERNO_VERSION) \
+	    || echo "note: the cross-build failed: flame graph steps in arm64 guests will be skipped"; \
+	else \
+	  echo "note: cargo, rustup or aarch64-linux-gnu-gcc not found: flame graph steps in arm64 guests will be skipped"; \
+	fi
+
 ACTIONLINT_VERSION := v1.7.12
 .PHONY: actionlint
 actionlint:
@@ -114,7 +131,7 @@ labs: setup
 # packages, cached under ~/.cache/perf-casebook/guest): results in local-results/qemu-arm64-<accel>/.
 # OUT=dir to write elsewhere (e.g. OUT=results/qemu-arm64-tcg for reference results).
 OUT ?=
-labs-arm64: setup
+labs-arm64: setup inferno-arm64
 	@for run in labs/*/run.sh; do \
 	  echo "== $$run --guest arm64"; \
 	  bash $$run --guest arm64 $(if $(FULL),,--quick) $(if $(OUT),--out $(OUT)) || echo "$$run exited $$?"; \

@@ -58,6 +58,14 @@ group_build() {
   BIN="$LAB_SCRATCH/fstime"
   lab_run build -- gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -D_GNU_SOURCE \
     -o "$BIN" "$LAB_DIR/fstime.c" -lm || BIN=""
+  # Where the score comes from, as the original found it: a cross-reference of the source (the
+  # cscope card shows these). The index lives in scratch; -d: queries never rebuild it.
+  if lab_require build.cscope cmd:cscope; then
+    lab_run build.cscope -- cscope -bk -f "$LAB_SCRATCH/cscope.out" "$LAB_DIR/fstime.c" &&
+      lab_run build.cscope.kbps -- cscope -dL -f "$LAB_SCRATCH/cscope.out" -4 KBps &&
+      lab_run build.cscope.copy -- cscope -dL -f "$LAB_SCRATCH/cscope.out" -2 copy_phase &&
+      lab_run build.cscope.report -- cscope -dL -f "$LAB_SCRATCH/cscope.out" -3 report
+  fi
 }
 
 need_bin() { [[ -n "$BIN" ]] || { lab_skip "$1" "build failed"; return 1; }; }
@@ -220,6 +228,8 @@ group_perf() {
     [[ -s $data ]] || continue
     lab_run "perf.$t.report" -- perf report -i "$data" --stdio --no-children --sort sym -g none --percent-limit 2
     lab_run --stdout "$LAB_SCRATCH/perf-$t.script" "perf.$t.script" -- perf script -i "$data" || continue
+    # The raw samples as perf script prints them (the perf card reads them): the first 60 lines.
+    [[ $t != tmpfs ]] || lab_run "perf.$t.script-head" -- head -n 60 "$LAB_SCRATCH/perf-$t.script"
     lab_run "perf.$t.flame" -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/perf-$t.script" \
       --folded "$LAB_RUN/flame-$t.folded" --svg "$LAB_RUN/flame-$t.svg" \
       --title "fstime copy phase (1 KiB buffers) on $t" || continue

@@ -67,6 +67,10 @@ group_noserver() {
   need_bin noserver || return 0
   # Nothing listens on $PORT (lab_free_port checked): lmbench's client would print a latency here.
   lab_run --expect-fail noserver -- "$BIN" -N 3 -t 0.05 -p "$PORT" 127.0.0.1
+  # The same in gdb (the gdb card reads it): connect's return value, and the client's exit.
+  lab_require noserver.gdb cmd:gdb || return 0
+  lab_run noserver.gdb -- gdb -q -batch -ex 'break connect' -ex run -ex finish -ex continue \
+    --args "$BIN" -N 1 -t 0.05 -p "$PORT" 127.0.0.1
 }
 
 group_free() {
@@ -83,6 +87,9 @@ group_pinned() {
   need_bin pinned || return 0
   lab_require pinned cmd:taskset || return 0
   local s c mark
+  # The topology the placements below are chosen from, as the tools print it (the taskset card).
+  lab_run pinned.lscpu -- lscpu -e=CPU,CORE,SOCKET,NODE,CACHE,ONLINE
+  if lab_require pinned.numa cmd:numactl; then lab_run pinned.numa -- numactl --hardware; fi
   while read -r s c _; do
     mark=$(lab_mark)
     start_server "pinned.s$s-c$c.server" "$s" || continue

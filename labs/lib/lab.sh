@@ -991,6 +991,12 @@ lab__guest_main() {
   mkdir -p "$job/repo"
   # The checkout as git tracks it (work-tree contents), without the committed results.
   (cd "$LAB_ROOT" && git ls-files -z -- . ':!:results' | tar --null -T - -cf -) | tar -xf - -C "$job/repo"
+  # inferno built for the guest's architecture (`make inferno-arm64`: Debian has no inferno
+  # package), where the lab finds its own: .tools/bin with cargo's install record beside it.
+  if [[ -x "$LAB_ROOT/.tools/$LAB_GUEST/bin/inferno-flamegraph" ]]; then
+    mkdir -p "$job/repo/.tools"
+    cp -a "$LAB_ROOT/.tools/$LAB_GUEST/bin" "$LAB_ROOT/.tools/$LAB_GUEST/.crates.toml" "$job/repo/.tools/"
+  fi
   # The commit, and whether the code that measures (labkit.record.measuring_code) differs from it.
   read -r commit dirty < <("$LAB_PY" -c 'import sys; from pathlib import Path; from labkit.record import git_commit, measuring_code
 c, d = git_commit(Path(sys.argv[1]), measuring_code(sys.argv[2])); print(c or "", 1 if d else 0)' "$LAB_ROOT" "$LAB_NAME") || true
