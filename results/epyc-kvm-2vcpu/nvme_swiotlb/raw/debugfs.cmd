@@ -1,1 +1,1 @@
-mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.nEAyf0/debugfs
+mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.yv0CdF/debugfs

@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-3620
+mkdir /sys/kernel/tracing/instances/pcb-20434

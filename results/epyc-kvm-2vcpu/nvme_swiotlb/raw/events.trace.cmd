@@ -1,1 +1,1 @@
-cat /sys/kernel/tracing/instances/pcb-3620/trace
+cat /sys/kernel/tracing/instances/pcb-20434/trace

@@ -1,1 +1,1 @@
-losetup --find --show --direct-io=on /tmp/pcb-nvme_swiotlb.nEAyf0/data.img
+losetup --find --show --direct-io=on /tmp/pcb-nvme_swiotlb.yv0CdF/data.img
