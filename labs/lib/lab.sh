@@ -466,6 +466,10 @@ lab__finish() {
 lab__on_err() {
   local line=$1 code=$2 why
   trap - ERR
+  # In a subshell (a process substitution, a pipeline's side) the failure is its caller's to
+  # judge: the subshell ends with the status, and the lab's own shell decides (a reader of
+  # `< <(cmd)` that stopped early gives cmd a SIGPIPE, 141, which is no internal error).
+  if [[ $BASHPID != "$$" ]]; then exit "$code"; fi
   why=$(lab__full_note)
   if [[ -n "$why" ]]; then
     lab__say "stopping: $why"
