@@ -1,1 +1,1 @@
-auditd -n -c /tmp/pcb-fstime.PjHiC7/audit
+auditd -n -c /tmp/pcb-fstime.PhonbU/audit

@@ -1,1 +1,1 @@
-du -b /tmp/pcb-fstime.PjHiC7/audit
+du -b /tmp/pcb-fstime.PhonbU/audit

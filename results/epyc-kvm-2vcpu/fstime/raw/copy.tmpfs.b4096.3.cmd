@@ -1,1 +1,1 @@
-/tmp/pcb-fstime.PjHiC7/fstime -c -t 2 -s 0.5 -d /tmp/pcb-fstime.PjHiC7/tmpfs/files -b 4096 -m 8000
+/tmp/pcb-fstime.PhonbU/fstime -c -t 2 -s 0.5 -d /tmp/pcb-fstime.PhonbU/tmpfs/files -b 4096 -m 8000

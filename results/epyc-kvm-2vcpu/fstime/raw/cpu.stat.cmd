@@ -1,1 +1,1 @@
-sh /work/main/labs/fstime/cpusample.sh 7704 3
+sh /work/main/labs/fstime/cpusample.sh 27713 3

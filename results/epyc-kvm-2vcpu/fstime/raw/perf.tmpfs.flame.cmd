@@ -1,1 +1,1 @@
-/work/main/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-fstime.PjHiC7/perf-tmpfs.script --folded /tmp/ref/epyc-kvm-2vcpu/.fstime.partial/flame-tmpfs.folded --svg /tmp/ref/epyc-kvm-2vcpu/.fstime.partial/flame-tmpfs.svg --title fstime\ copy\ phase\ \(1\ KiB\ buffers\)\ on\ tmpfs
+/work/main/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-fstime.PhonbU/perf-tmpfs.script --folded /tmp/ref/epyc-kvm-2vcpu/.fstime.partial/flame-tmpfs.folded --svg /tmp/ref/epyc-kvm-2vcpu/.fstime.partial/flame-tmpfs.svg --title fstime\ copy\ phase\ \(1\ KiB\ buffers\)\ on\ tmpfs

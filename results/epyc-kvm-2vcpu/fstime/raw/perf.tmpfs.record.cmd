@@ -1,1 +1,1 @@
-perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.PjHiC7/perf-tmpfs.data -p 8076 -- sleep 3
+perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.PhonbU/perf-tmpfs.data -p 28002 -- sleep 3

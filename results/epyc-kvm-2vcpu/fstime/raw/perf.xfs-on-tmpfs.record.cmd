@@ -1,1 +1,1 @@
-perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.PjHiC7/perf-xfs-on-tmpfs.data -p 8663 -- sleep 3
+perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.PhonbU/perf-xfs-on-tmpfs.data -p 28290 -- sleep 3

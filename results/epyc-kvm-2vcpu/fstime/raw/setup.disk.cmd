@@ -1,1 +1,1 @@
-mkdir /tmp/pcb-fstime.PjHiC7/disk
+mkdir /tmp/pcb-fstime.PhonbU/disk

@@ -1,1 +1,1 @@
-truncate -s 512M /tmp/pcb-fstime.PjHiC7/tmpfs/ext4.img
+truncate -s 512M /tmp/pcb-fstime.PhonbU/tmpfs/ext4.img

@@ -1,1 +1,1 @@
-losetup --find --show --direct-io=on /tmp/pcb-fstime.PjHiC7/tmpfs/ext4.img
+losetup --find --show --direct-io=on /tmp/pcb-fstime.PhonbU/tmpfs/ext4.img

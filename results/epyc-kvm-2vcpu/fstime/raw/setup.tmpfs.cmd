@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=768m\,mode=0700 tmpfs /tmp/pcb-fstime.PjHiC7/tmpfs
+mount -t tmpfs -o size=768m\,mode=0700 tmpfs /tmp/pcb-fstime.PhonbU/tmpfs

@@ -1,1 +1,1 @@
-mkdir /tmp/pcb-fstime.PjHiC7/tmpfs/files
+mkdir /tmp/pcb-fstime.PhonbU/tmpfs/files

@@ -1,1 +1,1 @@
-truncate -s 512M /tmp/pcb-fstime.PjHiC7/xfs.img
+truncate -s 512M /tmp/pcb-fstime.PhonbU/xfs.img

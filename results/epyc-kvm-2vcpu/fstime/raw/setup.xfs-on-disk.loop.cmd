@@ -1,1 +1,1 @@
-losetup --find --show --direct-io=on /tmp/pcb-fstime.PjHiC7/xfs.img
+losetup --find --show --direct-io=on /tmp/pcb-fstime.PhonbU/xfs.img

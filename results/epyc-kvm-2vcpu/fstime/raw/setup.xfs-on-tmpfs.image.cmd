@@ -1,1 +1,1 @@
-truncate -s 512M /tmp/pcb-fstime.PjHiC7/tmpfs/xfs.img
+truncate -s 512M /tmp/pcb-fstime.PhonbU/tmpfs/xfs.img

@@ -1,1 +1,1 @@
-losetup --find --show --direct-io=on /tmp/pcb-fstime.PjHiC7/tmpfs/xfs.img
+losetup --find --show --direct-io=on /tmp/pcb-fstime.PhonbU/tmpfs/xfs.img

@@ -1,1 +1,1 @@
-strace -c -p 9775
+timeout -s INT 3 strace -c -p 28583

@@ -1,1 +1,1 @@
-perf script -i /tmp/pcb-lat_tcp.xAQRP7/perf-same.data
+perf script -i /tmp/pcb-lat_tcp.bZu7fv/perf-same.data

@@ -1,1 +1,1 @@
-ip link add pcb-va netns pcb-lat-a-21274 type veth peer name pcb-vb netns pcb-lat-b-21274
+ip link add pcb-va netns pcb-lat-a-26615 type veth peer name pcb-vb netns pcb-lat-b-26615

@@ -1,1 +1,1 @@
-ip netns add pcb-lat-a-21274
+ip netns add pcb-lat-a-26615

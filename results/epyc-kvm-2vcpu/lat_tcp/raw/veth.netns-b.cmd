@@ -1,1 +1,1 @@
-ip netns add pcb-lat-b-21274
+ip netns add pcb-lat-b-26615

@@ -1,1 +1,1 @@
-ip -n pcb-lat-a-21274 link set pcb-va up
+ip -n pcb-lat-a-26615 link set pcb-va up

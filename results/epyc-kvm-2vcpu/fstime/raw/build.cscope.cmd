@@ -1,0 +1,1 @@
+cscope -bk -f /tmp/pcb-fstime.PhonbU/cscope.out /work/main/labs/fstime/fstime.c

@@ -1,0 +1,1 @@
+cscope -dL -f /tmp/pcb-fstime.PhonbU/cscope.out -4 KBps

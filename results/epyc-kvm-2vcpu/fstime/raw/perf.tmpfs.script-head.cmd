@@ -1,0 +1,1 @@
+head -n 60 /tmp/pcb-fstime.PhonbU/perf-tmpfs.script
