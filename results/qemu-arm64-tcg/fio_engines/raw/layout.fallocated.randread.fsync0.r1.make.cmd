@@ -1,1 +1,1 @@
-fallocate -l 256m /scratch/pcb-fio_engines.zvpk69/fallocated.dat
+fallocate -l 256m /scratch/pcb-fio_engines.pVZL8a/fallocated.dat

@@ -1,1 +1,1 @@
-stat -c %s\ %b\ %B /scratch/pcb-fio_engines.zvpk69/fallocated.dat
+stat -c %s\ %b\ %B /scratch/pcb-fio_engines.pVZL8a/fallocated.dat

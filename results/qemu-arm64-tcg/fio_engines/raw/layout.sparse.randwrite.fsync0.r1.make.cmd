@@ -1,1 +1,1 @@
-truncate -s 256m /scratch/pcb-fio_engines.zvpk69/sparse.dat
+truncate -s 256m /scratch/pcb-fio_engines.pVZL8a/sparse.dat

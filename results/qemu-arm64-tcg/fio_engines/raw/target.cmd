@@ -1,1 +1,1 @@
-findmnt -T /scratch/pcb-fio_engines.zvpk69
+findmnt -T /scratch/pcb-fio_engines.pVZL8a

@@ -1,1 +1,1 @@
-auditd -n -c /scratch/pcb-fstime.y1AySd/audit
+auditd -n -c /scratch/pcb-fstime.EN8yH0/audit

@@ -1,1 +1,1 @@
-du -b /scratch/pcb-fstime.y1AySd/audit
+du -b /scratch/pcb-fstime.EN8yH0/audit

@@ -1,1 +1,1 @@
-sh /job/repo/labs/fstime/cpusample.sh 443 1
+sh /job/repo/labs/fstime/cpusample.sh 426 1

@@ -1,1 +1,1 @@
-mkdir /scratch/pcb-fstime.y1AySd/disk
+mkdir /scratch/pcb-fstime.EN8yH0/disk

@@ -1,1 +1,1 @@
-losetup --find --show /scratch/pcb-fstime.y1AySd/tmpfs/ext4.img
+losetup --find --show /scratch/pcb-fstime.EN8yH0/tmpfs/ext4.img

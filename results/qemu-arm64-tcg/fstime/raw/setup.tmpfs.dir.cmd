@@ -1,1 +1,1 @@
-mkdir /scratch/pcb-fstime.y1AySd/tmpfs/files
+mkdir /scratch/pcb-fstime.EN8yH0/tmpfs/files

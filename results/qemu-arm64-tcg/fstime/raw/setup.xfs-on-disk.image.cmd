@@ -1,1 +1,1 @@
-truncate -s 512M /scratch/pcb-fstime.y1AySd/xfs.img
+truncate -s 512M /scratch/pcb-fstime.EN8yH0/xfs.img

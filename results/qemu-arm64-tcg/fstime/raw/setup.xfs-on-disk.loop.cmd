@@ -1,1 +1,1 @@
-losetup --find --show --direct-io=on /scratch/pcb-fstime.y1AySd/xfs.img
+losetup --find --show --direct-io=on /scratch/pcb-fstime.EN8yH0/xfs.img

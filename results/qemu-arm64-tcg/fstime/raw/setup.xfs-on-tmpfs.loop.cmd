@@ -1,1 +1,1 @@
-losetup --find --show /scratch/pcb-fstime.y1AySd/tmpfs/xfs.img
+losetup --find --show /scratch/pcb-fstime.EN8yH0/tmpfs/xfs.img

@@ -1,1 +1,1 @@
-strace -c -p 501
+timeout -s INT 1 strace -c -p 696

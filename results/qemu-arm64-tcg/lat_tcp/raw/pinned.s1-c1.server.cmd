@@ -1,1 +1,1 @@
-taskset -c 1 /scratch/pcb-lat_tcp.XFezqK/lat_tcp -s -p 31234
+taskset -c 1 /scratch/pcb-lat_tcp.t4rUWH/lat_tcp -s -p 31234

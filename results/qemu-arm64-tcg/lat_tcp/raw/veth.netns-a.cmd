@@ -1,1 +1,1 @@
-ip netns add pcb-lat-a-179
+ip netns add pcb-lat-a-187

@@ -1,1 +1,1 @@
-ip netns add pcb-lat-b-179
+ip netns add pcb-lat-b-187

@@ -1,1 +1,1 @@
-ip -n pcb-lat-a-179 link set pcb-va up
+ip -n pcb-lat-a-187 link set pcb-va up

@@ -1,1 +1,1 @@
-cp /scratch/pcb-nvme_swiotlb.Z8ChvN/data.img /scratch/pcb-nvme_swiotlb.Z8ChvN/tmpfs/data.img
+cp /scratch/pcb-nvme_swiotlb.9r8acJ/data.img /scratch/pcb-nvme_swiotlb.9r8acJ/tmpfs/data.img

@@ -1,1 +1,1 @@
-/scratch/pcb-nvme_swiotlb.Z8ChvN/bounce -f /scratch/pcb-nvme_swiotlb.Z8ChvN/data.img -b 4k\,16k\,64k\,256k\,1m -n 5 -t 0.1
+/scratch/pcb-nvme_swiotlb.9r8acJ/bounce -f /scratch/pcb-nvme_swiotlb.9r8acJ/data.img -b 4k\,16k\,64k\,256k\,1m -n 5 -t 0.1

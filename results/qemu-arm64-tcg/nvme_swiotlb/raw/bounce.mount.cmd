@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=144m\,mode=0700 tmpfs /scratch/pcb-nvme_swiotlb.Z8ChvN/tmpfs
+mount -t tmpfs -o size=144m\,mode=0700 tmpfs /scratch/pcb-nvme_swiotlb.9r8acJ/tmpfs

@@ -1,1 +1,1 @@
-blktrace -r /scratch/pcb-nvme_swiotlb.Z8ChvN/debugfs -d /dev/loop0 -o loop -D /scratch/pcb-nvme_swiotlb.Z8ChvN/blktrace
+blktrace -r /sys/kernel/debug -d /dev/loop0 -o loop -D /scratch/pcb-nvme_swiotlb.9r8acJ/blktrace

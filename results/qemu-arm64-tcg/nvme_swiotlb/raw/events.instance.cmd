@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-179
+mkdir /sys/kernel/tracing/instances/pcb-187

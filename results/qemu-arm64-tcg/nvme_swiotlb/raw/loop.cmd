@@ -1,1 +1,1 @@
-losetup --find --show --direct-io=on /scratch/pcb-nvme_swiotlb.Z8ChvN/data.img
+losetup --find --show --direct-io=on /scratch/pcb-nvme_swiotlb.9r8acJ/data.img

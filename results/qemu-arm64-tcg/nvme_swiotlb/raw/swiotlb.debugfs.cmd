@@ -1,1 +1,1 @@
-find /scratch/pcb-nvme_swiotlb.Z8ChvN/debugfs/swiotlb -maxdepth 1 -type f -exec grep -H . \{\} +
+find /sys/kernel/debug/swiotlb -maxdepth 1 -type f -exec grep -H . \{\} +

@@ -1,0 +1,1 @@
+head -n 60 /scratch/pcb-fstime.EN8yH0/perf-tmpfs.script

@@ -1,0 +1,1 @@
+perf script -i /scratch/pcb-fstime.EN8yH0/perf-tmpfs.data

@@ -1,0 +1,1 @@
+perf script -i /scratch/pcb-lat_tcp.t4rUWH/perf-other.data

@@ -1,1 +1,0 @@
-/scratch/pcb-nvme_swiotlb.Z8ChvN/bounce -f /scratch/pcb-nvme_swiotlb.Z8ChvN/tmpfs/data.img -b 4k\,16k\,64k\,256k\,1m -n 5 -t 0.1

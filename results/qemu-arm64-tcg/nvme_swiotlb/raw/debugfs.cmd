@@ -1,1 +1,0 @@
-mount -t debugfs nodev /scratch/pcb-nvme_swiotlb.Z8ChvN/debugfs
