@@ -1,1 +1,1 @@
-losetup --find --show /scratch/pcb-optane_kyber.VeXhwU/tmpfs/disk.img
+losetup --find --show /scratch/pcb-optane_kyber.Hi1WYn/tmpfs/disk.img
