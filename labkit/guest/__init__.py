@@ -168,13 +168,18 @@ def _kernel(spec: GuestSpec, cache: Path, say: Say, refresh: bool) -> Path:
 # Links that packages' maintainer scripts (update-alternatives, dash's postinst) would make and
 # that --variant=extract, which runs none, leaves out: (link, target) when the target exists.
 # Bump ROOTFS_RECIPE when this changes, so cached images are rebuilt.
-MAINTAINER_LINKS = [("bin/sh", "dash"), ("usr/bin/awk", "gawk"), ("usr/bin/cc", "gcc")]
-ROOTFS_RECIPE = 2
+# {lib}: the architecture's multiarch library directory (BLAS and LAPACK for numpy, from
+# libblas3's and liblapack3's update-alternatives).
+MAINTAINER_LINKS = [("bin/sh", "dash"), ("usr/bin/awk", "gawk"), ("usr/bin/cc", "gcc"),
+                    ("{lib}/libblas.so.3", "blas/libblas.so.3"), ("{lib}/liblapack.so.3", "lapack/liblapack.so.3")]
+ROOTFS_RECIPE = 3
+MULTIARCH = {"arm64": "usr/lib/aarch64-linux-gnu", "x86_64": "usr/lib/x86_64-linux-gnu"}
 
 
-def _maintainer_links(root: Path) -> None:
+def _maintainer_links(root: Path, arch: str) -> None:
+    """Make :data:`MAINTAINER_LINKS` in the unpacked root ``root`` of a guest of ``arch``."""
     for link, target in MAINTAINER_LINKS:
-        path = root / link
+        path = root / link.format(lib=MULTIARCH[arch])
         if not path.exists() and not path.is_symlink() and (path.parent / target).exists():
             path.symlink_to(target)
 
@@ -200,7 +205,7 @@ def _rootfs(spec: GuestSpec, cache: Path, say: Say, refresh: bool) -> Path:
             for sub in ("proc", "sys", "dev", "tmp", "job", "out", "root", "run", "mnt"):
                 (root / sub).mkdir(exist_ok=True)
             os.chmod(root / "tmp", 0o1777)
-            _maintainer_links(root)
+            _maintainer_links(root, spec.arch)
             busybox = root / "bin" / "busybox"
             if not busybox.exists():
                 raise GuestBuildError("the guest userspace has no /bin/busybox (busybox-static)")
