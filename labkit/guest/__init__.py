@@ -166,21 +166,26 @@ def _kernel(spec: GuestSpec, cache: Path, say: Say, refresh: bool) -> Path:
 
 
 # Links that packages' maintainer scripts (update-alternatives, dash's postinst) would make and
-# that --variant=extract, which runs none, leaves out: (link, target) when the target exists.
-# Bump ROOTFS_RECIPE when this changes, so cached images are rebuilt.
-# {lib}: the architecture's multiarch library directory (BLAS and LAPACK for numpy, from
-# libblas3's and liblapack3's update-alternatives).
-MAINTAINER_LINKS = [("bin/sh", "dash"), ("usr/bin/awk", "gawk"), ("usr/bin/cc", "gcc"),
-                    ("{lib}/libblas.so.3", "blas/libblas.so.3"), ("{lib}/liblapack.so.3", "lapack/liblapack.so.3")]
-ROOTFS_RECIPE = 3
+# that --variant=extract, which runs none, leaves out: (link, targets): the first target that
+# exists. Bump ROOTFS_RECIPE when this changes, so cached images are rebuilt.
+# {lib}: the architecture's multiarch library directory. BLAS and LAPACK for numpy come from
+# whichever provider apt chose (OpenBLAS or the reference libblas3/liblapack3), each of which
+# registers libblas.so.3/liblapack.so.3 with update-alternatives.
+MAINTAINER_LINKS = [("bin/sh", ["dash"]), ("usr/bin/awk", ["gawk"]), ("usr/bin/cc", ["gcc"]),
+                    ("{lib}/libblas.so.3", ["openblas-pthread/libblas.so.3", "blas/libblas.so.3"]),
+                    ("{lib}/liblapack.so.3", ["openblas-pthread/liblapack.so.3", "lapack/liblapack.so.3"])]
+ROOTFS_RECIPE = 4
 MULTIARCH = {"arm64": "usr/lib/aarch64-linux-gnu", "x86_64": "usr/lib/x86_64-linux-gnu"}
 
 
 def _maintainer_links(root: Path, arch: str) -> None:
     """Make :data:`MAINTAINER_LINKS` in the unpacked root ``root`` of a guest of ``arch``."""
-    for link, target in MAINTAINER_LINKS:
+    for link, targets in MAINTAINER_LINKS:
         path = root / link.format(lib=MULTIARCH[arch])
-        if not path.exists() and not path.is_symlink() and (path.parent / target).exists():
+        if path.exists() or path.is_symlink():
+            continue
+        target = next((t for t in targets if (path.parent / t).exists()), None)
+        if target:
             path.symlink_to(target)
 
 
