@@ -173,8 +173,9 @@ def _kernel(spec: GuestSpec, cache: Path, say: Say, refresh: bool) -> Path:
 # registers libblas.so.3/liblapack.so.3 with update-alternatives.
 MAINTAINER_LINKS = [("bin/sh", ["dash"]), ("usr/bin/awk", ["gawk"]), ("usr/bin/cc", ["gcc"]),
                     ("{lib}/libblas.so.3", ["openblas-pthread/libblas.so.3", "blas/libblas.so.3"]),
-                    ("{lib}/liblapack.so.3", ["openblas-pthread/liblapack.so.3", "lapack/liblapack.so.3"])]
-ROOTFS_RECIPE = 4
+                    ("{lib}/liblapack.so.3", ["openblas-pthread/liblapack.so.3", "lapack/liblapack.so.3"]),
+                    ("{lib}/libopenblas.so.0", ["openblas-pthread/libopenblas.so.0"])]
+ROOTFS_RECIPE = 5
 MULTIARCH = {"arm64": "usr/lib/aarch64-linux-gnu", "x86_64": "usr/lib/x86_64-linux-gnu"}
 
 
