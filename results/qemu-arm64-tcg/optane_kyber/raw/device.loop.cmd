@@ -1,1 +1,1 @@
-losetup --find --show /scratch/pcb-optane_kyber.Hi1WYn/tmpfs/disk.img
+losetup --find --show /scratch/pcb-optane_kyber.lPdlnr/tmpfs/disk.img

@@ -1,1 +1,1 @@
-perf record --no-buildid-cache -g -F 9973 -o /scratch/pcb-optane_kyber.Hi1WYn/sysbench.data -- sysbench cpu --threads=1 --time=1 run
+perf record --no-buildid-cache -g -F 9973 -o /scratch/pcb-optane_kyber.lPdlnr/sysbench.data -- sysbench cpu --threads=1 --time=1 run

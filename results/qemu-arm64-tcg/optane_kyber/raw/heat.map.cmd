@@ -1,0 +1,1 @@
+python3 -m labkit.heatmap --perf-script /scratch/pcb-optane_kyber.lPdlnr/heat.script --svg /out/results/qemu-arm64-tcg/.optane_kyber.partial/heatmap.svg --json /out/results/qemu-arm64-tcg/.optane_kyber.partial/heatmap.json --band 400\,600 --title perf\ record\ -a\ -g\ -F\ 997\,\ every\ CPU\,\ idle\ samples\ left\ out

@@ -1,0 +1,1 @@
+python3 -m labkit flame --perf-script /scratch/pcb-optane_kyber.lPdlnr/heat-range.script --folded /out/results/qemu-arm64-tcg/.optane_kyber.partial/heat-range.folded --svg /out/results/qemu-arm64-tcg/.optane_kyber.partial/heat-range.svg --title every\ CPU\,\ only\ the\ hottest\ burst\'s\ time\ range\ 106.580000\,106.600000\ s
