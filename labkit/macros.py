@@ -6,7 +6,7 @@ renders one content tab per host (tabs linked site-wide by host label). A missin
 result, an unknown metric or artifact, or a bad argument raises, and
 ``on_error_fail: true`` turns that into a failed ``mkdocs build --strict``.
 
-Macros: ``results_table``, ``chart``, ``flamegraph``, ``claims``, ``provenance``,
+Macros: ``results_table``, ``metrics_table``, ``chart``, ``flamegraph``, ``claims``, ``provenance``,
 ``skips``, ``hosts_table``, ``host_provenance``, ``compare_table``, ``step_output``,
 ``compare_hosts``, ``cast``, and for the original investigation (``labs/<lab>/original.toml``,
 :mod:`labkit.original`) and its exercises (``labs/<lab>/exercises.toml``):
@@ -106,6 +106,50 @@ def results_table(lab: str, metric: str, where: dict | None = None, columns: lis
             tabs.append(_tab(host, result, _skip_note(result, group)))
     if not found and not (optional and _group_ran(lab, group)):
         raise MacroError(f"results_table: no host has {metric!r} measurements in lab {lab!r} where {where}")
+    return render.tabs(tabs)
+
+
+def metrics_table(lab: str, metrics: list, where: dict | None = None, columns: list | None = None,
+                  group: str | None = None, optional: bool = False) -> str:
+    """Markdown: per host, one table of several metrics side by side, a row per case
+    (:func:`labkit.render.metrics_table`: medians, units in the headers, samples).
+
+    ``metrics``: each a metric name, or a dict ``{"metric": name, "where": {...}, "label":
+    header}`` (``where`` narrows that column, e.g. ``{"process": "all"}``; ``label`` defaults
+    to the metric's name). ``where``, ``columns``, ``group`` and ``optional`` as in
+    :func:`results_table`, whose one-metric tables keep min–max.
+
+    Raises:
+        MacroError: a bad ``metrics`` item, a metric no host measured where asked (a typo
+            must not pass), or no host with any of them.
+        ValueError: a column with two measurements of one case, or mixed units.
+    """
+    if not columns:
+        raise MacroError("metrics_table: columns= names the case keys of a row")
+    specs = []
+    for item in metrics:
+        spec = {"metric": item} if isinstance(item, str) else dict(item)
+        if not isinstance(spec.get("metric"), str) or set(spec) - {"metric", "where", "label"}:
+            raise MacroError(f"metrics_table: bad metrics item {item!r}")
+        spec["where"] = {**(where or {}), **(spec.get("where") or {})}
+        spec.setdefault("label", spec["metric"])
+        specs.append(spec)
+    tabs, found, seen = [], 0, set()
+    for host, result in _need_lab(lab):
+        cols = [(s["label"], render.select(result, s["metric"], s["where"])) for s in specs]
+        seen |= {s["label"] for s, (_, ms) in zip(specs, cols) if ms}
+        cols = [(label, ms) for label, ms in cols if ms]
+        if cols:
+            found += 1
+            header, rows = render.metrics_table(cols, list(columns))
+            tabs.append(_tab(host, result, render.markdown_table(header, rows)))
+        else:
+            tabs.append(_tab(host, result, _skip_note(result, group)))
+    missing = [s["label"] for s in specs if s["label"] not in seen]
+    if missing and not (optional and _group_ran(lab, group)):
+        raise MacroError(f"metrics_table: no host has {missing} measurements in lab {lab!r} where {where}")
+    if not found and not (optional and _group_ran(lab, group)):
+        raise MacroError(f"metrics_table: no host has any of {[s['label'] for s in specs]} in lab {lab!r}")
     return render.tabs(tabs)
 
 
@@ -780,7 +824,7 @@ def define_env(env):
     global _macro_env, _HOSTS_CACHE
     _macro_env = env
     _HOSTS_CACHE = None  # a new build (or a rebuild under mkdocs serve) reads the results again
-    for fn in (results_table, chart, flamegraph, claims, provenance, skips, hosts_table,
+    for fn in (results_table, metrics_table, chart, flamegraph, claims, provenance, skips, hosts_table,
                host_provenance, compare_table, step_output, compare_hosts, cast,
                original_table, original_tables, original_vs_here, exercises, artifact_text):
         env.macro(fn)

@@ -109,12 +109,22 @@ def lazy_folds(html: str, page_dir: str, store: dict[str, str], min_chars: int =
     return "".join(out)
 
 
+# pymdownx.tabbed marks each tab set with data-tabs, which mkdocs-material's runtime mounts: per
+# set a ResizeObserver, an IntersectionObserver and offset reads between style writes. With
+# 40-odd sets on a chapter that is a second of forced layouts at load on a phone (Lighthouse's
+# total blocking time). Renamed, the sets work by CSS alone (radio inputs), and
+# docs/assets/casebook.js links and remembers the reader's pick of host.
+_TABS = re.compile(r'(?<=<div class="tabbed-set tabbed-alternate")\s+data-tabs=')
+
+
 def on_page_content(html, page, config, files):
     """Keep measured data (the blocks :func:`labkit.render.tabs` marks) and folded blocks
     (``<details>``: source listings, long outputs, predictions) out of the search index that
-    every page downloads; the prose stays searchable."""
+    every page downloads; the prose stays searchable. Tab sets become ``data-pc-tabs`` sets,
+    left to docs/assets/casebook.js instead of mkdocs-material's runtime (see ``_TABS``)."""
     html = html.replace(render.DATA_OPEN, '<div class="pc-data" data-search-exclude>')
     html = html.replace(render.DATA_CLOSE, "</div>")
+    html = _TABS.sub(" data-pc-tabs=", html)
     return _DETAILS.sub("<details data-search-exclude", html)
 
 

@@ -138,6 +138,53 @@ def measurement_table(ms: list[dict], keys: list[str], *, page: bool = False) ->
     return header, rows
 
 
+def metrics_table(columns: list[tuple[str, list[dict]]], keys: list[str]) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) for several metrics of the same cases side by side, as the site shows them:
+    one row per case (its values of ``keys``, first-seen order over all columns), one column
+    per (label, measurements) pair holding each case's median, then ``samples``.
+
+    Each metric column has its unit in the header ("IOPS", "bandwidth (MiB/s)"), byte counts
+    in KiB/MiB/GiB and one precision (as :func:`measurement_table` with ``page=True``); a case
+    a metric did not measure shows "–". ``samples`` is the measurements' n, or their range
+    ("3–5") when the metrics of a row differ. Min–max stay in the one-metric tables.
+
+    Raises:
+        ValueError: a column has two measurements of the same case (``keys`` must tell them
+            apart: add a key, or narrow the column's ``where``), or more than one unit.
+    """
+    order: list[tuple] = []
+    cells: list[dict[tuple, dict]] = []
+    for label, ms in columns:
+        by_case: dict[tuple, dict] = {}
+        for m in ms:
+            case = tuple(fmt_case_value(m["case"].get(k, "")) for k in keys)
+            if case in by_case:
+                raise ValueError(f"metrics_table: column {label!r} has two measurements for "
+                                 f"{dict(zip(keys, case))}; add a key or narrow its where")
+            by_case[case] = m
+            if case not in order:
+                order.append(case)
+        cells.append(by_case)
+    header = list(keys)
+    formatted: list[dict[tuple, str]] = []
+    for (label, ms), by_case in zip(columns, cells):
+        units = {m["unit"] for m in ms}
+        if len(units) > 1:
+            raise ValueError(f"metrics_table: column {label!r} mixes units {sorted(units)}")
+        u = next(iter(units), "")
+        div, shown = (byte_scale([m["median"] for m in ms]) if u in BYTE_UNITS else (1.0, unit(u)))
+        d = column_decimals([m["median"] / div for m in ms])
+        header.append(f"{label} ({shown})" if shown and shown not in label else label)
+        formatted.append({c: fmt_fixed(m["median"] / div, d) for c, m in by_case.items()})
+    header.append("samples")
+    rows = []
+    for case in order:
+        ns = [by[case]["n"] for by in cells if case in by]
+        lo, hi = min(ns), max(ns)
+        rows.append(list(case) + [f.get(case, "–") for f in formatted] + [f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}"])
+    return header, rows
+
+
 _NUMERIC = re.compile(r"^[-+]?[\d,]*\.?\d+( ?[–-] ?[-+]?[\d,]*\.?\d+)?( ?[A-Za-zµ%/]+)?$")
 
 
@@ -181,7 +228,7 @@ def tabs(items: list[tuple[str, str]]) -> str:
     """pymdownx.tabbed content tabs: one per (title, markdown body), bodies indented 4 spaces,
     or, for a single item, no tab strip: the title as a caption line over the body.
 
-    Tabs with the same title are linked across the site (mkdocs-material
+    Tabs with the same title are linked across the site (docs/assets/casebook.js, not mkdocs-material's
     ``content.tabs.link``), so picking a host once switches every table. The block is marked
     with the comments :data:`DATA_OPEN` / :data:`DATA_CLOSE`, which ``labkit/mkdocs_hooks.py``
     turns into ``<div class="pc-data" data-search-exclude>``: measured data stay out of the

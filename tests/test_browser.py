@@ -92,6 +92,33 @@ def test_chapter_tables_tabs_flamegraph(served, watched, artifacts_dir, root):
     assert foreign == [], foreign
 
 
+def test_host_pick_keeps_its_place_and_is_remembered(served, watched):
+    """Host tabs work without mkdocs-material's runtime (docs/assets/casebook.js): the set the
+    reader clicks stays where it was on screen while the sets above it switch, and the pick is
+    remembered: the page opens on the same host next time."""
+    url, _ = served
+    page, errors, _ = watched
+    page.set_viewport_size({"width": 390, "height": 800})
+    page.goto(f"{url}/cases/lat_tcp/", wait_until="networkidle")
+    sets = page.locator(".tabbed-set[data-pc-tabs]")
+    assert sets.count() > 3 and page.locator(".tabbed-set[data-tabs], .tabbed-control").count() == 0
+    target = sets.nth(sets.count() - 2)
+    label = target.locator(":scope > .tabbed-labels > label", has_text="test-quick")
+    label.scroll_into_view_if_needed()
+    top = target.evaluate("e => e.getBoundingClientRect().top")
+    label.click()
+    page.wait_for_timeout(200)
+    assert abs(target.evaluate("e => e.getBoundingClientRect().top") - top) <= 2
+    picked_js = """() => [...document.querySelectorAll('.tabbed-set')].map(set => {
+        const i = [...set.querySelectorAll(':scope > input')].findIndex(x => x.checked);
+        return set.querySelectorAll(':scope > .tabbed-labels > label')[i]?.textContent.trim() || '';
+    })"""
+    assert set(page.evaluate(picked_js)) == {"test-quick"}
+    page.goto(f"{url}/cases/lat_tcp/", wait_until="networkidle")
+    assert set(page.evaluate(picked_js)) == {"test-quick"}
+    assert errors == [], errors
+
+
 def test_hosts_page_lists_both_hosts(served, watched, artifacts_dir):
     url, _ = served
     page, errors, requests = watched

@@ -265,3 +265,29 @@ def test_exercises_macro(tree):
     ex.unlink()
     with pytest.raises(claims_mod.ClaimError, match="no exercises file"):
         macros.exercises("lat_tcp")
+
+
+def test_metrics_table_macro(tree):
+    """metrics_table: one tab per host with the medians of several metrics, a column narrowed by
+    its own where; a typo in a metric, a bad item or missing columns fails the build."""
+    keys = ["pin", "client_cpu", "server_cpu", "msize", "tool"]
+    where = {"experiment": "pinned"}
+    md = macros.metrics_table("lat_tcp", [{"metric": "round_trip", "label": "round trip"},
+                                          {"metric": "round_trip", "where": {"pin": "same-cpu"}, "label": "same CPU only"}],
+                              where=where, columns=keys, group="pinned")
+    html = html_of(md)
+    assert "round trip (µs)" in html and "same CPU only (µs)" in html
+    for ref in sorted((ROOT / "results").glob("*/lat_tcp.json")):
+        r = model.load(ref)
+        ms = render.select(r, "round_trip", where)
+        header, rows = render.metrics_table([("round trip", ms)], keys)
+        assert rows and all(f">{row[-2]}</td>" in html for row in rows), ref
+        # the narrowed column holds the same-cpu rows only: every other row shows "–" there
+        n_other = sum(1 for x in ms if x["case"]["pin"] != "same-cpu")
+        assert html.count(">–</td>") >= n_other > 0
+    with pytest.raises(macros.MacroError, match="no host has"):
+        macros.metrics_table("lat_tcp", ["round_trip", "no_such_metric"], where=where, columns=keys)
+    with pytest.raises(macros.MacroError, match="bad metrics item"):
+        macros.metrics_table("lat_tcp", [{"metric": "round_trip", "colour": "red"}], columns=keys)
+    with pytest.raises(macros.MacroError, match="columns"):
+        macros.metrics_table("lat_tcp", ["round_trip"])

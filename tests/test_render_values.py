@@ -217,3 +217,30 @@ def test_same_data_same_svg_and_sizes():
     name = charts.store("cases/x/", a)
     assert name.startswith("fig-") and name.endswith(".svg") and charts.store("cases/x/", a) == name
     assert charts.take() == {f"cases/x/{name}": a} and charts.take() == {}
+
+
+def test_metrics_table_puts_metrics_side_by_side():
+    """One row per case in first-seen order over the columns, a median per metric with its unit
+    in the header (none added when the label holds it), bytes scaled per column, "–" where a
+    metric did not measure a case, and samples as n or a range when the metrics disagree."""
+    iops = [m("iops", "IOPS", {"e": "psync", "d": 1}, (900.0, 1000.0, 1100.0)),
+            m("iops", "IOPS", {"e": "libaio", "d": 32}, (20000.0, 25000.5, 30000.0))]
+    lat = [m("clat", "us", {"e": "libaio", "d": 32}, (1.25, 1.5, 2.0, 9.0)),
+           m("clat", "us", {"e": "psync", "d": 1}, (100.0, 120.0, 130.0)),
+           m("clat", "us", {"e": "io_uring", "d": 4}, (50.0, 60.0, 70.0))]
+    rss = [m("rss", "bytes", {"e": "psync", "d": 1}, (3 * 2**20,) * 3)]
+    header, rows = render.metrics_table([("IOPS", iops), ("clat p50", lat), ("RSS", rss)], ["e", "d"])
+    assert header == ["e", "d", "IOPS", "clat p50 (µs)", "RSS (MiB)", "samples"]
+    assert rows == [["psync", "1", "1,000", "120.00", "3", "3"],
+                    ["libaio", "32", "25,000", "1.75", "–", "3–4"],
+                    ["io_uring", "4", "–", "60.00", "–", "3"]]
+    assert render.table_align(rows) == ["left", "right", "right", "right", "right", "right"]
+
+
+def test_metrics_table_refuses_ambiguous_rows_and_mixed_units():
+    two = [m(case={"e": "psync", "p": "job"}), m(case={"e": "psync", "p": "sync"})]
+    with pytest.raises(ValueError, match="two measurements"):
+        render.metrics_table([("lat", two)], ["e"])
+    assert len(render.metrics_table([("lat", two)], ["e", "p"])[1]) == 2
+    with pytest.raises(ValueError, match="mixes units"):
+        render.metrics_table([("lat", [m(unit="us"), m(unit="ms", case={"k": 1})])], ["k"])

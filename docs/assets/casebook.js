@@ -9,6 +9,10 @@
  *   (labkit/mkdocs_hooks.py lazy_folds), with copy buttons on their code blocks.
  * - Names and keyboard access that mkdocs-material's runtime markup lacks: code annotation
  *   markers get a label, and a table that scrolls sideways can be focused to scroll it.
+ * - Host tabs (tab sets marked data-pc-tabs by labkit/mkdocs_hooks.py, which keeps
+ *   mkdocs-material's runtime off them): they switch by CSS alone; here a pick is followed by
+ *   every set with a tab of the same title, the set the reader clicked stays where it was on
+ *   screen, and the pick is remembered (localStorage) for the next page.
  */
 (function () {
   "use strict";
@@ -98,11 +102,16 @@
       var id = a.querySelector("[data-md-annotation-id]");
       a.setAttribute("aria-label", "Annotation " + (id ? id.getAttribute("data-md-annotation-id") : ""));
     });
-    root.querySelectorAll(".md-typeset__scrollwrap").forEach(function (wrap) {
-      if (wrap.scrollWidth > wrap.clientWidth + 1) {
-        wrap.setAttribute("tabindex", "0");
-        wrap.setAttribute("role", "region");
-        wrap.setAttribute("aria-label", "Table (scrolls sideways)");
+    // All sizes first, then all writes: one layout, not one per table.
+    var wraps = Array.prototype.slice.call(root.querySelectorAll(".md-typeset__scrollwrap"));
+    var scrolls = wraps.map(function (wrap) { return wrap.scrollWidth > wrap.clientWidth + 1; });
+    wraps.forEach(function (wrap, i) {
+      if (scrolls[i]) {
+        if (wrap.getAttribute("tabindex") !== "0") {
+          wrap.setAttribute("tabindex", "0");
+          wrap.setAttribute("role", "region");
+          wrap.setAttribute("aria-label", "Table (scrolls sideways)");
+        }
       } else if (wrap.getAttribute("tabindex") === "0") {
         wrap.removeAttribute("tabindex");
         wrap.removeAttribute("role");
@@ -111,30 +120,62 @@
     });
   }
 
-  // mkdocs-material links tabs of the same title by their rendered text, which is empty for
-  // tab sets inside a closed <details>: those would keep the old host when opened. Follow the
-  // reader's pick there too, by the labels' text content.
-  function followTab(input) {
-    var set = input.closest(".tabbed-set");
-    if (!set || !input.checked) {
-      return;
-    }
-    var label = set.querySelector('.tabbed-labels > label[for="' + input.id + '"]');
-    var title = label ? label.textContent.trim() : "";
-    if (!title) {
-      return;
-    }
-    document.querySelectorAll(".tabbed-set").forEach(function (other) {
-      if (other === set) {
+  var TAB_KEY = "pc-host-tab";
+  var picked = null; // the title of the reader's pick, on this page or remembered
+
+  function tabTitle(set, input) {
+    var label = set.querySelector(':scope > .tabbed-labels > label[for="' + input.id + '"]');
+    return label ? label.textContent.trim() : "";
+  }
+
+  // Check, in every tab set but ``except``, the tab titled ``title`` (by the labels' text
+  // content, so sets inside a closed <details> follow too). Writes only: no layout.
+  function pickEverywhere(title, except) {
+    document.querySelectorAll(".tabbed-set[data-pc-tabs]").forEach(function (set) {
+      if (set === except) {
         return;
       }
-      other.querySelectorAll(":scope > .tabbed-labels > label").forEach(function (l) {
+      set.querySelectorAll(":scope > .tabbed-labels > label").forEach(function (l) {
         var target = document.getElementById(l.htmlFor);
         if (l.textContent.trim() === title && target && !target.checked) {
           target.checked = true;
         }
       });
     });
+  }
+
+  // The reader picked a tab: every set follows, and the set clicked keeps its place on screen
+  // (tables above it change height as they switch).
+  function followTab(input) {
+    var set = input.closest(".tabbed-set[data-pc-tabs]");
+    if (!set || !input.checked) {
+      return;
+    }
+    var title = tabTitle(set, input);
+    if (!title) {
+      return;
+    }
+    picked = title;
+    var before = set.getBoundingClientRect().top;
+    pickEverywhere(title, set);
+    var shift = set.getBoundingClientRect().top - before;
+    if (Math.abs(shift) > 1) {
+      window.scrollBy(0, shift);
+    }
+    try {
+      window.localStorage.setItem(TAB_KEY, title);
+    } catch (e) { /* storage refused: the pick holds on this page only */ }
+  }
+
+  function restoreTab() {
+    var title = null;
+    try {
+      title = window.localStorage.getItem(TAB_KEY);
+    } catch (e) { /* no storage */ }
+    if (title) {
+      picked = title;
+      pickEverywhere(title, null);
+    }
   }
 
   var foldCode = 0;
@@ -177,6 +218,9 @@
           details.insertBefore(box.firstChild, holder);
         }
         holder.remove();
+        if (picked) {
+          pickEverywhere(picked, null); // tab sets in the fetched block follow the pick too
+        }
         all();
       })
       .catch(function (err) {
@@ -195,6 +239,8 @@
   if (typeof document$ !== "undefined" && document$.subscribe) {
     document$.subscribe(function () { setTimeout(all, 0); });
   }
+  // The script runs at the end of <body>: every tab set is parsed; pick before the first paint.
+  restoreTab();
   document.addEventListener("DOMContentLoaded", function () { setTimeout(all, 0); });
   window.addEventListener("load", all);
   // <details> fires "toggle" on itself only: listen in the capture phase.
@@ -205,7 +251,7 @@
   }, true);
   // A tab shown or a window resized can make a table scroll (or stop scrolling).
   document.addEventListener("change", function (e) {
-    if (e.target && e.target.matches && e.target.matches(".tabbed-set > input")) {
+    if (e.target && e.target.matches && e.target.matches(".tabbed-set[data-pc-tabs] > input")) {
       followTab(e.target);
     }
     setTimeout(function () { accessibility(document); }, 50);
