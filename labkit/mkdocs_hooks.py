@@ -65,7 +65,7 @@ def on_pre_build(config):
 
 _DETAILS = re.compile(r"<details(?![^>]*data-search-exclude)")
 _DETAILS_TAG = re.compile(r"<details\b[^>]*>|</details>")
-FOLD_MIN_CHARS = 20_000  # a closed block with more HTML than this is fetched when opened
+FOLD_MIN_CHARS = 4_000  # a closed block with more HTML than this (a table of a dozen rows) is fetched when opened
 _FOLDS: dict[str, str] = {}  # site path -> HTML fragment, written by on_post_build
 
 
