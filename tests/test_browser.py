@@ -119,6 +119,29 @@ def test_host_pick_keeps_its_place_and_is_remembered(served, watched):
     assert errors == [], errors
 
 
+def test_scheme_toggle_switches_and_is_remembered(served, watched):
+    """The light/dark toggle works without mkdocs-material's palette runtime (its partial is
+    overridden in labkit/theme; docs/assets/casebook.js switches): a click turns the page dark,
+    the next page opens dark, Enter on the toggle turns it light again."""
+    url, _ = served
+    page, errors, _ = watched
+    page.goto(f"{url}/cases/lat_tcp/", wait_until="networkidle")
+    assert page.locator('[data-md-component="palette"]').count() == 0
+    scheme = lambda: page.evaluate("document.body.getAttribute('data-md-color-scheme')")
+    toggle = page.locator("form[data-pc-palette] label:visible")
+    assert scheme() == "default" and toggle.count() == 1
+    toggle.click()
+    page.wait_for_timeout(100)
+    assert scheme() == "slate" and toggle.get_attribute("title") == "Light mode"
+    page.goto(f"{url}/method/", wait_until="networkidle")
+    assert scheme() == "slate"
+    page.locator("form[data-pc-palette] input:checked").focus()
+    page.keyboard.press("Enter")
+    page.wait_for_timeout(100)
+    assert scheme() == "default"
+    assert errors == [], errors
+
+
 def test_hosts_page_lists_both_hosts(served, watched, artifacts_dir):
     url, _ = served
     page, errors, requests = watched

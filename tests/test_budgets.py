@@ -85,7 +85,15 @@ def test_folded_block_loads_when_opened(served, browser):
     page.goto(f"{url}/cases/lat_tcp/", wait_until="networkidle")
     folds = page.locator("details:has(> .pc-fold)").count()
     assert folds > 0
-    page.locator("details:has(> .pc-fold) > summary").first.click()
+    # the first folded block whose fragment holds code (others fold tables)
+    at = page.evaluate("""async () => { const f = [...document.querySelectorAll('details > .pc-fold')];
+        for (let i = 0; i < f.length; i++) {
+            const html = await (await fetch(f[i].getAttribute('data-pc-fold'))).text();
+            if (html.includes('<pre')) return i; }
+        return -1; }""")
+    assert at >= 0
+    block = page.locator("details:has(> .pc-fold)").nth(at)
+    block.locator(":scope > summary").click()
     page.wait_for_function("() => document.querySelectorAll('details > .pc-fold').length < %d" % folds)
     opened = page.evaluate("""() => { const d = document.querySelector('details[open]');
         return {code: d.querySelectorAll('pre code').length, copy: d.querySelectorAll('.md-code__button').length}; }""")

@@ -13,6 +13,9 @@
  *   mkdocs-material's runtime off them): they switch by CSS alone; here a pick is followed by
  *   every set with a tab of the same title, the set the reader clicked stays where it was on
  *   screen, and the pick is remembered (localStorage) for the next page.
+ * - The light/dark toggle (labkit/theme/partials/palette.html, kept from mkdocs-material's
+ *   runtime): a pick sets <body>'s data-md-color-* and is stored as material stores it
+ *   (__md_set("__palette")), so material's inline start-up script applies it on every page.
  */
 (function () {
   "use strict";
@@ -178,6 +181,56 @@
     }
   }
 
+  function palette() {
+    var form = document.querySelector("form[data-pc-palette]");
+    if (!form) {
+      return;
+    }
+    var inputs = Array.prototype.slice.call(form.querySelectorAll("input[name='__palette']"));
+    if (!inputs.length) {
+      return;
+    }
+    // Each option's label (its icon) switches to the next option: show the current one's.
+    function show(index) {
+      inputs.forEach(function (input, i) {
+        var label = input.nextElementSibling;
+        if (label && label.tagName === "LABEL") {
+          label.hidden = i !== index;
+        }
+      });
+    }
+    var saved = typeof __md_get === "function" ? __md_get("__palette") : null;
+    var index = saved && typeof saved.index === "number" && saved.index < inputs.length ? saved.index : 0;
+    inputs[index].checked = true;
+    show(index);
+    form.addEventListener("change", function (e) {
+      var i = inputs.indexOf(e.target);
+      if (i < 0) {
+        return;
+      }
+      var color = {};
+      ["media", "scheme", "primary", "accent"].forEach(function (key) {
+        color[key] = e.target.getAttribute("data-md-color-" + key);
+        document.body.setAttribute("data-md-color-" + key, color[key]);
+      });
+      show(i);
+      if (typeof __md_set === "function") {
+        __md_set("__palette", { index: i, color: color });
+      }
+    });
+    // As material does: Enter on the toggle picks the next scheme.
+    form.addEventListener("keydown", function (e) {
+      if (e.key !== "Enter") {
+        return;
+      }
+      var i = inputs.findIndex(function (input) { return input.checked; });
+      var next = inputs[(i + 1) % inputs.length];
+      next.click();
+      next.focus();
+      e.preventDefault();
+    });
+  }
+
   var foldCode = 0;
 
   // Copy buttons as mkdocs-material puts them on code blocks at page load (its clipboard
@@ -241,6 +294,7 @@
   }
   // The script runs at the end of <body>: every tab set is parsed; pick before the first paint.
   restoreTab();
+  palette();
   document.addEventListener("DOMContentLoaded", function () { setTimeout(all, 0); });
   window.addEventListener("load", all);
   // <details> fires "toggle" on itself only: listen in the capture phase.
