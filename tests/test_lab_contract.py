@@ -130,6 +130,19 @@ def test_fake_lab_runs_and_undoes(tmp_path, host):
     assert not (tmp_path / "out" / ".fakelab.log").exists(), "a run that ended well leaves no log"
 
 
+def test_a_run_with_sigint_ignored_says_ctrl_c_will_not_stop_it(tmp_path, host):
+    """bash cannot trap a signal ignored on entry (a script that started the lab with `&`):
+    the lab says so and names the kill -TERM that stops it; with SIGINT at its default, no note."""
+    e = dict(os.environ, **fake_env(tmp_path, host))
+    cmd = lab_command(FAKE, "--host", "fake", "--out", str(tmp_path / "out"), "--scratch", str(tmp_path / "scratch"))
+    ignoring = [*cmd[:2], "--ignore-signal=INT", *cmd[2:]]  # after labrun's --default-signal
+    proc = subprocess.run(ignoring, text=True, env=e, stdin=subprocess.DEVNULL, timeout=120, capture_output=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "note: SIGINT is ignored in this process" in proc.stderr and "kill -TERM" in proc.stderr
+    assert_host_as_before(tmp_path, host)
+    assert "SIGINT is ignored" not in fake(tmp_path, host).stderr
+
+
 # The fast tier's fault matrix: the fake lab at boundaries of both groups, every signal.
 # The fast tier has each boundary once and each signal once (a Latin square's diagonal: 4 of
 # the 16 cases); the full tier has all 16.

@@ -102,6 +102,18 @@ lab__say() {
   lab__emit "$line"
 }
 
+# lab__sigint_note: say so when SIGINT was ignored before this shell started (a script that ran
+# the lab with `&`, nohup-like wrappers): bash cannot trap a signal ignored on entry, so Ctrl-C
+# would not stop the run. SIGTERM still does, with the full cleanup.
+lab__sigint_note() {
+  local ign
+  ign=$(awk '/^SigIgn:/ {print $2}' /proc/$$/status 2>/dev/null) || return 0
+  [[ $ign =~ ^[0-9a-fA-F]+$ ]] || return 0
+  if (( 16#$ign & 2 )); then
+    lab__say "note: SIGINT is ignored in this process (started in the background by a script?): Ctrl-C will not stop it; kill -TERM $$ stops it and undoes everything"
+  fi
+}
+
 # lab__usage_error MESSAGE: one line on stderr, exit 2 (nothing has been started).
 lab__usage_error() {
   printf '%s: %s (see %s --help)\n' "$(basename "$0")" "$1" "$(basename "$0")" >&2 || true
@@ -900,6 +912,7 @@ lab__init() {
   mkdir -p "$LAB_RUN/raw"
   : > "$LAB_RUN/steps.tsv"
   lab__say "$LAB_TITLE: host $LAB_HOST, $( ((LAB_QUICK)) && echo quick || echo full) run, scratch $LAB_SCRATCH"
+  lab__sigint_note
   lab__quietly "$LAB_RUN/host.json" "$LAB_PY" -m labkit probe --scratch "$LAB_SCRATCH" --label "$LAB_HOST"
 }
 
@@ -1022,7 +1035,8 @@ c, d = git_commit(Path(sys.argv[1]), measuring_code(sys.argv[2])); print(c or ""
     echo 'mkfs.ext4 -q -F "$PCB_SCRATCH_DEV" && busybox mount -t ext4 "$PCB_SCRATCH_DEV" /scratch && export TMPDIR=/scratch'
     echo "bash .github/ci-labs.sh --labs $LAB_NAME --host $LAB_HOST --out /out/results ${inner[*]}"
   } > "$job/run"
-  lab__say "$LAB_TITLE: inside a $LAB_GUEST guest ($accel), host label $LAB_HOST, $( ((LAB_QUICK)) && echo quick || echo full) run, scratch $LAB_SCRATCH"
+  lab__say "$LAB_TITLE: inside an $LAB_GUEST guest ($accel), host label $LAB_HOST, $( ((LAB_QUICK)) && echo quick || echo full) run, scratch $LAB_SCRATCH"
+  lab__sigint_note
   label=$("$LAB_PY" -m labkit label)
   local rc=0
   lab__quietly /dev/null "$LAB_PY" -m labkit.guest run --arch "$LAB_GUEST" --profile lab --mem 3072 --cpus 2 \
