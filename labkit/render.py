@@ -38,9 +38,9 @@ def fmt(x: float | None) -> str:
     if float(x).is_integer() and abs(x) < 1e4:
         return str(int(x))
     mag = math.floor(math.log10(abs(x)))
-    if mag >= 4:
-        return f"{x:,.0f}"
     decimals = max(0, 3 - mag)
+    if mag >= 4 or abs(round(x, decimals)) >= 1e4:  # 9999.6 rounds up to 10,000: separator too
+        return f"{x:,.0f}"
     return f"{x:.{decimals}f}"
 
 

@@ -15,9 +15,7 @@ from labkit import charts, render
 @pytest.mark.parametrize("x,shown", [
     (None, "–"), (0, "0"), (5, "5"), (1234, "1234"), (9999, "9999"), (10000, "10,000"), (12345.6, "12,346"),
     (1.5, "1.500"), (0.0123, "0.01230"), (123.456, "123.5"), (-2.5, "-2.500"), (1e-05, "0.00001000"), (99.95, "99.95"),
-    pytest.param(9999.6, "10,000", marks=pytest.mark.xfail(strict=True, reason=(
-        "render.fmt: a value below 10,000 that rounds up to it is printed 10000, without the separator "
-        "10,000 gets"))),
+    (9999.6, "10,000"), (-9999.6, "-10,000"), (9999.4, "9999"),
 ])
 def test_fmt(x, shown):
     assert render.fmt(x) == shown
