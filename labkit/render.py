@@ -15,8 +15,6 @@ VERDICT_MARK = {
     "untested": ":material-minus-circle-outline:{ .pc-untested } untested",
     "not applicable": ":material-cancel:{ .pc-not-applicable } not applicable",
 }
-VERDICT_TEXT = {"holds": "holds", "fails": "FAILS", "inconclusive": "inconclusive", "untested": "untested",
-                "not applicable": "not applicable"}
 
 # How units are shown to readers (result files keep ASCII unit names).
 UNIT_DISPLAY = {"us": "µs", "ns": "ns", "ms": "ms", "s": "s", "KiB/s": "KiB/s", "MiB/s": "MiB/s", "x": "×"}

@@ -41,6 +41,7 @@ def test_small_formatters():
     assert render.fmt_fixed(12345.678, 1) == "12,345.7" and render.fmt_fixed(None, 2) == "–"
     assert render.fmt_fixed(2, 0) == "2"
     assert [render.unit(u) for u in ("us", "us/MiB", "bus", "x", "IOPS", "MiB/s")] == ["µs", "µs/MiB", "bus", "×", "IOPS", "MiB/s"]
+    assert [render.unit(u) for u in ("ns", "ms", "s", "KiB/s", "ms/us")] == ["ns", "ms", "s", "KiB/s", "ms/µs"]
     assert [render.fmt_case_value(v) for v in (True, False, 4.0, 4.5, "s", 3)] == ["yes", "no", "4", "4.5", "s", "3"]
     assert [charts.human_bytes(n) for n in (1024, 65536, 14, 1536, 2**30, 0)] == ["1 KiB", "64 KiB", "14 B", "1.5 KiB", "1 GiB", "0 B"]
     assert [charts.human_number(v) for v in (20000, 0.5, 1e-3, 0, 12.345, -1500, 1000)] == \
