@@ -131,8 +131,8 @@ def test_host_folders_in_search_order(tmp_path, reference, monkeypatch):
     host_folder(tmp_path / "results", "a-host", reference)
     host_folder(extra, "ci-host", reference)
     host_folder(tmp_path / "local-results", "mine", reference)
-    (tmp_path / "results" / ".hidden").mkdir()
-    (tmp_path / "results" / "empty").mkdir()
+    host_folder(tmp_path / "results", ".hidden", reference)  # a dot folder is never a host, results or not
+    (tmp_path / "results" / "a-empty").mkdir()  # sorts first: an empty folder is passed over, not the end
     hosts = results.load_hosts(tmp_path)
     assert [(h.label, h.local) for h in hosts] == [("a-host", False), ("b-host", False), ("ci-host", False), ("mine", True)]
     assert hosts[-1].title == "mine (your machine)" and hosts[0].title == "a-host"
@@ -145,7 +145,7 @@ def test_a_label_in_two_places_is_refused(tmp_path, reference, monkeypatch):
     monkeypatch.setenv("PERF_CASEBOOK_RESULTS", str(tmp_path / "ci"))
     host_folder(tmp_path / "results", "same", reference)
     host_folder(tmp_path / "ci", "same", reference)
-    with pytest.raises(model.ResultError, match="host label 'same' is in both"):
+    with pytest.raises(model.ResultError, match="^host label 'same' is in both .* rename one \\(--host LABEL\\)$"):
         results.load_hosts(tmp_path)
 
 
@@ -153,7 +153,7 @@ def test_a_result_in_the_wrong_folder_is_refused(tmp_path, reference, monkeypatc
     monkeypatch.setenv("PERF_CASEBOOK_RESULTS", "")
     d = host_folder(tmp_path / "results", "right", reference)
     os.rename(d, tmp_path / "results" / "wrong")
-    with pytest.raises(model.ResultError, match="host label 'right' differs from its folder 'wrong'"):
+    with pytest.raises(model.ResultError, match="host label 'right' differs from its folder 'wrong'$"):
         results.load_hosts(tmp_path)
 
 
@@ -172,9 +172,9 @@ def test_lookups(tmp_path, reference, monkeypatch):
     host_folder(tmp_path / "results", "h2", reference, lab="other_lab")
     hosts = results.load_hosts(tmp_path)
     assert [h.label for h, _ in results.for_lab(reference["lab"], hosts)] == ["h1"]
-    with pytest.raises(results.NoResult, match="no result for lab 'nope' in any host folder: run labs/nope/run.sh"):
+    with pytest.raises(results.NoResult, match="^no result for lab 'nope' in any host folder: run labs/nope/run.sh$"):
         results.for_lab("nope", hosts)
-    with pytest.raises(results.NoResult, match=r"no host 'h3' \(hosts: h1, h2\)"):
+    with pytest.raises(results.NoResult, match=r"^no host 'h3' \(hosts: h1, h2\)$"):
         results.host("h3", hosts)
     with pytest.raises(results.NoResult, match=r"\(hosts: none\)"):
         results.host("h3", [])
@@ -269,3 +269,16 @@ def test_a_summary_exactly_at_the_tolerance_passes(r):
     r["measurements"].append(small)
     small["median"] = 0.5 + 1e-9 * 0.999          # just inside the absolute tolerance below 1
     model.validate(r)
+
+
+def test_search_path_defaults(tmp_path, monkeypatch):
+    """Unset variables: the committed results, then the reader's own; a Host is not local unless
+    said so."""
+    monkeypatch.delenv("PERF_CASEBOOK_RESULTS", raising=False)
+    monkeypatch.delenv("PERF_CASEBOOK_LOCAL", raising=False)
+    assert results.search_path(tmp_path) == [(tmp_path / "results", False), (tmp_path / "local-results", True)]
+    monkeypatch.setenv("PERF_CASEBOOK_RESULTS", "/a:/b")
+    monkeypatch.setenv("PERF_CASEBOOK_LOCAL", "0")
+    assert results.search_path(tmp_path) == [(tmp_path / "results", False), (Path("/a"), False), (Path("/b"), False)]
+    h = results.Host("x", tmp_path)
+    assert h.local is False and h.title == "x"
