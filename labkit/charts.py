@@ -20,17 +20,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator  # noqa: E402
 
-from .render import BYTE_UNITS, byte_scale, fmt_case_value  # noqa: E402
+from .render import BYTE_UNITS, byte_scale, fmt_case_value, human_bytes  # noqa: E402
 from .render import unit as display_unit  # noqa: E402
-
-
-def human_bytes(n: float) -> str:
-    """``1024`` → ``"1 KiB"``, ``65536`` → ``"64 KiB"``, ``14`` → ``"14 B"``."""
-    for suffix, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            v = n / size
-            return f"{v:g} {suffix}"
-    return f"{n:g} B"
 
 
 def human_number(v: float) -> str:

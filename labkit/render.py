@@ -50,6 +50,27 @@ def fmt_case_value(v) -> str:
     return str(v)
 
 
+BYTE_KEYS = frozenset({"bs", "bufsize", "msize", "block"})
+"""Case keys whose values are sizes in bytes (fio's bs, fstime's bufsize, lat_tcp's msize, the
+nvme lab's block): the site's tables show them in B, KiB, MiB or GiB."""
+
+
+def human_bytes(n: float) -> str:
+    """``1024`` → ``"1 KiB"``, ``65536`` → ``"64 KiB"``, ``14`` → ``"14 B"``, ``1536`` → ``"1.5 KiB"``."""
+    for suffix, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:g} {suffix}"
+    return f"{n:g} B"
+
+
+def case_cell(key: str, v) -> str:
+    """A case value in a site table: a size in bytes (:data:`BYTE_KEYS`) as :func:`human_bytes`
+    gives it, anything else as :func:`fmt_case_value`."""
+    if key in BYTE_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return human_bytes(v)
+    return fmt_case_value(v)
+
+
 def case_keys(measurements: list[dict], where: dict | None = None, columns: list[str] | None = None) -> list[str]:
     """Case keys to show as columns: ``columns`` if given, else every key in first-seen order
     minus those fixed by ``where``."""
@@ -108,7 +129,7 @@ def measurement_table(ms: list[dict], keys: list[str], *, page: bool = False) ->
 
     With ``page=True`` (the site's tables): the unit goes into the headers ("median (µs)")
     when every row has the same unit (else a unit column stays), byte counts are shown in
-    KiB/MiB/GiB, and each number column has one precision (:func:`column_decimals`) with
+    KiB/MiB/GiB (measured values and the sizes in :data:`BYTE_KEYS` case columns), and each number column has one precision (:func:`column_decimals`) with
     thousands separators (:func:`markdown_table` right-aligns them). Without it (the
     terminal): every number as :func:`fmt` writes it and a unit column.
     """
@@ -130,7 +151,7 @@ def measurement_table(ms: list[dict], keys: list[str], *, page: bool = False) ->
     header = keys + [f"median{suffix}", f"min – max{suffix}", "samples"] + ([] if one_unit else ["unit"])
     rows = []
     for m, (med, lo, hi) in zip(ms, scaled):
-        rows.append([fmt_case_value(m["case"].get(k, "")) for k in keys]
+        rows.append([case_cell(k, m["case"].get(k, "")) for k in keys]
                     + [fmt_fixed(med, d), f"{fmt_fixed(lo, d)} – {fmt_fixed(hi, d)}", f"{m['n']:,}"]
                     + ([] if one_unit else [unit(m["unit"])]))
     return header, rows
@@ -155,7 +176,7 @@ def metrics_table(columns: list[tuple[str, list[dict]]], keys: list[str]) -> tup
     for label, ms in columns:
         by_case: dict[tuple, dict] = {}
         for m in ms:
-            case = tuple(fmt_case_value(m["case"].get(k, "")) for k in keys)
+            case = tuple(case_cell(k, m["case"].get(k, "")) for k in keys)
             if case in by_case:
                 raise ValueError(f"metrics_table: column {label!r} has two measurements for "
                                  f"{dict(zip(keys, case))}; add a key or narrow its where")

@@ -243,3 +243,15 @@ def test_metrics_table_refuses_ambiguous_rows_and_mixed_units():
     assert len(render.metrics_table([("lat", two)], ["e", "p"])[1]) == 2
     with pytest.raises(ValueError, match="mixes units"):
         render.metrics_table([("lat", [m(unit="us"), m(unit="ms", case={"k": 1})])], ["k"])
+
+
+def test_sizes_in_bytes_read_as_kib_in_site_tables():
+    """Case columns that hold sizes in bytes (render.BYTE_KEYS) show B/KiB/MiB in the site's
+    tables; other numbers stay as they are, and the terminal table keeps the raw value."""
+    assert [render.case_cell("bs", v) for v in (4096, 1024.0, 4194304, 14, 1536)] == \
+        ["4 KiB", "1 KiB", "4 MiB", "14 B", "1.5 KiB"]
+    assert [render.case_cell(k, v) for k, v in (("iodepth", 4096), ("bs", "4k"), ("msize", True))] == ["4096", "4k", "yes"]
+    ms = [m(case={"bs": 65536, "iodepth": 32})]
+    assert render.measurement_table(ms, ["bs", "iodepth"], page=True)[1][0][:2] == ["64 KiB", "32"]
+    assert render.measurement_table(ms, ["bs", "iodepth"])[1][0][:2] == ["65536", "32"]
+    assert render.metrics_table([("lat", ms)], ["bs"])[1] == [["64 KiB", "2", "3"]]
