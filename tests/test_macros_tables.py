@@ -1,0 +1,156 @@
+"""Page macros that turn a result's fields into rows, with expected rows written out here:
+the host's provenance (every field, its fallbacks), the run's mode and duration, skipped steps,
+two hosts side by side, a recording's player options and the excerpt marks of long outputs.
+The values come from a host dict built in the test or from a committed result read in the
+test; none is a measurement typed by hand."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import pytest
+
+from labkit import macros, render
+from test_macros_render import add_host, emulate, reference
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def host_dict() -> dict:
+    """A probed host as labkit.probe records one, every optional field present."""
+    return {"arch": "x86_64", "cpu_vendor": "AuthenticAMD", "cpu_model": "EPYC", "cpus": 2, "cores": 1, "sockets": 1,
+            "smt": True, "threads_per_core": 2, "kernel": "6.18.0", "distro": "Debian 12", "virtualization": "kvm",
+            "memory_bytes": 3 * 2**30 + 2**29, "scratch_fs": "ext4", "perf_event_paranoid": 2,
+            "pmu": {"available": False, "reason": "<not supported>"}, "tracefs": {"available": True, "reason": "mounted"},
+            "loop_devices": {"available": True, "reason": "ok"}, "netns": {"available": False, "reason": "no ip"},
+            "root": True, "emulation": None, "audit_ever_enabled": True}
+
+
+def test_host_rows_every_field():
+    rows = macros._host_rows(host_dict())
+    assert rows == [
+        ["arch", "x86\\_64"], ["CPU", "AuthenticAMD EPYC"], ["CPUs / cores / sockets", "2 / 1 / 1"],
+        ["SMT", "True (2 thread(s) per core)"], ["kernel", "6.18.0"], ["distro", "Debian 12"],
+        ["virtualization", "kvm"], ["memory", "3.5 GiB"], ["scratch filesystem", "ext4"],
+        ["perf_event_paranoid", "2"], ["PMU counters", "no (&lt;not supported&gt;)"], ["tracefs", "yes (mounted)"],
+        ["loop devices", "yes (ok)"], ["network namespaces", "no (no ip)"], ["root", "yes"],
+        ["audit enabled on this boot before the run", "yes"]]
+
+
+def test_host_rows_fallbacks_and_emulation():
+    h = host_dict()
+    h.update(cpu_vendor=None, cpu_model=None, distro=None, virtualization=None, memory_bytes=None, scratch_fs=None,
+             root=False, audit_ever_enabled=False,
+             emulation={"emulator": "qemu-system-aarch64", "accelerator": "tcg", "machine": None, "guest_cpu": None,
+                        "host_arch": "x86_64", "host_cpu": None})
+    rows = dict(macros._host_rows(h))
+    assert rows["CPU"] == "? ?" and rows["distro"] == "–" and rows["virtualization"] == "–"
+    assert rows["memory"] == "–" and rows["scratch filesystem"] == "–" and rows["root"] == "no"
+    assert rows["audit enabled on this boot before the run"] == "no"
+    assert rows["emulation"] == "qemu-system-aarch64, accelerator tcg, machine ?, CPU ? on x86\\_64 (?)"
+    h["audit_ever_enabled"] = None
+    assert "audit enabled on this boot before the run" not in dict(macros._host_rows(h))
+
+
+def test_provenance_names_mode_duration_and_commit(tree):
+    md = macros.provenance("lat_tcp")
+    for path in sorted((ROOT / "results").glob("*/lat_tcp.json")):
+        r = json.loads(path.read_text())
+        run = r["run"]
+        assert f"| mode | {'quick' if run['quick'] else 'full'} |" in md
+        assert f"| duration | {run['duration_s']:.0f} s |" in md
+        assert f"| git commit | {(run['git_commit'] or '–')[:12]}" in md
+        assert f"| {render.esc('SMT')} | {render.esc(str(r['host']['smt']))} ({r['host']['threads_per_core']} thread(s) per core) |" in md
+
+
+def test_skips_count_and_list_the_steps_that_did_not_run(tree):
+    def skip_two(r):
+        for s in r["steps"][:2]:
+            s["status"], s["reason"] = "skipped", "no <tool> here"
+        r["steps"][2]["status"], r["steps"][2]["reason"] = "failed", "exit 3"
+    r = add_host(tree, "lat_tcp", "zz-skips", skip_two)
+    md = macros.skips("lat_tcp")
+    ok = sum(1 for s in r["steps"] if s["status"] == "ok")
+    assert f"{ok} of {len(r['steps'])} steps ran as designed." in md
+    for s in r["steps"][:3]:
+        assert f"| {render.code_span(s['name'])} | {s['status']} | {render.esc(s['reason'])} |" in md
+
+    def all_ok(r):
+        for s in r["steps"]:
+            s["status"], s["reason"] = "ok", None
+    add_host(tree, "lat_tcp", "zz-clean", all_ok)
+    assert "Every step ran." in macros.skips("lat_tcp")
+
+
+def test_compare_table_puts_a_first_and_b_second(tree):
+    add_host(tree, "lat_tcp", "zz-other", emulate)
+    ref = json.loads(reference("lat_tcp").read_text())
+    md = macros.compare_table("lat_tcp", ref["host"]["label"], "zz-other")
+    head = md.splitlines()[0]
+    a = render.host_label(ref["host"])
+    assert head.startswith(f"| metric | case | {a} | ") and render.emulation_badge({"arch": "aarch64", "emulation": {
+        "accelerator": "tcg", "host_arch": "x86_64"}}).split()[0] in head.split("|")[4]
+    with pytest.raises(macros.MacroError, match="both zz-other and .* need a fstime result"):
+        macros.compare_table("fstime", "zz-other", ref["host"]["label"])  # zz-other has lat_tcp only
+
+
+@pytest.mark.parametrize("n,lines,tail,expect_marks,note", [
+    (10, "2-3", None, ["[... 1 line not shown ...]", "[... 7 more lines ...]"], "lines 2–3 of 10 lines"),
+    (10, "1,3", None, ["[... 1 line not shown ...]", "[... 7 more lines ...]"], "lines 1, 3 of 10 lines"),
+    (10, "1-9", None, ["[... 1 more line ...]"], "lines 1–9 of 10 lines"),
+    (10, "5", None, ["[... 4 lines not shown ...]", "[... 5 more lines ...]"], "line 5 of 10 lines"),
+    (4, None, 2, ["[... 2 lines not shown ...]"], "lines 3–4 of 4 lines"),
+    (3, None, None, [], "all 3 lines"),
+])
+def test_excerpt_marks_what_it_leaves_out(n, lines, tail, expect_marks, note):
+    text = [f"l{i + 1}" for i in range(n)]
+    out, shown = macros._excerpt(text, lines, None, 0, 0, tail)
+    assert [x for x in out if x.startswith("[...")] == expect_marks
+    assert shown == note
+
+
+def test_cast_player_options_from_the_recording(tree):
+    md = macros.cast("lat_tcp")
+    for path in sorted((ROOT / "results").glob("*/lat_tcp.json")):
+        r = json.loads(path.read_text())
+        arts = [a for a in r["artifacts"] if a["kind"] == "cast"]
+        if not arts:
+            continue
+        lines = (path.parent / arts[0]["path"]).read_text().splitlines()
+        header, last = json.loads(lines[0]), json.loads(lines[-1])[0]
+        conf = {"cols": header["width"], "rows": header["height"], "idleTimeLimit": macros.CAST_IDLE_LIMIT,
+                "poster": f"npt:{float(last):.1f}", "fit": "width", "terminalFontFamily": macros.CAST_FONTS}
+        assert html.escape(json.dumps(conf), quote=True) in md
+        assert f'data-pc-cast="results/{r["host"]["label"]}/{arts[0]["path"]}"' in md or \
+            f'/{r["host"]["label"]}/{arts[0]["path"]}"' in md
+
+
+@pytest.mark.parametrize("own,other,label", [
+    ({"pin": "same-cpu", "msize": 1}, {"pin": "other-core", "msize": 1}, "same-cpu"),
+    ({"kernel": "5.10"}, {"kernel": "6.1"}, "kernel=5.10"),          # a number-like value keeps its key
+    ({"kernel": "5.10", "dt": "plain"}, {"kernel": "6.1", "dt": "dma-ranges"}, "kernel=5.10, dt=plain"),
+    ({"bs": 4096}, {"bs": 1024}, "bs=4096"),
+    ({"on": True}, {"on": False}, "on=yes"),
+])
+def test_side_label(own, other, label):
+    assert macros._side_label(own, other) == label
+
+
+@pytest.mark.parametrize("x,u,shown", [
+    (14.2857, "us", "14.29 µs"), (1.5, "ratio", "1.500"), (0.25, "fraction", "0.2500"),
+    (512 * 2**20, "bytes", "512 MiB"), (3.0, "", "3"), (2048.0, "B", "2 KiB"),
+])
+def test_claim_side_value(x, u, shown):
+    assert macros._value(x, u) == shown
+
+
+def test_skip_note_says_why_a_host_has_no_data():
+    steps = [{"name": "a.x", "group": "a", "status": "ok", "reason": None},
+             {"name": "b.y", "group": "b", "status": "skipped", "reason": "no <perf>"}]
+    r = dict(json.loads(reference("lat_tcp").read_text()), steps=steps)
+    assert "`b.y` skipped: no &lt;perf&gt;" in macros._skip_note(r, "b")
+    assert "The `c` steps did not run in this run" in macros._skip_note(r, "c")
+    assert "No measurement of this kind in this run." in macros._skip_note(r, "a")
+    assert "`b.y` skipped" in macros._skip_note(r, None)
