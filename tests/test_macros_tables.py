@@ -154,3 +154,41 @@ def test_skip_note_says_why_a_host_has_no_data():
     assert "The `c` steps did not run in this run" in macros._skip_note(r, "c")
     assert "No measurement of this kind in this run." in macros._skip_note(r, "a")
     assert "`b.y` skipped" in macros._skip_note(r, None)
+
+
+def test_artifact_text_shows_the_matching_log(tree):
+    ref = json.loads(reference("nvme_swiotlb").read_text())
+    case = {"experiment": "guest", "kernel": "6.1", "dt": "plain", "what": "function_graph"}
+    art = next(a for a in ref["artifacts"] if a["kind"] == "log" and a.get("case") == case)
+    md = macros.artifact_text("nvme_swiotlb", **case)  # kind defaults to "log"
+    first = (reference("nvme_swiotlb").parent / art["path"]).read_text().splitlines()[0]
+    assert html.escape(first, quote=False).split()[0] in md or first.split()[0] in md
+    with pytest.raises(macros.MacroError, match="no host has a log artifact"):
+        macros.artifact_text("nvme_swiotlb", experiment="guest", kernel="9.9")
+    with pytest.raises(macros.MacroError, match="artifacts match"):
+        macros.artifact_text("nvme_swiotlb", experiment="guest")
+
+
+def test_step_output_both_streams_in_order(tree):
+    ref = json.loads(reference("lat_tcp").read_text())
+    raw = reference("lat_tcp").parent / "lat_tcp" / "raw"
+    step = next(s["name"] for s in ref["steps"] if s["status"] == "ok"
+                and (raw / f"{s['name']}.out").is_file() and (raw / f"{s['name']}.err").is_file()
+                and (raw / f"{s['name']}.out").read_text().strip() and (raw / f"{s['name']}.err").read_text().strip())
+    out_last = (raw / f"{step}.out").read_text().strip().splitlines()[-1]
+    err_first = (raw / f"{step}.err").read_text().strip().splitlines()[0]
+    md = macros.step_output("lat_tcp", step, stream="both", lines="1-100000")
+    assert md.index(out_last.split()[0]) < md.rindex(err_first.split()[0])
+
+
+def test_cast_refuses_a_recording_that_is_not_asciicast_2(tree):
+    r = add_host(tree, "lat_tcp", "zz-cast", lambda r: None)
+    cast_art = next(a for a in r["artifacts"] if a["kind"] == "cast")
+    path = tree / "results" / "zz-cast" / cast_art["path"]
+    path.unlink()
+    path.write_text(json.dumps({"version": 1, "width": 80, "height": 24}) + "\n")
+    with pytest.raises(macros.MacroError, match="asciicast version 1, expected 2"):
+        macros.cast("lat_tcp")
+    path.write_text(json.dumps({"version": 2, "width": 100, "height": 30}) + "\n")  # a header alone: poster at 0
+    md = macros.cast("lat_tcp")
+    assert html.escape('"cols": 100, "rows": 30', quote=True) in md and "npt:0.0" in md
