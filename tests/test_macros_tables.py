@@ -192,3 +192,37 @@ def test_cast_refuses_a_recording_that_is_not_asciicast_2(tree):
     path.write_text(json.dumps({"version": 2, "width": 100, "height": 30}) + "\n")  # a header alone: poster at 0
     md = macros.cast("lat_tcp")
     assert html.escape('"cols": 100, "rows": 30', quote=True) in md and "npt:0.0" in md
+
+
+def _m(case: dict, samples: tuple) -> dict:
+    s = [float(x) for x in samples]
+    return {"metric": "rtt", "unit": "us", "case": case, "samples": s, "median": sorted(s)[len(s) // 2],
+            "min": min(s), "max": max(s), "n": len(s)}
+
+
+@pytest.mark.parametrize("a,b,shown", [
+    ((10, 11, 12), (5, 5.5, 6), "2"),
+    ((10, 11, 12), (5,), "2.2 (too few samples: n=3 ÷ n=1)"),
+    ((10, 11, 12), (9, 10.5, 11), "1.05 (within noise: the two ranges overlap)"),
+    ((10, 11, 12), (0, 0, 0), "– (pin=b: median is 0)"),
+])
+def test_here_ratio(a, b, shown):
+    """Our ratio in "Original vs here": a ÷ b of the sides' medians, with the reason when it
+    cannot be trusted (samples per side pooled as the claims pool them)."""
+    r = {"measurements": [_m({"pin": "a"}, a), _m({"pin": "b"}, b)]}
+    here = {"metric": "rtt", "a": {"pin": "a"}, "b": {"pin": "b"}}
+    assert macros._here_ratio(r, here) == shown
+    assert macros._here_ratio(r, dict(here, b={"pin": "c"})) == "– (no rtt measurement for pin=c)"
+
+
+def test_claims_summary_counts_verdicts_in_their_order(tree):
+    import re
+    md = macros.claims("lat_tcp")
+    summaries = re.findall(r"(\d+) claims: ([^.\n]*)\.", md)
+    assert summaries
+    from labkit import claims as claims_mod
+    for total, body in summaries:
+        parts = [p.split(" ", 1) for p in body.split(", ")]
+        names = [name for _, name in parts]
+        assert names == [v for v in claims_mod.VERDICTS if v in names]
+        assert sum(int(n) for n, _ in parts) == int(total)
