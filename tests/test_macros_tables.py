@@ -62,6 +62,7 @@ def test_provenance_names_mode_duration_and_commit(tree):
         assert f"| mode | {'quick' if run['quick'] else 'full'} |" in md
         assert f"| duration | {run['duration_s']:.0f} s |" in md
         assert f"| git commit | {(run['git_commit'] or '–')[:12]}" in md
+        assert "| command | `" in md
         assert f"| {render.esc('SMT')} | {render.esc(str(r['host']['smt']))} ({r['host']['threads_per_core']} thread(s) per core) |" in md
 
 
@@ -69,13 +70,14 @@ def test_skips_count_and_list_the_steps_that_did_not_run(tree):
     def skip_two(r):
         for s in r["steps"][:2]:
             s["status"], s["reason"] = "skipped", "no <tool> here"
+        r["steps"][1]["reason"] = None  # a skip without a reason: an empty cell
         r["steps"][2]["status"], r["steps"][2]["reason"] = "failed", "exit 3"
     r = add_host(tree, "lat_tcp", "zz-skips", skip_two)
     md = macros.skips("lat_tcp")
     ok = sum(1 for s in r["steps"] if s["status"] == "ok")
     assert f"{ok} of {len(r['steps'])} steps ran as designed." in md
     for s in r["steps"][:3]:
-        assert f"| {render.code_span(s['name'])} | {s['status']} | {render.esc(s['reason'])} |" in md
+        assert f"| {render.code_span(s['name'])} | {s['status']} | {render.esc(s['reason'] or '')} |" in md
 
     def all_ok(r):
         for s in r["steps"]:
@@ -92,6 +94,9 @@ def test_compare_table_puts_a_first_and_b_second(tree):
     a = render.host_label(ref["host"])
     assert head.startswith(f"| metric | case | {a} | ") and render.emulation_badge({"arch": "aarch64", "emulation": {
         "accelerator": "tcg", "host_arch": "x86_64"}}).split()[0] in head.split("|")[4]
+    emulated = json.loads((tree / "results" / "zz-other" / "lat_tcp.json").read_text())
+    head = macros.compare_table("lat_tcp", "zz-other", ref["host"]["label"]).splitlines()[0]
+    assert head.startswith(f"| metric | case | {render.host_label(emulated['host'])} | {a} |")
     with pytest.raises(macros.MacroError, match="both zz-other and .* need a fstime result"):
         macros.compare_table("fstime", "zz-other", ref["host"]["label"])  # zz-other has lat_tcp only
 
@@ -160,7 +165,8 @@ def test_artifact_text_shows_the_matching_log(tree):
     ref = json.loads(reference("nvme_swiotlb").read_text())
     case = {"experiment": "guest", "kernel": "6.1", "dt": "plain", "what": "function_graph"}
     art = next(a for a in ref["artifacts"] if a["kind"] == "log" and a.get("case") == case)
-    md = macros.artifact_text("nvme_swiotlb", **case)  # kind defaults to "log"
+    md = macros.artifact_text("nvme_swiotlb", **case)  # kind defaults to "log", lang to "text"
+    assert "```text\n" in md
     first = (reference("nvme_swiotlb").parent / art["path"]).read_text().splitlines()[0]
     assert html.escape(first, quote=False).split()[0] in md or first.split()[0] in md
     with pytest.raises(macros.MacroError, match="no host has a log artifact"):
