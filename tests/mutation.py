@@ -25,6 +25,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -114,7 +115,9 @@ def sampled_run(mutmut: str, path: str, runner: str, work: Path, env: dict, n: i
     each. Returns (mutmut's worst exit status, the ids drawn)."""
     base = [mutmut, "run", "--paths-to-mutate", path, "--runner", runner, "--tests-dir", "tests", "--no-progress"]
     source = (work / path).read_bytes()  # stopped mid-mutant, mutmut would leave the file mutated
-    lister = subprocess.Popen(base, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # its own process group: mutmut's multiprocessing helpers must stop with it
+    lister = subprocess.Popen(base, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
     cache, ids, stable = work / ".mutmut-cache", [], 0
     while lister.poll() is None:
         time.sleep(2)
@@ -123,8 +126,16 @@ def sampled_run(mutmut: str, path: str, runner: str, work: Path, env: dict, n: i
         ids = now
         if stable >= 2:  # the list stopped growing: mutmut is testing them now
             break
-    lister.terminate()
+    try:
+        os.killpg(lister.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
     lister.wait()
+    time.sleep(1)
+    try:
+        os.killpg(lister.pid, signal.SIGKILL)  # what ignored SIGTERM
+    except ProcessLookupError:
+        pass
     (work / path).write_bytes(source)
     ids = mutant_ids(cache, path)
     drawn = sorted(random.Random(seed).sample(ids, min(n, len(ids))))
