@@ -273,10 +273,8 @@ def _value(x: float, u: str) -> str:
     a plain ratio or fraction without one."""
     if u in ("ratio", "fraction"):
         return render.fmt(x)
-    if u in render.BYTE_UNITS:
-        div, shown = render.byte_scale([x])
-        return f"{render.fmt(x / div)} {shown}"
-    return f"{render.fmt(x)} {render.unit(u)}".rstrip()
+    div, shown = render.display_scale(u, [x])
+    return f"{render.fmt(x / div)} {shown}".rstrip()
 
 
 def _last_clause(text: str) -> str:

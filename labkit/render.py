@@ -105,6 +105,12 @@ def byte_scale(values: list[float]) -> tuple[float, str]:
     return 1.0, "B"
 
 
+def display_scale(u: str, values: list[float]) -> tuple[float, str]:
+    """(divisor, unit shown) for numbers in unit ``u``: byte counts in the binary unit
+    :func:`byte_scale` picks for ``values``, anything else unscaled with :func:`unit`'s name."""
+    return byte_scale(values) if u in BYTE_UNITS else (1.0, unit(u))
+
+
 def column_decimals(values: list[float]) -> int:
     """Decimals for a column of numbers, the same for every row so that right-aligned values
     line up: three significant digits for the column's smallest non-zero magnitude, at most 3
@@ -129,8 +135,8 @@ def measurement_table(ms: list[dict], keys: list[str], *, page: bool = False) ->
 
     With ``page=True`` (the site's tables): the unit goes into the headers ("median (µs)")
     when every row has the same unit (else a unit column stays), byte counts are shown in
-    KiB/MiB/GiB (measured values and the sizes in :data:`BYTE_KEYS` case columns), and each number column has one precision (:func:`column_decimals`) with
-    thousands separators (:func:`markdown_table` right-aligns them). Without it (the
+    KiB/MiB/GiB (measured values, and the sizes in :data:`BYTE_KEYS` case columns), and each
+    number column has one precision (:func:`column_decimals`) with thousands separators (:func:`markdown_table` right-aligns them). Without it (the
     terminal): every number as :func:`fmt` writes it and a unit column.
     """
     if not page:
@@ -142,9 +148,7 @@ def measurement_table(ms: list[dict], keys: list[str], *, page: bool = False) ->
         return header, rows
     units = {m["unit"] for m in ms}
     one_unit = len(units) == 1
-    div, shown = 1.0, unit(next(iter(units))) if one_unit else ""
-    if one_unit and next(iter(units)) in BYTE_UNITS:
-        div, shown = byte_scale([m["max"] for m in ms])
+    div, shown = display_scale(next(iter(units)), [m["max"] for m in ms]) if one_unit else (1.0, "")
     scaled = [(m["median"] / div, m["min"] / div, m["max"] / div) for m in ms]
     d = column_decimals([v for t in scaled for v in t])
     suffix = f" ({shown})" if one_unit and shown else ""
@@ -191,7 +195,7 @@ def metrics_table(columns: list[tuple[str, list[dict]]], keys: list[str]) -> tup
         if len(units) > 1:
             raise ValueError(f"metrics_table: column {label!r} mixes units {sorted(units)}")
         u = next(iter(units), "")
-        div, shown = (byte_scale([m["median"] for m in ms]) if u in BYTE_UNITS else (1.0, unit(u)))
+        div, shown = display_scale(u, [m["median"] for m in ms])
         d = column_decimals([m["median"] / div for m in ms])
         header.append(f"{label} ({shown})" if shown and shown not in label else label)
         formatted.append({c: fmt_fixed(m["median"] / div, d) for c, m in by_case.items()})
