@@ -11,9 +11,14 @@ the k-th progress line after ``== GROUP:`` (every progress line is a boundary be
 actions; a group with fewer lines is signalled where the next begins). The sampled matrix (the
 default) gives each group of each lab two cases, k drawn from 1..8 with a fixed seed, and the
 four signals in turn; ``--full`` first counts each group's progress lines in one undisturbed
-run and then tries every boundary with every signal (hours).
+run and then tries every boundary with every signal (about 2,000 cases: many hours on two CPUs).
 
-    .venv/bin/python tests/fault_matrix.py [--labs a,b] [--full] [--seed N] [--json FILE]
+``--state FILE`` makes a run resumable: every count and every case's outcome is appended to FILE
+(JSON lines) as soon as it is known, with a hash of the code the labs run (labs/ and labkit/);
+a later run with the same FILE skips what it already holds for the same code and reports the
+union. A change to a lab or to labkit starts the matrix over.
+
+    .venv/bin/python tests/fault_matrix.py [--labs a,b] [--full] [--seed N] [--state FILE] [--json FILE]
 
 Exit status 0 when every case tried was clean. Needs root for the labs' host changes (without
 root most steps skip, and the matrix shows little).
@@ -22,6 +27,7 @@ root most steps skip, and the matrix shows little).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -104,6 +110,61 @@ def sampled_cases(lab_names: list[str], seed: int = 15, per_group: int = 2) -> l
     return cases
 
 
+def code_hash() -> str:
+    """sha256 (first 16 hex digits) of the files git tracks under labs/ and labkit/, as they are in
+    the work tree: the code a case exercises. Outcomes recorded under another hash are stale."""
+    names = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "labs", "labkit"], capture_output=True,
+                           check=True).stdout.split(b"\0")
+    h = hashlib.sha256()
+    for name in sorted(n for n in names if n):
+        f = ROOT / name.decode()
+        h.update(name + b"\0" + (f.read_bytes() if f.is_file() else b"") + b"\0")
+    return h.hexdigest()[:16]
+
+
+class State:
+    """The resumable record of a matrix run: JSON lines in ``path``, each {"code": hash, "kind":
+    "count", "lab", "group", "n"} or {"code": hash, "kind": "case", "outcome": Outcome as a dict}.
+    Lines of another code hash are ignored (and kept in the file)."""
+
+    def __init__(self, path: Path | None, code: str):
+        self.path, self.code = path, code
+        self.counts: dict[tuple[str, str], int] = {}
+        self.outcomes: dict[str, Outcome] = {}
+        if path and path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    d = json.loads(line)
+                except json.JSONDecodeError:
+                    continue                      # a line cut short by a kill
+                if d.get("code") != code:
+                    continue
+                if d.get("kind") == "count":
+                    self.counts[(d["lab"], d["group"])] = d["n"]
+                elif d.get("kind") == "case":
+                    o = d["outcome"]
+                    out = Outcome(Case(**o.pop("case")), **o)
+                    self.outcomes[out.case.id] = out
+
+    def add(self, record: dict) -> None:
+        """Append one record (a count or a case) and flush it to disk."""
+        if self.path:
+            with self.path.open("a") as f:
+                f.write(json.dumps(dict(record, code=self.code)) + "\n")
+
+    def count(self, lab: str, group: str, base: Path) -> int:
+        """The group's boundaries: recorded, or counted now and recorded."""
+        if (lab, group) not in self.counts:
+            self.counts[(lab, group)] = count_boundaries(lab, group, base)
+            self.add({"kind": "count", "lab": lab, "group": group, "n": self.counts[(lab, group)]})
+        return self.counts[(lab, group)]
+
+    def done(self, o: Outcome) -> None:
+        """Record a finished case."""
+        self.outcomes[o.case.id] = o
+        self.add({"kind": "case", "outcome": asdict(o)})
+
+
 def count_boundaries(lab: str, group: str, base: Path) -> int:
     """Progress lines of GROUP in one undisturbed ``--quick --only GROUP`` run."""
     work = Path(tempfile.mkdtemp(prefix=f"count-{lab}-{group}-", dir=base))
@@ -124,14 +185,15 @@ def count_boundaries(lab: str, group: str, base: Path) -> int:
     return max(n, 1)
 
 
-def full_cases(lab_names: list[str], base: Path) -> list[Case]:
-    """Every boundary of every group with every signal."""
+def full_cases(lab_names: list[str], base: Path, state: State | None = None) -> list[Case]:
+    """Every boundary of every group with every signal (the counts from ``state`` when it has them)."""
+    state = state or State(None, "")
     cases = []
     for lab in lab_names:
         for g in groups(lab):
             if (lab, g) in SKIP_GROUPS:
                 continue
-            n = count_boundaries(lab, g, base)
+            n = state.count(lab, g, base)
             cases += [Case(lab, g, k, s.name) for k in range(1, n + 1) for s in SIGNALS]
     return cases
 
@@ -271,23 +333,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=15, help="seed of the sampled matrix's boundaries")
     ap.add_argument("--per-group", type=int, default=2, help="cases per group in the sampled matrix (default 2)")
     ap.add_argument("--json", help="write every outcome and the counts to this file")
+    ap.add_argument("--state", help="resumable record (JSON lines): skip the cases it holds for this code")
     a = ap.parse_args(argv)
     names = a.labs.split(",") if a.labs else labs()
+    unknown = sorted(set(names) - set(labs()) - set(EXTRA_LABS))
+    if unknown:
+        ap.error(f"--labs: no such lab: {', '.join(unknown)}")
     t0 = time.time()
+    state = State(Path(a.state) if a.state else None, code_hash())
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="fault-matrix.") as tmp:
-        cases = full_cases(names, Path(tmp)) if a.full else sampled_cases(names, a.seed, a.per_group)
+        cases = full_cases(names, Path(tmp), state) if a.full else sampled_cases(names, a.seed, a.per_group)
+        resumed = [state.outcomes[c.id] for c in cases if c.id in state.outcomes]
+        if resumed:
+            print(f"fault matrix: {len(resumed)} of {len(cases)} cases already recorded in {a.state} "
+                  f"for this code ({state.code}); {len(cases) - len(resumed)} to go", flush=True)
+        outcomes += resumed
+        cases = [c for c in cases if c.id not in state.outcomes]
         while cases:
             # A lab another run holds (a shared machine) waits: the other labs' cases go first.
             c = next((c for c in cases if lock_free(c.lab)), cases[0])
             cases.remove(c)
             o = run_judged(c, Path(tmp))
             outcomes.append(o)
+            state.done(o)
             print(f"{'clean' if o.clean else 'NOT CLEAN':<10}{c.id:<48} exit {o.rc!s:<5} {o.seconds:6.1f} s"
                   + ("" if o.clean else "\n    " + "\n    ".join(o.problems)), flush=True)
     s = summary(outcomes)
     print(f"\nfault matrix: {s['tried']} cases tried, {s['clean']} clean "
-          f"({'full' if a.full else f'sampled, seed {a.seed}'}; {time.time() - t0:.0f} s)")
+          f"({'full' if a.full else f'sampled, seed {a.seed}'}; code {state.code}; {time.time() - t0:.0f} s"
+          f"{f', {len(resumed)} of them from {a.state}' if resumed else ''})")
     for lab, d in s["per_lab"].items():
         print(f"  {lab:<16}{d['clean']}/{d['tried']} clean")
     if a.json:

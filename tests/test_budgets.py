@@ -2,16 +2,18 @@
 Playwright) with axe-core injected from the project's own node_modules (``make setup``):
 before any interaction a page transfers at most 400 KB (recordings excluded), requests
 nothing from another origin, logs no console error, and axe-core finds no serious or
-critical problem in the light or the dark scheme. The same checks print per page with
-`make bench` (tests/bench.py), which adds Lighthouse's scores."""
+critical problem in the light or the dark scheme. On the home page and every chapter,
+Lighthouse's mobile performance and accessibility scores are at least 95 (the median of three
+runs). The same checks print per page with `make bench` (tests/bench.py)."""
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import pytest
 
-from bench import AXE_JS, MAX_PAGE_BYTES, page_budget, serious, serve_site, site_pages
+from bench import AXE_JS, CHROMIUM, LIGHTHOUSE, MAX_PAGE_BYTES, lighthouse, page_budget, serious, serve_site, site_pages
 from conftest import build_site
 
 pytestmark = pytest.mark.browser
@@ -100,3 +102,53 @@ def test_folded_block_loads_when_opened(served, browser):
     assert opened["code"] >= 1 and opened["copy"] == opened["code"], opened
     assert errors == [], errors
     page.close()
+
+
+MIN_LIGHTHOUSE = 95     # mobile performance and accessibility, home page and chapters (issue 14's budget)
+LIGHTHOUSE_PAGES = ["/"] + [f"/cases/{md.stem}/" for md in sorted((DOCS / "cases").glob("*.md"))]
+
+
+def lighthouse_median(url: str, runs: int = 3, at_least: int = MIN_LIGHTHOUSE) -> tuple[float, list[dict]]:
+    """The median performance score of ``runs`` Lighthouse runs of ``url`` (bench.lighthouse:
+    mobile emulation, simulated throttling), and every run's report. A single run varies by up
+    to ten points on a 2-CPU machine; Lighthouse's own guidance is to judge a median of several
+    runs (docs/variability.md in GoogleChrome/lighthouse). The runs stop early once more than
+    half of ``runs`` lie on the same side of ``at_least``: the median is then on that side, so the
+    verdict is the one all runs would give (two runs instead of three in the common case).
+
+    Raises:
+        AssertionError: a run failed (its error text in the message).
+    """
+    reports: list[dict] = []
+    for _ in range(runs):
+        r = lighthouse(url)
+        assert r is not None and "error" not in r, r
+        reports.append(r)
+        above = sum(x["performance"] >= at_least for x in reports)
+        if above > runs // 2 or len(reports) - above > runs // 2:
+            break
+    return statistics.median(x["performance"] for x in reports), reports
+
+
+@pytest.mark.parametrize("path", LIGHTHOUSE_PAGES)
+def test_lighthouse_scores(served, path):
+    """Lighthouse mobile performance (median of three runs) and accessibility (every run) are at
+    least 95 on the home page and on every chapter."""
+    if not LIGHTHOUSE.exists() or not Path(CHROMIUM).exists():
+        pytest.skip(f"{LIGHTHOUSE} or {CHROMIUM} missing: `make setup` installs Lighthouse with npm")
+    _, url = served
+    median, reports = lighthouse_median(url + path)
+    seen = [(r["performance"], round(r["tbt_ms"]), round(r["lcp_s"], 2), r["accessibility"]) for r in reports]
+    assert all(r["accessibility"] >= MIN_LIGHTHOUSE for r in reports), ("accessibility", seen, reports[0]["failed"])
+    assert median >= MIN_LIGHTHOUSE, ("performance median", median, "(performance, TBT ms, LCP s, a11y) per run", seen)
+
+
+def test_lighthouse_median_stops_once_decided(monkeypatch):
+    """The early stop decides as the median of all runs would: two runs above stop at two, one
+    above and one below take a third, which decides."""
+    for scores, want_median, want_runs in (([97, 99, 10], 98, 2), ([80, 90, 99], 85, 2),
+                                           ([99, 80, 96], 96, 3), ([99, 80, 90], 90, 3)):
+        it = iter(scores)
+        monkeypatch.setitem(lighthouse_median.__globals__, "lighthouse", lambda url: {"performance": next(it)})
+        median, reports = lighthouse_median("http://x/")
+        assert (median, len(reports)) == (want_median, want_runs), scores

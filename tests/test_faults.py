@@ -43,6 +43,28 @@ def test_every_lab_and_signal_is_in_the_sample():
         assert {c.group for c in CASES if c.lab == lab} == {g for g in fm.groups(lab) if (lab, g) not in fm.SKIP_GROUPS}
 
 
+def test_state_resumes_only_for_the_same_code(tmp_path, monkeypatch):
+    """A resumable record gives back the counts and outcomes of the same code hash (a line cut
+    short by a kill ignored), and nothing of another: a lab change starts the matrix over."""
+    f = tmp_path / "state.jsonl"
+    st = fm.State(f, "aaaa")
+    monkeypatch.setattr(fm, "count_boundaries", lambda lab, group, base: 3)
+    cases = fm.full_cases(["fstime"], tmp_path, st)
+    assert len(cases) == 3 * 4 * len([g for g in fm.groups("fstime") if ("fstime", g) not in fm.SKIP_GROUPS])
+    st.done(fm.Outcome(cases[0], clean=True, rc=130, seconds=1.5))
+    st.done(fm.Outcome(cases[1], clean=False, rc=0, problems=["mount left: /x"]))
+    with f.open("a") as out:
+        out.write('{"code": "aaaa", "kind": "ca')
+    monkeypatch.setattr(fm, "count_boundaries", lambda lab, group, base: pytest.fail("counted again"))
+    again = fm.State(f, "aaaa")
+    assert fm.full_cases(["fstime"], tmp_path, again) == cases
+    assert again.outcomes[cases[0].id] == fm.Outcome(cases[0], clean=True, rc=130, seconds=1.5)
+    assert again.outcomes[cases[1].id].problems == ["mount left: /x"] and len(again.outcomes) == 2
+    other = fm.State(f, "bbbb")
+    assert other.counts == {} and other.outcomes == {}
+    assert len(fm.code_hash()) == 16 and fm.code_hash() == fm.code_hash()
+
+
 GUEST_TOOLS = ["qemu-system-aarch64", "mmdebstrap", "dtc", "mke2fs", "cpio"]
 
 
