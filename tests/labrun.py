@@ -209,6 +209,16 @@ def signal_at(cmd: list[str], at, sig: int, *, env: dict | None = None, timeout:
         os.killpg(lab.pid, signal.SIGKILL)
         raise AssertionError(f"{cmd}: no exit {wait} s after SIG{signal.Signals(sig).name}; output:\n"
                              + "".join(lines)[-3000:])
+    except BaseException:
+        # The harness itself stops (Ctrl-C on the matrix): stop the lab and let it undo before
+        # the caller removes its directories; a lab whose journal is deleted under it cannot undo.
+        if lab.poll() is None:
+            os.killpg(lab.pid, signal.SIGTERM)
+            try:
+                lab.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                os.killpg(lab.pid, signal.SIGKILL)
+        raise
     finally:
         reader.stdout.close()
     if boundary is None:

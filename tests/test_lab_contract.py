@@ -166,6 +166,24 @@ def test_fake_lab_signal_at_a_boundary_leaves_the_host_as_it_was(case, tmp_path,
     assert sorted(p.name for p in host.iterdir()) == ["knob"]
 
 
+def test_a_harness_stopped_mid_case_stops_its_lab_first(tmp_path, host):
+    """The fault matrix itself interrupted (Ctrl-C while it waits for a boundary): signal_at
+    stops the lab with SIGTERM and waits for its undo before the caller may remove the run's
+    directories (found when a stopped matrix deleted a running lab's journal and left its
+    pidstat behind)."""
+    env = fake_env(tmp_path, host, FAKELAB_SLEEP=30)
+
+    def interrupt(line: str) -> bool:
+        if "work.1: sleep" in line:
+            raise KeyboardInterrupt
+        return False
+    with pytest.raises(KeyboardInterrupt):
+        signal_at(lab_command(FAKE, "--only", "work", "--host", "fake", "--out", str(tmp_path / "out"),
+                              "--scratch", str(tmp_path / "scratch")), interrupt, signal.SIGINT, env=env)
+    assert_host_as_before(tmp_path, host)
+    assert tagged_processes("fakelab.") == []
+
+
 def test_processes_of_a_run_carry_its_tag_and_die_with_it(tmp_path, host):
     env = dict(os.environ, **fake_env(tmp_path, host, FAKELAB_SLEEP=30))
     lab = subprocess.Popen(lab_command(FAKE, "--only", "work", "--host", "fake", "--out", str(tmp_path / "out"),
