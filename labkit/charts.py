@@ -25,14 +25,17 @@ from .render import unit as display_unit  # noqa: E402
 
 
 def human_number(v: float) -> str:
-    """A tick label without exponent or offset: ``20000`` → ``"20,000"``, ``0.5`` → ``"0.5"``,
-    ``1e-3`` → ``"0.001"``."""
+    """A tick label without exponent or offset: ``20000`` → ``"20,000"``, ``500`` → ``"500"``,
+    ``0.5`` → ``"0.5"``, ``1e-3`` → ``"0.001"``: three significant digits below 1,000, no
+    trailing zeros after a decimal point."""
     if v == 0:
         return "0"
     if abs(v) >= 1000:
         return f"{v:,.0f}"
     decimals = max(0, -math.floor(math.log10(abs(v))) + 2)
-    return f"{v:.{decimals}f}".rstrip("0").rstrip(".")
+    text = f"{v:.{decimals}f}"
+    # trailing zeros go only after a decimal point: 0.50 → 0.5, but 500 stays 500
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 _UNIT_SUFFIX = {"us": "µs", "ns": "ns", "ms": "ms", "s": "s", "kb": "KiB", "kib": "KiB", "mb": "MB", "mib": "MiB",
@@ -66,6 +69,13 @@ _DARK = {"fg": "#e2e4e9", "grid": "#ffffff",
                     "#e0e070", "#6fe0ee"]}
 
 
+def _rc(pal: dict) -> dict:
+    """matplotlib rcParams of a palette (``_LIGHT`` or ``_DARK``): text, axes, ticks, series."""
+    return {"text.color": pal["fg"], "axes.labelcolor": pal["fg"], "axes.edgecolor": pal["fg"],
+            "xtick.color": pal["fg"], "ytick.color": pal["fg"],
+            "axes.prop_cycle": matplotlib.cycler(color=pal["colors"])}
+
+
 def _ticks_x(ax, xs: list[float], xbytes: bool, logx: bool) -> None:
     """x ticks at the measured values (≤ 12 of them), labelled in human units; else a log-2 or
     linear locator with the same labels. Never ``2^n`` or ``×10^n``."""
@@ -94,11 +104,30 @@ def _ticks_y(ax, logy: bool, lo: float, hi: float) -> None:
         ax.yaxis.set_minor_formatter(fmt if few_decades else NullFormatter())
 
 
-def chart_svg(ms: list[dict], x: str, series: str | None = None, *, kind: str = "line",
-              logx: bool = False, logy: bool = False, title: str = "", ylabel: str | None = None,
-              xbytes: bool = False, xlabel: str | None = None, host: str | None = None,
-              dark: bool = False) -> str:
-    """Draw measurements ``ms`` (schema "measurements" dicts of one metric) and return SVG text.
+def chart_svg(ms: list[dict], x: str, series: str | None = None, **opts) -> str:
+    """:func:`chart_figure` of the same arguments as SVG text (text kept as text, stable ids:
+    the same data gives the same bytes).
+
+    Raises:
+        ValueError: as :func:`chart_figure`.
+    """
+    fig = chart_figure(ms, x, series, **opts)
+    try:
+        # ticks matplotlib adds while drawing (log axes) take their colour from rcParams then
+        with plt.rc_context(_rc(_DARK if opts.get("dark") else _LIGHT)):
+            buf = io.StringIO()
+            fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "labkit (matplotlib)"}, transparent=True)
+    finally:
+        plt.close(fig)
+    return buf.getvalue()
+
+
+def chart_figure(ms: list[dict], x: str, series: str | None = None, *, kind: str = "line",
+                 logx: bool = False, logy: bool = False, title: str = "", ylabel: str | None = None,
+                 xbytes: bool = False, xlabel: str | None = None, host: str | None = None,
+                 dark: bool = False) -> "matplotlib.figure.Figure":
+    """Draw measurements ``ms`` (schema "measurements" dicts of one metric) on a 6 × 3.6 inch
+    matplotlib figure and return it (the caller closes it: ``plt.close(fig)``).
 
     ``x``: case key on the horizontal axis (numeric for ``kind="line"``, any value for
     ``"bar"``); ``series``: case key that splits lines/bar groups. Each point is the
@@ -124,9 +153,7 @@ def chart_svg(ms: list[dict], x: str, series: str | None = None, *, kind: str = 
             raise ValueError(f"chart: measurement has no case key {x!r}: {m['case']}")
         groups.setdefault(fmt_case_value(m["case"].get(series, "")) if series else "", []).append(m)
     pal = _DARK if dark else _LIGHT
-    with plt.rc_context({"text.color": pal["fg"], "axes.labelcolor": pal["fg"], "axes.edgecolor": pal["fg"],
-                         "xtick.color": pal["fg"], "ytick.color": pal["fg"],
-                         "axes.prop_cycle": matplotlib.cycler(color=pal["colors"])}):
+    with plt.rc_context(_rc(pal)):
         fig, ax = plt.subplots(figsize=(6, 3.6), dpi=100)
         fig.patch.set_alpha(0)
         ax.patch.set_alpha(0)
@@ -176,10 +203,7 @@ def chart_svg(ms: list[dict], x: str, series: str | None = None, *, kind: str = 
                       loc="best", labelcolor=pal["fg"])
         ax.grid(True, axis="y", alpha=0.25, color=pal["grid"])
         fig.tight_layout()
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "labkit (matplotlib)"}, transparent=True)
-        plt.close(fig)
-    return buf.getvalue()
+    return fig
 
 
 def svg_size(svg: str) -> tuple[int, int]:

@@ -46,6 +46,9 @@ def test_small_formatters():
     assert [charts.human_bytes(n) for n in (1024, 65536, 14, 1536, 2**30, 0)] == ["1 KiB", "64 KiB", "14 B", "1.5 KiB", "1 GiB", "0 B"]
     assert [charts.human_number(v) for v in (20000, 0.5, 1e-3, 0, 12.345, -1500, 1000)] == \
         ["20,000", "0.5", "0.001", "0", "12.3", "-1,500", "1,000"]
+    # tick values between 100 and 999 keep their zeros (a 500 MiB/s tick once read "5")
+    assert [charts.human_number(v) for v in (100, 200, 500, 250, 10, 20.0, 0.1, 0.25, 999.4, -300)] == \
+        ["100", "200", "500", "250", "10", "20", "0.1", "0.25", "999", "-300"]
     assert [charts.human_label(n) for n in ("bin_us", "read_ahead_kb", "iodepth", "cpu_pct", "size_MiB")] == \
         ["bin (µs)", "read ahead (KiB)", "iodepth", "cpu (%)", "size (MiB)"]
 
