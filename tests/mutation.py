@@ -45,7 +45,7 @@ PAGE_TESTS = ["tests/test_render_values.py", "tests/test_macros_tables.py", "tes
               "tests/test_macros_excerpts.py", "tests/test_claims_handbuilt.py", "tests/test_cli.py"]
 TESTS = {"labkit/claims.py": CLAIMS_TESTS, "labkit/model.py": CLAIMS_TESTS,
          "labkit/results.py": ["tests/test_results_loading.py", "tests/test_cli.py", "tests/test_check.py"],
-         "labkit/render.py": PAGE_TESTS, "labkit/charts.py": PAGE_TESTS,
+         "labkit/render.py": PAGE_TESTS, "labkit/charts.py": ["tests/test_charts_figure.py"] + PAGE_TESTS,
          # the tool cards' macros (annotated outputs, exercises, lab times) are tested on the cards
          "labkit/macros.py": PAGE_TESTS + ["tests/test_tools_cards.py"]}
 # --thorough adds the fast tier's tests on every committed result (a minute per surviving mutant).
