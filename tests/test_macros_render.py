@@ -291,3 +291,46 @@ def test_metrics_table_macro(tree):
         macros.metrics_table("lat_tcp", [{"metric": "round_trip", "colour": "red"}], columns=keys)
     with pytest.raises(macros.MacroError, match="columns"):
         macros.metrics_table("lat_tcp", ["round_trip"])
+
+
+def test_chart_macro_draws_each_host_in_both_schemes(tree):
+    """chart: a tab per host with two lazily loaded figures (light, dark) whose files the build
+    writes next to the page, sized from the SVG, the alt text naming title, metric, x, series and
+    host; a host without the data gets the skip note instead; a metric no host has fails."""
+    from labkit import charts
+    charts.take()
+    md = macros.chart("lat_tcp", "round_trip", x="msize", where={"experiment": "msize"}, logx=True,
+                      title="Round trip <by size>", group="msize")
+    stored = charts.take()
+    hosts = sorted(p.parent.name for p in (ROOT / "results").glob("*/lat_tcp.json"))
+    imgs = re.findall(r'<img class="pc-chart pc-(light|dark)" alt="([^"]*)" src="(fig-[0-9a-f]{12}\.svg)" '
+                      r'width="(\d+)" height="(\d+)" loading="lazy" decoding="async">', md)
+    assert [scheme for scheme, *_ in imgs] == ["light", "dark"] * len(hosts)
+    assert {alt for _, alt, *_ in imgs} == {f"Round trip &lt;by size&gt;: round_trip by msize on {h}" for h in hosts}
+    assert set(stored) == {src for *_, src, _, _ in imgs}            # outside a build: the site root
+    for _, _, src, w, h in imgs:
+        assert charts.svg_size(stored[src]) == (int(w), int(h))
+    light, dark = stored[imgs[0][2]], stored[imgs[1][2]]
+    assert "#e2e4e9" in dark and "#e2e4e9" not in light
+    # series in the alt text; a host without the data shows why
+    add_host(tree, "lat_tcp", "bare-host", lambda r: r.update(measurements=[]))
+    md = macros.chart("lat_tcp", "round_trip", x="msize", series="pin", where={"experiment": "msize"}, group="msize")
+    assert "round_trip by msize and pin on " in md and "Not measured on this host" in md
+    charts.take()
+    with pytest.raises(macros.MacroError, match="no host has 'round_tripp'"):
+        macros.chart("lat_tcp", "round_tripp", x="msize")
+
+
+def test_results_table_macro_and_its_optional_rule(tree):
+    """results_table: a table per host; a metric no host measured fails unless optional=True and
+    the group ran on some host (its skips explain the gap); optional needs a group."""
+    md = macros.results_table("lat_tcp", "round_trip", where={"experiment": "msize"}, columns=["msize"], group="msize")
+    assert "| msize | median (µs) | min – max (µs) | samples |" in md
+    with pytest.raises(macros.MacroError, match="no host has 'nope'"):
+        macros.results_table("lat_tcp", "nope", group="msize")
+    with pytest.raises(macros.MacroError, match="needs group"):
+        macros.results_table("lat_tcp", "nope", optional=True)
+    md = macros.results_table("lat_tcp", "nope", group="msize", optional=True)
+    assert md.count("Not measured on this host") == len(list((ROOT / "results").glob("*/lat_tcp.json")))
+    with pytest.raises(macros.MacroError, match="no host has 'nope'"):
+        macros.results_table("lat_tcp", "nope", group="no-such-group", optional=True)

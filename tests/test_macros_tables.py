@@ -232,3 +232,51 @@ def test_claims_summary_counts_verdicts_in_their_order(tree):
         names = [name for _, name in parts]
         assert names == [v for v in claims_mod.VERDICTS if v in names]
         assert sum(int(n) for n, _ in parts) == int(total)
+
+
+def _ms(case: dict, samples: list[float], metric: str = "rtt", unit: str = "us") -> dict:
+    s = sorted(samples)
+    return {"metric": metric, "unit": unit, "case": case, "samples": samples, "median": s[len(s) // 2],
+            "min": s[0], "max": s[-1], "n": len(s)}
+
+
+SENTENCE_RESULT = {"lab": "x", "run": {"command": ""}, "steps": [], "measurements": [
+    _ms({"pin": "same-cpu", "r": 1}, [10.0, 11.0, 15.0]), _ms({"pin": "same-cpu", "r": 2}, [11.0, 13.0]),
+    _ms({"pin": "other-cpu"}, [30.0, 40.0, 50.0]), _ms({"pin": "zero"}, [0.0, 0.0, 0.0]),
+    _ms({"qd": 4}, [300.0], "iops", "IOPS"), _ms({"qd": 32}, [400.0], "iops", "IOPS"),
+    _ms({"qd": 1}, [100.0], "iops", "IOPS"), _ms({"qd": "all"}, [900.0], "iops", "IOPS")]}
+COMPARE = {"kind": "compare", "metric": "rtt", "a": {"pin": "same-cpu"}, "b": {"pin": "other-cpu"}}
+TREND = {"kind": "increasing", "metric": "iops", "over": "qd", "where": {}}
+
+
+@pytest.mark.parametrize("claim,verdict,evidence,sentence", [
+    # both sides' pooled medians (11 of 10, 11, 11, 13, 15), their ratio, samples per side
+    (COMPARE, "holds", "e (x; y); why <b>", "11 µs same-cpu vs 40 µs other-cpu, 3.64×, n = 5 / 3"),
+    # any other verdict ends with the evidence's last top-level clause, escaped
+    (COMPARE, "fails", "e (x; y); why <b>", "11 µs same-cpu vs 40 µs other-cpu, 3.64×, n = 5 / 3; why &lt;b&gt;"),
+    (dict(COMPARE, statistic="mean"), "inconclusive", "e; ranges overlap",
+     "12 µs same-cpu vs 40 µs other-cpu (means), 3.33×, n = 5 / 3; ranges overlap"),
+    (dict(COMPARE, kind="within"), "holds", "e", "11 µs same-cpu vs 40 µs other-cpu, 3.64×, n = 5 / 3"),
+    # no ratio against a zero; the sides' labels in the order a, b
+    (dict(COMPARE, b={"pin": "zero"}), "holds", "e", "11 µs same-cpu vs 0 µs zero, n = 5 / 3"),
+    (dict(COMPARE, a={"pin": "other-cpu"}, b={"pin": "same-cpu"}), "holds", "e",
+     "40 µs other-cpu vs 11 µs same-cpu, 3.64×, n = 3 / 5"),
+    # a side without data, a skip: the evidence is the sentence
+    (dict(COMPARE, b={"pin": "none"}), "fails", "no rtt for <pin=none>", "no rtt for &lt;pin=none&gt;"),
+    (COMPARE, "untested", "skipped: <no root>", "skipped: &lt;no root&gt;"),
+    (COMPARE, "not applicable", "emulated CPU", "emulated CPU"),
+    # a trend: first and last numeric points of `over`, and their ratio
+    (TREND, "holds", "e", "iops from 100 IOPS at qd = 1 to 400 IOPS at qd = 32, 4×"),
+    (TREND, "fails", "e; not increasing", "iops from 100 IOPS at qd = 1 to 400 IOPS at qd = 32, 4×; not increasing"),
+    (dict(TREND, where={"qd": "none"}), "fails", "no iops", "no iops"),
+])
+def test_claim_sentence(claim, verdict, evidence, sentence):
+    assert macros._claim_sentence(claim, {"verdict": verdict, "evidence": evidence}, SENTENCE_RESULT) == sentence
+
+
+@pytest.mark.parametrize("text,last", [
+    ("a; b (c; d); e", "e"), ("no clause", "no clause"), ("x (a; b)", "x (a; b)"), ("a; b; c", "c"),
+    ("(a; b); c (d; e)", "c (d; e)"), ("a;b", "a;b"),
+])
+def test_last_clause_skips_parentheses(text, last):
+    assert macros._last_clause(text) == last
