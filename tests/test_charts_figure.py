@@ -178,3 +178,11 @@ def test_every_text_and_tick_of_a_dark_svg_is_in_the_dark_colour(kind, logy):
     tick_strokes = set(re.findall(r"<use [^>]*xlink:href=\"#m[0-9a-f]+\"[^>]*style=\"stroke: (#[0-9a-f]{6})", svg))
     defs = set(re.findall(r"<path id=\"m[0-9a-f]+\"[^>]*style=\"stroke: (#[0-9a-f]{6})", svg))
     assert "#000000" not in fills | tick_strokes | defs
+
+
+def test_every_unit_suffix_moves_into_parentheses():
+    names = ["t_us", "t_ns", "t_ms", "t_s", "size_kb", "size_KiB", "rate_mb", "size_mib", "size_bytes", "cpu_pct",
+             "t_US", "bytes", "read_ahead", "a_b_c"]
+    assert [charts.human_label(n) for n in names] == [
+        "t (µs)", "t (ns)", "t (ms)", "t (s)", "size (KiB)", "size (KiB)", "rate (MB)", "size (MiB)", "size (bytes)",
+        "cpu (%)", "t (µs)", "bytes", "read ahead", "a b c"]
