@@ -41,7 +41,7 @@ DEFAULT_PATHS = ["labkit/claims.py", "labkit/model.py", "labkit/results.py", "la
 # first: pytest stops at the first failure, so most mutants cost a second or two.
 CLAIMS_TESTS = ["tests/test_claims_handbuilt.py", "tests/test_claims_rules.py", "tests/test_results_loading.py",
                 "tests/test_claims_contract.py", "tests/test_check.py", "tests/test_cli.py"]
-PAGE_TESTS = ["tests/test_render_values.py", "tests/test_macros_tables.py", "tests/test_macros_render.py",
+PAGE_TESTS = ["tests/test_render_values.py", "tests/test_macros_tables.py", "tests/test_macros_pages.py", "tests/test_macros_render.py",
               "tests/test_macros_excerpts.py", "tests/test_claims_handbuilt.py", "tests/test_cli.py"]
 TESTS = {"labkit/claims.py": CLAIMS_TESTS, "labkit/model.py": CLAIMS_TESTS,
          "labkit/results.py": ["tests/test_results_loading.py", "tests/test_cli.py", "tests/test_check.py"],

@@ -1,0 +1,170 @@
+"""Page macros with exact expected Markdown: flame graphs (the lazy <object>, its size, links
+relative to the page), the hosts table and the compare page's pairs of hosts, checks in words,
+annotated outputs (context lines, errors, a file a host did not keep), skip notes and the
+emulated-CPU badge. The results are the committed ones (the ``tree`` fixture) or copies of them
+changed in the test; no measured value is typed here."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from labkit import macros, render
+from test_macros_render import add_host, emulate, reference
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def page(url: str, src: str) -> SimpleNamespace:
+    """What mkdocs-macros gives a macro as its page: the URL and the Markdown source path."""
+    return SimpleNamespace(url=url, file=SimpleNamespace(src_uri=src))
+
+
+def lat_tcp_hosts() -> list[str]:
+    return sorted(p.parent.name for p in (ROOT / "results").glob("*/lat_tcp.json"))
+
+
+def test_flamegraph_object_size_and_links(tree, monkeypatch):
+    monkeypatch.setattr(macros, "_macro_env", None)
+    md = macros.flamegraph("lat_tcp", pin="same-cpu")
+    for label in lat_tcp_hosts():
+        r = json.loads((ROOT / "results" / label / "lat_tcp.json").read_text())
+        a = next(x for x in r["artifacts"] if x["kind"] == "flamegraph" and x["case"].get("pin") == "same-cpu")
+        w, h = macros._svg_size(ROOT / "results" / label / a["path"])
+        target = f"results/{label}/{a['path']}"
+        title = a["title"]
+        assert (f'<span class="pc-flamegraph-wrap"><object class="pc-flamegraph" type="image/svg+xml" '
+                f'data-pc-src="{target}" width="{w:g}" height="{h:g}" style="aspect-ratio:{w:g}/{h:g}" '
+                f'aria-label="{title}"></object></span>\n\n    '
+                f'{render.esc(title)}. [Open it on its own page]({target}) (click a frame to zoom, Ctrl-F to '
+                f'search; on a narrow screen the figure scrolls sideways).') in md
+    # inside a build: the object's URL is relative to the page's URL, the link to its source
+    monkeypatch.setattr(macros, "_macro_env", SimpleNamespace(page=page("cases/lat_tcp/", "cases/lat_tcp.md")))
+    md = macros.flamegraph("lat_tcp", pin="same-cpu")
+    assert re.search(r'data-pc-src="\.\./\.\./results/[^"]+\.svg"', md)
+    assert re.search(r"\[Open it on its own page\]\(\.\./results/[^)]+\.svg\)", md)
+    with pytest.raises(macros.MacroError, match="flamegraph artifacts match {} on .*; be more specific"):
+        macros.flamegraph("lat_tcp")
+    with pytest.raises(macros.MacroError, match="no host has a flamegraph artifact of lab 'lat_tcp' matching"):
+        macros.flamegraph("lat_tcp", pin="nowhere")
+
+
+@pytest.mark.parametrize("url,target,rel", [
+    ("cases/lat_tcp/", "results/h/x.svg", "../../results/h/x.svg"),
+    ("cases/lat_tcp.html", "results/h/x.svg", "../results/h/x.svg"),
+    ("", "results/h/x.svg", "results/h/x.svg"),
+])
+def test_rel_urls(url, target, rel):
+    assert macros._rel(page(url, "x.md"), target) == rel
+    assert macros._rel(None, target) == target
+    assert macros._rel_src(page(url, "cases/lat_tcp.md"), target) == "../" + target
+    assert macros._rel_src(page(url, "index.md"), target) == target
+    assert macros._page_dir(page(url, "x.md")) == {"cases/lat_tcp/": "cases/lat_tcp/", "cases/lat_tcp.html": "cases/",
+                                                    "": ""}[url]
+
+
+def test_hosts_table_rows(tree):
+    add_host(tree, "lat_tcp", "bare-vm", lambda r: r["host"].update(virtualization=None))
+    md = macros.hosts_table()
+    lines = md.splitlines()
+    assert lines[0] == "| host | arch | CPU | kernel | virtualization | labs (mode, date) |"
+    row = next(x for x in lines if x.startswith("| bare-vm |"))
+    r = json.loads(reference("lat_tcp").read_text())
+    mode = "quick" if r["run"]["quick"] else "full"
+    assert row.endswith(f"| – | lat\\_tcp ({mode}, {r['run']['start'][:10]}) |") or \
+        row.endswith(f"| – | lat_tcp ({mode}, {r['run']['start'][:10]}) |"), row
+    assert len([x for x in lines[2:] if x.startswith("|")]) == len(list((ROOT / "results").iterdir())) + 1
+
+
+def test_compare_hosts_every_pair_once(tree, monkeypatch):
+    n = len([p for p in (ROOT / "results").iterdir() if p.is_dir()])
+    def pairs(md: str) -> list[str]:
+        return re.findall(r'^(?:===!? "|<p class="pc-caption">)(.+? vs [^"<]+)', md, re.M)
+    assert len(pairs(macros.compare_hosts())) == n * (n - 1) // 2
+    add_host(tree, "lat_tcp", "third", lambda r: None)
+    got = pairs(macros.compare_hosts())
+    assert len(got) == len(set(got)) == (n + 1) * n // 2
+    assert len([p for p in got if "third" in p.split(" vs ")]) == n
+    monkeypatch.setattr(macros, "_hosts", lambda: macros.results_mod.load_hosts(tree)[:1])
+    assert macros.compare_hosts() == ('!!! info "One host so far"\n\n    Comparisons need results from at least two '
+                                      'hosts with a lab in common. Run `make labs` to add this machine.\n')
+
+
+@pytest.mark.parametrize("check,words", [
+    ({"kind": "compare", "relation": "less", "metric": "rtt", "a": {"pin": "same"}, "b": {"pin": "other"}, "factor": 1.5},
+     "1.5 × rtt where pin=same < rtt where pin=other (medians)"),
+    ({"kind": "compare", "relation": "greater", "metric": "rtt", "a": {"pin": "same"}, "b": {}, "factor": 2},
+     "rtt where pin=same > 2 × rtt where all (medians)"),
+    ({"kind": "compare", "relation": "not_less", "metric": "rtt", "a": {"x": 1, "y": "z"}, "b": {"x": 2}},
+     "rtt where x=1, y=z ≥ rtt where x=2 (medians)"),
+    ({"kind": "within", "metric": "iops", "a": {"s": "none"}, "b": {"s": "kyber"}, "factor": 1.1, "statistic": "mean"},
+     "iops where s=none and iops where s=kyber agree within a factor of 1.1 (means)"),
+    ({"kind": "increasing", "metric": "iops", "where": {"rw": "read"}, "over": "qd"}, "iops where rw=read grows with qd (medians)"),
+    ({"kind": "step", "step": "noserver.client"}, "step noserver.client does what it was designed to do"),
+])
+def test_describe_check(check, words):
+    assert macros._describe_check(check) == words
+
+
+def _ok_step_with_output(r: dict) -> tuple[str, list[str]]:
+    """A step of ``r`` that ran and printed at least 6 lines on stdout, lines 3 to 5 not empty and
+    line 4 unlike any other (a pattern picks it alone), and those lines."""
+    for s in r["steps"]:
+        f = reference("lat_tcp").parent / "lat_tcp" / "raw" / f"{s['name']}.out"
+        lines = f.read_text().splitlines() if s["status"] == "ok" and f.exists() else []
+        if len(lines) >= 6 and all(x.strip() for x in lines[2:5]) and \
+                sum(lines[3].strip()[:20] in x for x in lines) == 1 and lines[2] != lines[4]:
+            return s["name"], lines
+    pytest.skip("no lat_tcp step with 6 lines of output")
+
+
+def test_annotated_output_context_and_errors(tree):
+    r = json.loads(reference("lat_tcp").read_text())
+    step, out = _ok_step_with_output(r)
+    pattern = re.escape(out[3].strip()[:20])
+
+    def shown(**kw) -> list[bool]:
+        """Which of lines 3, 4, 5 the first host's excerpt shows."""
+        md = macros.annotated_output("lat_tcp", step, stream="out", match=pattern, **kw)
+        first = md.split('"\n\n', 1)[1].split("\n===", 1)[0]
+        return [f"    {x}" in first.splitlines() for x in out[2:5]]
+    assert shown(before=1, after=0) == [True, True, False]
+    assert shown(before=0, after=1) == [False, True, True]
+    assert shown(context=1) == [True, True, True]
+    assert shown(context=1, after=0) == [True, True, False]
+    assert shown() == [False, True, False]
+    with pytest.raises(macros.MacroError, match=r"^annotated_output: notes= is a list of \[pattern, text\] pairs$"):
+        macros.annotated_output("lat_tcp", step, notes=[["a"]])
+    with pytest.raises(macros.MacroError, match=r"^annotated_output: stream='x': one of out, err, both$"):
+        macros.annotated_output("lat_tcp", step, stream="x")
+    with pytest.raises(macros.MacroError, match=r"^annotated_output: match='\(' is not a regular expression: "):
+        macros.annotated_output("lat_tcp", step, match="(")
+    with pytest.raises(macros.MacroError, match=r"^step_output: match='\(' is not a regular expression: "):
+        macros.step_output("lat_tcp", step, match="(")
+
+
+def test_annotated_output_of_a_file_one_host_did_not_keep(tree):
+    r = json.loads(reference("lat_tcp").read_text())
+    step, _ = _ok_step_with_output(r)
+    file = f"raw/{step}.out"
+    add_host(tree, "lat_tcp", "lost-file", lambda r: None)
+    (tree / "results" / "lost-file" / "lat_tcp" / "raw" / f"{step}.out").unlink()
+    md = macros.annotated_output("lat_tcp", file=file, tail=2)
+    assert ('!!! warning "Not kept on this host"\n\n        This run of `lat_tcp` kept no '
+            f'`{file}`.') in md
+    assert f"the file `{file}` of this run; " in md and " of the file." in md
+
+
+def test_skip_note_is_a_warning_and_the_badge_leads_the_tab(tree):
+    r = json.loads(reference("lat_tcp").read_text())
+    assert macros._skip_note(dict(r, steps=[]), None).startswith('!!! warning "Not measured on this host"\n\n    ')
+    add_host(tree, "lat_tcp", "emu", emulate)
+    host = next(h for h in macros._hosts() if h.label == "emu")
+    title, body = macros._tab(host, host.results["lat_tcp"], "BODY")
+    assert title == host.title and body == render.emulation_badge(host.results["lat_tcp"]["host"]) + "\n\nBODY"
+    plain = next(h for h in macros._hosts() if not h.results["lat_tcp"]["host"].get("emulation"))
+    assert macros._tab(plain, plain.results["lat_tcp"], "BODY") == (plain.title, "BODY")
