@@ -11,7 +11,7 @@ the k-th progress line after ``== GROUP:`` (every progress line is a boundary be
 actions; a group with fewer lines is signalled where the next begins). The sampled matrix (the
 default) gives each group of each lab two cases, k drawn from 1..8 with a fixed seed, and the
 four signals in turn; ``--full`` first counts each group's progress lines in one undisturbed
-run and then tries every boundary with every signal (about 2,000 cases: many hours on two CPUs).
+run and then tries every boundary with every signal (about 3,500 cases on a 2-CPU VM: a day of machine time).
 
 ``--state FILE`` makes a run resumable: every count and every case's outcome is appended to FILE
 (JSON lines) as soon as it is known, with a hash of the code the labs run (labs/ and labkit/);
