@@ -168,3 +168,97 @@ def test_skip_note_is_a_warning_and_the_badge_leads_the_tab(tree):
     assert title == host.title and body == render.emulation_badge(host.results["lat_tcp"]["host"]) + "\n\nBODY"
     plain = next(h for h in macros._hosts() if not h.results["lat_tcp"]["host"].get("emulation"))
     assert macros._tab(plain, plain.results["lat_tcp"], "BODY") == (plain.title, "BODY")
+
+
+def _with_raw(tree: Path, label: str, step: str, n_lines: int, change=None) -> None:
+    """A host whose ``step`` printed ``n_lines`` numbered lines on stdout and nothing on stderr."""
+    def edit(r):
+        if change:
+            change(r)
+    add_host(tree, "lat_tcp", label, edit)
+    raw = tree / "results" / label / "lat_tcp" / "raw"
+    (raw / f"{step}.out").write_text("".join(f"line {i}\n" for i in range(1, n_lines + 1)))
+    (raw / f"{step}.err").write_text("")
+
+
+def test_step_output_whole_output_limit_and_exit_status(tree, monkeypatch):
+    r = json.loads(reference("lat_tcp").read_text())
+    step = next(s["name"] for s in r["steps"] if s["status"] == "ok")
+
+    def only(*labels: str) -> None:
+        hosts = [x for x in macros.results_mod.load_hosts(tree) if x.label in labels]
+        monkeypatch.setattr(macros, "_hosts", lambda: hosts)
+
+    def expect_failure(r):
+        next(s for s in r["steps"] if s["name"] == step).update(expect="failure", exit_code=1)
+    _with_raw(tree, "only-40", step, macros.EXCERPT_MAX_LINES, expect_failure)
+    _with_raw(tree, "only-41", step, macros.EXCERPT_MAX_LINES + 1)
+    only("only-40")
+    md = macros.step_output("lat_tcp", step, stream="out")           # exactly the limit: shown whole
+    assert re.search(r"^\s*line 1$", md, re.M) and re.search(r"^\s*line 40$", md, re.M)
+    assert "exit status 1 (expected to fail), " in md
+    md = macros.step_output("lat_tcp", step, stream="out", match="^line 4[01]$")
+    assert "line 40" in md
+    only("only-41")
+    with pytest.raises(macros.MacroError, match=rf"^step_output: {re.escape(step)} of lat_tcp on only-41 printed 41 "
+                                                r"lines: choose an excerpt with lines='1-20', match='regex' "
+                                                r"\(with context=\) or tail=N$"):
+        macros.step_output("lat_tcp", step, stream="out")
+    md = macros.step_output("lat_tcp", step, stream="out", tail=1)
+    assert re.search(r"^\s*line 41$", md, re.M) and not re.search(r"^\s*line 40$", md, re.M)
+    assert "exit status 0, " in md and "expected to fail" not in md
+    # one host without a matching line says so; the other shows its match
+    only("only-40", "only-41")
+    md = macros.step_output("lat_tcp", step, stream="out", match="^line 41$")
+    nothing = md.split('"only-40"', 1)[1].split("\n===", 1)[0]
+    assert '!!! warning "Nothing to show on this host"' in nothing
+    assert "match=&#x27;^line 41$&#x27; picks no line of this host&#x27;s 40-line output." in nothing or \
+        "match='^line 41$' picks no line of this host's 40-line output." in nothing
+    assert "    line 41\n" in md.split('"only-41"', 1)[1]
+
+
+def test_claims_table_marks_a_changed_verdict_and_folds_the_evidence(tree):
+    from labkit import claims as claims_mod
+    spec = claims_mod.load(tree / "labs" / "lat_tcp" / "claims.toml")
+    first = spec[0]["id"]
+
+    def flip(r):
+        c = next(c for c in r["claims"] if c["id"] == first)
+        c["verdict"] = "untested" if c["verdict"] != "untested" else "holds"
+    add_host(tree, "lat_tcp", "flipped", flip)
+    md = macros.claims("lat_tcp")
+    tab = md.split('"flipped"', 1)[1].split("\n===", 1)[0]
+    assert re.search(r" \*\(recorded as (untested|holds) when the lab ran; the claim or the verdict rules changed "
+                     r"since\)\*", tab)
+    assert md.count("*(recorded as") == 1
+    folds = re.findall(r'<details class="pc-evidence"><summary>evidence</summary>(.*?)</details>', tab)
+    assert folds and all(f.strip() for f in folds)
+
+
+def test_provenance_lists_every_tool_version(tree):
+    md = macros.provenance("lat_tcp")
+    for label in lat_tcp_hosts():
+        r = json.loads((ROOT / "results" / label / "lat_tcp.json").read_text())
+        for tool, version in r["tools"].items():
+            assert f"| tool: {render.esc(tool)} | {render.esc(version)} |" in md, (label, tool)
+
+
+def test_compare_hosts_names_each_lab_and_its_rows(tree):
+    md = macros.compare_hosts()
+    for lab, n in re.findall(r"\*\*(\w+)\*\* \((\d+) measurements in common\)", md):
+        block = md.split(f"**{lab}** ({n} measurements in common)", 1)[1].split("**", 1)[0]
+        rows = [x for x in block.splitlines() if x.strip().startswith("|")][2:]
+        assert len(rows) == int(n), lab
+    assert re.search(r"\*\*lat_tcp\*\* \(\d+ measurements in common\)", md)
+
+
+def test_metrics_table_and_flamegraph_refusals_say_why(tree):
+    with pytest.raises(macros.MacroError, match=r"^metrics_table: columns= names the case keys of a row$"):
+        macros.metrics_table("lat_tcp", ["round_trip"], columns=[])
+    with pytest.raises(macros.MacroError, match=r"^metrics_table: no host has \['nope'\] measurements in lab "
+                                                r"'lat_tcp' where \{'experiment': 'pinned'\}$"):
+        macros.metrics_table("lat_tcp", ["round_trip", "nope"], where={"experiment": "pinned"},
+                             columns=["pin", "client_cpu", "server_cpu", "msize", "tool"])
+    with pytest.raises(macros.MacroError, match=r"^flamegraph: 2 flamegraph artifacts match \{\} on [\w-]+; be more "
+                                                r"specific$"):
+        macros.flamegraph("lat_tcp")
