@@ -330,6 +330,7 @@ def bash_files() -> list[Path]:
 SHELLCHECK = shutil.which("shellcheck")
 
 
+@pytest.mark.slow     # a lint of every bash file (7 s): the full tier, so that `make test` stays under 3 minutes
 @pytest.mark.skipif(not SHELLCHECK, reason="shellcheck not installed (make setup installs it as root)")
 def test_every_shell_script_is_shellcheck_clean():
     files = bash_files()
