@@ -172,10 +172,7 @@ def test_skip_note_is_a_warning_and_the_badge_leads_the_tab(tree):
 
 def _with_raw(tree: Path, label: str, step: str, n_lines: int, change=None) -> None:
     """A host whose ``step`` printed ``n_lines`` numbered lines on stdout and nothing on stderr."""
-    def edit(r):
-        if change:
-            change(r)
-    add_host(tree, "lat_tcp", label, edit)
+    add_host(tree, "lat_tcp", label, change or (lambda r: None))
     raw = tree / "results" / label / "lat_tcp" / "raw"
     (raw / f"{step}.out").write_text("".join(f"line {i}\n" for i in range(1, n_lines + 1)))
     (raw / f"{step}.err").write_text("")

@@ -14,6 +14,7 @@ import pytest
 
 from labkit import macros, render
 from test_macros_render import add_host, emulate, reference
+from test_render_values import m
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -234,17 +235,11 @@ def test_claims_summary_counts_verdicts_in_their_order(tree):
         assert sum(int(n) for n, _ in parts) == int(total)
 
 
-def _ms(case: dict, samples: list[float], metric: str = "rtt", unit: str = "us") -> dict:
-    s = sorted(samples)
-    return {"metric": metric, "unit": unit, "case": case, "samples": samples, "median": s[len(s) // 2],
-            "min": s[0], "max": s[-1], "n": len(s)}
-
-
 SENTENCE_RESULT = {"lab": "x", "run": {"command": ""}, "steps": [], "measurements": [
-    _ms({"pin": "same-cpu", "r": 1}, [10.0, 11.0, 15.0]), _ms({"pin": "same-cpu", "r": 2}, [11.0, 13.0]),
-    _ms({"pin": "other-cpu"}, [30.0, 40.0, 50.0]), _ms({"pin": "zero"}, [0.0, 0.0, 0.0]),
-    _ms({"qd": 4}, [300.0], "iops", "IOPS"), _ms({"qd": 32}, [400.0], "iops", "IOPS"),
-    _ms({"qd": 1}, [100.0], "iops", "IOPS"), _ms({"qd": "all"}, [900.0], "iops", "IOPS")]}
+    m("rtt", "us", {"pin": "same-cpu", "r": 1}, [10.0, 11.0, 15.0]), m("rtt", "us", {"pin": "same-cpu", "r": 2}, [11.0, 13.0]),
+    m("rtt", "us", {"pin": "other-cpu"}, [30.0, 40.0, 50.0]), m("rtt", "us", {"pin": "zero"}, [0.0, 0.0, 0.0]),
+    m("iops", "IOPS", {"qd": 4}, [300.0]), m("iops", "IOPS", {"qd": 32}, [400.0]),
+    m("iops", "IOPS", {"qd": 1}, [100.0]), m("iops", "IOPS", {"qd": "all"}, [900.0])]}
 COMPARE = {"kind": "compare", "metric": "rtt", "a": {"pin": "same-cpu"}, "b": {"pin": "other-cpu"}}
 TREND = {"kind": "increasing", "metric": "iops", "over": "qd", "where": {}}
 
