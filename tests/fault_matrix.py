@@ -326,6 +326,18 @@ def summary(outcomes: list[Outcome]) -> dict:
             "signals": sorted({o.case.sig for o in outcomes})}
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"SIG{signal.Signals(signum).name}")
+
+
+def _stoppable() -> None:
+    """SIGINT and SIGTERM stop the matrix the way Ctrl-C does (the running case's lab is stopped
+    and undoes, then the record so far is kept), also when the matrix was started in the
+    background by a shell, which starts it with SIGINT ignored."""
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--labs", help="comma-separated labs (default: all)")
@@ -335,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write every outcome and the counts to this file")
     ap.add_argument("--state", help="resumable record (JSON lines): skip the cases it holds for this code")
     a = ap.parse_args(argv)
+    _stoppable()
     names = a.labs.split(",") if a.labs else labs()
     unknown = sorted(set(names) - set(labs()) - set(EXTRA_LABS))
     if unknown:

@@ -66,12 +66,18 @@ def test_chapter_tables_tabs_flamegraph(served, watched, artifacts_dir, root):
     at = next(i for i, t in enumerate(labels) if "test-quick" in t)
     visible = table.locator(":scope > .tabbed-content > .tabbed-block").nth(at)
     assert visible.is_visible()
+    # another host's tab is a fragment fetched when shown (mkdocs_hooks.lazy_tabs)
+    page.wait_for_function("el => !el.querySelector('.pc-fold')", arg=visible.element_handle(), timeout=10_000)
     assert shown_median(quick, q_same) in visible.inner_text()
     checked = page.evaluate("""() => [...document.querySelectorAll('.tabbed-set')].map(set => {
         const i = [...set.querySelectorAll(':scope > input')].findIndex(x => x.checked);
         return set.querySelectorAll(':scope > .tabbed-labels > label')[i]?.textContent || '';
     })""")
     assert checked and all("test-quick" in c for c in checked), checked
+
+    # the other host's tabs far down the page are not fetched until the reader gets near them
+    assert page.locator(".tabbed-block:visible > .pc-fold[data-pc-fold]").count() > 0
+    table.locator(f"label:has-text('{ref_label}')").click()
 
     # the flame graph: an inferno SVG with its frames, loaded from this site when scrolled to
     fg = page.locator("object.pc-flamegraph:visible").first

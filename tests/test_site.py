@@ -43,10 +43,14 @@ def median_cells(r: dict, experiment: str) -> list[str]:
     return [f'<td style="text-align: right;">{row[0]}</td>' for row in rows]
 
 
+def page_and_fragments(page_dir: Path) -> str:
+    """A page's HTML and its fragments (folded blocks, other hosts' tabs: fetched when shown)."""
+    return "".join(p.read_text() for p in [page_dir / "index.html", *sorted(page_dir.glob("fold-*.html"))])
+
+
 def test_medians_of_the_result_are_on_the_page(site):
-    """Every median is on the page or in one of its folded blocks (fetched when opened)."""
-    page_dir = site / "cases" / "lat_tcp"
-    html = "".join(p.read_text() for p in [page_dir / "index.html", *sorted(page_dir.glob("fold-*.html"))])
+    """Every median is on the page or in one of its fragments (fetched when shown)."""
+    html = page_and_fragments(site / "cases" / "lat_tcp")
     for path in sorted((ROOT / "results").glob("*/lat_tcp.json")):
         r = model.load(path)
         for experiment in ("pinned", "msize", "free"):
@@ -83,8 +87,7 @@ def test_edited_result_changes_the_rendered_table(tmp_path):
     model.write_atomic(path, r)
     proc = build_site(tmp_path / "site", repo / "mkdocs.yml")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    html = (tmp_path / "site" / "cases" / "lat_tcp" / "index.html").read_text()
-    assert median_cells(model.load(path), "pinned")[0] in html
+    assert median_cells(model.load(path), "pinned")[0] in page_and_fragments(tmp_path / "site" / "cases" / "lat_tcp")
 
 
 @pytest.mark.parametrize("bad", [
@@ -176,6 +179,32 @@ def test_one_host_means_no_tab_strip(tmp_path):
     html = (tmp_path / "site" / "cases" / "lat_tcp" / "index.html").read_text()
     assert "class=\"tabbed-set" not in html
     assert f'<p class="pc-caption">{hosts[0].name}</p>' in html
+
+
+def _tab_set(*blocks: str) -> str:
+    inputs = "".join(f'<input id="__tabbed_1_{i}" name="__tabbed_1" type="radio" />' for i in range(len(blocks)))
+    body = "".join(f'<div class="tabbed-block">{b}</div>' for b in blocks)
+    return (f'<div class="tabbed-set tabbed-alternate" data-pc-tabs="1:{len(blocks)}">{inputs}'
+            f'<div class="tabbed-labels"></div><div class="tabbed-content">{body}</div></div>')
+
+
+def test_lazy_tabs_moves_every_large_tab_but_the_first():
+    """The first host's tab stays; a later one longer than the threshold becomes a placeholder
+    and a fragment holding exactly its HTML (nested <div>s included); a short one stays."""
+    from labkit.mkdocs_hooks import lazy_tabs
+    first = "<p>" + "a" * 600 + "</p>"
+    big = '<div class="x"><div>' + "b" * 600 + "</div></div><p>after the nested divs</p>"
+    small = "<p>c</p>"
+    html = "<p>before</p>" + _tab_set(first, big, small) + "<p>between</p>" + _tab_set(first, big) + "<p>end</p>"
+    store: dict[str, str] = {}
+    out = lazy_tabs(html, "cases/x/", store)
+    assert list(store.values()) == [big], store  # the same block twice: one fragment
+    name = next(iter(store)).removeprefix("cases/x/")
+    assert out.count(f'data-pc-fold="{name}"') == 2
+    assert first in out and small in out and big not in out
+    assert out.startswith("<p>before</p>") and "<p>between</p>" in out and out.endswith("<p>end</p>")
+    assert out.count('<div class="tabbed-block">') == 5 and out.count("<div") == out.count("</div>")
+    assert lazy_tabs(html, "cases/x/", {}, min_chars=10_000) == html
 
 
 def test_large_folds_are_fetched_when_opened(site):

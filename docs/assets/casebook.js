@@ -6,7 +6,8 @@
  *   (labkit/macros.py cast()) when they come near the viewport; the player's script is named
  *   only on pages with a recording (<template id="pc-player-js">) and loaded then.
  * - Large folded blocks (<details> with a <div data-pc-fold>) are fetched when opened
- *   (labkit/mkdocs_hooks.py lazy_folds), with copy buttons on their code blocks.
+ *   (labkit/mkdocs_hooks.py lazy_folds), with copy buttons on their code blocks; so is the
+ *   content of a host tab other than the first when the reader shows it (lazy_tabs).
  * - Names and keyboard access that mkdocs-material's runtime markup lacks: code annotation
  *   markers get a label, and a table that scrolls sideways can be focused to scroll it.
  * - Host tabs (tab sets marked data-pc-tabs by labkit/mkdocs_hooks.py, which keeps
@@ -100,14 +101,8 @@
     });
   }
 
-  function accessibility(root) {
-    root.querySelectorAll(".md-annotation__index:not([aria-label])").forEach(function (a) {
-      var id = a.querySelector("[data-md-annotation-id]");
-      a.setAttribute("aria-label", "Annotation " + (id ? id.getAttribute("data-md-annotation-id") : ""));
-    });
-    // All sizes first, then all writes: one layout, not one per table.
-    var wraps = Array.prototype.slice.call(root.querySelectorAll(".md-typeset__scrollwrap"));
-    var scrolls = wraps.map(function (wrap) { return wrap.scrollWidth > wrap.clientWidth + 1; });
+  // A table that scrolls sideways can be focused to scroll it (axe: scrollable-region-focusable).
+  function markScroll(wraps, scrolls) {
     wraps.forEach(function (wrap, i) {
       if (scrolls[i]) {
         if (wrap.getAttribute("tabindex") !== "0") {
@@ -121,6 +116,40 @@
         wrap.removeAttribute("aria-label");
       }
     });
+  }
+
+  // All sizes first, then all writes: one layout, not one per table.
+  function checkScroll(wraps) {
+    markScroll(wraps, wraps.map(function (wrap) { return wrap.scrollWidth > wrap.clientWidth + 1; }));
+  }
+
+  // At load, a table is measured when it comes near the viewport: the observer's callback runs
+  // after the browser's own layout, so it reads sizes without forcing one. Measuring every
+  // table at once forced a layout of the whole chapter, a 350 ms task on Lighthouse's
+  // simulated phone (fio_engines).
+  var wrapObserver = "IntersectionObserver" in window
+    ? new IntersectionObserver(function (entries) {
+        checkScroll(entries.filter(function (e) { return e.isIntersecting; }).map(function (e) { return e.target; }));
+      }, { rootMargin: "600px 0px" })
+    : null;
+
+  function accessibility(root) {
+    root.querySelectorAll(".md-annotation__index:not([aria-label])").forEach(function (a) {
+      var id = a.querySelector("[data-md-annotation-id]");
+      a.setAttribute("aria-label", "Annotation " + (id ? id.getAttribute("data-md-annotation-id") : ""));
+    });
+    var fresh = Array.prototype.slice.call(root.querySelectorAll(".md-typeset__scrollwrap:not([data-pc-watched])"));
+    fresh.forEach(function (wrap) { wrap.setAttribute("data-pc-watched", ""); });
+    if (wrapObserver) {
+      fresh.forEach(function (wrap) { wrapObserver.observe(wrap); });
+    } else {
+      checkScroll(fresh);
+    }
+  }
+
+  // The reader changed something (a tab, the window's width): measure the tables shown again.
+  function recheckScroll() {
+    checkScroll(Array.prototype.slice.call(document.querySelectorAll(".md-typeset__scrollwrap")));
   }
 
   var TAB_KEY = "pc-host-tab";
@@ -255,8 +284,9 @@
     });
   }
 
-  function openFold(details) {
-    var holder = details.querySelector(":scope > .pc-fold[data-pc-fold]");
+  // Replace a placeholder (<div class="pc-fold" data-pc-fold="fold-....html">) with the
+  // fragment it names: a folded block's contents or another host's tab.
+  function fetchFold(holder) {
     if (!holder || holder.hasAttribute("data-pc-loading")) {
       return;
     }
@@ -267,8 +297,9 @@
         var box = document.createElement("div");
         box.innerHTML = html;
         copyButtons(box);
+        var parent = holder.parentNode;
         while (box.firstChild) {
-          details.insertBefore(box.firstChild, holder);
+          parent.insertBefore(box.firstChild, holder);
         }
         holder.remove();
         if (picked) {
@@ -282,7 +313,36 @@
       });
   }
 
+  function openFold(details) {
+    fetchFold(details.querySelector(":scope > .pc-fold[data-pc-fold]"));
+  }
+
+  // Another host's tab (labkit/mkdocs_hooks.py lazy_tabs) is fetched when it is shown: a hidden
+  // tab (display: none) never intersects the viewport, a shown one does once near it.
+  var tabObserver = "IntersectionObserver" in window
+    ? new IntersectionObserver(function (entries) {
+        entries.forEach(function (e) {
+          if (e.isIntersecting) {
+            tabObserver.unobserve(e.target);
+            fetchFold(e.target);
+          }
+        });
+      }, { rootMargin: "600px 0px" })
+    : null;
+
+  function lazyTabs(root) {
+    root.querySelectorAll(".tabbed-block > .pc-fold[data-pc-fold]:not([data-pc-watched])").forEach(function (holder) {
+      holder.setAttribute("data-pc-watched", "");
+      if (tabObserver) {
+        tabObserver.observe(holder);
+      } else {
+        fetchFold(holder);
+      }
+    });
+  }
+
   function all() {
+    lazyTabs(document);
     flameGraphs(document);
     players(document);
     accessibility(document);
@@ -308,7 +368,7 @@
     if (e.target && e.target.matches && e.target.matches(".tabbed-set[data-pc-tabs] > input")) {
       followTab(e.target);
     }
-    setTimeout(function () { accessibility(document); }, 50);
+    setTimeout(recheckScroll, 50);
   });
-  window.addEventListener("resize", function () { accessibility(document); });
+  window.addEventListener("resize", recheckScroll);
 })();
