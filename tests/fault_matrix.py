@@ -14,7 +14,8 @@ four signals in turn; ``--full`` first counts each group's progress lines in one
 run and then tries every boundary with every signal (about 3,500 cases on a 2-CPU VM: a day of machine time).
 
 ``--state FILE`` makes a run resumable: every count and every case's outcome is appended to FILE
-(JSON lines) as soon as it is known, with a hash of the code the labs run (labs/ and labkit/);
+(JSON lines) as soon as it is known, with a hash of the code the labs run (labs/ and labkit/,
+but the site's build: ``SITE_ONLY``);
 a later run with the same FILE skips what it already holds for the same code and reports the
 union. A change to a lab or to labkit starts the matrix over.
 
@@ -110,13 +111,19 @@ def sampled_cases(lab_names: list[str], seed: int = 15, per_group: int = 2) -> l
     return cases
 
 
+# Files under labkit/ that no lab run uses: the site's build (mkdocs hooks, macros, theme).
+# tests/test_faults.py checks that no module a lab imports imports these.
+SITE_ONLY = ("labkit/mkdocs_hooks.py", "labkit/macros.py", "labkit/theme/")
+
+
 def code_hash() -> str:
-    """sha256 (first 16 hex digits) of the files git tracks under labs/ and labkit/, as they are in
-    the work tree: the code a case exercises. Outcomes recorded under another hash are stale."""
+    """sha256 (first 16 hex digits) of the files git tracks under labs/ and labkit/ (but
+    ``SITE_ONLY``), as they are in the work tree: the code a case exercises. Outcomes recorded
+    under another hash are stale."""
     names = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "labs", "labkit"], capture_output=True,
                            check=True).stdout.split(b"\0")
     h = hashlib.sha256()
-    for name in sorted(n for n in names if n):
+    for name in sorted(n for n in names if n and not n.decode().startswith(SITE_ONLY)):
         f = ROOT / name.decode()
         h.update(name + b"\0" + (f.read_bytes() if f.is_file() else b"") + b"\0")
     return h.hexdigest()[:16]

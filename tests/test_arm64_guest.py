@@ -1,10 +1,9 @@
 """Lab runs for real inside an emulated arm64 guest (labs/<lab>/run.sh --guest arm64).
 
-The smoke test (fast tier, `make test`): lat_tcp's build and no-server groups, the smallest run
-that proves the path end to end: the guest's own gcc builds lat_tcp.c, the guest's probe
-describes the guest, the result comes back schema-valid with its provenance. About 45 s warm
-under TCG on a 2-vCPU x86_64 VM. The guest tier adds the pinned group (timing claims, which an
-emulated CPU must mark not applicable)."""
+Full tier (`make test-all`): lat_tcp's build, no-server and pinned groups, one guest boot: the
+guest's own gcc builds lat_tcp.c, the guest's probe describes the guest, the result comes back
+schema-valid with its provenance, and the timing claims, which an emulated CPU must mark not
+applicable, are. The fast tier boots no guest (it took 70 s of its 3 minutes)."""
 
 from __future__ import annotations
 
@@ -31,22 +30,6 @@ def check_provenance(r):
     assert h["label"] == f"qemu-arm64-{emu['accelerator']}"
     assert "12." in r["tools"]["gcc"]                            # the guest's gcc (Debian bookworm: 12.x)
     return emu
-
-
-@pytest.mark.timeout(400)
-def test_smoke_lat_tcp_builds_and_refuses_without_server_in_an_arm64_guest(tmp_path):
-    t0 = time.time()
-    proc = run_lab("lat_tcp", "--guest", "arm64", "--quick", "--only", "noserver", "--out", str(tmp_path),
-                   timeout=360)
-    seconds = time.time() - t0
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    r = model.load(tmp_path / "lat_tcp.json")                  # schema-valid, or it raises
-    check_provenance(r)
-    steps = {s["name"]: s for s in r["steps"]}
-    assert steps["build"]["status"] == "ok" and steps["noserver"]["status"] == "ok"
-    verdicts = {v["id"]: v for v in claims.evaluate(claims.load(ROOT / "labs" / "lat_tcp" / "claims.toml"), r)}
-    assert verdicts["no-server-no-number"]["verdict"] == "holds"
-    assert seconds <= 300, f"the arm64 smoke took {seconds:.0f} s (budget 5 min warm)"
 
 
 @pytest.fixture(scope="module")

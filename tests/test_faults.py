@@ -97,3 +97,32 @@ def test_a_lab_in_a_guest_stops_with_its_guest(sig, tmp_path):
     qemu = [p for p in tagged_processes() if "qemu-system" in p and str(tmp_path) in p]
     assert not qemu, qemu
     assert not any(Path(tmp_path / "scratch").iterdir())
+
+
+def test_site_only_code_is_outside_what_labs_run():
+    from labrun import ROOT
+    """The fault matrix's code hash leaves out ``SITE_ONLY`` (the site's build), so a page
+    change does not start the day-long matrix over. That holds only while no lab-side module
+    imports them (any import, also inside a function) and no lab names them."""
+    import ast
+    site_modules = {p.removeprefix("labkit/").removesuffix(".py") for p in fm.SITE_ONLY if p.endswith(".py")}
+    for path in sorted((ROOT / "labkit").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(fm.SITE_ONLY):
+            continue
+        package = path.relative_to(ROOT).parent.parts  # ("labkit", ...)
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom):
+                base = list(package[:len(package) - node.level + 1]) if node.level else []
+                mod = ".".join(base + ([node.module] if node.module else []))
+                names = [mod] + [f"{mod}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                assert name.removeprefix("labkit.") not in site_modules, (rel, name)
+        assert "theme/" not in path.read_text(), rel
+    for path in sorted((ROOT / "labs").rglob("*")):
+        if path.is_file() and path.suffix in {".sh", ".py", ""}:
+            text = path.read_text(errors="replace")
+            assert not any(m in text for m in ("mkdocs_hooks", "labkit.macros", "labkit/macros")), path
