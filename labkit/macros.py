@@ -625,7 +625,9 @@ def stream_name(stream: str) -> str:
 def compare_hosts() -> str:
     """Markdown: every pair of hosts side by side, one tab per pair ("B vs A"), one table per
     lab they share: medians, ratio B/A ("ratio to A", as the seeds compare machines), and
-    "within noise" where the two min–max ranges overlap."""
+    "within noise" where the two min–max ranges overlap. Each lab's table is folded under a
+    title that gives its count of measurements in common and of differences beyond noise
+    (a chapter's worth of rows per lab: thousands of rows on one page otherwise)."""
     hosts = _hosts()
     tabs = []
     for i, a in enumerate(hosts):
@@ -638,8 +640,10 @@ def compare_hosts() -> str:
                 header, rows = render.compare_rows(a.results[lab], b.results[lab])
                 header[2], header[3] = render.host_label(a.results[lab]["host"]), render.host_label(b.results[lab]["host"])
                 header[4] = f"ratio to {render.esc(a.label)}"
-                parts.append(f"**{lab}** ({len(rows)} measurements in common)\n\n"
-                             + render.markdown_table(header, [[render.esc(c) for c in row] for row in rows]))
+                beyond = sum(row[5] == "yes" for row in rows)
+                title = f"{lab}: {len(rows)} measurements in common, {beyond} beyond noise"
+                parts.append(render.admonition("note", title, render.markdown_table(
+                    header, [[render.esc(c) for c in row] for row in rows])).replace("!!!", "???", 1))
             badges = [render.emulation_badge(next(iter(h.results.values()))["host"]) for h in (b, a)]
             parts[:0] = [f"{render.esc(h.label)}: {badge}" for h, badge in zip((b, a), badges) if badge]
             tabs.append((f"{b.label} vs {a.label}", "\n\n".join(parts)))

@@ -241,12 +241,16 @@ def test_provenance_lists_every_tool_version(tree):
 
 
 def test_compare_hosts_names_each_lab_and_its_rows(tree):
+    """Each lab's comparison is a fold titled with its row count and its rows marked "yes"."""
     md = macros.compare_hosts()
-    for lab, n in re.findall(r"\*\*(\w+)\*\* \((\d+) measurements in common\)", md):
-        block = md.split(f"**{lab}** ({n} measurements in common)", 1)[1].split("**", 1)[0]
+    found = re.findall(r'^\?\?\? note "(\w+): (\d+) measurements in common, (\d+) beyond noise"', md, re.M)
+    for lab, n, beyond in found:
+        block = md.split(f'"{lab}: {n} measurements', 1)[1].split("??? note", 1)[0]
         rows = [x for x in block.splitlines() if x.strip().startswith("|")][2:]
         assert len(rows) == int(n), lab
-    assert re.search(r"\*\*lat_tcp\*\* \(\d+ measurements in common\)", md)
+        assert len([x for x in rows if x.rstrip().endswith("| yes |")]) == int(beyond), lab
+    assert {lab for lab, _, _ in found} >= {"lat_tcp"}
+    assert any(int(b) > 0 for _, _, b in found) and any(int(b) < int(n) for _, n, b in found)
 
 
 def test_metrics_table_and_flamegraph_refusals_say_why(tree):
