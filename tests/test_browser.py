@@ -208,3 +208,31 @@ def test_flame_graph_zooms_and_searches(served, watched, artifacts_dir):
     assert "Matched" in state["matched"], state
     page.screenshot(path=str(artifacts_dir / "lat_tcp-flamegraph-390.png"))
     assert errors == [], errors
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_tables_that_scroll_sideways_and_only_they_can_be_focused(served, watched, width):
+    """docs/assets/casebook.js measures each table as it nears the viewport (no layout of the
+    whole chapter at load) and leaves it focusable, as a named region, only if it scrolls
+    sideways (axe: scrollable-region-focusable); a table not yet measured is focusable."""
+    url, _ = served
+    page, errors, _ = watched
+    page.set_viewport_size({"width": width, "height": 800})
+    page.goto(f"{url}/cases/fio_engines/", wait_until="networkidle")
+    state_js = """() => [...document.querySelectorAll('.md-typeset__scrollwrap')].filter(w => w.checkVisibility())
+        .map(w => ({scrolls: w.scrollWidth > w.clientWidth + 1, tabindex: w.getAttribute('tabindex'),
+                    label: w.getAttribute('aria-label'), role: w.getAttribute('role')}))"""
+    before = page.evaluate(state_js)
+    assert before and all(s["tabindex"] == "0" for s in before if s["scrolls"])
+    assert any(s["label"] == "Table" for s in before)  # far below: not measured yet, focusable
+    height = page.evaluate("document.body.scrollHeight")
+    for y in range(0, height, 600):
+        page.evaluate(f"window.scrollTo(0, {y})")
+        page.wait_for_timeout(30)
+    page.wait_for_timeout(300)
+    after = page.evaluate(state_js)
+    assert {s["scrolls"] for s in after} == {True, False}, width
+    for s in after:
+        want = ("0", "region", "Table (scrolls sideways)") if s["scrolls"] else (None, None, None)
+        assert (s["tabindex"], s["role"], s["label"]) == want, s
+    assert errors == [], errors

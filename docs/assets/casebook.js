@@ -105,7 +105,7 @@
   function markScroll(wraps, scrolls) {
     wraps.forEach(function (wrap, i) {
       if (scrolls[i]) {
-        if (wrap.getAttribute("tabindex") !== "0") {
+        if (wrap.getAttribute("aria-label") !== "Table (scrolls sideways)") {
           wrap.setAttribute("tabindex", "0");
           wrap.setAttribute("role", "region");
           wrap.setAttribute("aria-label", "Table (scrolls sideways)");
@@ -139,7 +139,14 @@
       a.setAttribute("aria-label", "Annotation " + (id ? id.getAttribute("data-md-annotation-id") : ""));
     });
     var fresh = Array.prototype.slice.call(root.querySelectorAll(".md-typeset__scrollwrap:not([data-pc-watched])"));
-    fresh.forEach(function (wrap) { wrap.setAttribute("data-pc-watched", ""); });
+    // Until it is measured, a table can be focused (writes only: no layout); measured, it
+    // stays focusable only if it scrolls.
+    fresh.forEach(function (wrap) {
+      wrap.setAttribute("data-pc-watched", "");
+      wrap.setAttribute("tabindex", "0");
+      wrap.setAttribute("role", "region");
+      wrap.setAttribute("aria-label", "Table");
+    });
     if (wrapObserver) {
       fresh.forEach(function (wrap) { wrapObserver.observe(wrap); });
     } else {
