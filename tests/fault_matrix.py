@@ -334,7 +334,7 @@ def summary(outcomes: list[Outcome]) -> dict:
 
 
 def _interrupt(signum, frame):
-    raise KeyboardInterrupt(f"SIG{signal.Signals(signum).name}")
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def _stoppable() -> None:
@@ -370,15 +370,21 @@ def main(argv: list[str] | None = None) -> int:
                   f"for this code ({state.code}); {len(cases) - len(resumed)} to go", flush=True)
         outcomes += resumed
         cases = [c for c in cases if c.id not in state.outcomes]
-        while cases:
-            # A lab another run holds (a shared machine) waits: the other labs' cases go first.
-            c = next((c for c in cases if lock_free(c.lab)), cases[0])
-            cases.remove(c)
-            o = run_judged(c, Path(tmp))
-            outcomes.append(o)
-            state.done(o)
-            print(f"{'clean' if o.clean else 'NOT CLEAN':<10}{c.id:<48} exit {o.rc!s:<5} {o.seconds:6.1f} s"
-                  + ("" if o.clean else "\n    " + "\n    ".join(o.problems)), flush=True)
+        stopped = None
+        try:
+            while cases:
+                # A lab another run holds (a shared machine) waits: the other labs' cases go first.
+                c = next((c for c in cases if lock_free(c.lab)), cases[0])
+                cases.remove(c)
+                o = run_judged(c, Path(tmp))
+                outcomes.append(o)
+                state.done(o)
+                print(f"{'clean' if o.clean else 'NOT CLEAN':<10}{c.id:<48} exit {o.rc!s:<5} {o.seconds:6.1f} s"
+                      + ("" if o.clean else "\n    " + "\n    ".join(o.problems)), flush=True)
+        except KeyboardInterrupt as exc:  # the running case's lab was stopped and has undone
+            stopped = str(exc) or "SIGINT"
+            print(f"\nfault matrix: stopped by {stopped} after {len(outcomes)} cases"
+                  + (f" (the record so far is in {a.state}: run again to resume)" if a.state else ""), flush=True)
     s = summary(outcomes)
     print(f"\nfault matrix: {s['tried']} cases tried, {s['clean']} clean "
           f"({'full' if a.full else f'sampled, seed {a.seed}'}; code {state.code}; {time.time() - t0:.0f} s"
@@ -388,6 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         Path(a.json).write_text(json.dumps({"summary": s, "seconds": round(time.time() - t0),
                                             "outcomes": [asdict(o) for o in outcomes]}, indent=1))
+    if stopped:
+        return 130
     return 0 if s["clean"] == s["tried"] else 1
 
 

@@ -126,3 +126,30 @@ def test_site_only_code_is_outside_what_labs_run():
         if path.is_file() and path.suffix in {".sh", ".py", ""}:
             text = path.read_text(errors="replace")
             assert not any(m in text for m in ("mkdocs_hooks", "labkit.macros", "labkit/macros")), path
+
+
+@pytest.mark.timeout(180)
+def test_the_matrix_started_with_sigint_ignored_still_stops_on_sigint(tmp_path):
+    """A shell starts a background job with SIGINT ignored; the matrix must stop on SIGINT all
+    the same: the running case's lab stopped and undone, exit 130, the record kept to resume."""
+    import sys
+    import time
+    state = tmp_path / "state.jsonl"
+    (tmp_path / "host").mkdir()
+    proc = subprocess.Popen([sys.executable, str(Path(fm.__file__)), "--labs", "fakelab", "--state", str(state)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            env=dict(os.environ, FAKELAB_DIR=str(tmp_path / "host")),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    lines = []
+    for line in proc.stdout:  # the first case done: the second is running
+        lines.append(line)
+        if line.startswith("clean"):
+            break
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    text = "".join(lines) + out
+    assert proc.returncode == 130, text
+    assert "fault matrix: stopped by SIGINT after" in text and "Traceback" not in text, text
+    assert '"kind": "case"' in state.read_text()
+    assert not tagged_processes("fakelab."), tagged_processes("fakelab.")
