@@ -4,7 +4,10 @@ request leaves 127.0.0.1. Screenshots go to test-artifacts/."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from playwright.sync_api import expect
 
 from conftest import build_site, serve
 from labkit import model, render
@@ -166,14 +169,21 @@ def test_compare_page_puts_both_hosts_side_by_side(served, watched, artifacts_di
     ref = model.load(next((root / "results").glob("*/lat_tcp.json")))
     title = f"test-quick vs {ref['host']['label']}"
     tab = page.locator(".tabbed-labels label", has_text=title)
-    if tab.count():  # several pairs of hosts: one tab each
+    if tab.count():  # several pairs of hosts: one tab each (a tab but the first is fetched when shown)
         assert tab.count() == 1
         tab.click()
-        text = page.locator(".tabbed-block:visible").first.inner_text()
+        block = page.locator(".tabbed-block:visible").first
     else:  # one pair: no tab strip, the pair named in a caption over its tables
         caption = page.locator(".pc-caption", has_text=title)
         assert caption.count() == 1
-        text = page.locator(".pc-data", has=caption).inner_text()
+        block = page.locator(".pc-data", has=caption)
+    expect(block.locator(":scope > .pc-fold")).to_have_count(0)
+    # each lab's table is folded under its counts; a large one is fetched when opened
+    fold = block.locator("details", has_text="lat_tcp:").first
+    assert re.search(r"lat_tcp: \d+ measurements in common, \d+ beyond noise", fold.locator("summary").inner_text())
+    fold.locator("summary").click()
+    expect(fold.locator(":scope > .pc-fold")).to_have_count(0)
+    text = fold.inner_text()
     assert f"ratio to {ref['host']['label']}" in text
     assert "within noise" in text or "yes" in text
     page.screenshot(path=str(artifacts_dir / "compare.png"), full_page=True)
