@@ -643,7 +643,7 @@ def compare_hosts() -> str:
                 beyond = sum(row[5] == "yes" for row in rows)
                 title = f"{lab}: {len(rows)} measurements in common, {beyond} beyond noise"
                 parts.append(render.admonition("note", title, render.markdown_table(
-                    header, [[render.esc(c) for c in row] for row in rows])).replace("!!!", "???", 1))
+                    header, [[render.esc(c) for c in row] for row in rows]), folded=True))
             badges = [render.emulation_badge(next(iter(h.results.values()))["host"]) for h in (b, a)]
             parts[:0] = [f"{render.esc(h.label)}: {badge}" for h, badge in zip((b, a), badges) if badge]
             tabs.append((f"{b.label} vs {a.label}", "\n\n".join(parts)))
@@ -809,7 +809,7 @@ def exercises(lab: str) -> str:
     for i, ex in enumerate(exs, 1):
         body = (f"**Change.** {html.escape(ex['change'], quote=False)}\n\n"
                 f"**Predict** the direction before you run it, then open ours:\n\n"
-                + render.admonition("question", "Our prediction", html.escape(ex["predict"], quote=False)).replace("!!!", "???", 1)
+                + render.admonition("question", "Our prediction", html.escape(ex["predict"], quote=False), folded=True)
                 + f"\n**Check it:** `labkit check {lab}` reads your result (local-results/*/{lab}.json) and"
                 f" tests: {render.esc(_describe_check(ex['check']))}.")
         out.append(render.admonition("example", f"Exercise {i}: {ex['title']}", body))
@@ -995,11 +995,11 @@ def tool_exercises(tool: str) -> str:
                 rows.append(f"- **{render.host_label(r['host'], host.title)}**: {render.VERDICT_MARK[v['verdict']]}. "
                             f"{render.esc(commands.display_text(v['evidence'], r))}")
             ours = render.admonition("success", f"Checked on the {lab} results of this site",
-                                     "\n".join(rows)).replace("!!!", "???", 1)
+                                     "\n".join(rows), folded=True)
             page = _macro_env.page if _macro_env is not None else None
             body = (f"**Lab:** [{lab}]({_rel_src(page, f'cases/{lab}.md')}). **Change.** {html.escape(ex['change'], quote=False)}\n\n"
                     f"**Predict** the direction before you run it, then open ours:\n\n"
-                    + render.admonition("question", "Our prediction", html.escape(ex["predict"], quote=False)).replace("!!!", "???", 1)
+                    + render.admonition("question", "Our prediction", html.escape(ex["predict"], quote=False), folded=True)
                     + f"\n**Check it:** `labkit check {tool}` reads your result (local-results/*/{lab}.json) and"
                     f" tests: {render.esc(_describe_check(ex['check']))}.\n\n" + ours)
             out.append(render.admonition("example", f"Exercise {i}: {ex['title']}", body))

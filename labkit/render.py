@@ -272,11 +272,12 @@ def tabs(items: list[tuple[str, str]]) -> str:
     return "\n".join(out) + "\n"
 
 
-def admonition(kind: str, title: str, body: str) -> str:
-    """A mkdocs-material admonition block."""
+def admonition(kind: str, title: str, body: str, folded: bool = False) -> str:
+    """A mkdocs-material admonition block; ``folded``: collapsed until the reader opens it
+    (pymdownx.details, ``???``)."""
     text = "\n".join(("    " + l) if l.strip() else "" for l in body.splitlines())
     title = html.escape(title, quote=True)
-    return f'!!! {kind} "{title}"\n\n{text}\n'
+    return f'{"???" if folded else "!!!"} {kind} "{title}"\n\n{text}\n'
 
 
 def compare_rows(a: dict, b: dict) -> tuple[list[str], list[list[str]]]:
