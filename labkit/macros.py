@@ -867,7 +867,9 @@ def _annotated_block(prompt: str | None, excerpt: list[str], notes: list, used: 
             if safe:
                 indent = line[: len(line) - len(line.lstrip())]
                 body.append(f"{indent}# ({len(items)})!")
-    block = render.code_block("\n".join(body), ANNOTATE_LANG if safe else "text")
+    # The class lets docs/assets/casebook.css keep this block's data rendered: an annotation's
+    # tooltip overflows the block, and content-visibility would clip it.
+    block = render.code_block("\n".join(body), f"{{.{ANNOTATE_LANG} .pc-annotated}}" if safe else "text")
     listing = "\n".join(f"{n}.  " + "\n    ".join(t.splitlines()) for n, t in enumerate(items, 1))
     return f"{block}\n\n{listing}" if listing else block
 

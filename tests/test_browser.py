@@ -235,14 +235,45 @@ def test_tables_that_scroll_sideways_and_only_they_can_be_focused(served, watche
     before = page.evaluate(state_js)
     assert before and all(s["tabindex"] == "0" for s in before if s["scrolls"])
     assert any(s["label"] == "Table" for s in before)  # far below: not measured yet, focusable
-    height = page.evaluate("document.body.scrollHeight")
-    for y in range(0, height, 600):
+    y = 0   # blocks change height as they render (content-visibility), so the end is re-read
+    while y < page.evaluate("document.body.scrollHeight"):
         page.evaluate(f"window.scrollTo(0, {y})")
         page.wait_for_timeout(30)
+        y += 600
     page.wait_for_timeout(300)
     after = page.evaluate(state_js)
     assert {s["scrolls"] for s in after} == {True, False}, width
     for s in after:
         want = ("0", "region", "Table (scrolls sideways)") if s["scrolls"] else (None, None, None)
         assert (s["tabindex"], s["role"], s["label"]) == want, s
+    assert errors == [], errors
+
+
+def test_blocks_far_below_are_not_rendered_at_load_and_annotations_are_not_clipped(served, watched):
+    """docs/assets/casebook.css skips the rendering of data blocks far from the viewport
+    (content-visibility: auto, which also clips what overflows a block), except blocks that hold
+    code annotations, whose tooltips overflow: one is opened and must lie within the viewport,
+    painted over the text below rather than cut at the block's edge."""
+    url, _ = served
+    page, errors, _ = watched
+    page.set_viewport_size({"width": 390, "height": 800})
+    page.goto(f"{url}/cases/fio_engines/", wait_until="networkidle")
+    skipped = page.evaluate("""() => [...document.querySelectorAll('.md-typeset > .pc-data')]
+        .filter(b => getComputedStyle(b).contentVisibility === 'auto'
+                     && !b.firstElementChild.checkVisibility({contentVisibilityAuto: true})).length""")
+    assert skipped >= 5, skipped
+    page.goto(f"{url}/tools/perf/", wait_until="networkidle")
+    marker = page.locator(".md-annotation__index").nth(2)
+    marker.scroll_into_view_if_needed()
+    holding = page.evaluate("""() => [...document.querySelectorAll('.md-typeset > *')]
+        .filter(b => b.querySelector('.md-annotation')).map(b => getComputedStyle(b).contentVisibility)""")
+    assert holding and set(holding) == {"visible"}, holding
+    marker.click(force=True)   # the marker pulses, so it is never "stable" for a normal click
+    tip = page.locator(".md-annotation .md-tooltip--active").first
+    expect(tip).to_be_visible()
+    box = tip.bounding_box()
+    # the point just above the tooltip's bottom edge is the tooltip, not the text under it
+    hit = page.evaluate("([x, y]) => !!document.elementFromPoint(x, y).closest('.md-tooltip')",
+                        [box["x"] + box["width"] / 2, box["y"] + box["height"] - 4])
+    assert hit, box
     assert errors == [], errors

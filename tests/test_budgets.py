@@ -4,13 +4,12 @@ before any interaction a page transfers at most 400 KB (recordings excluded), re
 nothing from another origin, logs no console error, and axe-core finds no serious or
 critical problem in the light or the dark scheme. On the home page and every chapter,
 Lighthouse's accessibility score is at least 95 on every run, and its mobile performance score
-(the median of three runs) is at least PERF_FLOOR; below the budget of 95 the test warns. The
-same checks print per page with `make bench` (tests/bench.py), against 95."""
+(the median of five runs) is at least 95. The same checks print per page with `make bench`
+(tests/bench.py)."""
 
 from __future__ import annotations
 
 import statistics
-import warnings
 from pathlib import Path
 
 import pytest
@@ -107,21 +106,17 @@ def test_folded_block_loads_when_opened(served, browser):
     page.close()
 
 
-# The suite's failing line for performance. On the 2-CPU VM that runs CI, the median of three runs
-# of one page moved by up to 8 points between series an hour apart (fio_engines: 88, then 92 and
-# 96), so a test at 95 would fail at random for pages that sit at 95 +/- 4; 85 catches a real
-# regression (a page's TBT doubling) and never those swings. A median under 95 warns.
-PERF_FLOOR = 85
 LIGHTHOUSE_PAGES = ["/"] + [f"/cases/{md.stem}/" for md in sorted((DOCS / "cases").glob("*.md"))]
 
 
-def lighthouse_median(url: str, runs: int = 3, at_least: int = MIN_LIGHTHOUSE) -> tuple[float, list[dict]]:
+def lighthouse_median(url: str, runs: int = 5, at_least: int = MIN_LIGHTHOUSE) -> tuple[float, list[dict]]:
     """The median performance score of ``runs`` Lighthouse runs of ``url`` (bench.lighthouse:
     mobile emulation, simulated throttling), and every run's report. A single run varies by up
-    to ten points on a 2-CPU machine; Lighthouse's own guidance is to judge a median of several
+    to ten points on a 2-CPU machine; Lighthouse's own guidance is to judge the median of five
     runs (docs/variability.md in GoogleChrome/lighthouse). The runs stop early once more than
-    half of ``runs`` lie on the same side of ``at_least``: the median is then on that side, so the
-    verdict is the one all runs would give (two runs instead of three in the common case).
+    half of ``runs`` lie on the same side of ``at_least``: the median of all runs is then on that
+    side, so the verdict is the one all runs would give (three runs instead of five in the
+    common case).
 
     Raises:
         AssertionError: a run failed (its error text in the message).
@@ -140,25 +135,24 @@ def lighthouse_median(url: str, runs: int = 3, at_least: int = MIN_LIGHTHOUSE) -
 @pytest.mark.parametrize("path", LIGHTHOUSE_PAGES)
 def test_lighthouse_scores(served, path):
     """Lighthouse accessibility is at least 95 on every run, and mobile performance (the median
-    of up to three runs, see :func:`lighthouse_median`) at least PERF_FLOOR, on the home page and
-    on every chapter; a performance median under the budget of 95 is reported as a warning."""
+    of up to five runs, see :func:`lighthouse_median`) at least 95, on the home page and on
+    every chapter. On this 2-CPU VM about one run in ten lands 4-6 points low (a machine hiccup
+    that Lighthouse's 4x CPU simulation multiplies); the median of five absorbs those."""
     if not LIGHTHOUSE.exists() or not Path(CHROMIUM).exists():
         pytest.skip(f"{LIGHTHOUSE} or {CHROMIUM} missing: `make setup` installs Lighthouse with npm")
     _, url = served
-    median, reports = lighthouse_median(url + path, at_least=PERF_FLOOR)
+    median, reports = lighthouse_median(url + path)
     seen = [(r["performance"], round(r["tbt_ms"]), round(r["lcp_s"], 2), r["accessibility"]) for r in reports]
     assert all(r["accessibility"] >= MIN_LIGHTHOUSE for r in reports), ("accessibility", seen, reports[0]["failed"])
-    assert median >= PERF_FLOOR, ("performance median", median, "(performance, TBT ms, LCP s, a11y) per run", seen)
-    if median < MIN_LIGHTHOUSE:
-        warnings.warn(f"{path}: Lighthouse performance median {median} is under the budget of {MIN_LIGHTHOUSE} "
-                      f"(performance, TBT ms, LCP s, a11y per run: {seen})")
+    assert median >= MIN_LIGHTHOUSE, ("performance median", median, "(performance, TBT ms, LCP s, a11y) per run", seen)
 
 
 def test_lighthouse_median_stops_once_decided(monkeypatch):
-    """The early stop decides as the median of all runs would: two runs above stop at two, one
-    above and one below take a third, which decides."""
-    for scores, want_median, want_runs in (([97, 99, 10], 98, 2), ([80, 90, 99], 85, 2),
-                                           ([99, 80, 96], 96, 3), ([99, 80, 90], 90, 3)):
+    """The early stop decides as the median of all five runs would: three runs on one side of
+    95 stop there; otherwise runs go on until one side has three."""
+    for scores, want_median, want_runs in (([97, 99, 96, 10, 10], 97, 3), ([80, 90, 94, 99, 99], 90, 3),
+                                           ([99, 80, 96, 90, 97], 96, 5), ([99, 80, 90, 97, 94], 94, 5),
+                                           ([99, 80, 96, 97, 10], 96.5, 4)):
         it = iter(scores)
         monkeypatch.setitem(lighthouse_median.__globals__, "lighthouse", lambda url: {"performance": next(it)})
         median, reports = lighthouse_median("http://x/")

@@ -205,7 +205,7 @@ def test_annotated_output_marks_lines_without_changing_them():
     _, lines = _fstime_strace()
     md = macros.annotated_output("fstime", "strace", stream="err", lines="1-4",
                                  notes=[["% time", "the columns"], ["attached", "strace -p"]])
-    block = md.split("```pkgconfig\n")[1].split("```")[0]
+    block = md.split("```{.pkgconfig .pc-annotated}\n")[1].split("```")[0]
     shown = [ln.strip() for ln in block.splitlines()]
     while shown and not shown[-1]:  # the blank line before an indented closing fence
         shown.pop()
