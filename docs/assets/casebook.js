@@ -183,6 +183,43 @@
     });
   }
 
+  // After a pick, heights above the clicked set keep changing for a moment: a tab fetched when
+  // shown (lazy_tabs) arrives, blocks render as they near the viewport (content-visibility).
+  // Browsers with scroll anchoring keep the set in place; Safari has none. So for two seconds,
+  // or until the reader scrolls, each change of the content's size moves the page back by
+  // what the clicked set moved. (A ResizeObserver runs after layout, before paint: no flicker.)
+  var hold = null;
+  var holdObserver = "ResizeObserver" in window
+    ? new ResizeObserver(function () {
+        if (!hold) {
+          return;
+        }
+        if (performance.now() > hold.until) {
+          releaseHold();
+          return;
+        }
+        var d = hold.set.getBoundingClientRect().top - hold.top;
+        if (Math.abs(d) > 1) {
+          window.scrollBy(0, d);
+        }
+      })
+    : null;
+
+  function releaseHold() {
+    hold = null;
+    if (holdObserver) {
+      holdObserver.disconnect();
+    }
+  }
+
+  ["wheel", "touchmove", "keydown"].forEach(function (type) {
+    window.addEventListener(type, function () {
+      if (hold) {
+        releaseHold();
+      }
+    }, { passive: true });
+  });
+
   // The reader picked a tab: every set follows, and the set clicked keeps its place on screen
   // (tables above it change height as they switch).
   function followTab(input) {
@@ -200,6 +237,12 @@
     var shift = set.getBoundingClientRect().top - before;
     if (Math.abs(shift) > 1) {
       window.scrollBy(0, shift);
+    }
+    var content = set.closest(".md-content") || document.body;
+    if (holdObserver) {
+      releaseHold();
+      hold = { set: set, top: before, until: performance.now() + 2000 };
+      holdObserver.observe(content);
     }
     try {
       window.localStorage.setItem(TAB_KEY, title);
