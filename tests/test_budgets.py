@@ -143,6 +143,7 @@ def test_lighthouse_scores(served, path):
     _, url = served
     median, reports = lighthouse_median(url + path)
     seen = [(r["performance"], round(r["tbt_ms"]), round(r["lcp_s"], 2), r["accessibility"]) for r in reports]
+    print(f"{path}: (performance, TBT ms, LCP s, a11y) per run: {seen}")
     assert all(r["accessibility"] >= MIN_LIGHTHOUSE for r in reports), ("accessibility", seen, reports[0]["failed"])
     assert median >= MIN_LIGHTHOUSE, ("performance median", median, "(performance, TBT ms, LCP s, a11y) per run", seen)
 
