@@ -97,10 +97,14 @@ def test_folded_block_loads_when_opened(served, browser):
         return -1; }""")
     assert at >= 0
     block = page.locator("details:has(> .pc-fold)").nth(at)
+    held = block.element_handle()
     block.locator(":scope > summary").click()
-    page.wait_for_function("() => document.querySelectorAll('details > .pc-fold').length < %d" % folds)
-    opened = page.evaluate("""() => { const d = document.querySelector('details[open]');
-        return {code: d.querySelectorAll('pre code').length, copy: d.querySelectorAll('.md-code__button').length}; }""")
+    # this block, held by its element (the locator above re-resolves once its fold is gone),
+    # fetched and in place; another block may be open already, so not "the first open <details>"
+    page.wait_for_function("d => !d.querySelector(':scope > .pc-fold')", arg=held)
+    assert page.locator("details:has(> .pc-fold)").count() == folds - 1
+    opened = held.evaluate("""d => ({code: d.querySelectorAll('pre code').length,
+                                     copy: d.querySelectorAll('.md-code__button').length})""")
     assert opened["code"] >= 1 and opened["copy"] == opened["code"], opened
     assert errors == [], errors
     page.close()
