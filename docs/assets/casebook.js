@@ -186,7 +186,7 @@
   // After a pick, heights above the clicked set keep changing for a moment: a tab fetched when
   // shown (lazy_tabs) arrives, blocks render as they near the viewport (content-visibility).
   // Browsers with scroll anchoring keep the set in place; Safari has none. So for two seconds,
-  // or until the reader scrolls, each change of the content's size moves the page back by
+  // or until the reader scrolls or presses a key, each change of the content's size moves the page back by
   // what the clicked set moved. (A ResizeObserver runs after layout, before paint: no flicker.)
   var hold = null;
   var holdObserver = "ResizeObserver" in window
@@ -238,11 +238,10 @@
     if (Math.abs(shift) > 1) {
       window.scrollBy(0, shift);
     }
-    var content = set.closest(".md-content") || document.body;
     if (holdObserver) {
       releaseHold();
       hold = { set: set, top: before, until: performance.now() + 2000 };
-      holdObserver.observe(content);
+      holdObserver.observe(set.closest(".md-content") || document.body);
     }
     try {
       window.localStorage.setItem(TAB_KEY, title);
