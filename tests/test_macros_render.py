@@ -127,7 +127,7 @@ def test_emulated_host_is_badged_everywhere(tree):
     assert render.emulation(ref["host"]) is None and render.emulation_badge(ref["host"]) == ""
 
     # the host table names the emulated machine and CPU from the result's emulation fields
-    rows = dict((k, v) for k, v in macros._host_rows(model.load(tree / "results" / "arm64-tcg" / "lat_tcp.json")["host"]))
+    rows = dict(macros._host_rows(model.load(tree / "results" / "arm64-tcg" / "lat_tcp.json")["host"]))
     assert rows["emulation"] == "qemu-system-aarch64, accelerator tcg, machine virt, CPU cortex-a72 on x86\\_64 (?)"
 
 
@@ -277,22 +277,25 @@ AUTHOR_TEXT = 'run `taskset -c "$CPU_A" ./lat_tcp` with <n> & "m" pinned'
 AUTHOR_HTML = '<code>taskset -c "$CPU_A" ./lat_tcp</code> with &lt;n&gt; &amp; "m" pinned'
 
 
+def with_author_text(toml: str, *keys: str) -> str:
+    """``toml`` with the first ``key = "..."`` line of each key set to AUTHOR_TEXT."""
+    value = AUTHOR_TEXT.replace('"', '\\"')
+    for key in keys:
+        toml = re.sub(rf'^{key} = ".*"$', lambda _: f'{key} = "{value}"', toml, count=1, flags=re.M)
+    return toml
+
+
 def test_exercise_text_is_shown_as_written(tree):
     ex = tree / "labs" / "lat_tcp" / "exercises.toml"
-    text = (ROOT / "tests" / "fixtures" / "check" / "exercises.toml").read_text()
-    toml_text = AUTHOR_TEXT.replace('"', '\\"')
-    text = re.sub(r'^change = ".*"$', f'change = "{toml_text}"', text, count=1, flags=re.M)
-    text = re.sub(r'^predict = ".*"$', f'predict = "{toml_text}"', text, count=1, flags=re.M)
-    ex.write_text(text)
+    ex.write_text(with_author_text((ROOT / "tests" / "fixtures" / "check" / "exercises.toml").read_text(),
+                                   "change", "predict"))
     out = html_of(macros.exercises("lat_tcp"))
     assert out.count(AUTHOR_HTML) == 2, out[:2000]
 
 
 def test_original_vs_here_text_is_shown_as_written(tree):
     path = tree / "labs" / "lat_tcp" / "original.toml"
-    toml_text = AUTHOR_TEXT.replace('"', '\\"')
-    text = re.sub(r'^quantity = ".*"$', f'quantity = "{toml_text}"', path.read_text(), count=1, flags=re.M)
-    path.write_text(re.sub(r'^reading = ".*"$', f'reading = "{toml_text}"', text, count=1, flags=re.M))
+    path.write_text(with_author_text(path.read_text(), "quantity", "reading"))
     out = html_of(macros.original_vs_here("lat_tcp"))
     assert out.count(AUTHOR_HTML) == 2, out[:3000]
 
