@@ -8,10 +8,18 @@ unfinished run directory in the out directory.
 
 A case is (lab, group, k, signal): the lab runs ``--quick --only GROUP`` and is signalled at
 the k-th progress line after ``== GROUP:`` (every progress line is a boundary between two
-actions; a group with fewer lines is signalled where the next begins). The sampled matrix (the
-default) gives each group of each lab two cases, k drawn from 1..8 with a fixed seed, and the
-four signals in turn; ``--full`` first counts each group's progress lines in one undisturbed
-run and then tries every boundary with every signal (about 3,500 cases on a 2-CPU VM: a day of machine time).
+actions; a group with fewer lines is signalled where the next begins). Three sizes:
+
+- the sampled matrix (the default, and the suite's): each group of each lab two cases, k drawn
+  from 1..8 with a fixed seed, the four signals in turn;
+- ``--full``, every step x every signal (what issue 15 asks): one undisturbed run of each group
+  splits its progress lines into steps (a step's lines end with its verdict line, ``NAME: ok``,
+  ``skipped``, ``failed``; the lines after the last verdict, the group's own cleanup, are one
+  more step); step j is signalled by signal i at its line (j + i) mod (its lines), so every step
+  meets every signal and, across steps, every kind of line in a step (the background helper
+  started, the command started, its verdict, the helper stopped) meets every signal too (about
+  1,000 cases on a 2-CPU VM: a few hours);
+- ``--every-line``, every progress line x every signal (about 3,500 cases: a day of machine time).
 
 ``--state FILE`` makes a run resumable: every count and every case's outcome is appended to FILE
 (JSON lines) as soon as it is known, with a hash of the code the labs run (labs/ and labkit/,
@@ -19,7 +27,7 @@ but the site's build: ``SITE_ONLY``);
 a later run with the same FILE skips what it already holds for the same code and reports the
 union. A change to a lab or to labkit starts the matrix over.
 
-    .venv/bin/python tests/fault_matrix.py [--labs a,b] [--full] [--seed N] [--state FILE] [--json FILE]
+    .venv/bin/python tests/fault_matrix.py [--labs a,b] [--full | --every-line] [--seed N] [--state FILE] [--json FILE]
 
 Exit status 0 when every case tried was clean. Needs root for the labs' host changes (without
 root most steps skip, and the matrix shows little).
@@ -131,12 +139,14 @@ def code_hash() -> str:
 
 class State:
     """The resumable record of a matrix run: JSON lines in ``path``, each {"code": hash, "kind":
-    "count", "lab", "group", "n"} or {"code": hash, "kind": "case", "outcome": Outcome as a dict}.
+    "count", "lab", "group", "n"}, {"code": hash, "kind": "steps", "lab", "group", "ends": [k..]}
+    (:func:`step_ends`) or {"code": hash, "kind": "case", "outcome": Outcome as a dict}.
     Lines of another code hash are ignored (and kept in the file)."""
 
     def __init__(self, path: Path | None, code: str):
         self.path, self.code = path, code
         self.counts: dict[tuple[str, str], int] = {}
+        self.ends: dict[tuple[str, str], list[int]] = {}
         self.outcomes: dict[str, Outcome] = {}
         if path and path.exists():
             for line in path.read_text().splitlines():
@@ -148,6 +158,8 @@ class State:
                     continue
                 if d.get("kind") == "count":
                     self.counts[(d["lab"], d["group"])] = d["n"]
+                elif d.get("kind") == "steps":
+                    self.ends[(d["lab"], d["group"])] = d["ends"]
                 elif d.get("kind") == "case":
                     o = d["outcome"]
                     out = Outcome(Case(**o.pop("case")), **o)
@@ -166,20 +178,28 @@ class State:
             self.add({"kind": "count", "lab": lab, "group": group, "n": self.counts[(lab, group)]})
         return self.counts[(lab, group)]
 
+    def steps(self, lab: str, group: str, base: Path) -> list[int]:
+        """The group's :func:`step_ends`: recorded, or found now in one undisturbed run and recorded."""
+        if (lab, group) not in self.ends:
+            self.ends[(lab, group)] = step_ends(group_lines(lab, group, base))
+            self.add({"kind": "steps", "lab": lab, "group": group, "ends": self.ends[(lab, group)]})
+        return self.ends[(lab, group)]
+
     def done(self, o: Outcome) -> None:
         """Record a finished case."""
         self.outcomes[o.case.id] = o
         self.add({"kind": "case", "outcome": asdict(o)})
 
 
-def count_boundaries(lab: str, group: str, base: Path) -> int:
-    """Progress lines of GROUP in one undisturbed ``--quick --only GROUP`` run."""
+def group_lines(lab: str, group: str, base: Path) -> list[str]:
+    """The progress lines of GROUP (those :func:`labrun.progress_boundary` counts, in order) in
+    one undisturbed ``--quick --only GROUP`` run."""
     work = Path(tempfile.mkdtemp(prefix=f"count-{lab}-{group}-", dir=base))
     env = case_env(work)
     proc = subprocess.run(lab_command(script_of(lab), "--quick", "--only", group, "--host", "fault-matrix", "--out",
                                       str(work / "out"), "--scratch", str(work / "scratch")),
                           capture_output=True, text=True, env=dict(os.environ, **env), stdin=subprocess.DEVNULL)
-    n, inside = 0, False
+    lines, inside = [], False
     for line in proc.stderr.splitlines():
         if "] == " in line:
             if inside:
@@ -188,20 +208,59 @@ def count_boundaries(lab: str, group: str, base: Path) -> int:
         elif inside:
             if "] recording result" in line:
                 break
-            n += 1
-    return max(n, 1)
+            lines.append(line)
+    return lines
 
 
-def full_cases(lab_names: list[str], base: Path, state: State | None = None) -> list[Case]:
-    """Every boundary of every group with every signal (the counts from ``state`` when it has them)."""
+def count_boundaries(lab: str, group: str, base: Path) -> int:
+    """Progress lines of GROUP in one undisturbed ``--quick --only GROUP`` run (at least 1)."""
+    return max(len(group_lines(lab, group, base)), 1)
+
+
+# A step's verdict line (labs/lib/lab.sh: lab_step, lab_skip): "[lab  1.2s] NAME: ok (1.4s)",
+# "NAME: skipped: why", "NAME: failed as expected (...)", "NAME: FAILED (...)".
+STEP_END = re.compile(r"\] [^\s:]+: (ok \(|skipped: |failed as expected|FAILED \()")
+
+
+def step_ends(lines: list[str]) -> list[int]:
+    """The 1-based boundary k of each step's last line: its verdict line, and the group's last
+    line (the lines after the last verdict, the group's own cleanup, are one more step).
+    A group without a verdict line is one step. Returns [1] for no lines at all."""
+    ends = [k for k, line in enumerate(lines, 1) if STEP_END.search(line)]
+    if not lines:
+        return [1]
+    if not ends or ends[-1] != len(lines):
+        ends.append(len(lines))
+    return ends
+
+
+def step_cases(lab: str, group: str, ends: list[int]) -> list[Case]:
+    """Every step x every signal: step j (0-based; its boundaries are ends[j-1]+1 .. ends[j]) is
+    signalled by SIGNALS[i] at its ((j + i) mod len)-th boundary. With steps of equal length L
+    and at least L steps, every position in a step meets every signal (a Latin square, the
+    pairwise design of combinatorial testing)."""
+    cases, start = [], 1
+    for j, end in enumerate(ends):
+        seg = list(range(start, end + 1))
+        cases += [Case(lab, group, seg[(j + i) % len(seg)], s.name) for i, s in enumerate(SIGNALS)]
+        start = end + 1
+    return cases
+
+
+def full_cases(lab_names: list[str], base: Path, state: State | None = None, every_line: bool = False) -> list[Case]:
+    """Every step of every group with every signal (:func:`step_cases`), or with ``every_line``
+    every boundary with every signal; the counts from ``state`` when it has them."""
     state = state or State(None, "")
     cases = []
     for lab in lab_names:
         for g in groups(lab):
             if (lab, g) in SKIP_GROUPS:
                 continue
-            n = state.count(lab, g, base)
-            cases += [Case(lab, g, k, s.name) for k in range(1, n + 1) for s in SIGNALS]
+            if every_line:
+                n = state.count(lab, g, base)
+                cases += [Case(lab, g, k, s.name) for k in range(1, n + 1) for s in SIGNALS]
+            else:
+                cases += step_cases(lab, g, state.steps(lab, g, base))
     return cases
 
 
@@ -348,7 +407,9 @@ def _stoppable() -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--labs", help="comma-separated labs (default: all)")
-    ap.add_argument("--full", action="store_true", help="every boundary x every signal (hours)")
+    size = ap.add_mutually_exclusive_group()
+    size.add_argument("--full", action="store_true", help="every step x every signal (a few hours)")
+    size.add_argument("--every-line", action="store_true", help="every progress line x every signal (a day)")
     ap.add_argument("--seed", type=int, default=15, help="seed of the sampled matrix's boundaries")
     ap.add_argument("--per-group", type=int, default=2, help="cases per group in the sampled matrix (default 2)")
     ap.add_argument("--json", help="write every outcome and the counts to this file")
@@ -363,7 +424,8 @@ def main(argv: list[str] | None = None) -> int:
     state = State(Path(a.state) if a.state else None, code_hash())
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="fault-matrix.") as tmp:
-        cases = full_cases(names, Path(tmp), state) if a.full else sampled_cases(names, a.seed, a.per_group)
+        cases = (full_cases(names, Path(tmp), state, every_line=a.every_line) if a.full or a.every_line
+                 else sampled_cases(names, a.seed, a.per_group))
         resumed = [state.outcomes[c.id] for c in cases if c.id in state.outcomes]
         if resumed:
             print(f"fault matrix: {len(resumed)} of {len(cases)} cases already recorded in {a.state} "
@@ -387,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
                   + (f" (the record so far is in {a.state}: run again to resume)" if a.state else ""), flush=True)
     s = summary(outcomes)
     print(f"\nfault matrix: {s['tried']} cases tried, {s['clean']} clean "
-          f"({'full' if a.full else f'sampled, seed {a.seed}'}; code {state.code}; {time.time() - t0:.0f} s"
+          f"({'every line' if a.every_line else 'full: every step' if a.full else f'sampled, seed {a.seed}'}; code {state.code}; {time.time() - t0:.0f} s"
           f"{f', {len(resumed)} of them from {a.state}' if resumed else ''})")
     for lab, d in s["per_lab"].items():
         print(f"  {lab:<16}{d['clean']}/{d['tried']} clean")

@@ -6,7 +6,7 @@ devices, namespaces and /run/netns, schedulers, read_ahead_kb, audit, tracefs, /
 
 The sampled matrix: one case per (lab, group), boundaries drawn with a fixed seed, the four
 signals in turn (``PCB_FAULT_SEED`` changes the seed). ``tests/fault_matrix.py --full`` tries
-every boundary with every signal (hours). And a lab run inside a guest (``--guest``), stopped
+every step with every signal (hours), ``--every-line`` every boundary (a day). And a lab run inside a guest (``--guest``), stopped
 while the guest runs: its runner and QEMU must go with it.
 """
 
@@ -48,20 +48,27 @@ def test_state_resumes_only_for_the_same_code(tmp_path, monkeypatch):
     short by a kill ignored), and nothing of another: a lab change starts the matrix over."""
     f = tmp_path / "state.jsonl"
     st = fm.State(f, "aaaa")
-    monkeypatch.setattr(fm, "count_boundaries", lambda lab, group, base: 3)
+    # Each group: two steps of two lines, then one line of the group's cleanup.
+    lines = ["[fstime  1.0s] a.bg: starting in background: x", "[fstime  1.1s] a: ok (1.0s)",
+             "[fstime  1.2s] b: cmd", "[fstime  2.2s] b: skipped: no tool", "[fstime  2.3s] cleanup: stop a.bg (pid 1)"]
+    monkeypatch.setattr(fm, "group_lines", lambda lab, group, base: lines)
+    n_groups = len([g for g in fm.groups("fstime") if ("fstime", g) not in fm.SKIP_GROUPS])
     cases = fm.full_cases(["fstime"], tmp_path, st)
-    assert len(cases) == 3 * 4 * len([g for g in fm.groups("fstime") if ("fstime", g) not in fm.SKIP_GROUPS])
+    assert len(cases) == 3 * 4 * n_groups
+    lines_cases = fm.full_cases(["fstime"], tmp_path, st, every_line=True)
+    assert len(lines_cases) == 5 * 4 * n_groups and {c.id for c in cases} <= {c.id for c in lines_cases}
     st.done(fm.Outcome(cases[0], clean=True, rc=130, seconds=1.5))
     st.done(fm.Outcome(cases[1], clean=False, rc=0, problems=["mount left: /x"]))
     with f.open("a") as out:
         out.write('{"code": "aaaa", "kind": "ca')
-    monkeypatch.setattr(fm, "count_boundaries", lambda lab, group, base: pytest.fail("counted again"))
+    monkeypatch.setattr(fm, "group_lines", lambda lab, group, base: pytest.fail("counted again"))
     again = fm.State(f, "aaaa")
     assert fm.full_cases(["fstime"], tmp_path, again) == cases
+    assert fm.full_cases(["fstime"], tmp_path, again, every_line=True) == lines_cases
     assert again.outcomes[cases[0].id] == fm.Outcome(cases[0], clean=True, rc=130, seconds=1.5)
     assert again.outcomes[cases[1].id].problems == ["mount left: /x"] and len(again.outcomes) == 2
     other = fm.State(f, "bbbb")
-    assert other.counts == {} and other.outcomes == {}
+    assert other.counts == {} and other.ends == {} and other.outcomes == {}
     assert len(fm.code_hash()) == 16 and fm.code_hash() == fm.code_hash()
 
 

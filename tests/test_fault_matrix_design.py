@@ -1,0 +1,49 @@
+"""The full fault matrix's design (tests/fault_matrix.py): how a group's progress lines are split
+into steps, and which boundary of each step each signal gets. Pure functions, fast tier."""
+
+from __future__ import annotations
+
+import fault_matrix as fm
+
+SIGS = [s.name for s in fm.SIGNALS]
+
+
+def lines_of(*kinds: str) -> list[str]:
+    """Progress lines in labs/lib/lab.sh's format, one per kind: 'bg', 'cmd', 'ok', 'skip',
+    'xfail', 'fail', 'stop' (a helper stopped), 'other'."""
+    text = {"bg": "s.iostat: starting in background: iostat -x 1 vda", "cmd": "s: env A=1 fio --output-format=json x.fio",
+            "ok": "s: ok (1.456s)", "skip": "s: skipped: no perf (kernel lockdown)",
+            "xfail": "s: failed as expected (exit 1, 0.1s): no server", "fail": "s: FAILED (exit 1, 2.0s); last lines of raw/s.err:",
+            "stop": "cleanup: stop s.iostat (pid 12363)", "other": "mount: tmpfs on /x (size 1g)"}
+    return [f"[lab  {i}.0s] {text[k]}" for i, k in enumerate(kinds)]
+
+
+def test_steps_end_at_their_verdict_and_the_group_cleanup_is_one_more_step():
+    lines = lines_of("other", "bg", "cmd", "ok", "stop", "bg", "cmd", "skip", "stop", "other")
+    assert fm.step_ends(lines) == [4, 8, 10]
+    assert fm.step_ends(lines_of("cmd", "xfail", "cmd", "fail")) == [2, 4]
+    assert fm.step_ends(lines_of("other", "other", "other")) == [3]
+    assert fm.step_ends([]) == [1]
+
+
+def test_a_verdict_needs_its_own_words():
+    # a command whose arguments mention "ok (" is not a verdict; a cleanup line is not either
+    assert fm.step_ends(["[lab  1.0s] s: echo 'ok (' x", "[lab  1.1s] cleanup: stop s (pid 3)"]) == [2]
+    assert fm.step_ends(["[lab  1.0s] cleanup FAILED: umount /x (exit 32)"]) == [1]
+
+
+def test_every_step_meets_every_signal_and_rotates_through_its_boundaries():
+    ends = [4, 8, 12, 16, 17]                 # four steps of four lines, then one cleanup line
+    cases = fm.step_cases("lab", "g", ends)
+    assert len(cases) == 5 * 4
+    by_step = [cases[i:i + 4] for i in range(0, len(cases), 4)]
+    for j, step in enumerate(by_step):
+        assert [c.sig for c in step] == SIGS
+        first = ends[j - 1] + 1 if j else 1
+        assert all(first <= c.k <= ends[j] for c in step), (j, [c.k for c in step])
+    # within the four-line steps, every position meets every signal exactly once
+    pos = {(c.k - 1) % 4 for c in cases[:16] if c.sig == "SIGHUP"}
+    assert pos == {0, 1, 2, 3}
+    assert [c.k for c in by_step[0]] == [1, 2, 3, 4] and [c.k for c in by_step[1]] == [6, 7, 8, 5]
+    assert {c.k for c in by_step[4]} == {17}
+    assert len({c.id for c in cases}) == len(cases)          # no case twice
