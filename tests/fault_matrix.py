@@ -12,14 +12,14 @@ actions; a group with fewer lines is signalled where the next begins). Three siz
 
 - the sampled matrix (the default, and the suite's): each group of each lab two cases, k drawn
   from 1..8 with a fixed seed, the four signals in turn;
-- ``--full``, every step x every signal (what issue 15 asks): one undisturbed run of each group
-  splits its progress lines into steps (a step's lines end with its verdict line, ``NAME: ok``,
-  ``skipped``, ``failed``; the lines after the last verdict, the group's own cleanup, are one
-  more step); step j is signalled by signal i at its line (j + i) mod (its lines), so every step
-  meets every signal and, across steps, every kind of line in a step (the background helper
-  started, the command started, its verdict, the helper stopped) meets every signal too (about
-  1,000 cases on a 2-CPU VM: a few hours);
-- ``--every-line``, every progress line x every signal (about 3,500 cases: a day of machine time).
+- ``--full``, every step x every signal: one undisturbed run of each group splits its progress
+  lines into steps (a step's lines end with its verdict line, ``NAME: ok``, ``skipped``,
+  ``failed``; the lines after the last verdict, the group's own cleanup, are one more step);
+  step j is signalled by signal i at its line (j + i) mod (its lines), so every step meets every
+  signal and, in a group with at least as many steps as a step has lines, every kind of line
+  (the background helper started, the command started, its verdict, the helper stopped) meets
+  every signal too (1,464 cases for the five labs: about four hours on a 2-CPU VM);
+- ``--every-line``, every progress line x every signal (3,532 cases: a day of machine time).
 
 ``--state FILE`` makes a run resumable: every count and every case's outcome is appended to FILE
 (JSON lines) as soon as it is known, with a hash of the code the labs run (labs/ and labkit/,
