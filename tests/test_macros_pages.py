@@ -263,3 +263,42 @@ def test_metrics_table_and_flamegraph_refusals_say_why(tree):
     with pytest.raises(macros.MacroError, match=r"^flamegraph: 2 flamegraph artifacts match \{\} on [\w-]+; be more "
                                                 r"specific$"):
         macros.flamegraph("lat_tcp")
+
+
+def test_annotated_output_marks_a_step_expected_to_fail(tree, monkeypatch):
+    r = json.loads(reference("lat_tcp").read_text())
+    step = next(s["name"] for s in r["steps"] if s["status"] == "ok")
+
+    def expect_failure(r):
+        next(s for s in r["steps"] if s["name"] == step).update(expect="failure", exit_code=1)
+    _with_raw(tree, "xfail-host", step, 3, expect_failure)
+    _with_raw(tree, "ok-host", step, 3)
+    hosts = [x for x in macros.results_mod.load_hosts(tree) if x.label in ("xfail-host", "ok-host")]
+    monkeypatch.setattr(macros, "_hosts", lambda: hosts)
+    md = macros.annotated_output("lat_tcp", step, stream="out")
+    assert md.split('"ok-host"', 1)[1].split("\n===", 1)[0].count("exit status 0, ") == 1
+    assert "exit status 1 (expected to fail), " in md.split('"xfail-host"', 1)[1]
+    assert md.count("expected to fail") == 1
+
+
+def test_tool_exercises_link_their_chapter_from_the_card(tree, monkeypatch):
+    from labkit import cards
+    tool = cards.tools()[0]
+    labs = [lab for lab, _ in cards.load(tool)]
+    monkeypatch.setattr(macros, "_macro_env", SimpleNamespace(page=page(f"tools/{tool}/", f"tools/{tool}.md")))
+    md = macros.tool_exercises(tool)
+    for lab in labs:
+        assert f"**Lab:** [{lab}](../cases/{lab}.md). **Change.** " in md
+    n = sum(len(exs) for _, exs in cards.load(tool))
+    assert md.count('??? question "Our prediction"\n') == n
+    monkeypatch.setattr(macros, "_macro_env", None)
+    assert f"**Lab:** [{labs[0]}](cases/{labs[0]}.md)." in macros.tool_exercises(tool)
+
+
+def test_lab_time_puts_each_host_on_its_own_line(tree):
+    pairs = macros._need_lab("lat_tcp")
+    parts = macros.lab_time("lat_tcp").split("<br>")
+    assert len(pairs) >= 2 and len(parts) == len(pairs)
+    for part, (host, r) in zip(parts, pairs):
+        assert part == (f"{macros._duration(r['run']['duration_s'])} ({'quick' if r['run']['quick'] else 'full'} run, "
+                        f"{render.host_label(r['host'], host.title)})")

@@ -367,3 +367,22 @@ def test_results_table_macro_and_its_optional_rule(tree):
     assert md.count("Not measured on this host") == len(list((ROOT / "results").glob("*/lat_tcp.json")))
     with pytest.raises(macros.MacroError, match="no host has 'nope'"):
         macros.results_table("lat_tcp", "nope", group="no-such-group", optional=True)
+
+
+def test_chart_defaults_are_linear_axes_and_no_title(tree):
+    """Without logx, logy and title the chart is the one drawn with them off (the same files), its
+    alt text leads with the metric; a log axis draws another chart."""
+    from labkit import charts
+    args = ("lat_tcp", "round_trip")
+    kw = dict(x="msize", where={"experiment": "msize"}, group="msize")
+
+    def files(md: str) -> list[str]:
+        return re.findall(r'src="(fig-[0-9a-f]{12}\.svg)"', md)
+    charts.take()
+    plain = macros.chart(*args, **kw)
+    assert files(plain) == files(macros.chart(*args, **kw, logx=False, logy=False, title=""))
+    assert files(plain) != files(macros.chart(*args, **kw, logx=True))
+    assert files(plain) != files(macros.chart(*args, **kw, logy=True))
+    charts.take()
+    alts = re.findall(r'alt="([^"]*)"', plain)
+    assert alts and all(a.startswith("round_trip: round_trip by msize on ") for a in alts)

@@ -238,6 +238,7 @@ def test_claims_summary_counts_verdicts_in_their_order(tree):
 SENTENCE_RESULT = {"lab": "x", "run": {"command": ""}, "steps": [], "measurements": [
     m("rtt", "us", {"pin": "same-cpu", "r": 1}, [10.0, 11.0, 15.0]), m("rtt", "us", {"pin": "same-cpu", "r": 2}, [11.0, 13.0]),
     m("rtt", "us", {"pin": "other-cpu"}, [30.0, 40.0, 50.0]), m("rtt", "us", {"pin": "zero"}, [0.0, 0.0, 0.0]),
+    m("rtt", "us", {"pin": "half"}, [0.5, 0.5, 0.5]),
     m("iops", "IOPS", {"qd": 4}, [300.0]), m("iops", "IOPS", {"qd": 32}, [400.0]),
     m("iops", "IOPS", {"qd": 1}, [100.0]), m("iops", "IOPS", {"qd": "all"}, [900.0])]}
 COMPARE = {"kind": "compare", "metric": "rtt", "a": {"pin": "same-cpu"}, "b": {"pin": "other-cpu"}}
@@ -254,6 +255,8 @@ TREND = {"kind": "increasing", "metric": "iops", "over": "qd", "where": {}}
     (dict(COMPARE, kind="within"), "holds", "e", "11 µs same-cpu vs 40 µs other-cpu, 3.64×, n = 5 / 3"),
     # no ratio against a zero; the sides' labels in the order a, b
     (dict(COMPARE, b={"pin": "zero"}), "holds", "e", "11 µs same-cpu vs 0 µs zero, n = 5 / 3"),
+    # a ratio against a value between 0 and 1 (the smaller side need only be above zero)
+    (dict(COMPARE, b={"pin": "half"}), "holds", "e", "11 µs same-cpu vs 0.5000 µs half, 22×, n = 5 / 3"),
     (dict(COMPARE, a={"pin": "other-cpu"}, b={"pin": "same-cpu"}), "holds", "e",
      "40 µs other-cpu vs 11 µs same-cpu, 3.64×, n = 3 / 5"),
     # a side without data, a skip: the evidence is the sentence
@@ -275,3 +278,24 @@ def test_claim_sentence(claim, verdict, evidence, sentence):
 ])
 def test_last_clause_skips_parentheses(text, last):
     assert macros._last_clause(text) == last
+
+
+def test_provenance_marks_a_stale_result_with_a_warning(tree, monkeypatch):
+    monkeypatch.setattr(macros.stale, "staleness", lambda r, root: ("stale", "labs/lat_tcp changed since"))
+    md = macros.provenance("lat_tcp")
+    n = len(list((ROOT / "results").glob("*/lat_tcp.json")))
+    # in each host's tab (indented 4), before its table
+    assert md.count('    !!! warning "Stale result"\n\n        labs/lat_tcp changed since\n') == n
+    assert md.count("| freshness | stale: labs/lat_tcp changed since |") == n
+    monkeypatch.setattr(macros.stale, "staleness", lambda r, root: ("fresh", "no change since"))
+    assert "Stale result" not in macros.provenance("lat_tcp")
+
+
+def test_cast_title_carries_a_badge_only_when_emulated(tree):
+    md = macros.cast("lat_tcp")
+    for host, r in macros._need_lab("lat_tcp"):
+        if not [a for a in r["artifacts"] if a["kind"] == "cast"]:
+            continue
+        badge = render.emulation_badge(r["host"])
+        head = f"**{host.title}** {badge}\n\n<figure" if badge else f"**{host.title}**\n\n<figure"
+        assert head in md, host.label
