@@ -264,6 +264,17 @@ def full_cases(lab_names: list[str], base: Path, state: State | None = None, eve
     return cases
 
 
+def breadth_first(cases: list[Case]) -> list[Case]:
+    """The cases in rounds, one case of each (lab, group) per round, each group's own order
+    kept: a run stopped early (the full matrix takes hours) has tried every group of every lab
+    a little rather than some groups entirely, so a leak in any of them shows early."""
+    per: dict[tuple[str, str], list[Case]] = {}
+    for c in cases:
+        per.setdefault((c.lab, c.group), []).append(c)
+    rounds = max((len(v) for v in per.values()), default=0)
+    return [v[i] for i in range(rounds) for v in per.values() if i < len(v)]
+
+
 def lock_free(lab: str) -> bool:
     """Whether no run of ``lab`` holds its lock right now."""
     return subprocess.run(["flock", "-n", str(script_of(lab)), "true"]).returncode == 0
@@ -431,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"fault matrix: {len(resumed)} of {len(cases)} cases already recorded in {a.state} "
                   f"for this code ({state.code}); {len(cases) - len(resumed)} to go", flush=True)
         outcomes += resumed
-        cases = [c for c in cases if c.id not in state.outcomes]
+        cases = breadth_first([c for c in cases if c.id not in state.outcomes])
         stopped = None
         try:
             while cases:

@@ -47,3 +47,14 @@ def test_every_step_meets_every_signal_and_rotates_through_its_boundaries():
     assert [c.k for c in by_step[0]] == [1, 2, 3, 4] and [c.k for c in by_step[1]] == [6, 7, 8, 5]
     assert {c.k for c in by_step[4]} == {17}
     assert len({c.id for c in cases}) == len(cases)          # no case twice
+
+
+def test_cases_run_breadth_first_over_groups():
+    cases = fm.step_cases("a", "g1", [2, 4]) + fm.step_cases("a", "g2", [1]) + fm.step_cases("b", "g1", [3])
+    order = fm.breadth_first(cases)
+    assert sorted(c.id for c in order) == sorted(c.id for c in cases)
+    assert [(c.lab, c.group) for c in order[:3]] == [("a", "g1"), ("a", "g2"), ("b", "g1")]
+    for key in {(c.lab, c.group) for c in cases}:     # each group's own order kept
+        assert [c for c in order if (c.lab, c.group) == key] == [c for c in cases if (c.lab, c.group) == key]
+    assert [(c.lab, c.group) for c in order[-4:]] == [("a", "g1")] * 4
+    assert fm.breadth_first([]) == []
