@@ -82,12 +82,17 @@ def test_measurement_table_page_bytes_and_mixed_units():
     mixed = [m(unit="us"), m(unit="ms", case={"k": 1})]
     header, rows = render.measurement_table(mixed, ["k"], page=True)
     assert header == ["k", "median", "min – max", "samples", "unit"] and [r[-1] for r in rows] == ["µs", "ms"]
+    assert rows == [["", "2", "1 – 3", "3", "µs"], ["1", "2", "1 – 3", "3", "ms"]]     # mixed units: unscaled
+    # a dimensionless metric: no empty "()" in the headers
+    header, rows = render.measurement_table([m(unit="", case={"k": 1}, samples=(0.5, 0.25, 1.0))], ["k"], page=True)
+    assert header == ["k", "median", "min – max", "samples"] and rows == [["1", "0.500", "0.250 – 1.000", "3"]]
 
 
 def test_tables_align_and_escape():
     assert render.table_align([["1", "a", "1.5 – 2.0 µs", "", "12,345", "3 %"], ["–", "b", "2", "x", "1", "4 %"]]) == \
         ["right", "left", "right", "left", "right", "right"]
     assert render.table_align([]) == []
+    assert render.table_align([["", "a"], ["1", "b"], ["–", ""]]) == ["right", "left"]   # empty cells do not count
     assert render.markdown_table(["a|b", "n"], [["x|y", "1.5"]]) == "| a\\|b | n |\n|---|---:|\n| x\\|y | 1.5 |"
     assert render.markdown_table(["a"], [["1"]], align=None) == "| a |\n|---|\n| 1 |"
     assert render.markdown_table(["a", "b"], [["x\ny", "2"]], align=["right", "left"]) == "| a | b |\n|---:|---|\n| x y | 2 |"
@@ -101,6 +106,7 @@ def test_escaping_of_text_from_results():
     assert render.esc('"quoted"') == '"quoted"'
     assert render.code_span("a`b") == "``a`b``" and render.code_span("`x") == "`` `x ``"
     assert render.code_span("plain") == "`plain`" and render.code_span("two\nlines") == "`two lines`"
+    assert render.code_span("x`") == "`` x` ``"          # a trailing backtick is padded too
     assert render.code_block("x ``` y") == "````text\nx ``` y\n````"
     assert render.code_block("a", "console") == "```console\na\n```"
     assert render.admonition("note", 'say "hi" <b>', "one\n\ntwo") == '!!! note "say &quot;hi&quot; &lt;b&gt;"\n\n    one\n\n    two\n'
@@ -125,6 +131,14 @@ def test_compare_rows_ratio_is_b_over_a_with_its_noise_flag():
     ]   # k=4 has no counterpart in B: no row
     _, back = render.compare_rows(b, a)
     assert back[0][4] == "0.50"
+    # ranges that touch (one's min is the other's max) overlap, either way round; the case's keys
+    # in recorded order
+    a = result("A", [m(case={"k": 1, "rw": "read"}, samples=(10.0, 11.0, 12.0)), m(case={"k": 2}, samples=(12.0, 13.0, 14.0)),
+                     m(case={"k": 3}, samples=(10.0, 11.0, 12.0))])
+    b = result("B", [m(case={"k": 1, "rw": "read"}, samples=(12.0, 13.0, 14.0)), m(case={"k": 2}, samples=(10.0, 11.0, 12.0)),
+                     m(case={"k": 3}, samples=(12.5, 13.0, 14.0))])
+    assert [(r[1], r[5]) for r in render.compare_rows(a, b)[1]] == \
+        [("k=1, rw=read", "within noise"), ("k=2", "within noise"), ("k=3", "yes")]
 
 
 def test_tabs_and_captions():
@@ -258,3 +272,17 @@ def test_sizes_in_bytes_read_as_kib_in_site_tables():
     assert render.measurement_table(ms, ["bs", "iodepth"], page=True)[1][0][:2] == ["64 KiB", "32"]
     assert render.measurement_table(ms, ["bs", "iodepth"])[1][0][:2] == ["65536", "32"]
     assert render.metrics_table([("lat", ms)], ["bs"])[1] == [["64 KiB", "2", "3"]]
+    # every key of render.BYTE_KEYS: fio's bs, fstime's bufsize, lat_tcp's msize, the nvme lab's block
+    assert [render.case_cell(k, 65536) for k in ("bs", "bufsize", "msize", "block")] == ["64 KiB"] * 4
+
+
+def test_metrics_table_precision_missing_keys_and_empty_columns():
+    """A byte column's precision is that of the scaled values (1536 B reads 1.50 KiB, not 2);
+    a case without one of the keys shows an empty cell; a column with no measurement adds no
+    unit to its header."""
+    size = [m("size", "bytes", {"k": 1}, (1536.0,) * 3)]
+    header, rows = render.metrics_table([("size", size)], ["k"])
+    assert header == ["k", "size (KiB)", "samples"] and rows == [["1", "1.50", "3"]]
+    assert render.metrics_table([("lat", [m(case={"k": 1})])], ["k", "j"])[1] == [["1", "", "2", "3"]]
+    header, rows = render.metrics_table([("lat", [m(case={"k": 1})]), ("none", [])], ["k"])
+    assert header == ["k", "lat (µs)", "none", "samples"] and rows == [["1", "2", "–", "3"]]
