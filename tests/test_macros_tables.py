@@ -299,3 +299,17 @@ def test_cast_title_carries_a_badge_only_when_emulated(tree):
         badge = render.emulation_badge(r["host"])
         head = f"**{host.title}** {badge}\n\n<figure" if badge else f"**{host.title}**\n\n<figure"
         assert head in md, host.label
+
+
+def test_artifact_text_goes_on_past_a_host_without_it_and_shows_the_title(tree):
+    """A host without the artifact (sorted first) gets the skip note, and the hosts after it still
+    show theirs, each with the artifact's title under its block."""
+    case = {"experiment": "guest", "kernel": "6.1", "dt": "plain", "what": "function_graph"}
+    add_host(tree, "nvme_swiotlb", "aaa-bare", lambda r: r.update(artifacts=[]))
+    pairs = macros._need_lab("nvme_swiotlb")
+    assert pairs[0][0].label == "aaa-bare"
+    md = macros.artifact_text("nvme_swiotlb", **case)
+    with_it = [(h, macros._artifacts(r, "log", case)[0]) for h, r in pairs if macros._artifacts(r, "log", case)]
+    assert with_it and md.count("```text\n") == len(with_it)
+    for h, art in with_it:
+        assert art.get("title") and f"\n\n    {render.esc(art['title'])}." in md.split(f'"{h.title}"', 1)[1]
