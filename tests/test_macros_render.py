@@ -165,6 +165,8 @@ def test_claims_table_shows_source_and_live_verdicts(tree):
         if c.get("source"):
             assert f'<span class="pc-source">Original: ' in out
         assert render.VERDICT_MARK[v["verdict"]] in out
+        # the cell reads "<mark>: <the verdict as a sentence>"
+        assert f'{render.VERDICT_MARK[v["verdict"]]}: {macros._claim_sentence(c, v, r)}' in out
     # a changed result changes the verdict on the page (the claims are evaluated at build time)
     c = next(c for c in spec if c["kind"] == "step")
 
