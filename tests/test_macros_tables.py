@@ -160,6 +160,10 @@ def test_skip_note_says_why_a_host_has_no_data():
     assert "The `c` steps did not run in this run" in macros._skip_note(r, "c")
     assert "No measurement of this kind in this run." in macros._skip_note(r, "a")
     assert "`b.y` skipped" in macros._skip_note(r, None)
+    # several steps that did not run: a list item each
+    two = steps + [{"name": "b.z", "group": "b", "status": "failed", "reason": None}]
+    assert macros._skip_note(dict(r, steps=two), "b") == \
+        '!!! warning "Not measured on this host"\n\n    - `b.y` skipped: no &lt;perf&gt;\n    - `b.z` failed: \n'
 
 
 def test_artifact_text_shows_the_matching_log(tree):
