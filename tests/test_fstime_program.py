@@ -36,6 +36,15 @@ def fstime(tmp_path_factory):
     return out
 
 
+# The measured phase lasts -t seconds, less the moment between arming the timer and reading the
+# clock: fstime.c arms the deadline and then takes its start time, in UnixBench's order
+# (UnixBench 5.1.2 src/fstime.c, w_test/r_test/c_test: alarm(timeSecs), then
+# start = getFloatTime()). Under load that moment reached 20 µs (0.49998 s for -t 0.5,
+# a make test run with the fault matrix running beside it); 10 ms of slack still catches a -t
+# that is not honoured.
+SLACK = 0.01
+
+
 def run(binary, *args, timeout=60):
     return subprocess.run([str(binary), *args], capture_output=True,
                           text=True, timeout=timeout)
@@ -157,9 +166,9 @@ def test_copy_run(fstime, tmp_path):
     copy = recs[-1]
     assert copy["score_kibps"] > 0
     assert copy["file_bytes"] == 204800
-    assert 1.0 <= copy["seconds"] < 1.5
+    assert 1.0 - SLACK <= copy["seconds"] < 1.5
     for r in recs[:2]:
-        assert 2.0 <= r["seconds"] < 3.0
+        assert 2.0 - SLACK <= r["seconds"] < 3.0
     # The write phase checks its deadline only after whole passes.
     assert recs[0]["bytes"] % copy["file_bytes"] == 0
     assert dummy_files(d) == []
@@ -170,7 +179,7 @@ def test_read_mode(fstime, tmp_path):
               "-d", str(tmp_path))
     recs = parse_run(res, 4096, 100)
     assert [r["phase"] for r in recs] == ["write", "read"]
-    assert 1.0 <= recs[1]["seconds"] < 1.5
+    assert 1.0 - SLACK <= recs[1]["seconds"] < 1.5
     assert dummy_files(tmp_path) == []
 
 
@@ -181,7 +190,7 @@ def test_write_mode_and_file_size(fstime, tmp_path):
     recs = parse_run(res, 4096, 5)
     assert [r["phase"] for r in recs] == ["write"]
     assert recs[0]["file_bytes"] == 4096
-    assert 0.5 <= recs[0]["seconds"] < 1.0
+    assert 0.5 - SLACK <= recs[0]["seconds"] < 1.0
     assert dummy_files(tmp_path) == []
 
 
