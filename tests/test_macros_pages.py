@@ -302,3 +302,25 @@ def test_lab_time_puts_each_host_on_its_own_line(tree):
     for part, (host, r) in zip(parts, pairs):
         assert part == (f"{macros._duration(r['run']['duration_s'])} ({'quick' if r['run']['quick'] else 'full'} run, "
                         f"{render.host_label(r['host'], host.title)})")
+
+
+def test_diff_flamegraphs_are_interactive_too(tree, monkeypatch):
+    monkeypatch.setattr(macros, "_macro_env", None)
+    md = macros.flamegraph("fstime", kind="diff_flamegraph", group="perf")
+    assert md.count("(click a frame to zoom, Ctrl-F to search; on a narrow screen the figure scrolls sideways)") >= 1
+    assert "a static image" not in md
+
+
+def test_cast_goes_on_past_a_host_without_a_recording(tree):
+    """A host without a recording sorted first does not end the list; each recording is its own
+    paragraph."""
+    def no_cast(r):
+        r["artifacts"] = [a for a in r["artifacts"] if a["kind"] != "cast"]
+    add_host(tree, "lat_tcp", "aaa-no-cast", no_cast)
+    add_host(tree, "lat_tcp", "zzz-cast", lambda r: None)
+    pairs = macros._need_lab("lat_tcp")
+    assert pairs[0][0].label == "aaa-no-cast"
+    with_cast = [h for h, r in pairs if any(a["kind"] == "cast" for a in r["artifacts"])]
+    md = macros.cast("lat_tcp")
+    assert len(with_cast) >= 2 and md.count('<figure class="pc-cast-figure">') == len(with_cast)
+    assert md.count("</figure>\n\n**") == len(with_cast) - 1 and "zzz-cast" in md

@@ -223,6 +223,7 @@ def test_original_macros(tree):
         assert f">{cell}<" in out
     assert 'class="pc-original-note"' in out and 'Which CPU "other CPU" was is not given.' in out
     assert macros.original_tables("lat_tcp") == md
+    assert md.startswith('<div class="pc-original" markdown>\n\n**') and md.endswith("\n\n</div>\n")
     with pytest.raises(original.OriginalError, match="no table 'nope'"):
         macros.original_table("lat_tcp", "nope")
     vs = macros.original_vs_here("lat_tcp")

@@ -242,6 +242,9 @@ def test_annotated_output_fails_loud(kwargs, match):
 def test_a_marker_is_never_guessed_from_the_output_itself():
     """A '#' comment of the output holding "(digits)" would be taken for a marker by
     mkdocs-material: such a block is shown as plain text, notes as a list."""
+    # a note's pattern is never matched against a "[... n lines not shown ...]" mark
+    md = macros._annotated_block("cmd", ["[... 3 lines not shown ...]", "line"], [["line", "a note"]], set())
+    assert "\n[... 3 lines not shown ...]\nline\n# (1)!\n```" in md
     md = macros._annotated_block("cmd", ["# Samples (3) of x", "line"], [["line", "a note"]], set())
     assert md.startswith("```text\n$ cmd\n# Samples (3) of x\nline\n```") and "1.  a note" in md
 
