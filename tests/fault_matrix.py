@@ -18,7 +18,7 @@ actions; a group with fewer lines is signalled where the next begins). Three siz
   step j is signalled by signal i at its line (j + i) mod (its lines), so every step meets every
   signal and, in a group with at least as many steps as a step has lines, every kind of line
   (the background helper started, the command started, its verdict, the helper stopped) meets
-  every signal too (1,464 cases for the five labs, about four hours on a 2-CPU VM, and the
+  every signal too (1,464 cases for the five labs, about three hours on a 2-CPU VM, and the
   NVMe lab's guest group, whose every case boots arm64 guests);
 - ``--every-line``, every progress line x every signal (3,532 cases: a day of machine time).
 
