@@ -174,7 +174,10 @@ class State:
                 f.write(json.dumps(dict(record, code=self.code)) + "\n")
 
     def count(self, lab: str, group: str, base: Path) -> int:
-        """The group's boundaries: recorded, or counted now and recorded."""
+        """The group's boundaries: recorded, or the last of its recorded step ends (the same
+        undisturbed run's line count), or counted now and recorded."""
+        if (lab, group) not in self.counts and (lab, group) in self.ends:
+            return self.ends[(lab, group)][-1]
         if (lab, group) not in self.counts:
             self.counts[(lab, group)] = count_boundaries(lab, group, base)
             self.add({"kind": "count", "lab": lab, "group": group, "n": self.counts[(lab, group)]})
