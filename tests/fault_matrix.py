@@ -28,7 +28,7 @@ but the site's build: ``SITE_ONLY``);
 a later run with the same FILE skips what it already holds for the same code and reports the
 union. A change to a lab or to labkit starts the matrix over.
 
-    .venv/bin/python tests/fault_matrix.py [--labs a,b] [--full | --every-line] [--seed N] [--state FILE] [--json FILE]
+    .venv/bin/python tests/fault_matrix.py [--labs a,b] [--full | --every-line] [--groups g,h] [--seed N] [--state FILE] [--json FILE]
 
 Exit status 0 when every case tried was clean. Needs root for the labs' host changes (without
 root most steps skip, and the matrix shows little).
@@ -252,13 +252,15 @@ def step_cases(lab: str, group: str, ends: list[int]) -> list[Case]:
     return cases
 
 
-def full_cases(lab_names: list[str], base: Path, state: State | None = None, every_line: bool = False) -> list[Case]:
-    """Every step of every group with every signal (:func:`step_cases`), or with ``every_line``
-    every boundary with every signal; the counts from ``state`` when it has them."""
+def full_cases(lab_names: list[str], base: Path, state: State | None = None, every_line: bool = False,
+               only_groups: set[str] | None = None) -> list[Case]:
+    """Every step of every group (of ``only_groups`` when given) with every signal
+    (:func:`step_cases`), or with ``every_line`` every boundary with every signal; the counts
+    from ``state`` when it has them."""
     state = state or State(None, "")
     cases = []
     for lab in lab_names:
-        for g in groups(lab):
+        for g in (x for x in groups(lab) if only_groups is None or x in only_groups):
             if every_line:
                 n = state.count(lab, g, base)
                 cases += [Case(lab, g, k, s.name) for k in range(1, n + 1) for s in SIGNALS]
@@ -424,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     size = ap.add_mutually_exclusive_group()
     size.add_argument("--full", action="store_true", help="every step x every signal (a few hours)")
     size.add_argument("--every-line", action="store_true", help="every progress line x every signal (a day)")
+    ap.add_argument("--groups", help="comma-separated groups of those labs (default: all), with --full or --every-line")
     ap.add_argument("--seed", type=int, default=15, help="seed of the sampled matrix's boundaries")
     ap.add_argument("--per-group", type=int, default=2, help="cases per group in the sampled matrix (default 2)")
     ap.add_argument("--json", help="write every outcome and the counts to this file")
@@ -434,11 +437,18 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(names) - set(labs()) - set(EXTRA_LABS))
     if unknown:
         ap.error(f"--labs: no such lab: {', '.join(unknown)}")
+    only = set(a.groups.split(",")) if a.groups else None
+    if only is not None:
+        if not (a.full or a.every_line):
+            ap.error("--groups: only with --full or --every-line")
+        known = {g for lab in names for g in groups(lab)}
+        if only - known:
+            ap.error(f"--groups: no such group in {', '.join(names)}: {', '.join(sorted(only - known))}")
     t0 = time.time()
     state = State(Path(a.state) if a.state else None, code_hash())
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="fault-matrix.") as tmp:
-        cases = (full_cases(names, Path(tmp), state, every_line=a.every_line) if a.full or a.every_line
+        cases = (full_cases(names, Path(tmp), state, every_line=a.every_line, only_groups=only) if a.full or a.every_line
                  else sampled_cases(names, a.seed, a.per_group))
         resumed = [state.outcomes[c.id] for c in cases if c.id in state.outcomes]
         if resumed:

@@ -58,3 +58,23 @@ def test_cases_run_breadth_first_over_groups():
         assert [c for c in order if (c.lab, c.group) == key] == [c for c in cases if (c.lab, c.group) == key]
     assert [(c.lab, c.group) for c in order[-4:]] == [("a", "g1")] * 4
     assert fm.breadth_first([]) == []
+
+
+def test_groups_narrows_the_full_matrix_to_named_groups(tmp_path, capsys):
+    """``--groups`` keeps only the named groups' cases (the NVMe guest group alone is a run of its
+    own), and an unknown group or a ``--groups`` without a full matrix is an argparse error naming it, exit 2."""
+    st = fm.State(None, "x")
+    st.ends[("fstime", "copy")] = [3, 5]
+    st.ends[("fstime", "audit")] = [2]
+    cases = fm.full_cases(["fstime"], tmp_path, st, only_groups={"copy", "audit"})
+    assert {c.group for c in cases} == {"copy", "audit"}
+    assert len(cases) == (2 + 1) * len(fm.SIGNALS)
+    for argv in (["--labs", "fstime", "--full", "--groups", "nope"], ["--labs", "fstime", "--groups", "copy"]):
+        try:
+            fm.main(argv)
+        except SystemExit as e:
+            assert e.code == 2
+        else:
+            raise AssertionError(f"{argv} was accepted")
+        err = capsys.readouterr().err.strip().splitlines()
+        assert ": error: --groups: " in err[-1], err
