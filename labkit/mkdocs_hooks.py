@@ -23,8 +23,9 @@ from labkit import charts, render, results
 _PLAYER = re.compile(r"```asciinema-player\n(.*?)\n```", re.S)
 # What mkdocs-asciinema-player adds to every page (its on_config puts them in extra_css/js).
 _PLAYER_ASSETS = re.compile(r'\s*<link rel="stylesheet" href="[^"]*css/(?:terminal-player|asciinema-player)\.css">'
-                            r'|\s*<script src="[^"]*js/asciinema-player\.min\.js"></script>')
-_PLAYER_SCRIPT = re.compile(r'<script src="([^"]*js/asciinema-player\.min\.js)"></script>')
+                            r'|\s*<script (?:defer )?src="[^"]*js/asciinema-player\.min\.js"></script>')
+# labkit/theme/main.html defers every script of material's scripts block
+_PLAYER_SCRIPT = re.compile(r'<script (?:defer )?src="([^"]*js/asciinema-player\.min\.js)"></script>')
 
 
 def on_files(files, config):

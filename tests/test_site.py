@@ -156,6 +156,24 @@ def test_player_only_where_a_recording_is(site):
     assert with_cast >= 1
 
 
+
+def test_no_script_blocks_the_first_paint(site):
+    """Every external script of every page is deferred (labkit/theme/main.html): a parser-blocking
+    one at the end of <body> could run before the first paint and delay the chapter's heading,
+    Lighthouse's largest contentful paint. Material's bundle and docs/assets/casebook.js are
+    among them, in that order."""
+    pages = 0
+    for page in site.rglob("index.html"):
+        text = page.read_text()
+        tags = re.findall(r"<script\b[^>]*\bsrc=[^>]*>", text)
+        if not tags:
+            continue
+        pages += 1
+        assert all(re.match(r"<script defer src=", t) for t in tags), (page, tags)
+        names = [re.search(r'src="([^"]+)"', t).group(1).rsplit("/", 1)[-1] for t in tags]
+        assert names.index("casebook.js") > next(i for i, n in enumerate(names) if n.startswith("bundle.")), names
+    assert pages >= 6
+
 def test_measured_data_stay_out_of_the_search_index(site):
     """The index every page downloads holds the prose, not the tables, outputs and evidence."""
     index = (site / "search" / "search_index.json").read_text()
