@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -316,6 +317,25 @@ def tagged_processes(prefix: str = "") -> list[str]:
     return found
 
 
+_UNALLOCATED = re.compile(r"^\d+ \(expanded: (\d+)\)$")
+
+
+def ring_buffer_allocated(before: str | None, after: str | None) -> bool:
+    """Whether tracefs's ``buffer_size_kb`` went from the kernel's not-yet-allocated ring buffer
+    (``"7 (expanded: 1408)"``, what a freshly booted host shows) to that same default size, now
+    allocated: tracing's first use allocates it and no interface takes that back
+    (kernel/trace/trace.c: ``tracing_entries_read`` prints "(expanded: ...)" until
+    ``tracing_update_buffers`` has run). The size then reads rounded up to whole ring-buffer pages
+    (a page holds a page minus its header of data, kernel/trace/ring_buffer.c ``BUF_PAGE_SIZE``):
+    1408 KB reads 1410 with 4 KiB pages. Any other size (a lab that set it and did not put it
+    back) is a change."""
+    m = _UNALLOCATED.match(before or "")
+    if not m or not (after or "").isdigit():
+        return False
+    default, now, page_kb = int(m.group(1)), int(after), os.sysconf("SC_PAGE_SIZE") // 1024
+    return default <= now < default + page_kb
+
+
 def state_diff(before: dict, after: dict) -> list[str]:
     """Human-readable differences between two :func:`host_state` snapshots (empty: equal)."""
     diffs = []
@@ -328,7 +348,8 @@ def state_diff(before: dict, after: dict) -> list[str]:
             # ours are compared while free, and "loops" lists any still attached to our files).
             keys = sorted(set(a) & set(b)) if key == "block" else sorted(set(a) | set(b))
             for k in keys:
-                if a.get(k) != b.get(k):
+                if a.get(k) != b.get(k) and not (key == "tracefs" and k == "buffer_size_kb"
+                                                 and ring_buffer_allocated(a.get(k), b.get(k))):
                     diffs.append(f"{key}[{k}]: {a.get(k)!r} -> {b.get(k)!r}")
         else:
             diffs.append(f"{key}: {a!r} -> {b!r}")

@@ -78,3 +78,22 @@ def test_groups_narrows_the_full_matrix_to_named_groups(tmp_path, capsys):
             raise AssertionError(f"{argv} was accepted")
         err = capsys.readouterr().err.strip().splitlines()
         assert ": error: --groups: " in err[-1], err
+
+
+def test_a_ring_buffer_first_allocated_is_no_change_but_another_size_is():
+    """tracefs's buffer_size_kb on a freshly booted host reads "7 (expanded: 1408)"; the first use
+    of tracing allocates the 1408 KB default, which reads 1410 (whole ring-buffer pages). The
+    pair is from this project's CI run of 2026-11-24, where the check reported it as a change.
+    Any other size is still a change."""
+    from labrun import ring_buffer_allocated, state_diff
+    assert ring_buffer_allocated("7 (expanded: 1408)", "1410")
+    assert ring_buffer_allocated("7 (expanded: 1408)", "1408")
+    for before, after in (("7 (expanded: 1408)", "16384"), ("7 (expanded: 1408)", "7"), ("1410", "1408"),
+                          ("7 (expanded: 1408)", "1400"), ("7 (expanded: 1408)", None), (None, "1410")):
+        assert not ring_buffer_allocated(before, after), (before, after)
+    tr = {"current_tracer": "nop", "buffer_size_kb": "7 (expanded: 1408)"}
+    assert state_diff({"tracefs": tr}, {"tracefs": dict(tr, buffer_size_kb="1410")}) == []
+    assert state_diff({"tracefs": tr}, {"tracefs": dict(tr, buffer_size_kb="16384")}) == [
+        "tracefs[buffer_size_kb]: '7 (expanded: 1408)' -> '16384'"]
+    assert state_diff({"tracefs": tr}, {"tracefs": dict(tr, current_tracer="blk", buffer_size_kb="1410")}) == [
+        "tracefs[current_tracer]: 'nop' -> 'blk'"]

@@ -160,3 +160,53 @@ def test_the_matrix_started_with_sigint_ignored_still_stops_on_sigint(tmp_path):
     assert "fault matrix: stopped by SIGINT after" in text and "Traceback" not in text, text
     assert '"kind": "case"' in state.read_text()
     assert not tagged_processes("fakelab."), tagged_processes("fakelab.")
+
+
+def _mounted(path: str) -> bool:
+    return subprocess.run(["mountpoint", "-q", path]).returncode == 0
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not shutil.which("perf"), reason="perf is not installed")
+def test_a_tracefs_mount_a_tool_makes_is_undone(tmp_path):
+    """On a freshly booted host /sys/kernel/tracing is not mounted, and `perf stat -e
+    block:block_rq_complete` (fio_engines' setup probes with it) mounts it by itself: the lab
+    unmounts it again (labs/lib/lab.sh lab__guard_kernel_fs). Found by the suite's fault matrix
+    in CI after a reboot. The host's own mount, if any, is put back afterwards."""
+    tr = "/sys/kernel/tracing"
+    had = _mounted(tr)
+    if had and subprocess.run(["umount", tr]).returncode != 0:
+        pytest.skip(f"{tr} is in use: cannot start from an unmounted tracefs")
+    try:
+        run = subprocess.run(lab_command("fio_engines", "--quick", "--only", "setup", "--host", "fault-test",
+                                         "--out", str(tmp_path / "out"), "--scratch", str(tmp_path)),
+                             capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert not _mounted(tr), f"{tr} left mounted by the lab run"
+        assert f"cleanup: unmount {tr} if a tool mounted it" in run.stderr, run.stderr[-2000:]
+    finally:
+        if had and not _mounted(tr):
+            subprocess.run(["mount", "-t", "tracefs", "nodev", tr], check=True)
+
+
+@pytest.mark.timeout(300)
+def test_a_loop_device_gets_its_read_ahead_back(tmp_path):
+    """The kernel sets a loop device's read_ahead_kb when a file is attached (from the backing
+    file system) and leaves it after the detach; the lab puts back the free device's value
+    (labs/lib/lab.sh lab_loop_attach). Found by the suite's fault matrix in CI after a reboot
+    (read_ahead_kb of loop2 128 -> 2560). The device is marked with an odd value first."""
+    dev = subprocess.run(["losetup", "--find"], capture_output=True, text=True).stdout.strip()
+    if not dev:
+        pytest.skip("no free loop device")
+    ra = Path(f"/sys/block/{Path(dev).name}/queue/read_ahead_kb")
+    old = ra.read_text().strip()
+    ra.write_text("136\n")
+    try:
+        run = subprocess.run(lab_command("nvme_swiotlb", "--quick", "--only", "build", "--host", "fault-test",
+                                         "--out", str(tmp_path / "out"), "--scratch", str(tmp_path)),
+                             capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert ra.read_text().strip() == "136", f"{ra}: 136 before the run"
+        assert __import__("re").search(rf"losetup --show .*{dev} ", run.stderr), run.stderr[-2000:]  # the one marked
+    finally:
+        ra.write_text(old + "\n")

@@ -697,7 +697,7 @@ lab_takes_odirect() {
 # Where it does not, the option is dropped (the loop device then reads through the backing file's
 # page cache) and a skipped step NAME.direct-io says so.
 lab_loop_attach() {
-  local name=$1 file=$2 opts=() o; shift 2
+  local name=$1 file=$2 opts=() o dev ra; shift 2
   LAB_LOOP=""
   for o in "$@"; do
     if [[ $o == --direct-io=on ]] && ! lab_takes_odirect "$file"; then
@@ -706,8 +706,20 @@ lab_loop_attach() {
     fi
     opts+=("$o")
   done
+  # The kernel sets a loop device's read_ahead_kb from its backing file system when the file is
+  # attached (twice its optimal I/O size) and leaves it so after the detach: the free device's
+  # value is read first and put back after the detach (registered first, so undone last).
+  dev=$(losetup --find 2>/dev/null) || dev=""
+  ra="/sys/block/${dev##*/}/queue/read_ahead_kb"
+  if [[ -n "$dev" && -r "$ra" ]]; then
+    lab_defer "restore $ra to $(cat "$ra")" lab__write_file "$ra" "$(cat "$ra")"
+  fi
   lab_defer "detach loop devices backed by $file" lab__loop_detach "$file"
-  lab_run "$name" -- losetup --find --show "${opts[@]}" "$file" || return 1
+  if [[ -n "$dev" ]]; then
+    lab_run "$name" -- losetup --show "${opts[@]}" "$dev" "$file" || return 1
+  else
+    lab_run "$name" -- losetup --find --show "${opts[@]}" "$file" || return 1
+  fi
   # shellcheck disable=SC2034 # for the lab's run.sh
   LAB_LOOP=$(tail -n 1 "$LAB_RUN/raw/$name.out")
 }
@@ -913,7 +925,24 @@ lab__init() {
   : > "$LAB_RUN/steps.tsv"
   lab__say "$LAB_TITLE: host $LAB_HOST, $( ((LAB_QUICK)) && echo quick || echo full) run, scratch $LAB_SCRATCH"
   lab__sigint_note
+  lab__guard_kernel_fs
   lab__quietly "$LAB_RUN/host.json" "$LAB_PY" -m labkit probe --scratch "$LAB_SCRATCH" --label "$LAB_HOST"
+}
+
+# lab__guard_kernel_fs: tools mount kernel file systems by themselves where they are not mounted:
+# `perf stat -e block:block_rq_complete` mounts tracefs at /sys/kernel/tracing (perf's
+# tools/lib/api/fs/fs.c mounts it on first use), as trace-cmd's libtracefs does. On a freshly
+# booted host a lab run would leave that mount behind. As root, each of /sys/kernel/tracing and
+# /sys/kernel/debug that is not a mount point when the lab starts gets its unmount journalled now,
+# before any tool runs; undone last, after the lab's own mounts.
+lab__guard_kernel_fs() {
+  local m
+  [[ $EUID -eq 0 ]] || return 0
+  for m in /sys/kernel/tracing /sys/kernel/debug; do
+    if [[ -d "$m" ]] && ! mountpoint -q "$m"; then
+      lab_defer "unmount $m if a tool mounted it" lab__umount "$m" 0
+    fi
+  done
 }
 
 # lab__quietly OUTFILE CMD...: run a helper of the lab (not a step: the probe, labkit record,
