@@ -58,6 +58,8 @@ LAB_SCRATCH="" LAB_RUN="" LAB_FAILED=0 LAB_CHILD="" LAB_START=0 LAB_START_US=0 L
 LAB_ARGS=""
 # The journal and its in-memory mirror (ids of pending undo actions, for lab_mark/lab_unwind).
 LAB_JOURNAL="" LAB_LOG="" LAB_TAG="" LAB_SEQ=0 LAB_PENDING=()
+# $! before a background start whose PID is not yet in LAB_CHILD or the journal ("": none).
+LAB_LAUNCH=""
 declare -A LAB_UNDO=() LAB_UNDO_DESC=()
 LAB_UNDOING=0 LAB_QUIET_UNDO=0 LAB_FINISHING=0 LAB_LOCK="" LAB_ERR=""
 
@@ -412,6 +414,12 @@ lab__kill_tagged() {
 lab__undo_all() {
   local failed=0
   [[ -n "$LAB_JOURNAL" && -f "$LAB_JOURNAL" ]] || return 0
+  # A signal between `cmd &` and the next command: bash has set $! (the child exists) but no
+  # variable or journal entry holds it, and until it execs it carries no run tag (its
+  # /proc/PID/environ is still the lab shell's own). Seen in the fault matrix as a strace and
+  # its fio left running after SIGHUP (fio_engines-strace-1-SIGHUP).
+  if [[ -n "$LAB_LAUNCH" && "${!:-0}" != "$LAB_LAUNCH" ]]; then lab_kill_group "$!" >/dev/null 2>&1 || true; fi
+  LAB_LAUNCH=""
   export -n PCB_LAB_RUN 2>/dev/null || true
   if [[ -n "$LAB_CHILD" ]]; then lab_kill_group "$LAB_CHILD" >/dev/null 2>&1 || true; LAB_CHILD=""; fi
   if [[ -n "$LAB_TAG" ]] && [[ -n "$(lab__tagged "$LAB_TAG")" ]]; then
@@ -557,8 +565,10 @@ lab_run() {
   printf '%s' "${cmd% }" > "$raw.cmd"
   lab__say "$name: ${cmd% }"
   t0=${EPOCHREALTIME//[.,]/}
+  LAB_LAUNCH=${!:-0}
   setsid "$@" > "$stdout" 2> "$raw.err" < /dev/null {LAB_ERR}>&- {LAB_LOCK}>&- &
   LAB_CHILD=$!
+  LAB_LAUNCH=""
   wait "$LAB_CHILD" || rc=$?
   LAB_CHILD=""
   t1=${EPOCHREALTIME//[.,]/}
@@ -607,10 +617,12 @@ lab_spawn() {
   printf -v cmd '%q ' "$@"
   printf '%s' "${cmd% }" > "$raw.cmd"
   lab__say "$name: starting in background: ${cmd% }"
+  LAB_LAUNCH=${!:-0}
   setsid "$@" > "$raw.out" 2> "$raw.err" < /dev/null {LAB_ERR}>&- {LAB_LOCK}>&- &
   LAB_SPAWNED=$!
   lab__starttime_v start "$LAB_SPAWNED" || start=""
   lab_defer "stop $name (pid $LAB_SPAWNED)" lab_kill_group "$LAB_SPAWNED" "$start"
+  LAB_LAUNCH=""
 }
 
 # lab_wait_for FILE REGEX [SECONDS]: wait until FILE has a line matching REGEX (default 5 s).
@@ -954,8 +966,10 @@ lab__quietly() {
   local -a lines
   err="$LAB_SCRATCH/.helper.$BASHPID.$RANDOM"   # no command substitution here: a signal at this
   : > "$err"                                     # boundary must reach the lab's traps, not a subshell
+  LAB_LAUNCH=${!:-0}
   setsid "$@" > "$out" 2> "$err" < /dev/null {LAB_ERR}>&- {LAB_LOCK}>&- &
   LAB_CHILD=$!
+  LAB_LAUNCH=""
   while kill -0 "$LAB_CHILD" 2>/dev/null; do
     mapfile -t -s "$seen" lines < "$err"
     seen=$((seen + ${#lines[@]}))
