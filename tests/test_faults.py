@@ -13,6 +13,7 @@ while the guest runs: its runner and QEMU must go with it.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -207,6 +208,6 @@ def test_a_loop_device_gets_its_read_ahead_back(tmp_path):
                              capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
         assert run.returncode == 0, run.stderr[-2000:]
         assert ra.read_text().strip() == "136", f"{ra}: 136 before the run"
-        assert __import__("re").search(rf"losetup --show .*{dev} ", run.stderr), run.stderr[-2000:]  # the one marked
+        assert re.search(rf"losetup --show .*{dev} ", run.stderr), run.stderr[-2000:]  # the device marked
     finally:
         ra.write_text(old + "\n")
