@@ -49,8 +49,9 @@ def _skip_note(result: dict, group: str | None) -> str:
     steps = [s for s in result["steps"] if group is None or s["group"] == group]
     bad = [s for s in steps if s["status"] != "ok"]
     if bad:
-        body = "\n".join(f"- {render.code_span(s['name'])} {s['status']}: {render.esc(commands.display_text(s['reason'] or '', result))}"
-                         for s in bad)
+        body = "\n".join(f"- {render.code_span(s['name'])} {s['status']}" + (
+            f": {render.esc(commands.display_text(s['reason'], result))}" if s["reason"] else
+            " (the result records no reason; the run's log may say)") for s in bad)
     elif group and not steps:
         body = f"The {render.code_span(group)} steps did not run in this run (`--only` or an older lab)."
     else:
@@ -515,7 +516,9 @@ def _excerpt(text_lines: list[str], lines, match, before: int, after: int, tail)
     if not n:
         return out, "no output"
     shown = ", ".join(f"{a + 1}" if b == a + 1 else f"{a + 1}–{b}" for a, b in spans)
-    return out, ("all " if len(picked) == n else f"line{'s' if len(picked) > 1 else ''} {shown} of ") + f"{n} lines"
+    if len(picked) == n:
+        return out, "its one line" if n == 1 else f"all {n} lines"
+    return out, f"line{'s' if len(picked) > 1 else ''} {shown} of {n} lines"
 
 
 def step_output(lab: str, step: str, stream: str = "both", lines=None, match: str | None = None,
@@ -753,6 +756,31 @@ def _here_ratio(result: dict, here: dict) -> str:
     return ratio
 
 
+def stacked_table(header: list[str], rows: list[list[str]]) -> str:
+    """An HTML table (md_in_html: cells are Markdown inline text, like
+    :func:`labkit.render.markdown_table`'s)
+    that is a table on a wide screen and a card per row on a phone (docs/assets/casebook.css,
+    ``.pc-stack``): the first cell is the card's title, each other cell is preceded by its
+    column's header, which a wide screen does not show (``.pc-stack-label``, hidden from screen
+    readers, which announce the header cells; explicit ARIA roles keep the table's semantics
+    when CSS changes its display). For tables of long text cells in many columns, where a
+    phone would squeeze every column into a tall strip. Cells keep their markup (an emulation
+    badge in a header goes with every cell of its column)."""
+    def cell(s):
+        return str(s).replace("\n", " ")
+    out = ['<div class="pc-stack" markdown>', '<table role="table" markdown="1">',
+           '<thead role="rowgroup" markdown="1">', '<tr role="row" markdown="1">']
+    out += [f'<th role="columnheader" markdown="span">{cell(h)}</th>' for h in header]
+    out += ["</tr>", "</thead>", '<tbody role="rowgroup" markdown="1">']
+    for r in rows:
+        tds = [f'<td role="cell" markdown="span">{cell(r[0])}</td>'] if r else []
+        tds += [f'<td role="cell" markdown="span"><span class="pc-stack-label" aria-hidden="true">{cell(h)}</span> '
+                f'{cell(c)}</td>' for h, c in zip(header[1:], r[1:])]
+        out.append('<tr role="row" markdown="1">' + "".join(tds) + "</tr>")
+    out += ["</tbody>", "</table>", "</div>"]
+    return "\n".join(out) + "\n"
+
+
 def original_vs_here(lab: str) -> str:
     """Markdown: one row per ``[[ratio]]`` of ``labs/<lab>/original.toml``: the quantity, the
     original's ratio (its two cells, machine and kernel), our ratio a ÷ b of medians on
@@ -776,7 +804,7 @@ def original_vs_here(lab: str) -> str:
         cell = html.escape(f"{value:.3g} ({ta} ÷ {tb}; {where})", quote=False)
         rows.append([html.escape(q["quantity"], quote=False), cell] + [_here_ratio(r, q["here"]) for _, r in pairs]
                     + [html.escape(q["reading"], quote=False)])
-    return render.markdown_table(header, rows)
+    return stacked_table(header, rows)
 
 
 def _describe_check(check: dict) -> str:

@@ -261,6 +261,36 @@ def test_tables_that_scroll_sideways_and_only_they_can_be_focused(served, watche
     assert errors == [], errors
 
 
+@pytest.mark.parametrize("width", [390, 1280])
+def test_original_vs_here_is_a_card_per_row_on_a_phone(served, watched, width):
+    """labkit.macros.stacked_table on a chapter: at 390 px each row is a card that fits the screen
+    (no sideways scroll), the header row is hidden from sight but not from screen readers, and
+    each cell shows its column's header, the emulated host's badge included; at 1280 px it is a
+    table whose cells show no such label."""
+    url, _ = served
+    page, errors, _ = watched
+    page.set_viewport_size({"width": width, "height": 800})
+    page.goto(f"{url}/cases/optane_kyber/", wait_until="networkidle")
+    box = page.locator(".pc-stack").first
+    box.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    got = box.evaluate("""b => {
+        const t = b.querySelector('table'), head = t.querySelector('thead');
+        const labels = [...t.querySelectorAll('tbody .pc-stack-label')];
+        return {fits: t.scrollWidth <= b.clientWidth + 1, row: getComputedStyle(t.querySelector('tbody tr')).display,
+                head: head.getBoundingClientRect().height, headers: head.querySelectorAll('th').length,
+                shown: labels.filter(l => l.checkVisibility()).length, labels: labels.length,
+                badges: [...t.querySelectorAll('tbody .pc-stack-label .pc-emulated')].filter(e => e.checkVisibility()).length,
+                hidden: labels.every(l => l.getAttribute('aria-hidden') === 'true')}}""")
+    assert got["labels"] and got["hidden"] and got["headers"] > 2, got
+    if width == 390:
+        assert got["fits"] and got["row"] == "block" and got["head"] <= 1, got
+        assert got["shown"] == got["labels"] and got["badges"] > 0, got
+    else:
+        assert got["row"] == "table-row" and got["head"] > 1 and got["shown"] == got["badges"] == 0, got
+    assert errors == [], errors
+
+
 def test_blocks_far_below_are_not_rendered_at_load_and_annotations_are_not_clipped(served, watched):
     """docs/assets/casebook.css skips the rendering of data blocks far from the viewport
     (content-visibility: auto, which also clips what overflows a block), except blocks that hold

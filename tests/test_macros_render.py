@@ -231,10 +231,13 @@ def test_original_macros(tree):
     here = original.load(FIXTURE)["ratio"][0]["here"]
     a, _ = claims_mod.side(r, here["metric"], here["a"])
     b, _ = claims_mod.side(r, here["metric"], here["b"])
-    assert f"| {a.value / b.value:.3g}" in vs
+    assert f"</span> {a.value / b.value:.3g}</td>" in vs
     assert f"{float('12.8296') / float('8.2153'):.3g} (12.8296 ÷ 8.2153; HP380, Xeon 2699v4, kernel 3.10.0-514.el7.x86_64 (4K))" in vs
     add_host(tree, "lat_tcp", "arm64-tcg", emulate)
-    assert BADGE in macros.original_vs_here("lat_tcp").splitlines()[0]
+    head, body = macros.original_vs_here("lat_tcp").split("<tbody")
+    assert BADGE in head     # each emulated host's header, and on a phone (a card per row) its every cell's label
+    assert body.count(BADGE) == head.count(BADGE) * body.count("<tr ") == \
+        head.count(BADGE) * len(original.load(FIXTURE)["ratio"])
 
 
 def test_original_vs_here_flags_noise_and_missing_data(tree):
@@ -251,9 +254,9 @@ def test_original_vs_here_flags_noise_and_missing_data(tree):
         r["measurements"] = [m for m in r["measurements"] if m["case"].get("pin") != "other-core"]
     add_host(tree, "lat_tcp", "noisy", same)
     add_host(tree, "lat_tcp", "partial", drop)
-    row = html_of(macros.original_vs_here("lat_tcp")).split("<tbody>")[1]
-    assert "<td>1 (within noise: the two ranges overlap)</td>" in row
-    assert "<td>– (no round_trip measurement for experiment=pinned, pin=other-core)</td>" in row
+    row = html_of(macros.original_vs_here("lat_tcp")).split('<tbody role="rowgroup">')[1]
+    assert '</span> 1 (within noise: the two ranges overlap)</td>' in row
+    assert '</span> – (no round_trip measurement for experiment=pinned, pin=other-core)</td>' in row
 
 
 # ---- exercises ----

@@ -109,6 +109,7 @@ def test_compare_table_puts_a_first_and_b_second(tree):
     (10, "5", None, ["[... 4 lines not shown ...]", "[... 5 more lines ...]"], "line 5 of 10 lines"),
     (4, None, 2, ["[... 2 lines not shown ...]"], "lines 3–4 of 4 lines"),
     (3, None, None, [], "all 3 lines"),
+    (1, None, None, [], "its one line"),
 ])
 def test_excerpt_marks_what_it_leaves_out(n, lines, tail, expect_marks, note):
     text = [f"l{i + 1}" for i in range(n)]
@@ -163,7 +164,7 @@ def test_skip_note_says_why_a_host_has_no_data():
     # several steps that did not run: a list item each
     two = steps + [{"name": "b.z", "group": "b", "status": "failed", "reason": None}]
     assert macros._skip_note(dict(r, steps=two), "b") == \
-        '!!! warning "Not measured on this host"\n\n    - `b.y` skipped: no &lt;perf&gt;\n    - `b.z` failed: \n'
+        '!!! warning "Not measured on this host"\n\n    - `b.y` skipped: no &lt;perf&gt;\n    - `b.z` failed (the result records no reason; the run\'s log may say)\n'
 
 
 def test_artifact_text_shows_the_matching_log(tree):
