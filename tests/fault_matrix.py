@@ -51,7 +51,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from labrun import ROOT, host_state, lab_command, progress_boundary, signal_at, state_diff, tagged_processes  # noqa: E402
+from labrun import ROOT, group_progress, host_state, lab_command, progress_boundary, signal_at, state_diff, tagged_processes  # noqa: E402
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]
 EXPECTED_RC = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
@@ -197,24 +197,14 @@ class State:
 
 
 def group_lines(lab: str, group: str, base: Path) -> list[str]:
-    """The progress lines of GROUP (those :func:`labrun.progress_boundary` counts, in order) in
-    one undisturbed ``--quick --only GROUP`` run."""
+    """The progress lines of GROUP (:func:`labrun.group_progress`: those
+    :func:`labrun.progress_boundary` counts, in order) in one undisturbed ``--quick --only GROUP`` run."""
     work = Path(tempfile.mkdtemp(prefix=f"count-{lab}-{group}-", dir=base))
     env = case_env(work)
     proc = subprocess.run(lab_command(script_of(lab), "--quick", "--only", group, "--host", "fault-matrix", "--out",
                                       str(work / "out"), "--scratch", str(work / "scratch")),
                           capture_output=True, text=True, env=dict(os.environ, **env), stdin=subprocess.DEVNULL)
-    lines, inside = [], False
-    for line in proc.stderr.splitlines():
-        if "] == " in line:
-            if inside:
-                break
-            inside = f"] == {group}:" in line
-        elif inside:
-            if "] recording result" in line:
-                break
-            lines.append(line)
-    return lines
+    return group_progress(proc.stderr.splitlines(), group)
 
 
 def count_boundaries(lab: str, group: str, base: Path) -> int:

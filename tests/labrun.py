@@ -153,24 +153,52 @@ class Interrupted:
     seconds: float            # from start to exit
 
 
+class GroupScope:
+    """Which of a lab's progress lines belong to GROUP, fed one line at a time: the lines after
+    ``== GROUP:`` up to the next ``== `` header or ``recording result`` (labs/lib/lab.sh prints
+    both). :meth:`feed` returns "line" for a line of the group, "end" for the first line after
+    it, and None for a line before it."""
+
+    def __init__(self, group: str):
+        self.group, self.inside = group, False
+
+    def feed(self, line: str) -> str | None:
+        if "] == " in line:
+            if self.inside:
+                return "end"            # the next group begins
+            self.inside = f"] == {self.group}:" in line
+            return None
+        if not self.inside:
+            return None
+        return "end" if "] recording result" in line else "line"
+
+
+def group_progress(lines, group: str) -> list[str]:
+    """The progress lines of GROUP among ``lines`` (:class:`GroupScope`), in order."""
+    scope, out = GroupScope(group), []
+    for line in lines:
+        got = scope.feed(line)
+        if got == "end":
+            break
+        if got == "line":
+            out.append(line)
+    return out
+
+
 def progress_boundary(group: str, k: int):
-    """A boundary chooser for :func:`signal_at`: the k-th progress line after ``== GROUP:``
-    (every line is a boundary between two actions of the lab), or the first line after the
-    group if it has fewer than k."""
-    state = {"in": False, "n": 0}
+    """A boundary chooser for :func:`signal_at`: the k-th progress line of GROUP
+    (:class:`GroupScope`; every line is a boundary between two actions of the lab), or the
+    first line after the group if it has fewer than k."""
+    scope, n = GroupScope(group), [0]
 
     def at(line: str) -> bool:
-        if "] == " in line:
-            if state["in"]:
-                return True             # the next group begins: the group's end is the boundary
-            state["in"] = f"] == {group}:" in line
-            return False
-        if not state["in"]:
-            return False
-        if "] recording result" in line:
-            return True
-        state["n"] += 1
-        return state["n"] >= k
+        got = scope.feed(line)
+        if got == "end":
+            return True                 # the group's end is the boundary
+        if got == "line":
+            n[0] += 1
+            return n[0] >= k
+        return False
     return at
 
 

@@ -97,3 +97,38 @@ def test_a_ring_buffer_first_allocated_is_no_change_but_another_size_is():
         "tracefs[buffer_size_kb]: '7 (expanded: 1408)' -> '16384'"]
     assert state_diff({"tracefs": tr}, {"tracefs": dict(tr, current_tracer="blk", buffer_size_kb="1410")}) == [
         "tracefs[current_tracer]: 'nop' -> 'blk'"]
+
+
+def _recorded_lines(cast) -> list[str]:
+    """The terminal lines of a committed run recording (asciicast v2: a header, then [t, "o",
+    text] events), as the lab printed them."""
+    import json
+    events = [json.loads(line) for line in cast.read_text().splitlines()[1:]]
+    return "".join(e[2] for e in events if e[1] == "o").replace("\r", "").split("\n")
+
+
+def test_the_count_and_the_signal_see_the_same_lines_of_a_group():
+    """group_lines (the matrix's count of a group's boundaries) and progress_boundary (where a
+    case is signalled) scope a group alike, on every group of every committed recording: the
+    k-th line counted is the one the k-th boundary fires at, and one past the count fires at the
+    group's end."""
+    import labrun
+    casts = sorted(fm.ROOT.glob("results/*/*/run.cast"))
+    assert casts
+    for cast in casts:
+        lines = _recorded_lines(cast)
+        groups = [line.split("] == ", 1)[1].split(":", 1)[0] for line in lines if "] == " in line]
+        assert groups, cast
+        for group in groups:
+            counted = labrun.group_progress(lines, group)
+            assert not any("] == " in line or "] recording result" in line for line in counted), (cast, group)
+            last = next(i for i, line in enumerate(lines) if f"] == {group}:" in line)   # the group's header
+            for k in range(1, len(counted) + 2):
+                at = labrun.progress_boundary(group, k)
+                fired = next((i for i, line in enumerate(lines) if at(line)), None)
+                if k <= len(counted):   # the k-th line of the group, right after the one before
+                    assert fired == last + 1 and lines[fired] == counted[k - 1], (cast, group, k)
+                    last = fired
+                else:                   # one past: the line right after the group, if the recording goes on
+                    assert fired == (last + 1 if last + 1 < len(lines) else None), (cast, group, k)
+                    assert fired is None or "] == " in lines[fired] or "] recording result" in lines[fired]
