@@ -51,7 +51,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from labrun import ROOT, group_progress, host_state, lab_command, progress_boundary, signal_at, state_diff, tagged_processes  # noqa: E402
+from labrun import ROOT, group_progress, host_state, lab_command, progress_boundary, run_lab, signal_at, state_diff, tagged_processes  # noqa: E402
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]
 EXPECTED_RC = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
@@ -201,9 +201,8 @@ def group_lines(lab: str, group: str, base: Path) -> list[str]:
     :func:`labrun.progress_boundary` counts, in order) in one undisturbed ``--quick --only GROUP`` run."""
     work = Path(tempfile.mkdtemp(prefix=f"count-{lab}-{group}-", dir=base))
     env = case_env(work)
-    proc = subprocess.run(lab_command(script_of(lab), "--quick", "--only", group, "--host", "fault-matrix", "--out",
-                                      str(work / "out"), "--scratch", str(work / "scratch")),
-                          capture_output=True, text=True, env=dict(os.environ, **env), stdin=subprocess.DEVNULL)
+    proc = run_lab(script_of(lab), "--quick", "--only", group, "--host", "fault-matrix", "--out", str(work / "out"),
+                   "--scratch", str(work / "scratch"), timeout=None, env=env)
     return group_progress(proc.stderr.splitlines(), group)
 
 
@@ -349,14 +348,11 @@ def run_case(case: Case, base: Path, extra_env: dict | None = None, host: bool =
         # Nothing ran the undo: a normal run must refuse (exit 2, the --recover command), then
         # --recover must undo everything the killed run's journal holds.
         time.sleep(0.5)
-        again = subprocess.run(lab_command(target, *args), capture_output=True, text=True, timeout=120,
-                               env=dict(os.environ, **env), stdin=subprocess.DEVNULL)
+        again = run_lab(target, *args, timeout=120, env=env)
         if again.returncode != 2 or "--recover" not in again.stderr or len(again.stderr.strip().splitlines()) != 1:
             out.problems.append(f"a run after the kill did not refuse with one line (exit {again.returncode}): "
                                 f"{again.stderr[-500:]}")
-        rec = subprocess.run(lab_command(target, "--recover", "--out", str(work / "out"), "--scratch",
-                                         str(work / "scratch")), capture_output=True, text=True, timeout=300,
-                             env=dict(os.environ, **env), stdin=subprocess.DEVNULL)
+        rec = run_lab(target, "--recover", "--out", str(work / "out"), "--scratch", str(work / "scratch"), env=env)
         if rec.returncode != 0:
             out.problems.append(f"--recover exited {rec.returncode}: {rec.stderr[-1500:]}")
     else:

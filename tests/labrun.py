@@ -17,8 +17,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_lab(lab: str, *args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run ``labs/<lab>/run.sh ARGS`` to completion; returns the finished process (text output)."""
+def run_lab(lab: str | Path, *args: str, timeout: float | None = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``labs/<lab>/run.sh ARGS`` (or a run.sh path: :func:`lab_command`) to completion, with
+    ``env`` added to the environment and no stdin; returns the finished process (text output).
+
+    Raises:
+        subprocess.TimeoutExpired: after ``timeout`` s (None: no limit).
+    """
     return subprocess.run(lab_command(lab, *args), capture_output=True, text=True,
                           timeout=timeout, env=dict(os.environ, **(env or {})), stdin=subprocess.DEVNULL)
 

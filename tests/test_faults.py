@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 import fault_matrix as fm
-from labrun import is_root, lab_command, signal_at, tagged_processes
+from labrun import is_root, lab_command, run_lab, signal_at, tagged_processes
 
 pytestmark = [pytest.mark.lab, pytest.mark.skipif(not is_root(), reason="the labs' host changes need root")]
 
@@ -94,9 +94,8 @@ def test_a_lab_in_a_guest_stops_with_its_guest(sig, tmp_path):
             "--scratch", str(tmp_path / "scratch")]
     got = signal_at(lab_command("lat_tcp", *args), _after_guest_start, sig, env=env, wait=180)
     if sig == signal.SIGKILL:
-        rec = subprocess.run(lab_command("lat_tcp", "--recover", "--out", str(tmp_path / "out"), "--scratch",
-                                         str(tmp_path / "scratch")), capture_output=True, text=True, timeout=300,
-                             env=dict(os.environ, **env), stdin=subprocess.DEVNULL)
+        rec = run_lab("lat_tcp", "--recover", "--out", str(tmp_path / "out"), "--scratch", str(tmp_path / "scratch"),
+                      env=env)
         assert rec.returncode == 0, rec.stderr
     else:
         assert got.rc == 130, "".join(got.lines)[-2000:]
@@ -179,9 +178,8 @@ def test_a_tracefs_mount_a_tool_makes_is_undone(tmp_path):
     if had and subprocess.run(["umount", tr]).returncode != 0:
         pytest.skip(f"{tr} is in use: cannot start from an unmounted tracefs")
     try:
-        run = subprocess.run(lab_command("fio_engines", "--quick", "--only", "setup", "--host", "fault-test",
-                                         "--out", str(tmp_path / "out"), "--scratch", str(tmp_path)),
-                             capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+        run = run_lab("fio_engines", "--quick", "--only", "setup", "--host", "fault-test", "--out", str(tmp_path / "out"),
+                      "--scratch", str(tmp_path), timeout=240)
         assert run.returncode == 0, run.stderr[-2000:]
         assert not _mounted(tr), f"{tr} left mounted by the lab run"
         assert f"cleanup: unmount {tr} if a tool mounted it" in run.stderr, run.stderr[-2000:]
@@ -203,9 +201,8 @@ def test_a_loop_device_gets_its_read_ahead_back(tmp_path):
     old = ra.read_text().strip()
     ra.write_text("136\n")
     try:
-        run = subprocess.run(lab_command("nvme_swiotlb", "--quick", "--only", "build", "--host", "fault-test",
-                                         "--out", str(tmp_path / "out"), "--scratch", str(tmp_path)),
-                             capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+        run = run_lab("nvme_swiotlb", "--quick", "--only", "build", "--host", "fault-test", "--out", str(tmp_path / "out"),
+                      "--scratch", str(tmp_path), timeout=240)
         assert run.returncode == 0, run.stderr[-2000:]
         assert ra.read_text().strip() == "136", f"{ra}: 136 before the run"
         assert re.search(rf"losetup --show .*{dev} ", run.stderr), run.stderr[-2000:]  # the device marked
