@@ -406,6 +406,24 @@ def _stoppable() -> None:
     signal.signal(signal.SIGTERM, _interrupt)
 
 
+PACE_EVERY = 50   # cases between two pace lines
+
+
+def _span(seconds: float) -> str:
+    """``seconds`` as "1 h 05 min", "12 min" or "40 s"."""
+    m = round(seconds / 60)
+    return f"{m // 60} h {m % 60:02d} min" if m >= 60 else f"{m} min" if m else f"{seconds:.0f} s"
+
+
+def pace(done: int, left: int, seconds: float) -> str:
+    """The pace line of a long matrix: ``done`` cases in ``seconds`` (this run, not the resumed
+    record), ``left`` to go, and the time they would take at this pace. Later boundaries of a
+    group take longer to reach than early ones, and the cases go breadth first, so this
+    underestimates."""
+    return (f"fault matrix: {done} cases in {_span(seconds)} this run; {left} to go, at this pace "
+            f"at least {_span(seconds / done * left)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--labs", help="comma-separated labs (default: all)")
@@ -442,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"for this code ({state.code}); {len(cases) - len(resumed)} to go", flush=True)
         outcomes += resumed
         cases = breadth_first([c for c in cases if c.id not in state.outcomes])
-        stopped = None
+        stopped, total, started = None, len(outcomes) + len(cases), time.time()
         try:
             while cases:
                 # A lab another run holds (a shared machine) waits: the other labs' cases go first.
@@ -452,7 +470,10 @@ def main(argv: list[str] | None = None) -> int:
                 outcomes.append(o)
                 state.done(o)
                 print(f"{'clean' if o.clean else 'NOT CLEAN':<10}{c.id:<48} exit {o.rc!s:<5} {o.seconds:6.1f} s"
+                      f"  [{len(outcomes)}/{total}]"
                       + ("" if o.clean else "\n    " + "\n    ".join(o.problems)), flush=True)
+                if cases and (len(outcomes) - len(resumed)) % PACE_EVERY == 0:
+                    print(pace(len(outcomes) - len(resumed), len(cases), time.time() - started), flush=True)
         except KeyboardInterrupt as exc:  # the running case's lab was stopped and has undone
             stopped = str(exc) or "SIGINT"
             print(f"\nfault matrix: stopped by {stopped} after {len(outcomes)} cases"

@@ -132,3 +132,9 @@ def test_the_count_and_the_signal_see_the_same_lines_of_a_group():
                 else:                   # one past: the line right after the group, if the recording goes on
                     assert fired == (last + 1 if last + 1 < len(lines) else None), (cast, group, k)
                     assert fired is None or "] == " in lines[fired] or "] recording result" in lines[fired]
+
+
+def test_the_pace_line_gives_the_time_left_at_this_pace():
+    assert fm.pace(50, 150, 300) == "fault matrix: 50 cases in 5 min this run; 150 to go, at this pace at least 15 min"
+    assert fm.pace(100, 1380, 900) == "fault matrix: 100 cases in 15 min this run; 1380 to go, at this pace at least 3 h 27 min"
+    assert fm.pace(3, 1, 20) == "fault matrix: 3 cases in 20 s this run; 1 to go, at this pace at least 7 s"
