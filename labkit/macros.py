@@ -290,8 +290,9 @@ def _last_clause(text: str) -> str:
 
 
 def _claim_sentence(c: dict, v: dict, result: dict) -> str:
-    """The verdict as a sentence: for a comparison the two values, their ratio and the sample
-    counts ("14.29 µs same-cpu vs 62.48 µs other-core, 4.37×, n = 22 / 22"); for a trend
+    """The verdict as a sentence: for a comparison the two values, which is larger and by how
+    much, and the sample counts ("14.29 µs same-cpu vs 62.48 µs other-core: other-core is 4.37×
+    same-cpu, n = 22 / 22"); for a trend
     its first and last points; otherwise (a step, no data, an emulated CPU) the evidence,
     which is a sentence already. Verdicts other than "holds" end with the evidence's reason.
     Numbers come from :func:`labkit.claims.side`, as the verdict's own."""
@@ -304,8 +305,9 @@ def _claim_sentence(c: dict, v: dict, result: dict) -> str:
         b, _ = claims_mod.side(result, c["metric"], c["b"], stat)
         if a is not None and b is not None:
             la, lb = _side_label(c["a"], c["b"]) or "a", _side_label(c["b"], c["a"]) or "b"
-            ratio = (f", {max(a.value, b.value) / min(a.value, b.value):.3g}×"
-                     if min(a.value, b.value) > 0 else "")
+            (big, lbig), (small, lsmall) = sorted([(a.value, la), (b.value, lb)], key=lambda x: -x[0])
+            ratio = ("" if small <= 0 else ": the two are equal" if big == small else
+                     f": {lbig} is {big / small:.3g}× {lsmall}")   # which side is larger, not only by how much
             mean = " (means)" if stat == "mean" else ""
             text = (f"{_value(a.value, a.unit)} {la} vs {_value(b.value, b.unit)} {lb}{mean}{ratio}, "
                     f"n = {a.n} / {b.n}")
@@ -368,6 +370,17 @@ def claims(lab: str) -> str:
     return render.tabs(tabs)
 
 
+def _virtualization(h: dict) -> str:
+    """A host's virtualization as probed (systemd-detect-virt: "kvm", "none"...), and, for an
+    emulated CPU, that it is emulated: inside a QEMU TCG guest the probe sees no hypervisor and
+    says "none", which alone would read as bare metal."""
+    seen = h.get("virtualization") or "–"
+    emu = h.get("emulation")
+    if emu and emu.get("accelerator") == "tcg":
+        return f"emulated CPU (QEMU TCG); seen from inside: {seen}"
+    return seen
+
+
 def _host_rows(h: dict) -> list[list[str]]:
     """(field, value) rows of a probed host, every value escaped (it comes from the host)."""
     def cap(c):  # noqa: E306
@@ -376,9 +389,9 @@ def _host_rows(h: dict) -> list[list[str]]:
     rows = [
         ["arch", h["arch"]], ["CPU", f"{h.get('cpu_vendor') or '?'} {h.get('cpu_model') or '?'}"],
         ["CPUs / cores / sockets", f"{h['cpus']} / {h['cores']} / {h.get('sockets')}"],
-        ["SMT", f"{h['smt']} ({h['threads_per_core']} thread(s) per core)"],
+        ["SMT", f"{'yes' if h['smt'] else 'no'} ({h['threads_per_core']} thread{'s' if h['threads_per_core'] != 1 else ''} per core)"],
         ["kernel", h["kernel"]], ["distro", h.get("distro") or "–"],
-        ["virtualization", h.get("virtualization") or "–"], ["memory", mem],
+        ["virtualization", _virtualization(h)], ["memory", mem],
         ["scratch filesystem", h.get("scratch_fs") or "–"],
         ["perf_event_paranoid", str(h.get("perf_event_paranoid"))],
         ["PMU counters", cap(h["pmu"])], ["tracefs", cap(h["tracefs"])],
@@ -408,7 +421,7 @@ def provenance(lab: str) -> str:
             ["mode", "quick" if run["quick"] else "full"], ["command", render.code_span(commands.display_command(run["command"], r))],
             ["git commit", (run["git_commit"] or "–")[:12] + (" (uncommitted changes)" if run.get("git_dirty") else "")],
         ] + [[f"tool: {render.esc(t)}", render.esc(v)] for t, v in r["tools"].items()]
-        tabs.append(_tab(host, r, warn + render.markdown_table(["", host.label], rows)))
+        tabs.append(_tab(host, r, warn + render.markdown_table(["field", host.label], rows)))
     return render.tabs(tabs)
 
 
@@ -437,7 +450,7 @@ def hosts_table() -> str:
         labs = ", ".join(f"{lab} ({'quick' if r['run']['quick'] else 'full'}, {r['run']['start'][:10]})"
                          for lab, r in sorted(h.results.items()))
         rows.append([render.host_label(hh, h.title), render.esc(hh["arch"]), render.esc(f"{hh.get('cpu_model')}, {hh['cpus']} CPUs"),
-                     render.esc(hh["kernel"]), render.esc(hh.get("virtualization") or "–"), labs])
+                     render.esc(hh["kernel"]), render.esc(_virtualization(hh)), labs])
     if not rows:
         raise MacroError("hosts_table: no results at all: the guide needs at least one host")
     return render.markdown_table(["host", "arch", "CPU", "kernel", "virtualization", "labs (mode, date)"], rows)
@@ -448,7 +461,7 @@ def host_provenance() -> str:
     tabs = []
     for h in _hosts():
         newest = max(h.results.values(), key=lambda r: r["run"]["start"])
-        tabs.append(_tab(h, newest, render.markdown_table(["", h.label], _host_rows(newest["host"]))))
+        tabs.append(_tab(h, newest, render.markdown_table(["field", h.label], _host_rows(newest["host"]))))
     return render.tabs(tabs)
 
 
@@ -517,7 +530,7 @@ def _excerpt(text_lines: list[str], lines, match, before: int, after: int, tail)
         return out, "no output"
     shown = ", ".join(f"{a + 1}" if b == a + 1 else f"{a + 1}–{b}" for a, b in spans)
     if len(picked) == n:
-        return out, "its one line" if n == 1 else f"all {n} lines"
+        return out, "its one line" if n == 1 else "both lines" if n == 2 else f"all {n} lines"
     return out, f"line{'s' if len(picked) > 1 else ''} {shown} of {n} lines"
 
 
@@ -588,7 +601,7 @@ def step_output(lab: str, step: str, stream: str = "both", lines=None, match: st
         status = f"exit status {s['exit_code']}" + (" (expected to fail)" if s.get("expect") == "failure" else "")
         block = render.code_block("$ " + commands.display_command(s["command"], r) + ("\n" + "\n".join(excerpt) if excerpt else ""),
                                   "console")
-        tabs.append(_tab(host, r, f"{block}\n\n{status}, {s['seconds']:.2f} s; {shown} of {stream_name(stream)}."))
+        tabs.append(_tab(host, r, f"{block}\n\n{status}, {s['seconds']:.2f} s; {shown_of(shown, stream_name(stream))}."))
     if not found:
         raise MacroError(f"step_output: no host ran step {step!r} of lab {lab!r}")
     if not picked:
@@ -618,6 +631,15 @@ def artifact_text(lab: str, kind: str = "log", lang: str = "text", **case) -> st
     if not found:
         raise MacroError(f"artifact_text: no host has a {kind} artifact of lab {lab!r} matching {case}")
     return render.tabs(tabs)
+
+
+def shown_of(shown: str, source: str) -> str:
+    """The end of an output's caption: which lines of ``source`` (:func:`stream_name`, or "the
+    file") are shown ("lines 2–3 of 10 lines of standard output"), or that it was empty
+    ("no standard output", "no output on stdout or stderr", "an empty file")."""
+    if shown != "no output":
+        return f"{shown} of {source}"
+    return {"the file": "an empty file", stream_name("both"): "no output on stdout or stderr"}.get(source, f"no {source}")
 
 
 def stream_name(stream: str) -> str:
@@ -988,7 +1010,7 @@ def annotated_output(lab: str, step: str | None = None, notes: list | None = Non
         picked += 1
         excerpt, shown = got
         block = _annotated_block(prompt, excerpt, notes, used)
-        tabs.append(_tab(host, r, f"{block}\n\n{status}; {shown} of {source}."))
+        tabs.append(_tab(host, r, f"{block}\n\n{status}; {shown_of(shown, source)}."))
     if not found:
         raise MacroError(f"annotated_output: no host has {what!r} of lab {lab!r}")
     if not picked:
@@ -1045,12 +1067,13 @@ def _duration(seconds: float) -> str:
 def lab_time(lab: str) -> str:
     """Inline Markdown (for a table cell): how long ``lab`` ran on each host with a result, from
     the result's ``run.duration_s``, with the mode (quick or full) and the host (emulated hosts
-    badged), e.g. ``8 min 47 s (full run, epyc-kvm-2vcpu)``; hosts separated by ``<br>``.
+    badged), e.g. ``8 min 47 s (full run, epyc-kvm-2vcpu)``; hosts separated by "; " (a line
+    break inside a list item left a lone ")." on a phone).
 
     Raises:
         NoResult: no host has a result of ``lab``.
     """
-    return "<br>".join(f"{_duration(r['run']['duration_s'])} ({'quick' if r['run']['quick'] else 'full'} run, "
+    return "; ".join(f"{_duration(r['run']['duration_s'])} ({'quick' if r['run']['quick'] else 'full'} run, "
                        f"{render.host_label(r['host'], host.title)})" for host, r in _need_lab(lab))
 
 

@@ -181,7 +181,8 @@ def test_whole_output_only_when_short(tree):
         macros.step_output(LAB, step, stream="out")
     short = next(s for s in _load(next(p for p in RESULTS if p.stem == "lat_tcp"))["steps"] if s["name"] == "noserver")
     md = macros.step_output("lat_tcp", short["name"])
-    assert "all " in md or "its one line" in md or "no output" in md
+    ends = r"(all \d+ lines|both lines|its one line) of output \(stdout, then stderr\)|no output on stdout or stderr"
+    assert re.search(rf"; ({ends})\.\n", md), md     # the whole output (default stream: both), said plainly
 
 
 @pytest.mark.parametrize("kw, match", [

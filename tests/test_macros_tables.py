@@ -33,7 +33,7 @@ def test_host_rows_every_field():
     rows = macros._host_rows(host_dict())
     assert rows == [
         ["arch", "x86\\_64"], ["CPU", "AuthenticAMD EPYC"], ["CPUs / cores / sockets", "2 / 1 / 1"],
-        ["SMT", "True (2 thread(s) per core)"], ["kernel", "6.18.0"], ["distro", "Debian 12"],
+        ["SMT", "yes (2 threads per core)"], ["kernel", "6.18.0"], ["distro", "Debian 12"],
         ["virtualization", "kvm"], ["memory", "3.5 GiB"], ["scratch filesystem", "ext4"],
         ["perf_event_paranoid", "2"], ["PMU counters", "no (&lt;not supported&gt;)"], ["tracefs", "yes (mounted)"],
         ["loop devices", "yes (ok)"], ["network namespaces", "no (no ip)"], ["root", "yes"],
@@ -47,7 +47,15 @@ def test_host_rows_fallbacks_and_emulation():
              emulation={"emulator": "qemu-system-aarch64", "accelerator": "tcg", "machine": None, "guest_cpu": None,
                         "host_arch": "x86_64", "host_cpu": None})
     rows = dict(macros._host_rows(h))
-    assert rows["CPU"] == "? ?" and rows["distro"] == "–" and rows["virtualization"] == "–"
+    assert rows["CPU"] == "? ?" and rows["distro"] == "–"
+    # inside a TCG guest the probe sees no hypervisor: the row must not read as bare metal
+    assert rows["virtualization"] == "emulated CPU (QEMU TCG); seen from inside: –"
+    assert rows["SMT"] == "yes (2 threads per core)"
+    h.update(emulation=None, virtualization="none", smt=False, threads_per_core=1)
+    assert dict(macros._host_rows(h))["virtualization"] == "none"
+    assert dict(macros._host_rows(h))["SMT"] == "no (1 thread per core)"
+    h.update(emulation={"emulator": "qemu-system-aarch64", "accelerator": "tcg", "machine": None, "guest_cpu": None,
+                        "host_arch": "x86_64", "host_cpu": None})
     assert rows["memory"] == "–" and rows["scratch filesystem"] == "–" and rows["root"] == "no"
     assert rows["audit enabled on this boot before the run"] == "no"
     assert rows["emulation"] == "qemu-system-aarch64, accelerator tcg, machine ?, CPU ? on x86\\_64 (?)"
@@ -64,7 +72,8 @@ def test_provenance_names_mode_duration_and_commit(tree):
         assert f"| duration | {run['duration_s']:.0f} s |" in md
         assert f"| git commit | {(run['git_commit'] or '–')[:12]}" in md
         assert "| command | `" in md
-        assert f"| {render.esc('SMT')} | {render.esc(str(r['host']['smt']))} ({r['host']['threads_per_core']} thread(s) per core) |" in md
+        tpc = r["host"]["threads_per_core"]
+        assert f"| SMT | {'yes' if r['host']['smt'] else 'no'} ({tpc} thread{'s' if tpc != 1 else ''} per core) |" in md
 
 
 def test_skips_count_and_list_the_steps_that_did_not_run(tree):
@@ -110,6 +119,8 @@ def test_compare_table_puts_a_first_and_b_second(tree):
     (4, None, 2, ["[... 2 lines not shown ...]"], "lines 3–4 of 4 lines"),
     (3, None, None, [], "all 3 lines"),
     (1, None, None, [], "its one line"),
+    (2, None, None, [], "both lines"),
+    (0, None, None, [], "no output"),
 ])
 def test_excerpt_marks_what_it_leaves_out(n, lines, tail, expect_marks, note):
     text = [f"l{i + 1}" for i in range(n)]
@@ -252,18 +263,19 @@ TREND = {"kind": "increasing", "metric": "iops", "over": "qd", "where": {}}
 
 @pytest.mark.parametrize("claim,verdict,evidence,sentence", [
     # both sides' pooled medians (11 of 10, 11, 11, 13, 15), their ratio, samples per side
-    (COMPARE, "holds", "e (x; y); why <b>", "11 µs same-cpu vs 40 µs other-cpu, 3.64×, n = 5 / 3"),
+    (COMPARE, "holds", "e (x; y); why <b>", "11 µs same-cpu vs 40 µs other-cpu: other-cpu is 3.64× same-cpu, n = 5 / 3"),
     # any other verdict ends with the evidence's last top-level clause, escaped
-    (COMPARE, "fails", "e (x; y); why <b>", "11 µs same-cpu vs 40 µs other-cpu, 3.64×, n = 5 / 3; why &lt;b&gt;"),
+    (COMPARE, "fails", "e (x; y); why <b>", "11 µs same-cpu vs 40 µs other-cpu: other-cpu is 3.64× same-cpu, n = 5 / 3; why &lt;b&gt;"),
     (dict(COMPARE, statistic="mean"), "inconclusive", "e; ranges overlap",
-     "12 µs same-cpu vs 40 µs other-cpu (means), 3.33×, n = 5 / 3; ranges overlap"),
-    (dict(COMPARE, kind="within"), "holds", "e", "11 µs same-cpu vs 40 µs other-cpu, 3.64×, n = 5 / 3"),
+     "12 µs same-cpu vs 40 µs other-cpu (means): other-cpu is 3.33× same-cpu, n = 5 / 3; ranges overlap"),
+    (dict(COMPARE, kind="within"), "holds", "e", "11 µs same-cpu vs 40 µs other-cpu: other-cpu is 3.64× same-cpu, n = 5 / 3"),
     # no ratio against a zero; the sides' labels in the order a, b
     (dict(COMPARE, b={"pin": "zero"}), "holds", "e", "11 µs same-cpu vs 0 µs zero, n = 5 / 3"),
     # a ratio against a value between 0 and 1 (the smaller side need only be above zero)
-    (dict(COMPARE, b={"pin": "half"}), "holds", "e", "11 µs same-cpu vs 0.5000 µs half, 22×, n = 5 / 3"),
+    (dict(COMPARE, b={"pin": "half"}), "holds", "e", "11 µs same-cpu vs 0.5000 µs half: same-cpu is 22× half, n = 5 / 3"),
     (dict(COMPARE, a={"pin": "other-cpu"}, b={"pin": "same-cpu"}), "holds", "e",
-     "40 µs other-cpu vs 11 µs same-cpu, 3.64×, n = 3 / 5"),
+     "40 µs other-cpu vs 11 µs same-cpu: other-cpu is 3.64× same-cpu, n = 3 / 5"),
+    (dict(COMPARE, b={"pin": "same-cpu", "r": 1}), "holds", "e", "11 µs a vs 11 µs r=1: the two are equal, n = 5 / 3"),
     # a side without data, a skip: the evidence is the sentence
     (dict(COMPARE, b={"pin": "none"}), "fails", "no rtt for <pin=none>", "no rtt for &lt;pin=none&gt;"),
     (COMPARE, "untested", "skipped: <no root>", "skipped: &lt;no root&gt;"),
@@ -318,3 +330,15 @@ def test_artifact_text_goes_on_past_a_host_without_it_and_shows_the_title(tree):
     assert with_it and md.count("```text\n") == len(with_it)
     for h, art in with_it:
         assert art.get("title") and f"\n\n    {render.esc(art['title'])}." in md.split(f'"{h.title}"', 1)[1]
+
+
+@pytest.mark.parametrize("shown,source,caption", [
+    ("lines 2–3 of 10 lines", "standard output", "lines 2–3 of 10 lines of standard output"),
+    ("no output", "standard output", "no standard output"),
+    ("no output", "standard error", "no standard error"),
+    ("no output", "output (stdout, then stderr)", "no output on stdout or stderr"),
+    ("no output", "the file", "an empty file"),
+    ("both lines", "the file", "both lines of the file"),
+])
+def test_an_empty_output_is_said_plainly(shown, source, caption):
+    assert macros.shown_of(shown, source) == caption
