@@ -266,7 +266,7 @@ def _side_label(own: dict, other: dict) -> str:
         value = next(iter(diff.values()))
         if isinstance(value, str) and not re.fullmatch(r"[-+.\d]+", value):
             return value
-    return ", ".join(f"{k}={render.fmt_case_value(v)}" for k, v in diff.items())
+    return ", ".join(f"{k}={render.case_cell(k, v)}" for k, v in diff.items())
 
 
 def _value(x: float, u: str) -> str:
@@ -276,6 +276,12 @@ def _value(x: float, u: str) -> str:
         return render.fmt(x)
     div, shown = render.display_scale(u, [x])
     return f"{render.fmt(x / div)} {shown}".rstrip()
+
+
+def _times(x: float) -> str:
+    """A ratio as "3.64×", "22×" or "1,670×": three significant digits, never in scientific
+    notation (which ``:.3g`` gives from 1,000 up)."""
+    return f"{x:,.0f}×" if x >= 100 else f"{x:.3g}×"
 
 
 def _last_clause(text: str) -> str:
@@ -307,7 +313,7 @@ def _claim_sentence(c: dict, v: dict, result: dict) -> str:
             la, lb = _side_label(c["a"], c["b"]) or "a", _side_label(c["b"], c["a"]) or "b"
             (big, lbig), (small, lsmall) = sorted([(a.value, la), (b.value, lb)], key=lambda x: -x[0])
             ratio = ("" if small <= 0 else ": the two are equal" if big == small else
-                     f": {lbig} is {big / small:.3g}× {lsmall}")   # which side is larger, not only by how much
+                     f": {lbig} is {_times(big / small)} {lsmall}")   # which side is larger, not only by how much
             mean = " (means)" if stat == "mean" else ""
             text = (f"{_value(a.value, a.unit)} {la} vs {_value(b.value, b.unit)} {lb}{mean}{ratio}, "
                     f"n = {a.n} / {b.n}")
@@ -319,10 +325,10 @@ def _claim_sentence(c: dict, v: dict, result: dict) -> str:
             last = max(ms, key=lambda m: m["case"][c["over"]])
             over = c["over"]
             text = (f"{c['metric']} from {_value(first['median'], first['unit'])} at {over} = "
-                    f"{render.fmt_case_value(first['case'][over])} to {_value(last['median'], last['unit'])} at "
-                    f"{over} = {render.fmt_case_value(last['case'][over])}")
+                    f"{render.case_cell(over, first['case'][over])} to {_value(last['median'], last['unit'])} at "
+                    f"{over} = {render.case_cell(over, last['case'][over])}")
             if first["median"] > 0:
-                text += f", {last['median'] / first['median']:.3g}×"
+                text += f", {_times(last['median'] / first['median'])}"
     if text is None:
         return render.esc(evidence)
     text = render.esc(text)

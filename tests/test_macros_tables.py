@@ -149,7 +149,7 @@ def test_cast_player_options_from_the_recording(tree):
     ({"pin": "same-cpu", "msize": 1}, {"pin": "other-core", "msize": 1}, "same-cpu"),
     ({"kernel": "5.10"}, {"kernel": "6.1"}, "kernel=5.10"),          # a number-like value keeps its key
     ({"kernel": "5.10", "dt": "plain"}, {"kernel": "6.1", "dt": "dma-ranges"}, "kernel=5.10, dt=plain"),
-    ({"bs": 4096}, {"bs": 1024}, "bs=4096"),
+    ({"bs": 4096}, {"bs": 1024}, "bs=4 KiB"),                      # a size in bytes has its unit
     ({"on": True}, {"on": False}, "on=yes"),
 ])
 def test_side_label(own, other, label):
@@ -342,3 +342,17 @@ def test_artifact_text_goes_on_past_a_host_without_it_and_shows_the_title(tree):
 ])
 def test_an_empty_output_is_said_plainly(shown, source, caption):
     assert macros.shown_of(shown, source) == caption
+
+
+@pytest.mark.parametrize("x,shown", [(3.6364, "3.64×"), (22.0, "22×"), (99.94, "99.9×"), (1670.4, "1,670×"),
+                                     (1.0, "1×"), (0.5, "0.5×")])
+def test_a_ratio_is_never_in_scientific_notation(x, shown):
+    assert macros._times(x) == shown
+
+
+def test_a_size_in_a_claim_sentence_has_its_unit():
+    r = dict(SENTENCE_RESULT, measurements=[m("bw", "MB/s", {"bs": 4096}, [10.0]), m("bw", "MB/s", {"bs": 4194304}, [30.0])])
+    trend = {"kind": "increasing", "metric": "bw", "over": "bs", "where": {}}
+    assert macros._claim_sentence(trend, {"verdict": "holds", "evidence": "e"}, r) == \
+        "bw from 10 MB/s at bs = 4 KiB to 30 MB/s at bs = 4 MiB, 3×"
+    assert macros._side_label({"bs": 4096, "x": 1}, {"bs": 1024, "x": 2}) == "bs=4 KiB, x=1"
