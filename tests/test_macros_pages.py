@@ -324,3 +324,19 @@ def test_cast_goes_on_past_a_host_without_a_recording(tree):
     md = macros.cast("lat_tcp")
     assert len(with_cast) >= 2 and md.count('<figure class="pc-cast-figure">') == len(with_cast)
     assert md.count("</figure>\n\n**") == len(with_cast) - 1 and "zzz-cast" in md
+
+
+def test_annotated_output_says_plainly_when_a_host_kept_an_empty_file(tree):
+    """No empty code block (under prose and notes that describe lines) for a host whose kept
+    file is empty, as the arm64 guest's `ps` watcher file of lat_tcp's free run is."""
+    r = json.loads(reference("lat_tcp").read_text())
+    step, _ = _ok_step_with_output(r)
+    file = f"raw/{step}.out"
+    add_host(tree, "lat_tcp", "empty-file", lambda r: None)
+    dst = tree / "results" / "empty-file" / "lat_tcp" / "raw" / f"{step}.out"
+    dst.unlink()
+    dst.write_text("")
+    md = macros.annotated_output("lat_tcp", file=file, tail=2)
+    tab = md.split('"empty-file"')[1].split('===')[0]
+    assert '!!! warning "Nothing to show on this host"' in tab and f"the file `{file}` of this run is empty." in tab
+    assert "```" not in tab
