@@ -1008,10 +1008,10 @@ def annotated_output(lab: str, step: str | None = None, notes: list | None = Non
         if lines is None and match is None and tail is None and len(text_lines) > EXCERPT_MAX_LINES:
             raise MacroError(f"annotated_output: {what} of {lab} on {host.label} has {len(text_lines)} lines: "
                              f"choose an excerpt with lines='1-20', match='regex' (with context=) or tail=N")
-        if not text_lines:   # no empty block under notes that describe lines: say it plainly
-            tabs.append(_tab(host, r, render.admonition("warning", "Nothing to show on this host", (
-                f"On this host {status} is empty." if file else
-                f"On this host step {render.code_span(step)} printed nothing ({status}; {shown_of('no output', source)})."))))
+        if file and not text_lines:   # no empty block under notes that describe lines: say it plainly
+            picked += 1
+            tabs.append(_tab(host, r, render.admonition("warning", "Nothing to show on this host",
+                                                        f"On this host {status} is empty.")))
             continue
         got = _excerpt(text_lines, lines, match, b4, aft, tail)
         if got is None:
