@@ -224,6 +224,24 @@ def test_full_stderr_stops_and_undoes(tmp_path, host):
     assert_host_as_before(tmp_path, host)
 
 
+def test_a_trap_bash_cannot_parse_still_undoes_everything_and_exits_4(tmp_path, host):
+    """bash 5.2 may fail to parse a signal's trap when the signal arrives while it expands a
+    $(...) (found by the full fault matrix: optane_kyber-sched-8-SIGHUP exited 2, undone but
+    unexplained): the shell exits 2 and only the EXIT trap runs. The lab tells that from its own
+    deliberate exit 2 (bad usage, a refusal), says so, undoes everything and exits 4. The fake
+    lab's badtrap group sets a trap whose text never parses and raises its signal."""
+    proc = fake(tmp_path, host, "--only", "badtrap", env={"FAKELAB_BADTRAP": "1"})
+    assert proc.returncode == 4, proc.stderr[-2000:]
+    assert "unexpected EOF while looking for matching" in proc.stderr   # bash's own message
+    assert "stopped: the shell failed (bash exit 2" in proc.stderr
+    assert proc.stderr.index("stopped: the shell failed") < proc.stderr.index("cleanup: restore")
+    assert_host_as_before(tmp_path, host)
+    log = (tmp_path / "out" / ".fakelab.log").read_text()
+    assert "stopped: the shell failed" in log and "cleanup: restore" in log
+    bad = fake(tmp_path, host, "--only", "nope")     # a deliberate exit 2 stays 2, one line
+    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1 and "shell failed" not in bad.stderr
+
+
 def test_failed_undo_exits_3_keeps_the_journal_and_recover_retries(tmp_path, host):
     (host / "stuck").write_text("")          # the fake lab's "stuck" undo fails while this exists
     proc = fake(tmp_path, host, "--only", "stuck")

@@ -13,6 +13,7 @@ lab_group work "three short steps"
 lab_group fill "write a file of FAKELAB_FILL_MIB MiB in the scratch directory"
 lab_group stuck "an undo action that fails while \$FAKELAB_DIR/stuck exists"
 lab_group chatty "a knob, then a helper of the lab (as labkit record is) that prints many lines"
+lab_group badtrap "a knob, then (FAKELAB_BADTRAP=1) bash fails to parse a signal's trap, as bash 5.2 may inside \$(...)"
 
 group_setup() {
   local dir=${FAKELAB_DIR:?FAKELAB_DIR: a directory standing for the host}
@@ -37,6 +38,20 @@ group_chatty() {
   lab__say "chatty helper starts"
   # shellcheck disable=SC2016 # the helper's own shell expands $i
   lab__quietly /dev/null sh -c 'for i in $(seq 200); do echo "helper line $i" >&2; sleep 0.01; done' || true
+}
+
+# bash 5.2 can fail to parse a trap's text when the signal arrives while it expands a $(...),
+# and then exits with status 2 without running the trap (labs/lib/lab.sh lab__on_exit). A trap
+# whose text does not parse fails the same way, every time.
+group_badtrap() {
+  lab_set_knob badtrap.knob "$FAKELAB_DIR/knob" changed || return 0
+  if [[ ${FAKELAB_BADTRAP:-0} == 1 ]]; then
+    local never_parses='x=$'
+    # shellcheck disable=SC2064 # expanded now on purpose: a trap text that never parses
+    trap "$never_parses(" USR1
+    kill -USR1 $$
+  fi
+  lab_run badtrap.after -- true
 }
 
 group_stuck() {
