@@ -68,6 +68,13 @@ _DETAILS = re.compile(r"<details(?![^>]*data-search-exclude)")
 _DETAILS_TAG = re.compile(r"<details\b[^>]*>|</details>")
 FOLD_MIN_CHARS = 4_000  # a closed block with more HTML than this (a table of a dozen rows) is fetched when opened
 _FOLDS: dict[str, str] = {}  # site path -> HTML fragment, written by on_post_build
+# What mkdocs-material turns into code annotations (content.code.annotate): a code block followed
+# by an ordered list (its findList: the list may come after empty paragraphs), or a block of class
+# "annotate". Material builds them once, at page load, on the blocks in the page (mountContent):
+# a block fetched later would show its markers as literal "# (1)!" and its notes as a plain list.
+# So such a block is never folded or fetched; the cost is small (a tool card's other host's
+# annotated outputs: 1-5 KB compressed per card).
+_ANNOTATED = re.compile(r'</code></pre></div>\s*(?:<p>\s*</p>\s*)*<ol\b|class="(?:[^"]*\s)?annotate[\s"]')
 
 
 def _page_dir(page) -> str:
@@ -81,7 +88,8 @@ def lazy_folds(html: str, page_dir: str, store: dict[str, str], min_chars: int =
     (kept in ``store``, site path → HTML) and leave a placeholder that docs/assets/casebook.js
     replaces with the fragment when the reader opens the block; without JavaScript the
     placeholder links to the fragment. The page's DOM stays small: mkdocs-material's start-up
-    and the browser's layout cost grow with every element, folded or not."""
+    and the browser's layout cost grow with every element, folded or not. A block with code
+    annotations stays in the page (see ``_ANNOTATED``)."""
     out, last, depth, start = [], 0, 0, None
     for m in _DETAILS_TAG.finditer(html):
         if m.group(0) != "</details>":
@@ -98,7 +106,7 @@ def lazy_folds(html: str, page_dir: str, store: dict[str, str], min_chars: int =
             continue
         body_at += len("</summary>")
         inner = html[body_at:m.start()]
-        if len(inner) < min_chars:
+        if len(inner) < min_chars or _ANNOTATED.search(inner):
             continue
         out.append(html[last:body_at])
         out.append(_fragment(inner, page_dir, store))
@@ -126,8 +134,9 @@ TAB_MIN_CHARS = 500  # another host's tab longer than this (a table of a few row
 def lazy_tabs(html: str, page_dir: str, store: dict[str, str], min_chars: int = TAB_MIN_CHARS) -> str:
     """Move the contents of every tab but the first of each host tab set (``data-pc-tabs``,
     see ``_TABS``) into a fragment file, as :func:`lazy_folds` does for closed blocks, when
-    they are longer than ``min_chars`` characters of HTML. Only the first host's tables are in
-    the page at load; docs/assets/casebook.js fetches another host's when its tab is shown.
+    they are longer than ``min_chars`` characters of HTML and hold no code annotations (see
+    ``_ANNOTATED``). Only the first host's tables are in the page at load;
+    docs/assets/casebook.js fetches another host's when its tab is shown.
 
     A hidden tab is not drawn, but its HTML is downloaded and parsed at load: on the
     fio_engines chapter with two hosts, the page's HTML went from 249 KB to 200 KB. Its
@@ -155,7 +164,7 @@ def lazy_tabs(html: str, page_dir: str, store: dict[str, str], min_chars: int = 
                 continue
             index += 1
             inner = html[block.end():m.start()]
-            if index > 1 and len(inner) >= min_chars:
+            if index > 1 and len(inner) >= min_chars and not _ANNOTATED.search(inner):
                 out.append(html[last:block.end()])
                 out.append(_fragment(inner, page_dir, store))
                 last = m.start()

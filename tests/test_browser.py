@@ -28,6 +28,17 @@ def served(tmp_path_factory, lat_tcp_quick):
     server.shutdown()
 
 
+@pytest.fixture(scope="module")
+def committed(tmp_path_factory):
+    """The site built from the committed results alone (no lab run), served on 127.0.0.1."""
+    site = tmp_path_factory.mktemp("site-committed")
+    built = build_site(site)
+    assert built.returncode == 0, built.stderr[-3000:]
+    server, url = serve(site)
+    yield url
+    server.shutdown()
+
+
 def shown_median(result: dict, m: dict) -> str:
     """The median of measurement ``m`` as the pinned round-trip table of ``result`` shows it
     (one precision per column: labkit.render.measurement_table with page=True)."""
@@ -318,4 +329,54 @@ def test_blocks_far_below_are_not_rendered_at_load_and_annotations_are_not_clipp
     hit = page.evaluate("([x, y]) => !!document.elementFromPoint(x, y).closest('.md-tooltip')",
                         [box["x"] + box["width"] / 2, box["y"] + box["height"] - 4])
     assert hit, box
+    assert errors == [], errors
+
+
+def _annotations_of_shown_tabs(page) -> list[dict]:
+    """For each tab set holding an annotated output (labkit.macros.annotated_output), the tab
+    shown: its title, the code annotations mkdocs-material built in it, the ``(n)!`` markers left
+    as text in its code, and whether its list of notes is still shown as a list."""
+    return page.evaluate("""() => [...document.querySelectorAll('.tabbed-set[data-pc-tabs]')]
+        .filter(set => set.querySelector('.pc-annotated')).map(set => {
+            const i = [...set.querySelectorAll(':scope > input')].findIndex(x => x.checked);
+            const block = set.querySelectorAll(':scope > .tabbed-content > .tabbed-block')[i];
+            const code = [...block.querySelectorAll('.highlight code')];
+            return {title: set.querySelectorAll(':scope > .tabbed-labels > label')[i].textContent.trim(),
+                    loaded: !block.querySelector('.pc-fold'),
+                    code: code.length,
+                    live: block.querySelectorAll('.md-annotation').length,
+                    literal: code.filter(c => /\\(\\d+\\)!/.test(c.textContent)).length,
+                    lists: [...block.querySelectorAll('.highlight + ol')].filter(l => l.checkVisibility()).length};
+        })""")
+
+
+def test_code_annotations_work_in_every_host_tab(committed, watched):
+    """A tool card's annotated output has mkdocs-material's annotation markers, not literal
+    ``# (1)!`` lines and a plain list, in the second host's tab as in the first: material builds
+    annotations only at page load, so such a tab is never fetched later (mkdocs_hooks
+    ``_ANNOTATED``). The pick of host is remembered, so the next card opens on that host: its
+    annotations work too."""
+    url = committed
+    page, errors, _ = watched
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{url}/tools/strace/", wait_until="networkidle")
+    first = _annotations_of_shown_tabs(page)
+    assert first and all(t["live"] and not t["literal"] and not t["lists"] for t in first), first
+    block = page.locator(".tabbed-set[data-pc-tabs]:has(.pc-annotated)").first
+    label = block.locator(":scope > .tabbed-labels > label").nth(1)
+    second = label.inner_text().strip()
+    label.click()
+    for card in ("strace", "perf"):
+        if card != "strace":
+            page.goto(f"{url}/tools/{card}/", wait_until="networkidle")
+        # another host's tab fetched when shown would arrive once scrolled near: give it the chance
+        for s in page.locator(".tabbed-set[data-pc-tabs]:has(.pc-annotated)").all():
+            s.scroll_into_view_if_needed()
+        page.wait_for_load_state("networkidle")
+        page.wait_for_timeout(300)
+        shown = _annotations_of_shown_tabs(page)
+        assert shown and {t["title"] for t in shown} == {second}, (card, shown)
+        with_code = [t for t in shown if t["code"]]
+        assert with_code and all(t["loaded"] for t in shown), (card, shown)
+        assert all(t["live"] and not t["literal"] and not t["lists"] for t in with_code), (card, shown)
     assert errors == [], errors
