@@ -6,10 +6,13 @@
  *   (labkit/macros.py cast()) when they come near the viewport; the player's script is named
  *   only on pages with a recording (<template id="pc-player-js">) and loaded then.
  * - Large folded blocks (<details> with a <div data-pc-fold>) are fetched when opened
- *   (labkit/mkdocs_hooks.py lazy_folds), with copy buttons on their code blocks; so is the
- *   content of a host tab other than the first when the reader shows it (lazy_tabs).
+ *   (labkit/mkdocs_hooks.py lazy_folds), with copy buttons on their code blocks and their tables
+ *   wrapped as mkdocs-material wraps a page's; so is the content of a host tab other than the
+ *   first when the reader shows it (lazy_tabs). Code annotations are never fetched: material
+ *   builds them at load only (mkdocs_hooks.py _ANNOTATED).
  * - Names and keyboard access that mkdocs-material's runtime markup lacks: code annotation
- *   markers get a label, and a table that scrolls sideways can be focused to scroll it.
+ *   markers get a label, and a box that scrolls sideways (a table, a flame graph, a fetched code
+ *   block) can be focused to scroll it.
  * - Host tabs (tab sets marked data-pc-tabs by labkit/mkdocs_hooks.py, which keeps
  *   mkdocs-material's runtime off them): they switch by CSS alone; here a pick is followed by
  *   every set with a tab of the same title, the set the reader clicked stays where it was on
@@ -101,14 +104,20 @@
     });
   }
 
-  // A table that scrolls sideways can be focused to scroll it (axe: scrollable-region-focusable).
+  // Boxes that may scroll sideways, each named by what it holds (data-pc-scrollbox): material's
+  // table wrappers and flame graphs here; code blocks of fetched content are marked when they
+  // arrive (fetchFold: material gives its own code blocks a tabindex when they scroll, at load).
+  var SCROLL_BOXES = [[".md-typeset__scrollwrap", "Table"], [".pc-flamegraph-wrap", "Flame graph"]];
+
+  // A box that scrolls sideways can be focused to scroll it (axe: scrollable-region-focusable).
   function markScroll(wraps, scrolls) {
     wraps.forEach(function (wrap, i) {
+      var label = wrap.getAttribute("data-pc-scrollbox") + " (scrolls sideways)";
       if (scrolls[i]) {
-        if (wrap.getAttribute("aria-label") !== "Table (scrolls sideways)") {
+        if (wrap.getAttribute("aria-label") !== label) {
           wrap.setAttribute("tabindex", "0");
           wrap.setAttribute("role", "region");
-          wrap.setAttribute("aria-label", "Table (scrolls sideways)");
+          wrap.setAttribute("aria-label", label);
         }
       } else if (wrap.getAttribute("tabindex") === "0") {
         wrap.removeAttribute("tabindex");
@@ -123,7 +132,7 @@
     markScroll(wraps, wraps.map(function (wrap) { return wrap.scrollWidth > wrap.clientWidth + 1; }));
   }
 
-  // At load, a table is measured when it comes near the viewport: the observer's callback runs
+  // At load, a box is measured when it comes near the viewport: the observer's callback runs
   // after the browser's own layout, so it reads sizes without forcing one. Measuring every
   // table at once forced a layout of the whole chapter, a 350 ms task on Lighthouse's
   // simulated phone (fio_engines).
@@ -138,14 +147,19 @@
       var id = a.querySelector("[data-md-annotation-id]");
       a.setAttribute("aria-label", "Annotation " + (id ? id.getAttribute("data-md-annotation-id") : ""));
     });
-    var fresh = Array.prototype.slice.call(root.querySelectorAll(".md-typeset__scrollwrap:not([data-pc-watched])"));
-    // Until it is measured, a table can be focused (writes only: no layout); measured, it
+    SCROLL_BOXES.forEach(function (box) {
+      root.querySelectorAll(box[0] + ":not([data-pc-scrollbox])").forEach(function (el) {
+        el.setAttribute("data-pc-scrollbox", box[1]);
+      });
+    });
+    var fresh = Array.prototype.slice.call(root.querySelectorAll("[data-pc-scrollbox]:not([data-pc-watched])"));
+    // Until it is measured, a box can be focused (writes only: no layout); measured, it
     // stays focusable only if it scrolls.
     fresh.forEach(function (wrap) {
       wrap.setAttribute("data-pc-watched", "");
       wrap.setAttribute("tabindex", "0");
       wrap.setAttribute("role", "region");
-      wrap.setAttribute("aria-label", "Table");
+      wrap.setAttribute("aria-label", wrap.getAttribute("data-pc-scrollbox"));
     });
     if (wrapObserver) {
       fresh.forEach(function (wrap) { wrapObserver.observe(wrap); });
@@ -154,9 +168,9 @@
     }
   }
 
-  // The reader changed something (a tab, the window's width): measure the tables shown again.
+  // The reader changed something (a tab, the window's width): measure the boxes shown again.
   function recheckScroll() {
-    checkScroll(Array.prototype.slice.call(document.querySelectorAll(".md-typeset__scrollwrap")));
+    checkScroll(Array.prototype.slice.call(document.querySelectorAll("[data-pc-scrollbox]")));
   }
 
   var TAB_KEY = "pc-host-tab";
@@ -333,6 +347,20 @@
     });
   }
 
+  // Wrap the tables of fetched content as mkdocs-material wraps a page's tables at load (its
+  // renderTable): the wrapper scrolls, and casebook.css and accessibility() expect it.
+  function wrapTables(root) {
+    root.querySelectorAll("table:not([class])").forEach(function (table) {
+      var wrap = document.createElement("div");
+      var inner = document.createElement("div");
+      wrap.className = "md-typeset__scrollwrap";
+      inner.className = "md-typeset__table";
+      table.parentNode.insertBefore(wrap, table);
+      inner.appendChild(table);
+      wrap.appendChild(inner);
+    });
+  }
+
   // Replace a placeholder (<div class="pc-fold" data-pc-fold="fold-....html">) with the
   // fragment it names: a folded block's contents or another host's tab.
   function fetchFold(holder) {
@@ -346,6 +374,10 @@
         var box = document.createElement("div");
         box.innerHTML = html;
         copyButtons(box);
+        wrapTables(box);
+        box.querySelectorAll("pre > code").forEach(function (code) {
+          code.setAttribute("data-pc-scrollbox", "Code");
+        });
         var parent = holder.parentNode;
         while (box.firstChild) {
           parent.insertBefore(box.firstChild, holder);
