@@ -53,6 +53,17 @@ def serve(directory: Path):
 
 
 @pytest.fixture(scope="session")
+def committed_site(tmp_path_factory) -> Path:
+    """The site built once per session from the committed results alone (no lab run): a
+    directory for tests to serve their way (tests/test_budgets.py gzip-compressed, as a web host
+    would; tests/test_browser.py plainly). A test that adds a page removes it again."""
+    site = tmp_path_factory.mktemp("site-committed")
+    built = build_site(site)
+    assert built.returncode == 0, built.stderr[-3000:]
+    return site
+
+
+@pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
     """pytest-playwright: launch Debian's Chromium headless, as root, with no background traffic."""
     if not Path(CHROMIUM).exists():

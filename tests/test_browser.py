@@ -29,12 +29,9 @@ def served(tmp_path_factory, lat_tcp_quick):
 
 
 @pytest.fixture(scope="module")
-def committed(tmp_path_factory):
+def committed(committed_site):
     """The site built from the committed results alone (no lab run), served on 127.0.0.1."""
-    site = tmp_path_factory.mktemp("site-committed")
-    built = build_site(site)
-    assert built.returncode == 0, built.stderr[-3000:]
-    server, url = serve(site)
+    server, url = serve(committed_site)
     yield url
     server.shutdown()
 

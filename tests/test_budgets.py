@@ -17,19 +17,15 @@ import pytest
 
 from bench import (AXE_JS, CHROMIUM, LIGHTHOUSE, MAX_PAGE_BYTES, MIN_LIGHTHOUSE, VIEWPORTS, _axe, lighthouse,
                    page_budget, serve_site, site_pages)
-from conftest import build_site
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
+def served(committed_site):
     """The site built from the committed results, served gzip-compressed as a web host would."""
-    site = tmp_path_factory.mktemp("site-budgets")
-    built = build_site(site)
-    assert built.returncode == 0, built.stderr[-3000:]
-    server, url = serve_site(site)
-    yield site, url
+    server, url = serve_site(committed_site)
+    yield committed_site, url
     server.shutdown()
 
 
