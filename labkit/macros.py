@@ -786,8 +786,8 @@ def _here_ratio(result: dict, here: dict) -> str:
 
 def stacked_table(header: list[str], rows: list[list[str]]) -> str:
     """An HTML table (md_in_html: cells are Markdown inline text, like
-    :func:`labkit.render.markdown_table`'s)
-    that is a table on a wide screen and a card per row on a phone (docs/assets/casebook.css,
+    :func:`labkit.render.markdown_table`'s) that is a table on a wide screen and a card per row
+    on a phone (docs/assets/casebook.css,
     ``.pc-stack``): the first cell is the card's title, each other cell is preceded by its
     column's header, which a wide screen does not show (``.pc-stack-label``, hidden from screen
     readers, which announce the header cells; explicit ARIA roles keep the table's semantics

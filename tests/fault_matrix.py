@@ -362,11 +362,12 @@ def run_case(case: Case, base: Path, extra_env: dict | None = None, host: bool =
         # in its log and has undone everything (labs/lib/lab.sh lab__on_exit); the host check
         # below still judges the undo.
         log = work / "out" / f".{case.lab}.log"
-        lost = got.rc == 4 and log.exists() and "stopped: the shell failed (bash exit 2" in log.read_text()
+        text = log.read_text() if log.exists() else None
+        lost = got.rc == 4 and text is not None and "stopped: the shell failed (bash exit 2" in text
         if got.rc not in (EXPECTED_RC[sig], 141) and not lost:
             out.problems.append(f"exit {got.rc}, expected {EXPECTED_RC[sig]} (or 141, a write error first, or 4, bash's "
                                 f"trap lost, said in the log); log tail: "
-                                f"{log.read_text()[-1500:] if log.exists() else '(no log)'}")
+                                f"{text[-1500:] if text is not None else '(no log)'}")
     time.sleep(0.2)
     out.problems += leftovers(case.lab, work, tag)
     if host:
