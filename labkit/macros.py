@@ -606,7 +606,7 @@ def step_output(lab: str, step: str, stream: str = "both", lines=None, match: st
         excerpt, shown = got
         status = f"exit status {s['exit_code']}" + (" (expected to fail)" if s.get("expect") == "failure" else "")
         block = render.code_block("$ " + commands.display_command(s["command"], r) + ("\n" + "\n".join(excerpt) if excerpt else ""),
-                                  "console")
+                                  "pcb-step")
         tabs.append(_tab(host, r, f"{block}\n\n{status}, {s['seconds']:.2f} s; {shown_of(shown, stream_name(stream))}."))
     if not found:
         raise MacroError(f"step_output: no host ran step {step!r} of lab {lab!r}")

@@ -377,3 +377,22 @@ def test_code_annotations_work_in_every_host_tab(committed, watched):
         assert with_code and all(t["loaded"] for t in shown), (card, shown)
         assert all(t["live"] and not t["literal"] and not t["lists"] for t in with_code), (card, shown)
     assert errors == [], errors
+
+
+def test_output_lines_keep_their_columns_on_a_phone(committed, watched):
+    """At 390 px a step block's command wraps, but its output lines (``.go``, labkit/lexer.py) do
+    not: each stays one line, and a block whose lines are wider than the screen scrolls sideways
+    (docs/assets/casebook.css). nvme_swiotlb shows strace -c's table, wider than a phone."""
+    page, errors, _ = watched
+    page.set_viewport_size({"width": 390, "height": 800})
+    page.goto(f"{committed}/cases/nvme_swiotlb/", wait_until="networkidle")
+    block = page.locator("pre:has(.go)", has_text="usecs/call").first
+    block.scroll_into_view_if_needed()
+    got = block.evaluate("""pre => {
+        const code = pre.querySelector('code'), line = parseFloat(getComputedStyle(code).lineHeight);
+        const heights = [...code.querySelectorAll('.go')].map(s => s.getBoundingClientRect().height);
+        return {line, tallest: Math.max(...heights), n: heights.length,
+                scrolls: code.scrollWidth > code.clientWidth, prompts: code.querySelectorAll('.gp').length}}""")
+    assert got["n"] > 3 and got["prompts"] == 1, got
+    assert got["tallest"] < 1.5 * got["line"] and got["scrolls"], got
+    assert errors == [], errors

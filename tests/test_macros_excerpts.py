@@ -139,9 +139,9 @@ def _long_step(lab: str = LAB, minimum: int = 60) -> tuple[str, dict, list[str]]
 
 
 def _block(md: str) -> list[str]:
-    """The lines of the first console block (after its $ command line), less the block's own
+    """The lines of the first step block (after its $ command line), less the block's own
     indentation (a content tab indents it; a page with one host has no tabs), never more."""
-    m = re.search(r"^( *)```+console\n(.*?)\n\1```", md, re.S | re.M)
+    m = re.search(r"^( *)```+pcb-step\n(.*?)\n\1```", md, re.S | re.M)
     indent = m.group(1)
     return [line[len(indent):] if line.startswith(indent) else line for line in m.group(2).splitlines()][1:]
 
@@ -208,3 +208,22 @@ def test_step_output_command_is_readable(tree):
     first = re.search(r"\$ (.*)", md).group(1)
     assert first == commands.display_command(s["command"], r) and "\\," not in first
     assert "/tmp/pcb-" not in md and str(commands.machine_paths(r)["checkout"]) + "/" not in md
+
+
+def test_a_step_block_colours_only_its_dollar_line_as_a_command(tree):
+    """labkit.lexer (the ``pcb-step`` lexer step_output's blocks name, found through Pygments'
+    entry point): perf report's "# ..." header, strace -c's "% time" and a "(...)" line are output,
+    where Pygments' console lexer takes them for prompts; a "$ " line and its backslash
+    continuation are the command."""
+    from pygments.lexers import get_lexer_by_name
+    from pygments.token import Generic
+
+    text = ("$ perf report --stdio \\\n    -i perf.data\n# Samples: 30K of event 'cpu-clock'\n"
+            "% time     seconds  usecs/call     calls    errors syscall\n(1 thread per core)\n$ ls\nfio.json\n")
+    got = [(t, v) for t, v in get_lexer_by_name("pcb-step").get_tokens(text) if t in Generic]
+    assert got == [(Generic.Prompt, "$ "), (Generic.Output, "# Samples: 30K of event 'cpu-clock'\n"),
+                   (Generic.Output, "% time     seconds  usecs/call     calls    errors syscall\n"),
+                   (Generic.Output, "(1 thread per core)\n"), (Generic.Prompt, "$ "), (Generic.Output, "fio.json\n")]
+    console = [t for t, _ in get_lexer_by_name("console").get_tokens(text) if t is Generic.Prompt]
+    assert len(console) > 2  # what the console lexer does with these lines, and why pcb-step exists
+    assert "```pcb-step" in macros.step_output("fstime", "copy.tmpfs.b256.1", tail=2)
