@@ -224,8 +224,10 @@ def flamegraph(lab: str, kind: str = "flamegraph", group: str | None = None, **c
     case matches ``case`` (``<object>`` so its search and zoom scripts run).
 
     The figure keeps the SVG's own proportions (inferno sets its height from the deepest
-    stack), fills the content width, and never shrinks below a legible scale: on a narrow
-    screen it scrolls sideways (docs/assets/casebook.css). It loads when it comes near the
+    stack), fills the content width, and never shrinks below three quarters of its own width
+    (``--pc-w``; inferno's 12 px text stays at 9 px or more): where the column is narrower, on a
+    phone and in a 1280 px window's 688 px column alike, it scrolls sideways
+    (docs/assets/casebook.css). It loads when it comes near the
     viewport (``data-pc-src``, docs/assets/casebook.js), so a page's weight does not count
     figures a reader never scrolls to; without JavaScript the link under it opens it.
 
@@ -247,10 +249,10 @@ def flamegraph(lab: str, kind: str = "flamegraph", group: str | None = None, **c
         target = f"results/{host.label}/{a['path']}"
         title = html.escape(a.get("title", kind))
         how = ("click a frame to zoom, Ctrl-F to search" if kind in ("flamegraph", "diff_flamegraph")
-               else "a static image") + "; on a narrow screen the figure scrolls sideways"
+               else "a static image") + "; where the column is too narrow for its text, the figure scrolls sideways"
         body = (f'<span class="pc-flamegraph-wrap"><object class="pc-flamegraph" type="image/svg+xml" '
                 f'data-pc-src="{_rel(page, target)}" width="{w:g}" height="{h:g}" '
-                f'style="aspect-ratio:{w:g}/{h:g}" aria-label="{title}"></object></span>\n\n'
+                f'style="aspect-ratio:{w:g}/{h:g};--pc-w:{w:g}px" aria-label="{title}"></object></span>\n\n'
                 f'{render.esc(a.get("title", kind))}. [Open it on its own page]({_rel_src(page, target)}) ({how}).')
         tabs.append(_tab(host, result, body))
     if not found:

@@ -396,3 +396,20 @@ def test_output_lines_keep_their_columns_on_a_phone(committed, watched):
     assert got["n"] > 3 and got["prompts"] == 1, got
     assert got["tallest"] < 1.5 * got["line"] and got["scrolls"], got
     assert errors == [], errors
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_figure_text_is_legible_at_every_width(committed, watched, width):
+    """Every flame graph and heat map on optane_kyber is drawn at three quarters of its own size
+    or more, so inferno's 12 px text stays 9 px or more (labkit.macros.flamegraph's ``--pc-w``,
+    docs/assets/casebook.css): a phone and a 1280 px window's narrower column scroll sideways."""
+    page, errors, _ = watched
+    page.set_viewport_size({"width": width, "height": 800})
+    page.goto(f"{committed}/cases/optane_kyber/", wait_until="networkidle")
+    got = page.evaluate("""() => [...document.querySelectorAll('object.pc-flamegraph')].filter(o => o.offsetParent)
+        .map(o => ({src: o.dataset.pcSrc, own: +o.getAttribute('width'), shown: o.getBoundingClientRect().width,
+                    column: o.parentElement.clientWidth}))""")
+    assert len(got) >= 4 and {g["own"] for g in got} >= {1200, 540}, got
+    for g in got:
+        assert g["shown"] >= 0.75 * g["own"] - 1 and g["shown"] >= g["column"] - 1, g
+    assert errors == [], errors

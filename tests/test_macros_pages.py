@@ -38,10 +38,10 @@ def test_flamegraph_object_size_and_links(tree, monkeypatch):
         target = f"results/{label}/{a['path']}"
         title = a["title"]
         assert (f'<span class="pc-flamegraph-wrap"><object class="pc-flamegraph" type="image/svg+xml" '
-                f'data-pc-src="{target}" width="{w:g}" height="{h:g}" style="aspect-ratio:{w:g}/{h:g}" '
+                f'data-pc-src="{target}" width="{w:g}" height="{h:g}" style="aspect-ratio:{w:g}/{h:g};--pc-w:{w:g}px" '
                 f'aria-label="{title}"></object></span>\n\n    '
                 f'{render.esc(title)}. [Open it on its own page]({target}) (click a frame to zoom, Ctrl-F to '
-                f'search; on a narrow screen the figure scrolls sideways).') in md
+                f'search; where the column is too narrow for its text, the figure scrolls sideways).') in md
     # inside a build: the object's URL is relative to the page's URL, the link to its source
     monkeypatch.setattr(macros, "_macro_env", SimpleNamespace(page=page("cases/lat_tcp/", "cases/lat_tcp.md")))
     md = macros.flamegraph("lat_tcp", pin="same-cpu")
@@ -307,7 +307,7 @@ def test_lab_time_names_each_host_in_turn(tree):
 def test_diff_flamegraphs_are_interactive_too(tree, monkeypatch):
     monkeypatch.setattr(macros, "_macro_env", None)
     md = macros.flamegraph("fstime", kind="diff_flamegraph", group="perf")
-    assert md.count("(click a frame to zoom, Ctrl-F to search; on a narrow screen the figure scrolls sideways)") >= 1
+    assert md.count("(click a frame to zoom, Ctrl-F to search; where the column is too narrow for its text, the figure scrolls sideways)") >= 1
     assert "a static image" not in md
 
 
