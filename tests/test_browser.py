@@ -413,3 +413,25 @@ def test_figure_text_is_legible_at_every_width(committed, watched, width):
     for g in got:
         assert g["shown"] >= 0.75 * g["own"] - 1 and g["shown"] >= g["column"] - 1, g
     assert errors == [], errors
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_terminal_recordings_are_legible_on_a_phone(committed, watched, width):
+    """docs/assets/casebook.js createPlayer: a recording whose fitted text would be under 10 px
+    (110 columns in a phone's 358 px) keeps 10 px text and scrolls sideways, focusable and
+    named so; where it fits legibly (1280 px) it fills the column and does not scroll."""
+    page, errors, _ = watched
+    page.set_viewport_size({"width": width, "height": 800})
+    page.goto(f"{committed}/cases/optane_kyber/", wait_until="networkidle")
+    cast = page.locator(".pc-cast").first
+    cast.scroll_into_view_if_needed()
+    page.wait_for_function("() => document.querySelector('.pc-cast .ap-term')", timeout=15000)
+    got = cast.evaluate("""d => ({font: parseFloat(getComputedStyle(d.querySelector('.ap-term')).fontSize),
+        scrolls: d.scrollWidth > d.clientWidth + 1, tabindex: d.getAttribute('tabindex'),
+        label: d.getAttribute('aria-label')})""")
+    assert got["font"] >= 10, got
+    if width == 390:
+        assert got["scrolls"] and got["tabindex"] == "0" and got["label"].endswith("(scrolls sideways)"), got
+    else:
+        assert not got["scrolls"] and got["tabindex"] is None, got
+    assert errors == [], errors

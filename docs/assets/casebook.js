@@ -72,6 +72,12 @@
     playerScript.addEventListener("load", done);
   }
 
+  // Fitted to a phone's width, a 110-column recording has 5 px text. Where the fitted text
+  // would be under CAST_MIN_PX, the player keeps CAST_MIN_PX text (its fit: false and
+  // terminalFontSize options) and the recording scrolls sideways; a monospace column is about
+  // 0.6 em wide.
+  var CAST_MIN_PX = 10, CAST_COLUMN_EM = 0.6;
+
   function createPlayer(el) {
     if (el.hasAttribute("data-pc-ready")) {
       return;
@@ -79,6 +85,13 @@
     el.setAttribute("data-pc-ready", "");
     withPlayer(function () {
       var opts = JSON.parse(el.getAttribute("data-pc-options") || "{}");
+      if (opts.cols && el.clientWidth < opts.cols * CAST_MIN_PX * CAST_COLUMN_EM) {
+        opts.fit = false;
+        opts.terminalFontSize = CAST_MIN_PX + "px";
+        el.classList.add("pc-cast-scroll");
+        el.setAttribute("tabindex", "0"); // a region that scrolls can be focused to scroll it
+        el.setAttribute("aria-label", el.getAttribute("aria-label") + " (scrolls sideways)");
+      }
       AsciinemaPlayer.create(el.getAttribute("data-pc-cast"), el, opts);
     });
   }
