@@ -272,7 +272,7 @@ TREND = {"kind": "increasing", "metric": "iops", "over": "qd", "where": {}}
     # no ratio against a zero; the sides' labels in the order a, b
     (dict(COMPARE, b={"pin": "zero"}), "holds", "e", "11 µs same-cpu vs 0 µs zero, n = 5 / 3"),
     # a ratio against a value between 0 and 1 (the smaller side need only be above zero)
-    (dict(COMPARE, b={"pin": "half"}), "holds", "e", "11 µs same-cpu vs 0.5000 µs half: same-cpu is 22× half, n = 5 / 3"),
+    (dict(COMPARE, b={"pin": "half"}), "holds", "e", "11 µs same-cpu vs 0.5000 µs half: same-cpu is 22.0× half, n = 5 / 3"),
     (dict(COMPARE, a={"pin": "other-cpu"}, b={"pin": "same-cpu"}), "holds", "e",
      "40 µs other-cpu vs 11 µs same-cpu: other-cpu is 3.64× same-cpu, n = 3 / 5"),
     (dict(COMPARE, b={"pin": "same-cpu", "r": 1}), "holds", "e", "11 µs a vs 11 µs r=1: the two are equal, n = 5 / 3"),
@@ -281,8 +281,8 @@ TREND = {"kind": "increasing", "metric": "iops", "over": "qd", "where": {}}
     (COMPARE, "untested", "skipped: <no root>", "skipped: &lt;no root&gt;"),
     (COMPARE, "not applicable", "emulated CPU", "emulated CPU"),
     # a trend: first and last numeric points of `over`, and their ratio
-    (TREND, "holds", "e", "iops from 100 IOPS at qd = 1 to 400 IOPS at qd = 32, 4×"),
-    (TREND, "fails", "e; not increasing", "iops from 100 IOPS at qd = 1 to 400 IOPS at qd = 32, 4×; not increasing"),
+    (TREND, "holds", "e", "iops from 100 IOPS at qd = 1 to 400 IOPS at qd = 32, 4.00×"),
+    (TREND, "fails", "e; not increasing", "iops from 100 IOPS at qd = 1 to 400 IOPS at qd = 32, 4.00×; not increasing"),
     (dict(TREND, where={"qd": "none"}), "fails", "no iops", "no iops"),
 ])
 def test_claim_sentence(claim, verdict, evidence, sentence):
@@ -344,8 +344,8 @@ def test_an_empty_output_is_said_plainly(shown, source, caption):
     assert macros.shown_of(shown, source) == caption
 
 
-@pytest.mark.parametrize("x,shown", [(3.6364, "3.64×"), (22.0, "22×"), (99.94, "99.9×"), (1670.4, "1,670×"),
-                                     (1.0, "1×"), (0.5, "0.5×")])
+@pytest.mark.parametrize("x,shown", [(3.6364, "3.64×"), (22.0, "22.0×"), (99.94, "99.9×"), (99.96, "100×"),
+                                     (1670.4, "1,670×"), (1.0028, "1.00×"), (1.0, "1.00×"), (0.5, "0.500×")])
 def test_a_ratio_is_never_in_scientific_notation(x, shown):
     assert macros._times(x) == shown
 
@@ -354,5 +354,5 @@ def test_a_size_in_a_claim_sentence_has_its_unit():
     r = dict(SENTENCE_RESULT, measurements=[m("bw", "MB/s", {"bs": 4096}, [10.0]), m("bw", "MB/s", {"bs": 4194304}, [30.0])])
     trend = {"kind": "increasing", "metric": "bw", "over": "bs", "where": {}}
     assert macros._claim_sentence(trend, {"verdict": "holds", "evidence": "e"}, r) == \
-        "bw from 10 MB/s at bs = 4 KiB to 30 MB/s at bs = 4 MiB, 3×"
+        "bw from 10 MB/s at bs = 4 KiB to 30 MB/s at bs = 4 MiB, 3.00×"
     assert macros._side_label({"bs": 4096, "x": 1}, {"bs": 1024, "x": 2}) == "bs=4 KiB, x=1"
