@@ -660,8 +660,10 @@ def compare_hosts() -> str:
     """Markdown: every pair of hosts side by side, one tab per pair ("B vs A"), one table per
     lab they share: medians, ratio B/A ("ratio to A", as the seeds compare machines), and
     "within noise" where the two min–max ranges overlap. Each lab's table is folded under a
-    title that gives its count of measurements in common and of differences beyond noise
-    (a chapter's worth of rows per lab: thousands of rows on one page otherwise)."""
+    title that counts its measurements in common and, of those, the differences beyond noise,
+    within noise and with too few samples (where one host ran once, "0 beyond noise" alone
+    would read as agreement) (a chapter's worth of rows per lab: thousands of rows on one page
+    otherwise)."""
     hosts = _hosts()
     tabs = []
     for i, a in enumerate(hosts):
@@ -674,8 +676,9 @@ def compare_hosts() -> str:
                 header, rows = render.compare_rows(a.results[lab], b.results[lab])
                 header[2], header[3] = render.host_label(a.results[lab]["host"]), render.host_label(b.results[lab]["host"])
                 header[4] = f"ratio to {render.esc(a.label)}"
-                beyond = sum(row[5] == "yes" for row in rows)
-                title = f"{lab}: {len(rows)} measurements in common, {beyond} beyond noise"
+                marks = [row[5] for row in rows]
+                title = (f"{lab}: {len(rows)} measurements in common, {marks.count('yes')} beyond noise, "
+                         f"{marks.count('within noise')} within noise, {marks.count('too few samples')} with too few samples")
                 parts.append(render.admonition("note", title, render.markdown_table(
                     header, [[render.esc(c) for c in row] for row in rows]), folded=True))
             badges = [render.emulation_badge(next(iter(h.results.values()))["host"]) for h in (b, a)]

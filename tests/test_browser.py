@@ -200,7 +200,7 @@ def test_compare_page_puts_both_hosts_side_by_side(served, watched, artifacts_di
     expect(block.locator(":scope > .pc-fold")).to_have_count(0)
     # each lab's table is folded under its counts; a large one is fetched when opened
     fold = block.locator("details", has_text="lat_tcp:").first
-    assert re.search(r"lat_tcp: \d+ measurements in common, \d+ beyond noise", fold.locator("summary").inner_text())
+    assert re.search(r"lat_tcp: \d+ measurements in common, \d+ beyond noise, \d+ within noise, \d+ with too few samples", fold.locator("summary").inner_text())
     fold.locator("summary").click()
     expect(fold.locator(":scope > .pc-fold")).to_have_count(0)
     text = fold.inner_text()

@@ -241,16 +241,19 @@ def test_provenance_lists_every_tool_version(tree):
 
 
 def test_compare_hosts_names_each_lab_and_its_rows(tree):
-    """Each lab's comparison is a fold titled with its row count and its rows marked "yes"."""
+    """Each lab's comparison is a fold titled with its row count and its rows marked "yes",
+    "within noise" and "too few samples", which add up to it."""
     md = macros.compare_hosts()
-    found = re.findall(r'^\?\?\? note "(\w+): (\d+) measurements in common, (\d+) beyond noise"', md, re.M)
-    for lab, n, beyond in found:
+    found = re.findall(r'^\?\?\? note "(\w+): (\d+) measurements in common, (\d+) beyond noise, (\d+) within '
+                       r'noise, (\d+) with too few samples"', md, re.M)
+    for lab, n, beyond, within, few in found:
         block = md.split(f'"{lab}: {n} measurements', 1)[1].split("??? note", 1)[0]
         rows = [x for x in block.splitlines() if x.strip().startswith("|")][2:]
-        assert len(rows) == int(n), lab
-        assert len([x for x in rows if x.rstrip().endswith("| yes |")]) == int(beyond), lab
-    assert {lab for lab, _, _ in found} >= {"lat_tcp"}
-    assert any(int(b) > 0 for _, _, b in found) and any(int(b) < int(n) for _, n, b in found)
+        assert len(rows) == int(n) == int(beyond) + int(within) + int(few), lab
+        for mark, count in (("yes", beyond), ("within noise", within), ("too few samples", few)):
+            assert len([x for x in rows if x.rstrip().endswith(f"| {mark} |")]) == int(count), (lab, mark)
+    assert {f[0] for f in found} >= {"lat_tcp"}
+    assert any(int(f[2]) > 0 for f in found) and any(int(f[4]) > 0 for f in found)
 
 
 def test_metrics_table_and_flamegraph_refusals_say_why(tree):
