@@ -17,6 +17,8 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
 
 from labkit import charts, render, results
 
@@ -59,7 +61,18 @@ def on_page_markdown(markdown, page, config, files):
 
 
 def on_pre_build(config):
-    """Forget figures and folds of an earlier build (``mkdocs serve`` builds again in one process)."""
+    """Forget figures and folds of an earlier build (``mkdocs serve`` builds again in one process).
+
+    Raises:
+        PluginError: Pygments does not know the ``pcb-step`` lexer (labkit/lexer.py, registered by
+            pyproject.toml's entry point when labkit is installed): pymdownx.highlight would
+            quietly show every step output as plain text.
+    """
+    try:
+        get_lexer_by_name("pcb-step")
+    except ClassNotFound:
+        raise PluginError("Pygments has no 'pcb-step' lexer: labkit is not installed in this Python "
+                          "(make setup, or pip install --no-deps -e .)") from None
     charts.take()
     _FOLDS.clear()
 

@@ -227,3 +227,19 @@ def test_a_step_block_colours_only_its_dollar_line_as_a_command(tree):
     console = [t for t, _ in get_lexer_by_name("console").get_tokens(text) if t is Generic.Prompt]
     assert len(console) > 2  # what the console lexer does with these lines, and why pcb-step exists
     assert "```pcb-step" in macros.step_output("fstime", "copy.tmpfs.b256.1", tail=2)
+
+
+def test_the_build_stops_when_the_step_lexer_is_missing(monkeypatch):
+    """Without labkit installed, Pygments has no pcb-step lexer and pymdownx.highlight would show
+    step outputs as plain text without a word: the build stops instead, saying how to mend it."""
+    from mkdocs.exceptions import PluginError
+    from pygments.util import ClassNotFound
+
+    from labkit import mkdocs_hooks
+
+    def missing(name, **options):
+        raise ClassNotFound(f"no lexer for alias {name!r} found")
+
+    monkeypatch.setattr(mkdocs_hooks, "get_lexer_by_name", missing)
+    with pytest.raises(PluginError, match=r"^Pygments has no 'pcb-step' lexer: labkit is not installed"):
+        mkdocs_hooks.on_pre_build({})
