@@ -74,11 +74,12 @@ MIN_SAMPLES = 3
 IQR_FROM = 20
 EMULATED_EVIDENCE = "emulated CPU: timings are not hardware"
 
-_COMMON = {"id", "statement", "kind", "source", "timing"}
+_COMMON = {"id", "statement", "kind", "source", "timing", "role", "conclusion", "emulated_ok"}
+ROLES = ("conclusion", "instrument", "ours")
 # kind: (required keys, optional keys) beyond the common ones
 _KIND_KEYS = {
     "step": ({"step"}, {"stdout_empty"}),
-    "compare": ({"metric", "a", "b", "relation"}, {"factor", "statistic"}),
+    "compare": ({"metric", "a", "b", "relation"}, {"factor", "statistic", "paired"}),
     "within": ({"metric", "a", "b", "factor"}, {"scale_a", "scale_b", "statistic"}),
     "increasing": ({"metric", "where", "over"}, {"factor", "tolerance", "statistic"}),
 }
@@ -111,6 +112,17 @@ def check_spec(c: dict, where: str, *, named: bool = True) -> None:
     unknown = sorted(set(c) - allowed)
     if unknown:
         raise ClaimError(f"{name} ({c['kind']}): unknown key(s) {unknown} (allowed: {sorted(allowed)})")
+    if named:
+        if c.get("role") not in ROLES:
+            raise ClaimError(f"{name}: role must be one of {list(ROLES)}, not {c.get('role')!r}")
+        if (c["role"] == "conclusion") != ("conclusion" in c):
+            raise ClaimError(f"{name}: a claim has conclusion = \"<id in original.toml>\" exactly when its role is conclusion")
+    if "conclusion" in c and not (isinstance(c["conclusion"], str) and c["conclusion"].strip()):
+        raise ClaimError(f"{name}: conclusion must name a [[conclusion]] id of original.toml")
+    if "emulated_ok" in c and not (isinstance(c["emulated_ok"], str) and c["emulated_ok"].strip()):
+        raise ClaimError(f"{name}: emulated_ok must be the reason, a non-empty string")
+    if "paired" in c and not isinstance(c["paired"], bool):
+        raise ClaimError(f"{name}: paired must be true or false")
     if c["kind"] == "compare" and c["relation"] not in RELATIONS:
         raise ClaimError(f"{name}: relation {c['relation']!r} not in {sorted(RELATIONS)}")
     if c.get("statistic", "median") not in STATISTICS:

@@ -46,7 +46,9 @@ def _cmd_record(a) -> int:
     from .record import record
     path = record(a.lab, Path(a.lab_dir), Path(a.run_dir), Path(a.out), start=float(a.start),
                   quick=a.quick == "1", tools=a.tools.replace(",", " ").split(),
-                  command=a.command)
+                  command=a.command,
+                  paths={"scratch": a.scratch, "out": str(Path(a.out).resolve()), "checkout": a.checkout}
+                  if a.scratch and a.checkout else None)
     r = model.load(path)
     for c in r["claims"]:
         print(f"claim {c['id']}: {c['verdict']} ({c['evidence']})", file=sys.stderr)
@@ -299,6 +301,8 @@ def parser() -> argparse.ArgumentParser:
         r.add_argument(f"--{opt}", required=True)
     r.add_argument("--quick", choices=["0", "1"], required=True)
     r.add_argument("--tools", default="")
+    r.add_argument("--scratch", help="the run's scratch directory (kept as run.paths.scratch)")
+    r.add_argument("--checkout", help="the checkout the lab ran from (run.paths.checkout)")
     r.set_defaults(fn=_cmd_record)
     s = sub.add_parser("show", help="show a lab's results per host")
     s.add_argument("lab")

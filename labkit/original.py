@@ -7,6 +7,9 @@ column headers), never measurements. Layout::
     [[machine]] id, name, arch, kernel (optional when every table naming it gives one)
     [[table]]   id, title, machine = "id" | machines = ["id", ...], kernel (optional),
                 columns = [...], rows = [[...], ...] (each as long as columns), note (optional)
+    [[conclusion]] id, text (a conclusion the original draws, with its machine and kernel),
+                machine (optional), untestable (optional: why no host we have can test it; a
+                conclusion without it is tested by a claim whose role is conclusion)
     [[ratio]]   id, quantity, reading,
                 original = {table, a = [row label, column], b = [row label, column]}
                 here = {metric, a = {selector}, b = {selector}, statistic (optional)}
@@ -32,6 +35,7 @@ _KEYS = {
     "machine": ({"id", "name", "arch"}, {"kernel"}),
     "table": ({"id", "title", "columns", "rows"}, {"machine", "machines", "kernel", "note"}),
     "ratio": ({"id", "quantity", "original", "here", "reading"}, set()),
+    "conclusion": ({"id", "text"}, {"machine", "untestable"}),
 }
 _ORIGINAL_KEYS = {"table", "a", "b"}
 _HERE_KEYS = ({"metric", "a", "b"}, {"statistic"})
@@ -55,7 +59,7 @@ def _text(d: dict, key: str, where: str) -> None:
 
 def load(path: Path | str) -> dict:
     """Read and check ``original.toml``; returns ``{"source": {...}, "machine": [...],
-    "table": [...], "ratio": [...]}`` (lists possibly empty, except machine and table).
+    "table": [...], "ratio": [...], "conclusion": [...]}`` (ratio may be empty).
 
     Raises:
         OriginalError: missing file, bad TOML, missing or unknown keys, duplicate ids,
@@ -79,11 +83,11 @@ def load(path: Path | str) -> dict:
         _text(data["source"], k, f"{path}: [source]")
     if "/" in data["source"]["seed"]:
         raise OriginalError(f"{path}: [source] seed must be a file name, not a path: {data['source']['seed']!r}")
-    for section in ("machine", "table", "ratio"):
+    for section in ("machine", "table", "ratio", "conclusion"):
         entries = data.setdefault(section, [])
         if not isinstance(entries, list):
             raise OriginalError(f"{path}: {section} must be [[{section}]] entries")
-        if section != "ratio" and not entries:
+        if section in ("machine", "table", "conclusion") and not entries:
             raise OriginalError(f"{path}: no [[{section}]] entries")
         seen = set()
         for e in entries:
@@ -95,6 +99,9 @@ def load(path: Path | str) -> dict:
                 raise OriginalError(f"{path}: duplicate {section} id {e['id']!r}")
             seen.add(e["id"])
     machines = {m["id"]: m for m in data["machine"]}
+    for c in data["conclusion"]:
+        if "machine" in c and c["machine"] not in machines:
+            raise OriginalError(f"{path}: conclusion {c['id']}: machine {c['machine']!r} is not a [[machine]] id")
     for t in data["table"]:
         _check_table(t, machines, f"{path}: table {t['id']}")
     tables = {t["id"]: t for t in data["table"]}

@@ -78,8 +78,41 @@ class Run:
         self.artifacts.append(a)
 
 
+def case_value(text: str) -> str | int | float | bool:
+    """A case value as written by ``lab_run --case KEY=VALUE``: an integer, a decimal number,
+    ``true``/``false``, or else the string itself (``"1024"`` → 1024, ``"0.5"`` → 0.5)."""
+    if text in ("true", "false"):
+        return text == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def read_case(path: Path) -> dict | None:
+    """A step's case from ``raw/<step>.case`` (one ``KEY=VALUE`` a line), or None without one.
+
+    Raises:
+        ValueError: a line without ``=`` or with an empty key.
+    """
+    if not path.exists():
+        return None
+    case = {}
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{path}: case line {line!r} is not KEY=VALUE")
+        case[key.strip()] = case_value(value)
+    return case
+
+
 def read_steps(run_dir: Path) -> list[dict]:
-    """Parse ``steps.tsv`` (name, group, status, exit, seconds, expect, reason) with commands from raw/*.cmd."""
+    """Parse ``steps.tsv`` (name, group, status, exit, seconds, expect, reason) with commands from
+    raw/*.cmd and cases from raw/*.case (:func:`read_case`; a step given no case has none)."""
     steps = []
     for line in (Path(run_dir) / "steps.tsv").read_text().splitlines():
         if not line.strip():
@@ -87,6 +120,7 @@ def read_steps(run_dir: Path) -> list[dict]:
         name, group, status, code, secs, expect, reason = (line.split("\t") + [""] * 7)[:7]
         cmd_file = Path(run_dir) / "raw" / f"{name}.cmd"
         out_file = Path(run_dir) / "raw" / f"{name}.out"
+        case = read_case(Path(run_dir) / "raw" / f"{name}.case")
         steps.append({
             "name": name,
             "group": group,
@@ -97,6 +131,7 @@ def read_steps(run_dir: Path) -> list[dict]:
             "exit_code": int(code) if code not in ("", None) else None,
             "expect": expect or "success",
             "stdout_bytes": out_file.stat().st_size if out_file.exists() else None,
+            **({"case": case} if case is not None else {}),
         })
     return steps
 
@@ -146,8 +181,11 @@ def git_commit(repo: Path, paths: list[str] | None = None) -> tuple[str | None, 
 
 
 def assemble(lab: str, lab_dir: Path, run_dir: Path, *, start: float, quick: bool,
-             tools: list[str], command: str) -> dict:
-    """Build the result dict from a run directory (not yet written). Raises on invalid data."""
+             tools: list[str], command: str, paths: dict | None = None) -> dict:
+    """Build the result dict from a run directory (not yet written). Raises on invalid data.
+
+    ``paths``: ``{"scratch", "out", "checkout"}``, the absolute directories of the run, kept as
+    ``run.paths`` so that pages show commands with placeholders instead of this host's paths."""
     run = Run(lab, run_dir, quick)
     load_lab_collector(lab_dir)(run)
     commit, dirty = git_commit(Path(lab_dir).parent.parent, measuring_code(lab))
@@ -163,6 +201,7 @@ def assemble(lab: str, lab_dir: Path, run_dir: Path, *, start: float, quick: boo
             "git_commit": commit,
             "git_dirty": dirty,
             "command": command,
+            **({"paths": paths} if paths else {}),
         },
         "steps": run.steps,
         "measurements": run.measurements,

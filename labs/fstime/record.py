@@ -6,7 +6,7 @@ Metrics:
     fstime's score per phase (``phase`` write, read, copy: the JSON lines of
     ``labs/fstime/fstime.c``; write and read are UnixBench's 2 s priming phases of ``-c``)
     and dd's copy rate (bytes / 1024 / seconds from its summary; ``tool = "dd"``).
-    One sample per repetition. Cases: ``experiment`` (copy, audit, dd), ``tool``,
+    One sample per repetition. Cases (from each step's own case): ``experiment`` (copy, audit, dd), ``tool``,
     ``target`` (disk, tmpfs, ext4-on-tmpfs, xfs-on-tmpfs, xfs-on-disk), ``fs`` (the
     filesystem type findmnt reported), ``bufsize`` and ``max_blocks`` (fstime -b, -m),
     ``phase``, and for the audit steps ``audit`` (off, nomatch, every).
@@ -27,7 +27,6 @@ Metrics:
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 
 from labkit.parsers.dd import dd_summary
@@ -65,71 +64,68 @@ def _leaf_in_kernel(folded_text: str) -> tuple[int, int]:
 
 
 def collect(run) -> None:
-    """Parse every fstime, dd, /proc/stat, perf and strace step of ``run``."""
+    """Parse every fstime, dd, /proc/stat, perf and strace step of ``run``. Each step's case
+    comes from its record (``lab_run --case``); no step name is parsed."""
     targets = _targets(run)
 
     def fs_of(target: str) -> str:
         return targets.get(target, {}).get("fs") or "unknown"
 
-    # fstime runs: copy.<target>.b<bufsize>.<rep> and audit.<state>.<rep>
+    # fstime runs (experiment copy or audit): one JSON line per phase.
     samples: dict[tuple, list[float]] = defaultdict(list)
     first_step: dict[tuple, str] = {}
     for s in run.steps:
-        if s["status"] != "ok":
+        case = s.get("case") or {}
+        if s["status"] != "ok" or case.get("tool") not in ("fstime", "dd"):
             continue
-        name = s["name"]
-        m = re.fullmatch(r"copy\.([\w-]+)\.b(\d+)\.(\d+)", name)
-        a = re.fullmatch(r"audit\.(off|nomatch|every)\.(\d+)", name)
-        if m:
-            target, extra = m.group(1), (("experiment", "copy"),)
-        elif a:
-            target, extra = "tmpfs", (("experiment", "audit"), ("audit", a.group(1)))
+        base = {k: v for k, v in case.items() if k not in ("rep", "max_blocks")}
+        if case["tool"] == "fstime":
+            for rec in json_lines(run.raw(s["name"]).read_text(), "fstime"):
+                key = tuple(sorted({**base, "bufsize": rec["bufsize"], "max_blocks": rec["max_blocks"],
+                                    "phase": rec["phase"]}.items()))
+                samples[key].append(rec["score_kibps"])
+                first_step.setdefault(key, s["name"])
         else:
-            continue
-        for rec in json_lines(run.raw(name).read_text(), "fstime"):
-            key = extra + (("tool", "fstime"), ("target", target), ("fs", fs_of(target)),
-                           ("bufsize", rec["bufsize"]), ("max_blocks", rec["max_blocks"]), ("phase", rec["phase"]))
-            samples[key].append(rec["score_kibps"])
-            first_step.setdefault(key, name)
-
-    # dd: dd.<target>.<rep>
-    for s in run.steps:
-        m = re.fullmatch(r"dd\.([\w-]+)\.(\d+)", s["name"])
-        if s["status"] != "ok" or not m or m.group(1) == "sync":
-            continue
-        d = dd_summary(run.raw(s["name"], "err").read_text())
-        key = (("experiment", "dd"), ("tool", "dd"), ("target", m.group(1)), ("fs", fs_of(m.group(1))),
-               ("bufsize", 1024), ("phase", "copy"))
-        samples[key].append(d["bytes"] / 1024 / d["seconds"])
-        first_step.setdefault(key, s["name"])
+            d = dd_summary(run.raw(s["name"], "err").read_text())
+            key = tuple(sorted({**base, "phase": "copy"}.items()))
+            samples[key].append(d["bytes"] / 1024 / d["seconds"])
+            first_step.setdefault(key, s["name"])
 
     for key, values in samples.items():
         run.add("score", "KiB/s", dict(key), values, first_step[key])
 
-    # What htop would show: two readings inside one copy phase.
-    if run.ok("cpu.stat"):
-        snaps = snapshots(run.raw("cpu.stat").read_text())
-        target = (run.dir / "cpu.target").read_text().strip()
+    # What htop would show: two readings inside one copy phase, once per repetition.
+    per_cpu: dict[tuple, list[float]] = defaultdict(list)
+    cpu_step: dict[tuple, str] = {}
+    for s in run.steps:
+        case = s.get("case") or {}
+        if s["status"] != "ok" or case.get("tool") != "proc-stat":
+            continue
+        snaps = snapshots(run.raw(s["name"]).read_text())
         before, after = snaps[0], snaps[-1]
+        where = {"experiment": "cpu", "target": case["target"], "fs": case["fs"]}
         for cpu, shares in sorted(cpu_shares(before, after).items()):
             if cpu == "all":
                 continue
             for mode, v in shares.items():
-                run.add("cpu_share", "fraction", {"experiment": "cpu", "target": target, "who": cpu, "mode": mode},
-                        [v], "cpu.stat")
-        pid = int(run.step("cpu.stat")["command"].split()[-2])   # cpusample.sh PID SECONDS
-        p = process_shares(before, after, pid)
+                key = tuple(sorted({**where, "who": cpu, "mode": mode}.items()))
+                per_cpu[key].append(v)
+                cpu_step.setdefault(key, s["name"])
+        p = process_shares(before, after, int(case["pid"]))
         for mode in ("user", "system"):
-            run.add("cpu_share", "fraction", {"experiment": "cpu", "target": target, "who": "fstime", "mode": mode},
-                    [p[mode]], "cpu.stat")
+            key = tuple(sorted({**where, "who": "fstime", "mode": mode}.items()))
+            per_cpu[key].append(p[mode])
+            cpu_step.setdefault(key, s["name"])
+    for key, values in per_cpu.items():
+        run.add("cpu_share", "fraction", dict(key), values, cpu_step[key])
 
     # perf: flame graphs per target, the differential one, kernel share of samples.
     for s in run.steps:
-        m = re.fullmatch(r"perf\.([\w-]+)\.flame", s["name"])
-        if s["status"] != "ok" or not m:
+        case = s.get("case") or {}
+        if s["status"] != "ok" or case.get("tool") != "inferno":
             continue
-        t = m.group(1)
-        case = {"target": t, "fs": fs_of(t)}
+        t = case["target"]
+        case = {"target": t, "fs": case["fs"]}
         run.artifact("flamegraph", case, f"flame-{t}.svg", f"fstime copy phase on {t} ({fs_of(t)}), 1 KiB buffers")
         run.artifact("folded", case, f"flame-{t}.folded", f"folded stacks, copy phase on {t}")
         folded = (run.dir / f"flame-{t}.folded").read_text()
@@ -145,7 +141,7 @@ def collect(run) -> None:
     # strace -c: calls per system call.
     if run.ok("strace"):
         summary = strace_summary(run.raw("strace", "err").read_text())
-        target = (run.dir / "strace.target").read_text().strip()
+        target = run.step("strace")["case"]["target"]
         for name, row in summary["syscalls"].items():
             run.add("syscalls", "calls", {"experiment": "strace", "target": target, "syscall": name},
                     [row["calls"]], "strace")

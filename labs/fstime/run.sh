@@ -10,10 +10,11 @@
 #           private tmpfs, an ext4 and an xfs image on that tmpfs and an xfs image on the
 #           disk filesystem, each image on a loop device (--direct-io=on), mkfs'd, mounted
 #   copy    fstime -c on every filesystem: UnixBench's three settings (bufsize/max_blocks
-#           256/500, 1024/2000, 4096/8000; quick: 1024/2000), repetitions interleaved
-#   cpu     what htop would show during a copy phase: cpusample.sh reads /proc/stat and
-#           the process's /proc/<pid>/stat twice, cpushare.py prints the per-CPU
-#           user/system/idle shares and the process's own in one line
+#           256/500, 1024/2000, 4096/8000; quick: 1024/2000 on the three filesystems the
+#           claims compare), 5 repetitions (quick: 3) interleaved
+#   cpu     what htop would show during a copy phase, once per repetition: cpusample.sh
+#           reads /proc/stat and the process's /proc/<pid>/stat twice, cpushare.py prints the
+#           per-CPU user/system/idle shares and the process's own in one line
 #   perf    perf record -g of the copy phase on tmpfs and on the xfs image on tmpfs ->
 #           flame graphs and a differential flame graph (inferno); auditframes.py lists the
 #           audit functions on those stacks (none unless audit was enabled earlier in this boot)
@@ -24,7 +25,10 @@
 #           the scratch dir) and a rule that matches nothing; with a rule auditing every
 #           system call of the fstime process (by PID). Audit state restored exactly after.
 #           It runs last: once audit has been enabled, the kernel gives every process
-#           started afterwards an audit context until the next boot (see the chapter).
+#           started afterwards an audit context until the next boot (see the chapter). So
+#           its three states run one after the other, not interleaved: an "off" repetition
+#           after the first enable would carry the audit context it is meant to be without.
+# Every measuring step carries its case as fields (lab_run --case): record.py reads those.
 # Mounts are unmounted, loop devices detached, audit rules deleted, the audit enabled flag
 # restored and auditd stopped by PID on exit, error, Ctrl-C and TERM.
 # shellcheck source=../lib/lab.sh disable=SC2317 # group_* functions are called by lab_main
@@ -44,14 +48,14 @@ lab_group audit "audit off / auditd and a rule that does not match / every sysca
 TMPFS_MIB=768        # the lab's tmpfs: two sparse 512 MiB images and the test files fit
 IMG_MIB=512          # image size (sparse: only what is written takes space)
 DD_MIB=64            # size of the file dd copies
-BIN="" SETTINGS="" REPS=1 T=1 S=0.1 D=1 OBS_PID=""
-T_NAMES=() T_DIRS=()
+BIN="" SETTINGS="" REPS=3 T=1 S=0.1 D=1 OBS_PID=""
+T_NAMES=() T_DIRS=() T_FS=()
 
 group_build() {
   # UnixBench's Run: fstime -c -t 30 with -b 256 -m 500, -b 1024 -m 2000, -b 4096 -m 8000.
   # Here the measured copy phase is shorter (-t) and so is the settle sleep (-s, UnixBench 2 s).
   SETTINGS=$(lab_quick "1024/2000" "256/500 1024/2000 4096/8000")
-  REPS=$(lab_quick 1 3)
+  REPS=$(lab_quick 3 5)  # every step a claim reads: >= 3 samples a side in quick mode, 5 in full
   T=$(lab_quick 1 2)
   S=$(lab_quick 0.1 0.5)
   D=$(lab_quick 1 3)     # seconds of observation (perf record, /proc/stat) in a copy phase
@@ -77,7 +81,7 @@ add_target() {
   local fstype source
   fstype=$(findmnt -no FSTYPE --target "$2" | head -n 1)
   source=$(findmnt -no SOURCE --target "$2" | head -n 1)
-  T_NAMES+=("$1"); T_DIRS+=("$2")
+  T_NAMES+=("$1"); T_DIRS+=("$2"); T_FS+=("${fstype:-unknown}")
   printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$fstype" "$source" "$3" >> "$LAB_RUN/targets.tsv"
 }
 
@@ -88,6 +92,15 @@ target_dir() {
     [[ ${T_NAMES[$i]} == "$1" ]] && { echo "${T_DIRS[$i]}"; return 0; }
   done
   return 1
+}
+
+# target_fs NAME: print the filesystem type of target NAME (findmnt's, at setup).
+target_fs() {
+  local i
+  for i in "${!T_NAMES[@]}"; do
+    [[ ${T_NAMES[$i]} == "$1" ]] && { echo "${T_FS[$i]}"; return 0; }
+  done
+  echo unknown
 }
 
 # first_target NAME...: the first of these targets that exists.
@@ -153,14 +166,24 @@ need_targets() { ((${#T_NAMES[@]})) || { lab_skip "$1" "no filesystem to test (s
 group_copy() {
   need_bin copy || return 0
   need_targets copy || return 0
-  local rep setting b m i
+  local rep setting b m i only
+  # Quick mode copies on the filesystems the claims compare (fewer cases, the same repetitions).
+  only=$(lab_quick "tmpfs xfs-on-tmpfs xfs-on-disk" "")
+  for i in "${!T_NAMES[@]}"; do
+    [[ -z $only || " $only " == *" ${T_NAMES[$i]} "* ]] ||
+      lab_skip --case experiment=copy --case "target=${T_NAMES[$i]}" "copy.${T_NAMES[$i]}" \
+        "quick mode copies only on $only (the filesystems the claims compare); the full run adds this one"
+  done
   # Interleaved: each repetition runs every setting on every filesystem once, so a slow
   # drift of the host spreads over all cases instead of posing as an effect.
   for ((rep = 1; rep <= REPS; rep++)); do
     for setting in $SETTINGS; do
       b=${setting%/*} m=${setting#*/}
       for i in "${!T_NAMES[@]}"; do
-        lab_run "copy.${T_NAMES[$i]}.b$b.$rep" -- "$BIN" -c -t "$T" -s "$S" -d "${T_DIRS[$i]}" -b "$b" -m "$m"
+        [[ -z $only || " $only " == *" ${T_NAMES[$i]} "* ]] || continue
+        lab_run --case experiment=copy --case tool=fstime --case "target=${T_NAMES[$i]}" --case "fs=${T_FS[$i]}" \
+          --case "bufsize=$b" --case "max_blocks=$m" --case "rep=$rep" \
+          "copy.${T_NAMES[$i]}.b$b.$rep" -- "$BIN" -c -t "$T" -s "$S" -d "${T_DIRS[$i]}" -b "$b" -m "$m"
       done
     done
   done
@@ -193,7 +216,8 @@ wait_copy() {
 observe() {
   local name=$1 dir
   dir=$(target_dir "$2") || { lab_skip "$name" "no $2 filesystem (see the setup steps)"; return 1; }
-  lab_spawn "$name" -- "$BIN" -c -t "${3:-600}" -s "$S" -d "$dir" -b 1024 -m 2000
+  lab_spawn --case "target=$2" --case "fs=$(target_fs "$2")" --case bufsize=1024 \
+    "$name" -- "$BIN" -c -t "${3:-600}" -s "$S" -d "$dir" -b 1024 -m 2000
   OBS_PID=$LAB_SPAWNED
   wait_copy "$OBS_PID" "$LAB_RUN/raw/$name.out" ||
     { lab_skip "$name.copy" "fstime's copy phase did not start: $(tail -n 1 "$LAB_RUN/raw/$name.err")"; return 1; }
@@ -201,15 +225,17 @@ observe() {
 
 group_cpu() {
   need_bin cpu || return 0
-  local t mark
+  local t mark rep case
   t=$(first_target disk tmpfs) || { lab_skip cpu "no filesystem to test (see the setup steps)"; return 0; }
-  mark=$(lab_mark)
-  observe cpu.fstime "$t" || { lab_unwind "$mark"; return 0; }
-  echo "$t" > "$LAB_RUN/cpu.target"
-  # Two readings D seconds apart of every CPU's ticks per mode and of fstime's own ticks.
-  lab_run cpu.stat -- sh "$LAB_DIR/cpusample.sh" "$OBS_PID" "$D"
-  lab_unwind "$mark"
-  lab_run cpu.htop -- "$LAB_PY" "$LAB_DIR/cpushare.py" "$LAB_RUN/raw/cpu.stat.out" "$OBS_PID"
+  for ((rep = 1; rep <= REPS; rep++)); do
+    mark=$(lab_mark)
+    observe "cpu.fstime.$rep" "$t" || { lab_unwind "$mark"; return 0; }
+    case=(--case experiment=cpu --case "target=$t" --case "fs=$(target_fs "$t")" --case "rep=$rep" --case "pid=$OBS_PID")
+    # Two readings D seconds apart of every CPU's ticks per mode and of fstime's own ticks.
+    lab_run "${case[@]}" --case tool=proc-stat "cpu.stat.$rep" -- sh "$LAB_DIR/cpusample.sh" "$OBS_PID" "$D"
+    lab_unwind "$mark"
+    lab_run "${case[@]}" --case tool=cpushare "cpu.htop.$rep" -- "$LAB_PY" "$LAB_DIR/cpushare.py" "$LAB_RUN/raw/cpu.stat.$rep.out" "$OBS_PID"
+  done
 }
 
 group_perf() {
@@ -223,19 +249,20 @@ group_perf() {
     # -p: only the running fstime, for as long as `sleep` runs (inside its copy phase).
     # -F 997: an odd rate, so sampling does not run in lockstep with periodic kernel work.
     # --no-buildid-cache: nothing written to ~/.debug.
-    lab_run "perf.$t.record" -- perf record --no-buildid-cache -g -F 997 -o "$data" -p "$OBS_PID" -- sleep "$D"
+    lab_run --case experiment=perf --case tool=perf --case "target=$t" --case "fs=$(target_fs "$t")" "perf.$t.record" -- perf record --no-buildid-cache -g -F 997 -o "$data" -p "$OBS_PID" -- sleep "$D"
     lab_unwind "$mark"
     [[ -s $data ]] || continue
     lab_run "perf.$t.report" -- perf report -i "$data" --stdio --no-children --sort sym -g none --percent-limit 2
     lab_run --stdout "$LAB_SCRATCH/perf-$t.script" "perf.$t.script" -- perf script -i "$data" || continue
     # The raw samples as perf script prints them (the perf card reads them): the first 60 lines.
     [[ $t != tmpfs ]] || lab_run "perf.$t.script-head" -- head -n 60 "$LAB_SCRATCH/perf-$t.script"
-    lab_run "perf.$t.flame" -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/perf-$t.script" \
+    lab_run --case experiment=perf --case tool=inferno --case "target=$t" --case "fs=$(target_fs "$t")" \
+      "perf.$t.flame" -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/perf-$t.script" \
       --folded "$LAB_RUN/flame-$t.folded" --svg "$LAB_RUN/flame-$t.svg" \
       --title "fstime copy phase (1 KiB buffers) on $t" || continue
     # Audit functions on the copy loop's stacks: stdout empty unless this boot had audit
     # enabled before fstime started (the audit group, which enables it, runs last).
-    lab_run "perf.$t.audit" -- "$LAB_PY" "$LAB_DIR/auditframes.py" "$LAB_RUN/flame-$t.folded"
+    lab_run --case experiment=perf --case tool=auditframes --case "target=$t" "perf.$t.audit" -- "$LAB_PY" "$LAB_DIR/auditframes.py" "$LAB_RUN/flame-$t.folded"
   done
   if [[ -f "$LAB_RUN/flame-tmpfs.folded" && -f "$LAB_RUN/flame-xfs-on-tmpfs.folded" ]]; then
     lab_run perf.diff -- "$LAB_PY" -m labkit diff-flame --before "$LAB_RUN/flame-tmpfs.folded" \
@@ -260,9 +287,9 @@ group_strace() {
   # (SIGINT: it detaches and prints its table; timeout(1) then exits 124). The copy phase outlasts
   # it however slow the host is (an emulated CPU takes seconds to attach); cleanup stops fstime.
   observe strace.fstime "$t" || { lab_unwind "$mark"; return 0; }
-  echo "$t" > "$LAB_RUN/strace.target"
   # The table goes to standard error (kept as raw/strace.err).
-  lab_run --ok-status 124 strace -- timeout -s INT "$D" strace -c -p "$OBS_PID"
+  lab_run --case experiment=strace --case "target=$t" --case "fs=$(target_fs "$t")" \
+    --ok-status 124 strace -- timeout -s INT "$D" strace -c -p "$OBS_PID"
   lab_unwind "$mark"
 }
 
@@ -283,7 +310,9 @@ group_dd() {
     lab_run "dd.sync.$rep" -- sync
     for i in "${!T_NAMES[@]}"; do
       [[ -f "${T_DIRS[$i]}/dd-dst" ]] || continue
-      lab_run "dd.${T_NAMES[$i]}.$rep" -- env LC_ALL=C dd if="${T_DIRS[$i]}/dd-src" of="${T_DIRS[$i]}/dd-dst" bs=1k conv=notrunc
+      lab_run --case experiment=dd --case tool=dd --case "target=${T_NAMES[$i]}" --case "fs=${T_FS[$i]}" \
+        --case bufsize=1024 --case "rep=$rep" \
+        "dd.${T_NAMES[$i]}.$rep" -- env LC_ALL=C dd if="${T_DIRS[$i]}/dd-src" of="${T_DIRS[$i]}/dd-dst" bs=1k conv=notrunc
     done
   done
   for i in "${!T_NAMES[@]}"; do
@@ -334,7 +363,8 @@ group_audit() {
 
   # 1. Audit off, as found.
   for ((i = 1; i <= REPS; i++)); do
-    lab_run "audit.off.$i" -- "$BIN" -c -t "$T" -s "$S" -d "$dir" -b 1024 -m 2000
+    lab_run --case experiment=audit --case audit=off --case tool=fstime --case target=tmpfs --case fs=tmpfs --case "rep=$i" \
+      "audit.off.$i" -- "$BIN" -c -t "$T" -s "$S" -d "$dir" -b 1024 -m 2000
   done
 
   mark=$(lab_mark)
@@ -364,7 +394,8 @@ group_audit() {
   lab_defer "delete the audit rule for pid $pidmax" audit_try_delete always,exit -F "arch=$arch" -S all -F "pid=$pidmax"
   if lab_run audit.nomatch.rule -- auditctl -a always,exit -F "arch=$arch" -S all -F "pid=$pidmax"; then
     for ((i = 1; i <= REPS; i++)); do
-      lab_run "audit.nomatch.$i" -- "$BIN" -c -t "$T" -s "$S" -d "$dir" -b 1024 -m 2000
+      lab_run --case experiment=audit --case audit=nomatch --case tool=fstime --case target=tmpfs --case fs=tmpfs \
+        --case "rep=$i" "audit.nomatch.$i" -- "$BIN" -c -t "$T" -s "$S" -d "$dir" -b 1024 -m 2000
     done
 
     # 3. Every system call of the fstime process audited: audit_exec.sh adds the rule for
@@ -372,14 +403,15 @@ group_audit() {
     for ((i = 1; i <= REPS; i++)); do
       pidfile="$adir/every.$i.pid"
       lab_defer "delete the audit rule for the pid in $pidfile" audit_delete_pid_rule "$arch" "$pidfile"
-      lab_run "audit.every.$i" -- sh "$LAB_DIR/audit_exec.sh" "$arch" "$pidfile" \
+      lab_run --case experiment=audit --case audit=every --case tool=fstime --case target=tmpfs --case fs=tmpfs \
+        --case "rep=$i" "audit.every.$i" -- sh "$LAB_DIR/audit_exec.sh" "$arch" "$pidfile" \
         "$BIN" -c -t "$T" -s "$S" -d "$dir" -b 1024 -m 2000
       [[ -s $pidfile ]] &&
         lab_run "audit.every.$i.delete" -- auditctl -d always,exit -F "arch=$arch" -S all -F "pid=$(cat "$pidfile")"
     done
     lab_run audit.nomatch.delete -- auditctl -d always,exit -F "arch=$arch" -S all -F "pid=$pidmax"
   fi
-  lab_run audit.during.log -- du -b "$adir"
+  lab_run --case experiment=audit audit.during.log -- du -b "$adir"
   lab_unwind "$mark"
   # The state after: must equal the state before (the test suite checks it too).
   lab_run audit.after.status -- auditctl -s

@@ -561,24 +561,35 @@ lab__record_step() { # name status exit seconds expect reason
     >> "$LAB_RUN/steps.tsv"
 }
 
-# lab_run [--expect-fail] [--ok-status N] [--stdout FILE] NAME -- CMD [ARG...]: run one step,
-# keep its command and output (stdout to FILE instead of raw/NAME.out for bulky output kept in
-# scratch). --ok-status N: exit status N is a success too (timeout(1)'s 124 when it ends a
-# tracer after the time asked for). Returns 0 when the step did what was expected, 1 otherwise
-# (and the lab will exit 1). A step that fails because the scratch or out filesystem is full
-# stops the lab.
+# lab__case NAME KEY=VALUE...: keep a step's case (what it measures, as data) in raw/NAME.case,
+# one KEY=VALUE a line; labkit record puts it in the step's record as "case".
+lab__case() {
+  local name=$1; shift
+  (($#)) || return 0
+  printf '%s\n' "$@" > "$LAB_RUN/raw/$name.case"
+}
+
+# lab_run [--expect-fail] [--ok-status N] [--stdout FILE] [--case KEY=VALUE]... NAME -- CMD [ARG...]:
+# run one step, keep its command and output (stdout to FILE instead of raw/NAME.out for bulky
+# output kept in scratch). --ok-status N: exit status N is a success too (timeout(1)'s 124 when
+# it ends a tracer after the time asked for). --case: what the step measures (the lab's record.py
+# reads these fields, never the step's name). Returns 0 when the step did what was expected, 1
+# otherwise (and the lab will exit 1). A step that fails because the scratch or out filesystem
+# is full stops the lab.
 lab_run() {
-  local expect=success stdout="" okst=0
+  local expect=success stdout="" okst=0 fields=()
   while [[ "$1" == --* ]]; do
     case "$1" in
       --expect-fail) expect=failure ;;
       --ok-status) okst=$2; shift ;;
       --stdout) stdout=$2; shift ;;
+      --case) fields+=("$2"); shift ;;
     esac
     shift
   done
   local name=$1; shift; [[ "$1" == -- ]] && shift
   local raw="$LAB_RUN/raw/$name" rc=0 t0 t1 secs status cmd full
+  lab__case "$name" "${fields[@]}"
   [[ -n "$stdout" ]] || stdout="$raw.out"
   printf -v cmd '%q ' "$@"
   printf '%s' "${cmd% }" > "$raw.cmd"
@@ -620,19 +631,25 @@ lab_run() {
   return 1
 }
 
-# lab_skip NAME REASON: record a step as skipped (the lab goes on).
+# lab_skip [--case KEY=VALUE]... NAME REASON: record a step as skipped (the lab goes on).
 lab_skip() {
+  local fields=()
+  while [[ "$1" == --case ]]; do fields+=("$2"); shift 2; done
+  lab__case "$1" "${fields[@]}"
   lab__say "$1: skipped: $2"
   lab__record_step "$1" skipped "" 0 success "$2"
 }
 
-# lab_spawn NAME -- CMD [ARG...]: start a background process (e.g. a server) in its own
+# lab_spawn [--case KEY=VALUE]... NAME -- CMD [ARG...]: start a background process (e.g. a server) in its own
 # process group; output to raw/NAME.out/.err; stopped on cleanup (journalled by PID and start
 # time; the run's tag in its environment covers the moment between its start and that entry).
 # Sets LAB_SPAWNED.
 lab_spawn() {
+  local fields=()
+  while [[ "$1" == --case ]]; do fields+=("$2"); shift 2; done
   local name=$1; shift; [[ "$1" == -- ]] && shift
   local raw="$LAB_RUN/raw/$name" cmd start
+  lab__case "$name" "${fields[@]}"
   printf -v cmd '%q ' "$@"
   printf '%s' "${cmd% }" > "$raw.cmd"
   lab__say "$name: starting in background: ${cmd% }"
@@ -1140,6 +1157,7 @@ lab_main() {
   local rc=0
   lab__quietly /dev/null "$LAB_PY" -m labkit record --lab "$LAB_NAME" --lab-dir "$LAB_DIR" --run-dir "$LAB_RUN" \
     --out "$LAB_OUT" --start "$LAB_START" --quick "$LAB_QUICK" --tools "$LAB_TOOLS" \
+    --scratch "$LAB_SCRATCH" --checkout "$LAB_ROOT" \
     --command "labs/$LAB_NAME/run.sh${LAB_ARGS:+ $LAB_ARGS}" || rc=$?
   if ((rc != 0)); then
     lab__say "labkit record failed (exit $rc)"
