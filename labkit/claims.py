@@ -2,7 +2,14 @@
 
 Each ``[[claim]]`` has ``id``, ``statement`` (ours, checked on every host), ``source`` (the
 original investigation's conclusion this claim tests, quoted or paraphrased faithfully, with
-its machine and kernel), an optional ``timing`` (bool, see below) and a ``kind``:
+its machine and kernel), ``role``, an optional ``timing`` (bool, see below) and a ``kind``.
+
+``role``
+    ``"conclusion"``: tests one conclusion of the original, named by ``conclusion = "<id>"``
+    (a ``[[conclusion]]`` of ``labs/<lab>/original.toml``); ``"instrument"``: checks a tool or
+    the setup before a conclusion relies on it; ``"ours"``: the guide's own extension.
+
+Kinds:
 
 ``step``
     ``step = "NAME"``: holds if that step did what it was designed to do (for a step
@@ -11,9 +18,11 @@ its machine and kernel), an optional ``timing`` (bool, see below) and a ``kind``
 ``compare``
     ``metric``, selectors ``a`` and ``b`` (case subsets), ``relation`` and ``factor``
     (default 1): ``less``: a·factor < b; ``greater``: a > b·factor; ``not_less``:
-    a·factor ≥ b (a is not below b by more than the tolerance ``factor``).
+    a·factor ≥ b (a is not below b by more than the tolerance ``factor``). ``paired = true``:
+    repetition i of a goes with repetition i of b (the design interleaves them), and the
+    effect is the median of the per-repetition ratios a_i / b_i.
 ``within``
-    a·scale_a and b·scale_b agree within ``factor``: max(x/y, y/x) ≤ factor.
+    a·scale_a and b·scale_b agree within ``factor``: 1/factor ≤ ratio ≤ factor.
 ``increasing``
     ``metric``, selector ``where``, numeric case key ``over``: the last point exceeds
     the first by ``factor`` (default 1) and no point drops by more than ``tolerance``
@@ -21,57 +30,70 @@ its machine and kernel), an optional ``timing`` (bool, see below) and a ``kind``
 
 Optional on compare, within and increasing: ``statistic = "median"`` (the default) or
 ``"mean"`` (only where the original compared means, and the statement says so).
+``emulated_ok = "<reason>"`` on a timing claim: evaluated on an emulated CPU too (a ratio within
+one emulated machine whose mechanism emulation preserves); shown with the emulation mark.
 No other key is allowed: a typo fails loud (:class:`ClaimError`).
 
 **Sides.** A selector picks every measurement of ``metric`` whose case contains all its
-key/values; the side is the pool of all their samples. Its value is the pool's median
-(or mean), its range the pool's min–max, its n the pool's size.
+key/values; the side is the pool of all their samples, in the order the measurements list them.
+
+**The effect and its interval.** A comparison is decided on the ratio of the two sides'
+statistics (a ÷ b; for ``increasing``, last ÷ first, and each point ÷ the highest earlier
+point for drops) and its 95 % confidence interval from the bootstrap: BCa (bias-corrected and
+accelerated, Efron 1987), :func:`scipy.stats.bootstrap`, :data:`RESAMPLES` resamples from a fixed
+seed so that a page rebuilt from the same result gives the same interval. Independent sides are
+resampled independently; ``paired`` sides as pairs. Where BCa is undefined (too few distinct
+values), the percentile interval. This follows Kalibera & Jones, "Rigorous benchmarking in
+reasonable time" (ISMM 2013: report an effect size, a ratio of means or medians, with a
+confidence interval, from repeated runs) and Georges, Buytaert & Eeckhout, "Statistically
+rigorous Java performance evaluation" (OOPSLA 2007: decide on confidence intervals, not on
+single runs or overlapping min–max ranges). criterion (Rust) reports bootstrap intervals of a
+change the same way; Google Benchmark's compare.py uses a Mann-Whitney U test instead.
 
 **Verdicts** (``holds``, ``fails``, ``inconclusive``, ``untested``, ``not applicable``),
 tried in this order:
 
 1. ``not applicable``: the claim is about time or speed (``timing``, default true for
-   compare, within and increasing, false for step) and the result's host has an emulated
-   CPU (``host.emulation.accelerator == "tcg"``): "emulated CPU: timings are not hardware".
+   compare, within and increasing, false for step), the measuring machine has an emulated CPU
+   (the result's host, or a measurement made in a TCG guest: its ``emulation``), and the claim
+   does not declare ``emulated_ok``.
 2. ``untested``: a side has no measurement, fewer than two ``over`` points, the step was
-   skipped or did not run (the evidence gives the reason). A claim never pretends to hold.
+   skipped or did not run (``reason`` says which). A claim never pretends to hold.
 3. ``inconclusive``: a side (for ``increasing``: any point) has fewer than 3 samples
-   (:data:`MIN_SAMPLES`).
-4. The relation is decided on the two values (medians, or means), then checked against
-   the noise of the samples. A side's range is its min–max, or its interquartile range
-   (p25–p75) from :data:`IQR_FROM` samples on (per-I/O distributions). ``compare`` (a difference): when the two ranges, with the factor applied as the relation
-   applies it (a·factor and b for less and not_less, a and b·factor for greater), overlap
-   (min a ≤ max b and min b ≤ max a, touching counts) the difference between a and b is
-   within noise → ``inconclusive``; otherwise the values decide ``holds`` or ``fails``.
-   ``within`` (an agreement; ranges taken after scaling): ``holds`` when the values agree
-   within ``factor`` and so does every pair of samples (max x ≤ factor·min y and
-   max y ≤ factor·min x), ``fails`` when the values disagree and the ranges do not overlap,
-   else ``inconclusive``. ``increasing``: ``holds`` when the values pass (last > first·factor,
-   no drop) and the first and last ranges do not overlap; ``fails`` when the values fail
-   and the failure is beyond noise (last ≤ first·factor with first and last ranges apart,
-   or a drop whose range lies apart from the earlier point it drops from); else
-   ``inconclusive``.
+   (:data:`MIN_SAMPLES`); or the interval straddles the claim's threshold.
+4. ``holds`` when the whole interval is on the claim's side of the threshold (greater:
+   low > factor; less: high < 1/factor; not_less: low ≥ 1/factor; within: 1/factor ≤ low and
+   high ≤ factor), ``fails`` when the whole interval is on the other side. Two sides without
+   spread have a zero-width interval: the values decide. ``increasing`` holds when last ÷ first
+   is past ``factor`` and no point drops, fails when last ÷ first is wholly at or below it or
+   a drop's interval lies wholly below 1 − tolerance.
 
-Ties are exact: a·factor == b is not "less" (fails when the ranges are apart), a ratio of
-exactly ``factor`` is "within". Exercises (``labs/<lab>/exercises.toml``) use the same
-evaluator: :func:`load_exercises`, :func:`exercise_claim`.
+Every verdict carries ``role`` and, when a ratio was computed, ``effect = {statistic,
+estimate, low, high, level, factor, needs, n_a, n_b, method}``; every verdict but holds/fails
+carries ``reason``; ``flags`` lists sides whose samples drift (first third against last third)
+or split into two modes (:func:`side_flags`): shown beside the verdict, never pooled silently.
+Exercises (``labs/<lab>/exercises.toml``) use the same evaluator: :func:`load_exercises`,
+:func:`exercise_claim`.
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
 import tomllib
+import warnings
 from pathlib import Path
+
+import numpy as np
 
 KINDS = {"step", "compare", "within", "increasing"}
 RELATIONS = {"less", "greater", "not_less"}
 STATISTICS = {"median", "mean"}
 VERDICTS = ("holds", "fails", "inconclusive", "untested", "not applicable")
 MIN_SAMPLES = 3
-# From this many samples on, a side's noise range is its interquartile range, not min–max: a
-# distribution of every I/O (hundreds of samples) always has overlapping extremes, and one
-# outlier would make every such comparison inconclusive whatever the effect.
-IQR_FROM = 20
+LEVEL = 0.95          # confidence level of every interval
+RESAMPLES = 4000      # bootstrap resamples per interval
+SEED = 2013           # the bootstrap's fixed seed: the same result always gives the same interval
 EMULATED_EVIDENCE = "emulated CPU: timings are not hardware"
 
 _COMMON = {"id", "statement", "kind", "source", "timing", "role", "conclusion", "emulated_ok"}
@@ -223,10 +245,15 @@ def is_timing(claim: dict) -> bool:
     return bool(claim.get("timing", claim["kind"] != "step"))
 
 
-def emulated(result: dict) -> bool:
-    """True if the result's host has an emulated CPU (``host.emulation.accelerator == "tcg"``)."""
-    emu = result["host"].get("emulation")
+def _tcg(emu: dict | None) -> bool:
     return bool(emu and emu.get("accelerator") == "tcg")
+
+
+def emulated(result: dict, measurements: list[dict] | None = None) -> bool:
+    """True if the measuring machine has an emulated CPU: the result's host
+    (``host.emulation.accelerator == "tcg"``), or any of ``measurements`` made inside a TCG guest
+    (its own ``emulation``), whatever the host that booted the guest."""
+    return _tcg(result["host"].get("emulation")) or any(_tcg(m.get("emulation")) for m in measurements or [])
 
 
 def select(result: dict, metric: str, where: dict) -> list[dict]:
@@ -246,55 +273,147 @@ def _describe(where: dict) -> str:
 class Side:
     """One side of a claim: the pooled samples of the measurements a selector matched.
 
-    Attributes: ``label`` (describes the selector), ``samples`` (floats, in the unit
-    ``unit``), ``count`` (measurements pooled), ``value`` (median or mean), ``lo``/``hi``
-    (range), ``n``.
+    Attributes: ``label`` (describes the selector), ``samples`` (floats, in the unit ``unit``,
+    in the order the measurements list them), ``count`` (measurements pooled), ``statistic``,
+    ``value`` (median or mean), ``min``/``max``, ``n``, ``emulated`` (a measurement was made in
+    a TCG guest).
     """
 
-    def __init__(self, label: str, samples: list[float], unit: str, count: int, statistic: str = "median"):
+    def __init__(self, label: str, samples: list[float], unit: str, count: int, statistic: str = "median",
+                 emulated: bool = False):
         self.label, self.samples, self.unit, self.count, self.statistic = label, samples, unit, count, statistic
         self.value = statistics.mean(samples) if statistic == "mean" else statistics.median(samples)
         self.n = len(samples)
         self.min, self.max = min(samples), max(samples)
-        if self.n >= IQR_FROM:
-            q = statistics.quantiles(samples, n=4, method="inclusive")
-            self.lo, self.hi, self.spread = q[0], q[2], "p25–p75"
-        else:
-            self.lo, self.hi, self.spread = self.min, self.max, "min–max"
+        self.emulated = emulated
 
     def scaled(self, k: float) -> "Side":
         """The same side with every sample multiplied by ``k``."""
-        return Side(self.label, [s * k for s in self.samples], self.unit, self.count, self.statistic)
+        return Side(self.label, [x * k for x in self.samples], self.unit, self.count, self.statistic, self.emulated)
 
     def describe(self) -> str:
         """E.g. ``engine=psync: median 1.9e+04 IOPS (min 1.7e+04, max 2e+04, n=3)``."""
         pooled = f", {self.count} measurements pooled" if self.count > 1 else ""
-        iqr = f", p25 {_fmt(self.lo)}, p75 {_fmt(self.hi)}" if self.spread == "p25–p75" else ""
         return (f"{self.label}: {self.statistic} {_fmt(self.value)} {self.unit} "
-                f"(min {_fmt(self.min)}, max {_fmt(self.max)}{iqr}, n={self.n}{pooled})")
+                f"(min {_fmt(self.min)}, max {_fmt(self.max)}, n={self.n}{pooled})")
 
 
 def side(result: dict, metric: str, where: dict, statistic: str = "median") -> tuple[Side | None, str]:
-    """(Side, "") for the measurements of ``metric`` matching ``where``, or (None, reason)."""
+    """(Side, "") for the measurements of ``metric`` matching ``where``, or (None, reason).
+
+    Raises:
+        ClaimError: the matched measurements mix units.
+    """
     ms = select(result, metric, where)
     if not ms:
         return None, f"no {metric} measurement for {_describe(where)}"
     units = sorted({m["unit"] for m in ms})
     if len(units) > 1:
         raise ClaimError(f"{metric} where {_describe(where)} mixes units {units}: make the selector narrower")
-    return Side(_describe(where), [float(s) for m in ms for s in m["samples"]], units[0], len(ms), statistic), ""
+    return Side(_describe(where), [float(x) for m in ms for x in m["samples"]], units[0], len(ms), statistic,
+                any(_tcg(m.get("emulation")) for m in ms)), ""
 
 
-def overlap(x: Side, y: Side) -> bool:
-    """True if the closed ranges of ``x`` and ``y`` overlap (touching counts). Two sides without
-    any spread (every sample equal) carry no noise: they never overlap, their values decide."""
-    if x.lo == x.hi and y.lo == y.hi:
-        return False
-    return x.lo <= y.hi and y.lo <= x.hi
+def _stat(name: str):
+    return np.mean if name == "mean" else np.median
 
 
-def _verdict(claim: dict, verdict: str, evidence: str) -> dict:
-    return {"id": claim["id"], "verdict": verdict, "evidence": evidence}
+@functools.lru_cache(maxsize=4096)
+def _interval(a: tuple, b: tuple | None, statistic: str, paired: bool) -> tuple[float, float, float, str]:
+    """(estimate, low, high, method) of stat(a) ÷ stat(b), or of stat(a) alone when ``b`` is
+    None (``a`` holds per-pair ratios). Cached: a page build asks for the same pairs often."""
+    from scipy import stats   # imported here: the site's macros load this module for every page
+    f = _stat(statistic)
+    if b is None:
+        data, est = (np.asarray(a),), float(f(a))
+        fn = lambda x, axis=-1: f(x, axis=axis)   # noqa: E731
+    else:
+        data, est = (np.asarray(a), np.asarray(b)), float(f(a) / f(b))
+        fn = lambda x, y, axis=-1: f(x, axis=axis) / f(y, axis=axis)   # noqa: E731
+    if all(np.ptp(d) == 0 for d in data):
+        return est, est, est, "no spread: every sample of a side is equal, so the values decide"
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            try:
+                res = stats.bootstrap(data, fn, vectorized=True, paired=paired and b is not None,
+                                      confidence_level=LEVEL, n_resamples=RESAMPLES, method=method,
+                                      rng=np.random.default_rng(SEED))
+            except (ValueError, ZeroDivisionError):
+                continue
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if np.isfinite(lo) and np.isfinite(hi):
+            return est, min(lo, est), max(hi, est), f"{method} bootstrap, {RESAMPLES} resamples"
+    return est, float("nan"), float("nan"), "no interval: the bootstrap distribution is not finite (a side near 0)"
+
+
+def ratio_interval(a: Side, b: Side, paired: bool = False) -> dict:
+    """The effect a ÷ b of two sides with its :data:`LEVEL` bootstrap interval:
+    ``{statistic, estimate, low, high, level, n_a, n_b, method}`` (``low``/``high`` NaN when no
+    interval exists). ``paired``: the median (or mean) of the per-pair ratios a_i ÷ b_i.
+
+    Raises:
+        ClaimError: ``paired`` with sides of different sizes, or a zero in b's samples.
+    """
+    name = f"ratio of {a.statistic}s"
+    if paired:
+        if a.n != b.n:
+            raise ClaimError(f"paired sides need as many samples each: {a.label} has {a.n}, {b.label} {b.n}")
+        if any(y == 0 for y in b.samples):
+            raise ClaimError(f"paired ratio: {b.label} has a zero sample")
+        est, lo, hi, method = _interval(tuple(x / y for x, y in zip(a.samples, b.samples)), None, a.statistic, False)
+        name = f"{a.statistic} of paired ratios"
+    elif b.value == 0:
+        est, lo, hi, method = (float("inf") if a.value > 0 else float("nan")), float("nan"), float("nan"), \
+            f"no ratio: the {b.statistic} of {b.label} is 0"
+    else:
+        est, lo, hi, method = _interval(tuple(a.samples), tuple(b.samples), a.statistic, False)
+    return {"statistic": name, "estimate": est, "low": lo, "high": hi, "level": LEVEL,
+            "n_a": a.n, "n_b": b.n, "method": method}
+
+
+def side_flags(label: str, s: Side) -> list[str]:
+    """Warnings about one side's samples, in run order (empty when none applies; n ≥ 6 only):
+
+    - drift: the first third's and the last third's ranges do not overlap (the host changed
+      during the run, or the case warms up);
+    - two modes: sorted, the samples have one gap wider than half their whole range with at
+      least two samples on each side (a bimodal side: its median depends on how many samples
+      fell in each mode).
+    """
+    xs, out = s.samples, []
+    if len(xs) < 6 or s.count > 1:
+        return out
+    k = len(xs) // 3
+    first, last = xs[:k], xs[-k:]
+    if max(first) < min(last) or max(last) < min(first):
+        out.append(f"{label}: drift (first third {_fmt(statistics.median(first))}, "
+                   f"last third {_fmt(statistics.median(last))} {s.unit})")
+    ys = sorted(xs)
+    span = ys[-1] - ys[0]
+    gaps = [(ys[i + 1] - ys[i], i) for i in range(1, len(ys) - 2)]
+    if span > 0 and gaps:
+        g, i = max(gaps)
+        if g > span / 2:
+            out.append(f"{label}: two modes ({i + 1} samples up to {_fmt(ys[i])}, "
+                       f"{len(ys) - i - 1} from {_fmt(ys[i + 1])} {s.unit})")
+    return out
+
+
+def _verdict(claim: dict, verdict: str, evidence: str, *, reason: str | None = None, effect: dict | None = None,
+             flags: list[str] | None = None, emulated_machine: bool = False) -> dict:
+    v = {"id": claim["id"], "verdict": verdict, "evidence": evidence}
+    if "role" in claim:
+        v["role"] = claim["role"]
+    if verdict not in ("holds", "fails"):
+        v["reason"] = reason or evidence
+    if effect is not None:
+        v["effect"] = {k: (None if isinstance(x, float) and not np.isfinite(x) else x) for k, x in effect.items()}
+    if flags:
+        v["flags"] = flags
+    if emulated_machine:
+        v["emulated"] = True
+    return v
 
 
 def _few(*sides: tuple[str, Side]) -> str | None:
@@ -302,13 +421,29 @@ def _few(*sides: tuple[str, Side]) -> str | None:
     return f"fewer than {MIN_SAMPLES} samples ({'; '.join(few)})" if few else None
 
 
+def _ci_text(e: dict) -> str:
+    if e["low"] is None or not np.isfinite(e["low"]):
+        return f"{e['statistic']} {_fmt(e['estimate'])} ({e['method']})"
+    return (f"{e['statistic']} {_fmt(e['estimate'])}, {round(e['level'] * 100)}% interval "
+            f"{_fmt(e['low'])}–{_fmt(e['high'])}")
+
+
+def _decide(lo: float, hi: float, ok_all, bad_all) -> str:
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "inconclusive"
+    if ok_all(lo, hi):
+        return "holds"
+    if bad_all(lo, hi):
+        return "fails"
+    return "inconclusive"
+
+
 def evaluate_one(claim: dict, result: dict) -> dict:
     """Evaluate one claim on one result (rules in the module docstring).
 
-    Returns ``{"id", "verdict", "evidence"}``; verdict one of :data:`VERDICTS`.
+    Returns ``{"id", "verdict", "evidence", "role"?, "reason"?, "effect"?, "flags"?,
+    "emulated"?}``; verdict one of :data:`VERDICTS`.
     """
-    if is_timing(claim) and emulated(result):
-        return _verdict(claim, "not applicable", EMULATED_EVIDENCE)
     kind = claim["kind"]
     if kind == "step":
         return _step(claim, result)
@@ -317,7 +452,18 @@ def evaluate_one(claim: dict, result: dict) -> dict:
     return _increasing(claim, result)
 
 
+def _emulation_gate(claim: dict, result: dict, ms: list[dict]) -> tuple[bool, dict | None]:
+    """(measured on an emulated CPU?, the not-applicable verdict or None)."""
+    emu = emulated(result, ms)
+    if emu and is_timing(claim) and not claim.get("emulated_ok"):
+        return emu, _verdict(claim, "not applicable", EMULATED_EVIDENCE, reason=EMULATED_EVIDENCE)
+    return emu, None
+
+
 def _step(claim: dict, result: dict) -> dict:
+    emu, na = _emulation_gate(claim, result, [])
+    if na:
+        return na
     step = next((s for s in result["steps"] if s["name"] == claim["step"]), None)
     if step is None:
         return _verdict(claim, "untested", f"step {claim['step']} did not run")
@@ -331,57 +477,58 @@ def _step(claim: dict, result: dict) -> dict:
             return _verdict(claim, "fails", f"step {claim['step']} {exp} but printed {step['stdout_bytes']} bytes on stdout")
         exp += ", printed nothing on stdout"
     if step["status"] == "ok":
-        return _verdict(claim, "holds", f"step {claim['step']} {exp} (exit {step.get('exit_code')})")
-    return _verdict(claim, "fails", f"step {claim['step']}: {step['reason']}")
+        return _verdict(claim, "holds", f"step {claim['step']} {exp} (exit {step.get('exit_code')})", emulated_machine=emu)
+    return _verdict(claim, "fails", f"step {claim['step']}: {step['reason']}", emulated_machine=emu)
 
 
 def _pair(claim: dict, result: dict) -> dict:
     stat = claim.get("statistic", "median")
+    emu, na = _emulation_gate(claim, result, select(result, claim["metric"], claim["a"])
+                              + select(result, claim["metric"], claim["b"]))
+    if na:
+        return na
     a, ea = side(result, claim["metric"], claim["a"], stat)
     b, eb = side(result, claim["metric"], claim["b"], stat)
     if a is None or b is None:
         return _verdict(claim, "untested", "; ".join(e for e in (ea, eb) if e))
     f = float(claim.get("factor", 1.0))
-    if claim["kind"] == "compare":
-        rel = claim["relation"]
-        ok = {"less": a.value * f < b.value, "greater": a.value > b.value * f, "not_less": a.value * f >= b.value}[rel]
-        test = {"less": "a·{f} < b", "greater": "a > b·{f}", "not_less": "a·{f} ≥ b"}[rel]
-        test = test.replace("·{f}", f"·{f:g}" if f != 1.0 else "")
-        ratio = f"; ratio a/b = {_fmt(a.value / b.value)}" if b.value else ""
-        evidence = f"{test}? a = {a.describe()}; b = {b.describe()}{ratio}"
-        few = _few(("a", a), ("b", b))
-        if few:
-            return _verdict(claim, "inconclusive", f"{evidence}; {few}")
-        # The noise test is on the two sides as the relation compares them (factor applied).
-        left, right = (a, b.scaled(f)) if rel == "greater" else (a.scaled(f), b)
-        if overlap(left, right):
-            what = "a and b" if f == 1.0 else test.split("?")[0].replace(" < ", " and ").replace(" > ", " and ").replace(" ≥ ", " and ")
-            return _verdict(claim, "inconclusive", f"{evidence}; the ranges of {what} overlap: the difference is within noise")
-        return _verdict(claim, "holds" if ok else "fails", f"{evidence}; ranges apart")
-    # within
-    sa, sb = float(claim.get("scale_a", 1.0)), float(claim.get("scale_b", 1.0))
-    x, y = a.scaled(sa), b.scaled(sb)
-    ok = x.value <= f * y.value and y.value <= f * x.value
-    r = max(x.value / y.value, y.value / x.value) if x.value > 0 and y.value > 0 else float("inf")
-    scaled = f" (a×{sa:g} = {_fmt(x.value)}, b×{sb:g} = {_fmt(y.value)})" if (sa, sb) != (1.0, 1.0) else ""
-    evidence = f"a = {a.describe()}; b = {b.describe()}{scaled}; ratio {_fmt(r)} vs allowed {f:g}"
+    flags = side_flags("a", a) + side_flags("b", b)
+    if claim["kind"] == "within":
+        a, b = a.scaled(float(claim.get("scale_a", 1.0))), b.scaled(float(claim.get("scale_b", 1.0)))
+    sides = f"a = {a.describe()}; b = {b.describe()}"
     few = _few(("a", a), ("b", b))
     if few:
-        return _verdict(claim, "inconclusive", f"{evidence}; {few}")
-    every_pair = x.hi <= f * y.lo and y.hi <= f * x.lo
-    if ok and every_pair:
-        return _verdict(claim, "holds", f"{evidence}; every pair of samples agrees within {f:g}")
-    if not ok and not overlap(x, y):
-        return _verdict(claim, "fails", f"{evidence}; ranges apart")
-    why = ("some pairs of samples differ by more than the factor" if ok
-           else "the ranges overlap: the disagreement is within noise")
-    return _verdict(claim, "inconclusive", f"{evidence}; {why}")
+        return _verdict(claim, "inconclusive", f"{sides}; {few}", reason=few, flags=flags, emulated_machine=emu)
+    effect = ratio_interval(a, b, paired=bool(claim.get("paired")))
+    lo, hi = effect["low"], effect["high"]
+    if claim["kind"] == "compare":
+        rel = claim["relation"]
+        needs, ok_all, bad_all = {
+            "greater": (f"> {f:g}", lambda lo, hi: lo > f, lambda lo, hi: hi <= f),
+            "less": (f"< {_fmt(1 / f)}", lambda lo, hi: hi < 1 / f, lambda lo, hi: lo >= 1 / f),
+            "not_less": (f"≥ {_fmt(1 / f)}", lambda lo, hi: lo >= 1 / f, lambda lo, hi: hi < 1 / f),
+        }[rel]
+    else:
+        needs = f"between {_fmt(1 / f)} and {f:g}"
+        ok_all = lambda lo, hi: lo >= 1 / f and hi <= f   # noqa: E731
+        bad_all = lambda lo, hi: hi < 1 / f or lo > f     # noqa: E731
+    effect = {**effect, "factor": f, "needs": needs}
+    verdict = _decide(lo, hi, ok_all, bad_all)
+    evidence = f"{_ci_text(effect)}, needs {needs}; {sides}"
+    reason = None
+    if verdict == "inconclusive":
+        reason = (f"the {round(LEVEL * 100)}% interval {_fmt(lo)}–{_fmt(hi)} straddles the threshold ({needs})"
+                  if np.isfinite(lo) else effect["method"])
+    return _verdict(claim, verdict, evidence, reason=reason, effect=effect, flags=flags, emulated_machine=emu)
 
 
 def _increasing(claim: dict, result: dict) -> dict:
     metric, over, stat = claim["metric"], claim["over"], claim.get("statistic", "median")
     ms = [m for m in select(result, metric, claim["where"])
           if isinstance(m["case"].get(over), (int, float)) and not isinstance(m["case"].get(over), bool)]
+    emu, na = _emulation_gate(claim, result, ms)
+    if na:
+        return na
     groups: dict[float, list[dict]] = {}
     for m in ms:
         groups.setdefault(m["case"][over], []).append(m)
@@ -396,33 +543,34 @@ def _increasing(claim: dict, result: dict) -> dict:
     tol = float(claim.get("tolerance", 0.1))
     f = float(claim.get("factor", 1.0))
     first, last = pts[0], pts[-1]
-    drops, robust_drops = [], []
-    for k, p in enumerate(pts):
-        below = [q for q in pts[:k] if p.value < q.value * (1 - tol)]
-        if below:
-            top = max(below, key=lambda q: q.value)
-            drops.append(f"{p.label}: {_fmt(p.value)} below {top.label}'s {_fmt(top.value)}")
-            if any(p.hi < q.lo * (1 - tol) for q in below):
-                robust_drops.append(p.label)
-    grows = last.value > first.value * f
     series = ", ".join(f"{x:g}→{_fmt(p.value)}" for x, p in zip(xs, pts))
-    evidence = (f"{metric} ({units[0]}, {stat} per point) by {over}: {series}; "
-                f"last/first = {_fmt(last.value / first.value) if first.value else 'inf'}"
-                + (f" (needs > {f:g})" if f != 1.0 else ""))
+    flags = [fl for p in pts for fl in side_flags(p.label, p)]
+    few = _few(*((p.label, p) for p in pts))
+    head = f"{metric} ({units[0]}, {stat} per point) by {over}: {series}"
+    if few:
+        return _verdict(claim, "inconclusive", f"{head}; {few}", reason=few, flags=flags, emulated_machine=emu)
+    effect = {**ratio_interval(last, first), "factor": f, "needs": f"> {f:g}"}
+    drops, robust, unsure = [], [], []
+    for k, p in enumerate(pts[1:], start=1):
+        top = max(pts[:k], key=lambda q: q.value)
+        if p.value < top.value * (1 - tol):
+            d = ratio_interval(p, top)
+            drops.append(f"{p.label}: {_fmt(p.value)} below {top.label}'s {_fmt(top.value)}")
+            (robust if np.isfinite(d["high"]) and d["high"] < 1 - tol else unsure).append(p.label)
+    lo, hi = effect["low"], effect["high"]
+    grows = np.isfinite(lo) and lo > f
+    flat = np.isfinite(hi) and hi <= f
+    evidence = f"{head}; last/first: {_ci_text(effect)}, needs > {f:g}"
     if drops:
         evidence += "; drops beyond tolerance: " + "; ".join(drops)
-    few = _few(*((p.label, p) for p in pts))
-    if few:
-        return _verdict(claim, "inconclusive", f"{evidence}; {few}")
-    if grows and not drops and not overlap(first, last):
-        return _verdict(claim, "holds", f"{evidence}; first and last ranges apart")
-    if (not grows and not overlap(first, last)) or robust_drops:
-        why = ("first and last ranges apart" if not grows and not overlap(first, last)
-               else f"the drop at {', '.join(robust_drops)} is beyond noise")
-        return _verdict(claim, "fails", f"{evidence}; {why}")
-    why = ("the first and last ranges overlap: the growth is within noise" if grows and not drops
-           else "the failure is within noise (ranges overlap)")
-    return _verdict(claim, "inconclusive", f"{evidence}; {why}")
+    if robust or flat:
+        return _verdict(claim, "fails", evidence, effect=effect, flags=flags, emulated_machine=emu)
+    if grows and not drops:
+        return _verdict(claim, "holds", evidence, effect=effect, flags=flags, emulated_machine=emu)
+    reason = (f"the drop at {', '.join(unsure)} is within noise" if unsure else
+              f"the {round(LEVEL * 100)}% interval of last/first, {_fmt(lo)}–{_fmt(hi)}, straddles {f:g}"
+              if np.isfinite(lo) else effect["method"])
+    return _verdict(claim, "inconclusive", evidence, reason=reason, effect=effect, flags=flags, emulated_machine=emu)
 
 
 def evaluate(claims: list[dict], result: dict) -> list[dict]:

@@ -73,10 +73,15 @@ def summarize(samples: Iterable[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
-def measurement(metric: str, unit: str, case: dict, samples: Iterable[float], step: str | None = None) -> dict:
-    """Build one measurement dict: every sample kept, median/min/max/n derived from them."""
+def measurement(metric: str, unit: str, case: dict, samples: Iterable[float], step: str | None = None,
+                emulation: dict | None = None) -> dict:
+    """Build one measurement dict: every sample kept, median/min/max/n derived from them.
+    ``emulation``: the guest's emulation object when the samples were measured inside an
+    emulated guest (``{"accelerator": "tcg", ...}``), whatever host booted it."""
     values = [float(s) for s in samples]
     m = {"metric": metric, "unit": unit, "case": dict(case), "samples": values, **summarize(values)}
+    if emulation:
+        m["emulation"] = dict(emulation)
     if step:
         m["step"] = step
     return m

@@ -58,9 +58,11 @@ class Run:
         """Path of a step's raw output: ``raw/<name>.<ext>`` (ext: out, err, cmd)."""
         return self.dir / "raw" / f"{name}.{ext}"
 
-    def add(self, metric: str, unit: str, case: dict, samples, step: str | None = None) -> dict:
-        """Add a measurement keeping every sample; median/min/max derived (model.measurement)."""
-        m = model.measurement(metric, unit, case, samples, step)
+    def add(self, metric: str, unit: str, case: dict, samples, step: str | None = None,
+            emulation: dict | None = None) -> dict:
+        """Add a measurement keeping every sample; median/min/max derived (model.measurement).
+        ``emulation``: set for samples measured inside an emulated guest."""
+        m = model.measurement(metric, unit, case, samples, step, emulation)
         self.measurements.append(m)
         return m
 
