@@ -8,10 +8,12 @@ TOOLS := $(CURDIR)/.tools
 export PATH := $(TOOLS)/bin:$(PATH):$(HOME)/.cargo/bin
 HOST ?=
 FULL ?=
-# Debian packages the labs and the browser tests use (installed when root with apt). The last line:
-# what labkit.guest needs to assemble and boot guests (QEMU, mmdebstrap, dtc, mke2fs, cpio, depmod).
-DEBS := fio linux-perf strace sysstat trace-cmd blktrace bpftrace xfsprogs auditd iproute2 \
-        hwloc asciinema chromium sockperf sysbench gcc make util-linux procps shellcheck gdb cscope numactl \
+# Debian packages (installed when root with apt): each lab's own, from its manifest
+# (labs/<lab>/lab.toml `debs`), and the base set: the host probe (bpftrace), recordings, the
+# browser and lint tests, the cross-compiled arm64 tests, and what labkit.guest needs to assemble
+# and boot guests (QEMU, mmdebstrap, dtc, mke2fs, cpio, depmod).
+LAB_DEBS := $(shell python3 labkit/manifest.py --debs 2>/dev/null)
+DEBS := $(LAB_DEBS) bpftrace asciinema chromium shellcheck make gcc util-linux procps \
         gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static \
         qemu-system-arm qemu-system-x86 mmdebstrap device-tree-compiler cpio e2fsprogs kmod
 INFERNO_VERSION := 0.12.8

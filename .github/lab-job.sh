@@ -10,7 +10,7 @@
 #   venv            the Python venv (make's .venv/.stamp), as the runner's user
 #   kernel          modprobe kyber-iosched, and whether perf runs for this kernel: a notice with
 #                   the reason when not (the labs then record those steps as skipped)
-#   auditd-stop     stop a running auditd service for the fstime lab (it leaves a live audit
+#   auditd-stop     stop a running auditd service for a lab that uses audit (it leaves a live audit
 #                   configuration alone and would skip its audit group); state kept for:
 #   auditd-restore  start it again and restore the audit enabled flag, if auditd-stop stopped it
 #   run             make ci-labs LABS=$LAB HOST=gha-<arch> (FULL=1: full runs), as root
@@ -67,7 +67,10 @@ step_kernel() {
 }
 
 step_auditd_stop() {
-  if [[ -n "${LAB:-}" && "$LAB" != fstime ]]; then say "not needed for $LAB"; return 0; fi
+  # Only a lab that uses audit itself (auditd among its manifest's packages) needs the service off.
+  if [[ -n "${LAB:-}" ]] && ! grep -q '"auditd"' "$ROOT/labs/$LAB/lab.toml" 2>/dev/null; then
+    say "not needed for $LAB"; return 0
+  fi
   rm -f "$STATE/auditd"
   if command -v systemctl >/dev/null && systemctl is-active --quiet auditd 2>/dev/null; then
     local enabled

@@ -22,7 +22,8 @@ Kinds:
     repetition i of a goes with repetition i of b (the design interleaves them), and the
     effect is the median of the per-repetition ratios a_i / b_i.
 ``within``
-    a·scale_a and b·scale_b agree within ``factor``: 1/factor ≤ ratio ≤ factor.
+    a·scale_a and b·scale_b agree within ``factor``: 1/factor ≤ ratio ≤ factor (``paired``
+    as for compare).
 ``increasing``
     ``metric``, selector ``where``, numeric case key ``over``: the last point exceeds
     the first by ``factor`` (default 1) and no point drops by more than ``tolerance``
@@ -102,7 +103,7 @@ ROLES = ("conclusion", "instrument", "ours")
 _KIND_KEYS = {
     "step": ({"step"}, {"stdout_empty"}),
     "compare": ({"metric", "a", "b", "relation"}, {"factor", "statistic", "paired"}),
-    "within": ({"metric", "a", "b", "factor"}, {"scale_a", "scale_b", "statistic"}),
+    "within": ({"metric", "a", "b", "factor"}, {"scale_a", "scale_b", "statistic", "paired"}),
     "increasing": ({"metric", "where", "over"}, {"factor", "tolerance", "statistic"}),
 }
 

@@ -5,6 +5,9 @@
   labkit hosts                      every host with results and its provenance
   labkit compare HOST_A HOST_B [--lab LAB]   medians side by side, ratio B/A, noise flag
   labkit validate [FILE...]         validate result files (default: every one found)
+  labkit reevaluate FILE...         evaluate the claims of result files again (today's claims.toml)
+  labkit labs [--names|--json|--debs|--matrix]   what the labs' manifests say
+  labkit new-lab NAME [--title T]   scaffold labs/NAME and docs/cases/NAME.md, run it once (quick)
   labkit probe [--scratch DIR] [--label L]   print this host's probe as JSON
   labkit label                      print the default host label
   labkit topology [--cpus N]        CPU pairs of the first N CPUs with their relation
@@ -51,9 +54,24 @@ def _cmd_record(a) -> int:
                   if a.scratch and a.checkout else None)
     r = model.load(path)
     for c in r["claims"]:
-        print(f"claim {c['id']}: {c['verdict']} ({c['evidence']})", file=sys.stderr)
+        print(f"claim {verdict_line(c)}", file=sys.stderr)
     print(f"wrote {path}: {len(r['measurements'])} measurements, {len(r['artifacts'])} artifacts", file=sys.stderr)
     return 0
+
+
+def verdict_line(v: dict) -> str:
+    """One short line for a verdict: ``id: holds: ratio 2.31 (95% 2.10–2.52), needs > 1.5`` from
+    its effect, or its reason; never the long evidence string."""
+    e = v.get("effect")
+    line = f"{v['id']}: {v['verdict']}"
+    if e and e.get("estimate") is not None:
+        ci = (f" (95% {e['low']:.3g}–{e['high']:.3g})" if e.get("low") is not None and e["low"] != e["high"] else "")
+        line += f": {e['statistic']} {e['estimate']:.3g}{ci}, needs {e['needs']}"
+    if v["verdict"] not in ("holds", "fails") and v.get("reason") and not (e and v["reason"].startswith("the 95%")):
+        line += f": {v['reason']}"
+    for flag in v.get("flags", []):
+        line += f" [{flag}]"
+    return line
 
 
 def _cmd_show(a) -> int:
@@ -80,7 +98,7 @@ def _cmd_show(a) -> int:
         if verdicts:
             print(f"\nclaims: labs/{a.lab}/claims.toml, evaluated now on this result")
             for c in verdicts:
-                print(f"  {c['id']}: {c['verdict']}: {commands.display_text(c['evidence'], r)}")
+                print(f"  {commands.display_text(verdict_line(c), r)}")
         print()
     return 0
 
@@ -119,6 +137,45 @@ def _cmd_validate(a) -> int:
         model.load(f)
         print(f"ok {f}")
     return 0
+
+
+def _cmd_reevaluate(a) -> int:
+    """Evaluate each result's claims again with today's labs/<lab>/claims.toml and rules, and
+    rewrite its ``claims`` (measurements, steps and provenance are left as measured)."""
+    for f in (Path(x) for x in a.files):
+        r = model.load(f)
+        spec = results.ROOT / "labs" / r["lab"] / "claims.toml"
+        before = {c["id"]: c["verdict"] for c in r["claims"]}
+        r["claims"] = claims_mod.evaluate(claims_mod.load(spec), r) if spec.is_file() else []
+        model.validate(r, str(f))
+        model.write_atomic(f, r)
+        changed = sum(before.get(c["id"]) != c["verdict"] for c in r["claims"])
+        print(f"{f}: {len(r['claims'])} claims, {changed} verdicts differ from the stored ones")
+    return 0
+
+
+def _cmd_labs(a) -> int:
+    """The labs' manifests: names (default), JSON, Debian packages or a CI matrix."""
+    from . import manifest
+    flag = next((f for f in ("json", "debs", "matrix") if getattr(a, f)), "names")
+    return manifest.main([f"--{flag}"])
+
+
+def _cmd_new_lab(a) -> int:
+    """Scaffold labs/NAME and docs/cases/NAME.md, then run the lab once (quick) for its result."""
+    from . import newlab
+    try:
+        files = newlab.scaffold(a.name, results.ROOT, a.title)
+    except ValueError as exc:
+        print(f"labkit new-lab: {exc}", file=sys.stderr)
+        return 2
+    for f in files:
+        print(f"wrote {f.relative_to(results.ROOT)}")
+    if a.no_run:
+        return 0
+    label = a.host or probe.default_label()
+    print(f"running labs/{a.name}/run.sh --quick once, into results/{label}/ (the page needs a result)")
+    return newlab.dry_run(a.name, results.ROOT, label).returncode
 
 
 def _cmd_topology(a) -> int:
@@ -317,6 +374,20 @@ def parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="validate result files")
     v.add_argument("files", nargs="*")
     v.set_defaults(fn=_cmd_validate)
+    lb = sub.add_parser("labs", help="what the labs' manifests say (labs/*/lab.toml)")
+    lg = lb.add_mutually_exclusive_group()
+    for flag in ("names", "json", "debs", "matrix"):
+        lg.add_argument(f"--{flag}", action="store_true")
+    lb.set_defaults(fn=_cmd_labs)
+    nl = sub.add_parser("new-lab", help="scaffold a new case: labs/NAME/ and docs/cases/NAME.md, and a first result")
+    nl.add_argument("name")
+    nl.add_argument("--title")
+    nl.add_argument("--host", help="host label of the first result (default: this host's)")
+    nl.add_argument("--no-run", action="store_true", help="write the files only")
+    nl.set_defaults(fn=_cmd_new_lab)
+    ev = sub.add_parser("reevaluate", help="evaluate result files' claims again with today's claims.toml")
+    ev.add_argument("files", nargs="+")
+    ev.set_defaults(fn=_cmd_reevaluate)
     pr = sub.add_parser("probe", help="probe this host (JSON)")
     pr.add_argument("--scratch")
     pr.add_argument("--label")

@@ -287,57 +287,63 @@ def _times(x: float) -> str:
     return f"{x:,.0f}×" if x >= 99.95 else f"{x:#.3g}×"
 
 
-def _last_clause(text: str) -> str:
-    """The part of an evidence string after its last top-level "; " (the verdict's reason)."""
-    depth, cut = 0, 0
-    for i, ch in enumerate(text):
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth == 0 and text.startswith("; ", i):
-            cut = i + 2
-    return text[cut:]
+def _interval_text(e: dict) -> str:
+    """An effect's interval as "2.31× (95 % interval 2.10–2.52×)", or the estimate alone with
+    the reason when no interval exists."""
+    if e.get("estimate") is None:
+        return e["method"]
+    if e.get("low") is None:
+        return f"{_times(e['estimate'])} ({e['method']})"
+    if e["low"] == e["high"]:
+        return f"{_times(e['estimate'])} (no spread in the samples)"
+    return f"{_times(e['estimate'])} ({round(e['level'] * 100)} % interval {e['low']:#.3g}–{_times(e['high'])})"
 
 
 def _claim_sentence(c: dict, v: dict, result: dict) -> str:
-    """The verdict as a sentence: for a comparison the two values, which is larger and by how
-    much, and the sample counts ("14.29 µs same-cpu vs 62.48 µs other-core: other-core is 4.37×
-    same-cpu, n = 22 / 22"); for a trend
-    its first and last points; otherwise (a step, no data, an emulated CPU) the evidence,
-    which is a sentence already. Verdicts other than "holds" end with the evidence's reason.
-    Numbers come from :func:`labkit.claims.side`, as the verdict's own."""
-    evidence = commands.display_text(v["evidence"], result)
-    reason = _last_clause(evidence)
+    """The verdict as a sentence, from the verdict's fields (never from its evidence string):
+    for a comparison the two sides' values and the effect with its interval and what the claim
+    needs ("14.29 µs same-cpu vs 62.48 µs other-core: a ÷ b = 0.229× (95 % interval
+    0.21–0.25×), needs < 0.909, n = 22 / 22"); for a trend its first and last points and the
+    ratio; otherwise (a step, no data, an emulated CPU) the verdict's reason or evidence. Verdicts
+    other than holds and fails end with their reason; flags (drift, two modes) follow."""
     stat = c.get("statistic", "median")
     text = None
-    if v["verdict"] in ("holds", "fails", "inconclusive") and c["kind"] in ("compare", "within"):
+    e = v.get("effect")
+    if e and c["kind"] in ("compare", "within"):
         a, _ = claims_mod.side(result, c["metric"], c["a"], stat)
         b, _ = claims_mod.side(result, c["metric"], c["b"], stat)
-        if a is not None and b is not None:
-            la, lb = _side_label(c["a"], c["b"]) or "a", _side_label(c["b"], c["a"]) or "b"
-            (big, lbig), (small, lsmall) = sorted([(a.value, la), (b.value, lb)], key=lambda x: -x[0])
-            ratio = ("" if small <= 0 else ": the two are equal" if big == small else
-                     f": {lbig} is {_times(big / small)} {lsmall}")   # which side is larger, not only by how much
-            mean = " (means)" if stat == "mean" else ""
-            text = (f"{_value(a.value, a.unit)} {la} vs {_value(b.value, b.unit)} {lb}{mean}{ratio}, "
-                    f"n = {a.n} / {b.n}")
-    elif v["verdict"] in ("holds", "fails", "inconclusive") and c["kind"] == "increasing":
+        la, lb = _side_label(c["a"], c["b"]) or "a", _side_label(c["b"], c["a"]) or "b"
+        mean = " (means)" if stat == "mean" else ""
+        what = "per-repetition ratio" if c.get("paired") else "ratio"
+        text = (f"{_value(a.value, a.unit)} {la} vs {_value(b.value, b.unit)} {lb}{mean}: {what} "
+                f"{la} ÷ {lb} = {_interval_text(e)}, needs {e['needs']}; n = {e['n_a']} / {e['n_b']}")
+    elif e and c["kind"] == "increasing":
         ms = [m for m in claims_mod.select(result, c["metric"], c["where"])
               if isinstance(m["case"].get(c["over"]), (int, float))]
-        if ms:
-            first = min(ms, key=lambda m: m["case"][c["over"]])
-            last = max(ms, key=lambda m: m["case"][c["over"]])
-            over = c["over"]
-            text = (f"{c['metric']} from {_value(first['median'], first['unit'])} at {over} = "
-                    f"{render.case_cell(over, first['case'][over])} to {_value(last['median'], last['unit'])} at "
-                    f"{over} = {render.case_cell(over, last['case'][over])}")
-            if first["median"] > 0:
-                text += f", {_times(last['median'] / first['median'])}"
+        first = min(ms, key=lambda m: m["case"][c["over"]])
+        last = max(ms, key=lambda m: m["case"][c["over"]])
+        over = c["over"]
+        text = (f"{c['metric']} from {_value(first['median'], first['unit'])} at {over} = "
+                f"{render.case_cell(over, first['case'][over])} to {_value(last['median'], last['unit'])} at "
+                f"{over} = {render.case_cell(over, last['case'][over])}: last ÷ first = {_interval_text(e)}, "
+                f"needs {e['needs']}")
     if text is None:
-        return render.esc(evidence)
-    text = render.esc(text)
-    if v["verdict"] != "holds":
-        text += f"; {render.esc(reason)}"
-    return text
+        text = commands.display_text(v.get("reason") or v["evidence"], result)
+        reason = None
+    else:
+        reason = v.get("reason")
+    out = render.esc(text)
+    if reason and v["verdict"] not in ("holds", "fails"):
+        out += f"; {render.esc(commands.display_text(reason, result))}"
+    for flag in v.get("flags", []):
+        out += f" ⚠ {render.esc(flag)}"
+    if v.get("emulated"):
+        out += " " + _EMULATED_BADGE
+    return out
+
+
+_EMULATED_BADGE = '<span class="pc-emulated">emulated CPU</span>'
+_ROLE_WORD = {"conclusion": "Original's conclusion", "instrument": "Instrument check", "ours": "Ours"}
 
 
 def claims(lab: str) -> str:
@@ -358,7 +364,7 @@ def claims(lab: str) -> str:
         for c in spec:
             v = claims_mod.evaluate_one(c, result)
             count[v["verdict"]] = count.get(v["verdict"], 0) + 1
-            statement = html.escape(c["statement"], quote=False)
+            statement = f'<span class="pc-role">{_ROLE_WORD[c["role"]]}</span>: ' + html.escape(c["statement"], quote=False)
             if c.get("source"):
                 statement += f'<br><span class="pc-source">Original: {html.escape(c["source"], quote=False)}</span>'
             evidence = render.esc(commands.display_text(v["evidence"], result))
@@ -377,6 +383,73 @@ def claims(lab: str) -> str:
         tabs.append(_tab(host, result, f"{len(spec)} claims: {summary}.\n\n"
                          + render.markdown_table(["Claim", "Here"], rows, align=None)))
     return render.tabs(tabs)
+
+
+def _verdict_cell(c: dict, v: dict) -> str:
+    """One verdict, short: its mark, then the effect with its interval and what the claim needs
+    (``2.09× (95 % interval 1.51–2.16×), needs > 1.5``), or the reason it is not decided."""
+    e = v.get("effect")
+    text = render.VERDICT_MARK[v["verdict"]]
+    if e and e.get("estimate") is not None:
+        text += f": {render.esc(_interval_text(e))}, needs {render.esc(e['needs'])}"
+    if v["verdict"] not in ("holds", "fails") and v.get("reason") and not (e and v["reason"].startswith("the 95%")):
+        text += f"; {render.esc(v['reason'])}"
+    if v.get("flags"):
+        text += " ⚠ " + render.esc("; ".join(v["flags"]))
+    if v.get("emulated"):
+        text += " " + _EMULATED_BADGE
+    return text
+
+
+def cases_table() -> str:
+    """Markdown: the home page's table of cases, one row per lab manifest (``labs/<lab>/lab.toml``,
+    in its ``order``): the chapter's link, the problem, what the reader practises.
+
+    Raises:
+        ManifestError: a malformed lab.toml.
+    """
+    from . import manifest
+    rows = [[f"[{html.escape(m['title'], quote=False)}](cases/{m['name']}.md)", html.escape(m["problem"], quote=False),
+             m["practise"]] for m in manifest.labs(ROOT)]
+    return render.markdown_table(["chapter", "the problem", "what you practise"], rows, align=None)
+
+
+def verdicts(lab: str) -> str:
+    """Markdown: the original's conclusions and how each fares on every host: one row per
+    ``[[conclusion]]`` of ``labs/<lab>/original.toml`` (in its order) and per claim testing it
+    (role ``conclusion``), one column per host with the verdict and its effect and interval
+    (:func:`_verdict_cell`), evaluated at build time from today's claims.toml; then the
+    conclusions no host of ours can test, each with its reason. Instrument checks and our own
+    claims are not in this table (:func:`claims` lists every claim).
+
+    Raises:
+        ClaimError, OriginalError: a malformed claims.toml or original.toml.
+        MacroError: a conclusion claim naming a conclusion original.toml does not have.
+    """
+    spec = [c for c in claims_mod.load(ROOT / "labs" / lab / "claims.toml") if c["role"] == "conclusion"]
+    orig = _original(lab)
+    ids = {c["id"] for c in orig["conclusion"]}
+    for c in spec:
+        if c["conclusion"] not in ids:
+            raise MacroError(f"verdicts: claim {c['id']} of {lab} names conclusion {c['conclusion']!r}, "
+                             f"which labs/{lab}/original.toml does not have")
+    pairs = list(_need_lab(lab))
+    header = ["The original concluded", "Claim"] + [render.host_label(r["host"], h.title) for h, r in pairs]
+    rows, untestable = [], []
+    for con in orig["conclusion"]:
+        tested = [c for c in spec if c["conclusion"] == con["id"]]
+        if not tested:
+            untestable.append(f"- {html.escape(con['text'], quote=False)} *Not tested here: "
+                              f"{html.escape(con.get('untestable', 'no claim yet'), quote=False)}*")
+            continue
+        for k, c in enumerate(tested):
+            cells = [_verdict_cell(c, claims_mod.evaluate_one(c, r)) for _, r in pairs]
+            rows.append([html.escape(con["text"], quote=False) if k == 0 else "″",
+                         html.escape(c["statement"], quote=False)] + cells)
+    out = stacked_table(header, rows)
+    if untestable:
+        out += "\n\nConclusions of the original that no host of ours can test:\n\n" + "\n".join(untestable) + "\n"
+    return out
 
 
 def _virtualization(h: dict) -> str:
@@ -774,7 +847,8 @@ def original_tables(lab: str) -> str:
 
 
 def _here_ratio(result: dict, here: dict) -> str:
-    """Our ratio a ÷ b for one host (medians, or means), flagged when it is within noise."""
+    """Our ratio a ÷ b for one host (medians, or means) with its bootstrap interval
+    (:func:`labkit.claims.ratio_interval`), marked when measured on an emulated CPU."""
     stat = here.get("statistic", "median")
     a, why_a = claims_mod.side(result, here["metric"], here["a"], stat)
     b, why_b = claims_mod.side(result, here["metric"], here["b"], stat)
@@ -782,12 +856,13 @@ def _here_ratio(result: dict, here: dict) -> str:
         return "– (" + render.esc("; ".join(w for w in (why_a, why_b) if w)) + ")"
     if not b.value:
         return f"– ({render.esc(b.label)}: {stat} is 0)"
-    ratio = f"{a.value / b.value:.3g}"
+    badge = f" {_EMULATED_BADGE}" if claims_mod.emulated(result) or a.emulated or b.emulated else ""
     if min(a.n, b.n) < claims_mod.MIN_SAMPLES:
-        return f"{ratio} (too few samples: n={a.n} ÷ n={b.n})"
-    if claims_mod.overlap(a, b):
-        return f"{ratio} (within noise: the two ranges overlap)"
-    return ratio
+        return f"{a.value / b.value:.3g} (too few samples: n={a.n} ÷ n={b.n}){badge}"
+    e = claims_mod.ratio_interval(a, b)
+    if e["low"] is None or e["low"] != e["low"]:
+        return f"{a.value / b.value:.3g}{badge}"
+    return f"{e['estimate']:.3g} ({e['low']:.3g}–{e['high']:.3g}){badge}"
 
 
 def stacked_table(header: list[str], rows: list[list[str]]) -> str:
@@ -886,11 +961,11 @@ def define_env(env):
     global _macro_env, _HOSTS_CACHE
     _macro_env = env
     _HOSTS_CACHE = None  # a new build (or a rebuild under mkdocs serve) reads the results again
-    for fn in (results_table, metrics_table, chart, flamegraph, claims, provenance, skips, hosts_table,
+    for fn in (results_table, metrics_table, chart, flamegraph, claims, verdicts, cases_table, provenance, skips, hosts_table,
                host_provenance, compare_table, step_output, compare_hosts, cast,
                original_table, original_tables, original_vs_here, exercises, artifact_text):
         env.macro(fn)
-    for fn in ONBOARDING_MACROS:  # defined below: the tool cards and the learning path (issue 16)
+    for fn in ONBOARDING_MACROS:  # defined below: the tool cards and the learning path
         env.macro(fn)
 
 

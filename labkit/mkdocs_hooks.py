@@ -30,6 +30,25 @@ _PLAYER_ASSETS = re.compile(r'\s*<link rel="stylesheet" href="[^"]*css/(?:termin
 _PLAYER_SCRIPT = re.compile(r'<script (?:defer )?src="([^"]*js/asciinema-player\.min\.js)"></script>')
 
 
+def on_config(config):
+    """Fill the nav's "Cases" section from the labs' manifests (``labs/<lab>/lab.toml``: title,
+    order), one chapter ``cases/<lab>.md`` each, so that a new lab needs no edit of mkdocs.yml.
+
+    Raises:
+        PluginError: mkdocs.yml's nav has no "Cases" section, or a manifest is malformed.
+    """
+    from labkit import manifest
+    try:
+        cases = [{m["title"]: f"cases/{m['name']}.md"} for m in manifest.labs(results.ROOT)]
+    except manifest.ManifestError as exc:
+        raise PluginError(str(exc)) from None
+    for entry in config["nav"] or []:
+        if isinstance(entry, dict) and "Cases" in entry:
+            entry["Cases"] = cases
+            return config
+    raise PluginError('mkdocs.yml: the nav needs a "Cases" section (filled from labs/*/lab.toml)')
+
+
 def on_files(files, config):
     """Add each artifact file of each host to the site (``results/<label>/<artifact path>``).
 

@@ -50,9 +50,18 @@ def fmt_case_value(v) -> str:
     return str(v)
 
 
-BYTE_KEYS = frozenset({"bs", "bufsize", "msize", "block"})
-"""Case keys whose values are sizes in bytes (fio's bs, fstime's bufsize, lat_tcp's msize, the
-nvme lab's block): the site's tables show them in B, KiB, MiB or GiB."""
+def byte_keys() -> frozenset:
+    """Case keys whose values are sizes in bytes, as the labs' manifests declare them
+    (``[case_units]`` in ``labs/<lab>/lab.toml``: fio's bs, fstime's bufsize...): the site's
+    tables show them in B, KiB, MiB or GiB."""
+    global _BYTE_KEYS
+    if _BYTE_KEYS is None:
+        from . import manifest
+        _BYTE_KEYS = frozenset(k for k, u in manifest.case_units().items() if u == "bytes")
+    return _BYTE_KEYS
+
+
+_BYTE_KEYS: frozenset | None = None
 
 
 def human_bytes(n: float) -> str:
@@ -64,9 +73,9 @@ def human_bytes(n: float) -> str:
 
 
 def case_cell(key: str, v) -> str:
-    """A case value in a site table: a size in bytes (:data:`BYTE_KEYS`) as :func:`human_bytes`
+    """A case value in a site table: a size in bytes (:func:`byte_keys`) as :func:`human_bytes`
     gives it, anything else as :func:`fmt_case_value`."""
-    if key in BYTE_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool):
+    if key in byte_keys() and isinstance(v, (int, float)) and not isinstance(v, bool):
         return human_bytes(v)
     return fmt_case_value(v)
 
@@ -135,7 +144,7 @@ def measurement_table(ms: list[dict], keys: list[str], *, page: bool = False) ->
 
     With ``page=True`` (the site's tables): the unit goes into the headers ("median (µs)")
     when every row has the same unit (else a unit column stays), byte counts are shown in
-    KiB/MiB/GiB (measured values, and the sizes in :data:`BYTE_KEYS` case columns), and each
+    KiB/MiB/GiB (measured values, and the sizes in :func:`byte_keys` case columns), and each
     number column has one precision (:func:`column_decimals`) with thousands separators (:func:`markdown_table` right-aligns them). Without it (the
     terminal): every number as :func:`fmt` writes it and a unit column.
     """

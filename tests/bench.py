@@ -37,7 +37,7 @@ NODE_TOOLS = ROOT / ".tools" / "node" / "node_modules"
 AXE_JS = NODE_TOOLS / "axe-core" / "axe.min.js"
 LIGHTHOUSE = NODE_TOOLS / ".bin" / "lighthouse"
 
-# Budgets (issue 14): per page, before any interaction.
+# Budgets, per page, before any interaction.
 MAX_PAGE_BYTES = 400_000          # bytes transferred, recordings (asciicast files) excluded
 MIN_LIGHTHOUSE = 95               # performance and accessibility, mobile, home page and chapters
 RECORDING_SUFFIXES = (".cast",)

@@ -3,9 +3,11 @@ Playwright (never a downloaded browser), and a real quick run of each lab per se
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -95,47 +97,85 @@ def lat_tcp_quick(tmp_path_factory):
 # ---- test tiers ------------------------------------------------------------------------------
 #
 # make test      the fast tier: -m "not lab and not guest and not slow" (no lab run for real, no
-#                guest boot; at most 3 minutes on 2 cores)
+#                guest boot, no browser, no site build; at most 150 s on 2 cores)
 # make test-all  everything (what .ci/run runs)
 #
-# Markers are given here by rule, so that a new test lands in the right tier by what it uses:
-#   lab    runs a lab for real (root-heavy): uses a fixture that runs one (LAB_FIXTURES), or calls
-#          labrun.interrupt_at, or is marked so in its file
-#   guest  boots a QEMU guest: marked so in its file, or uses a fixture that boots one (GUEST_FIXTURES)
-#   slow   fast-tier material that takes long: a browser (every `browser` test), whole site builds (SLOW_FILES)
+# Tiers are explicit marks: `lab` (runs a lab for real), `guest` (boots a QEMU guest), `browser`
+# (drives Chromium; every browser test is also `slow`), `slow` (a whole site build, or long
+# otherwise). A test file or test says its own; nothing reads test source to guess it. What a
+# test starts is checked while it runs (:func:`tier_of`, the guard in pytest_runtest_*): a test
+# that starts a lab, a guest, a browser or a site build without its mark fails, naming the mark.
 # Every test gets a pytest-timeout: its own @pytest.mark.timeout, else TIMEOUTS by tier.
 
-LAB_FIXTURES = {"quick_run", "quick", "lat_tcp_quick"}
-GUEST_FIXTURES = {"guest_run", "arm64_run"}
-SLOW_FILES = {"test_browser.py", "test_site.py"}
 TIMEOUTS = {"guest": 1200, "lab": 600, "slow": 600, None: 120}
+_STARTS = [
+    (re.compile(r"(^|/)labs/[^/]+/run\.sh$"), "lab"),
+    (re.compile(r"(^|/)\.github/(ci-labs|lab-job)\.sh$"), "lab"),
+    (re.compile(r"(^|/)qemu-system-[\w-]+$"), "guest"),
+    (re.compile(r"(^|/)(chromium|chromium-browser|google-chrome)$|playwright/driver|lighthouse"), "browser"),
+]
+
+
+def tier_of(argv) -> str | None:
+    """The mark a test needs to start ``argv`` (a command as subprocess takes it): ``lab`` for a
+    lab's run.sh (``guest`` when given ``--guest``), ``guest`` for QEMU, ``browser`` for
+    Chromium, Playwright's driver or Lighthouse, ``slow`` for ``mkdocs build``; None otherwise."""
+    args = [str(a) for a in (argv if isinstance(argv, (list, tuple)) else str(argv).split())]
+    for a in args:
+        for pattern, tier in _STARTS:
+            if pattern.search(a):
+                return "guest" if tier == "lab" and "--guest" in args else tier
+    if "mkdocs" in args and "build" in args:
+        return "slow"
+    return None
+
+
+def _needs(item, tier: str) -> bool:
+    return tier is not None and not item.get_closest_marker(tier)
+
+
+@contextlib.contextmanager
+def _guard(item):
+    """While ``item`` sets up or runs, refuse a subprocess its marks do not allow."""
+    real = subprocess.Popen._execute_child
+
+    def checked(self, args, *rest, **kw):
+        tier = tier_of(args)
+        if _needs(item, tier):
+            pytest.fail(f"{item.nodeid} starts {args if isinstance(args, str) else ' '.join(map(str, args))[:120]!r} "
+                        f"but is not marked @pytest.mark.{tier}: mark it (a pytestmark line in its file)", pytrace=False)
+        return real(self, args, *rest, **kw)
+
+    subprocess.Popen._execute_child = checked
+    try:
+        yield
+    finally:
+        subprocess.Popen._execute_child = real
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    with _guard(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    with _guard(item):
+        return (yield)
 
 
 def pytest_configure(config):
     for line in ("lab: runs a lab for real (needs root for most steps); not in the fast tier",
                  "guest: boots a QEMU guest (minutes under TCG); not in the fast tier",
                  "slow: takes long without running a lab (site builds, a browser); not in the fast tier",
-                 "browser: drives headless Chromium"):
+                 "browser: drives headless Chromium (also slow)"):
         config.addinivalue_line("markers", line)
-
-
-def _calls_interrupt_at(item) -> bool:
-    import inspect
-    fn = getattr(item, "function", None)
-    try:
-        return fn is not None and "interrupt_at(" in inspect.getsource(fn)
-    except (OSError, TypeError):
-        return False
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        names = set(getattr(item, "fixturenames", ()))
-        if names & GUEST_FIXTURES and not item.get_closest_marker("guest"):
-            item.add_marker(pytest.mark.guest)
-        if (names & LAB_FIXTURES or _calls_interrupt_at(item)) and not item.get_closest_marker("lab"):
-            item.add_marker(pytest.mark.lab)
-        if (item.path.name in SLOW_FILES or item.get_closest_marker("browser")) and not item.get_closest_marker("slow"):
+        if item.get_closest_marker("browser") and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
         if not item.get_closest_marker("timeout"):
             tier = next((t for t in ("guest", "lab", "slow") if item.get_closest_marker(t)), None)

@@ -30,6 +30,7 @@ def test_actions_are_pinned_by_sha():
             assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", ref), f"{wf.name}: {ref} is not pinned by commit SHA"
 
 
+@pytest.mark.lab
 def test_ci_labs_output_is_a_host_with_a_cast(lat_tcp_quick):
     proc, host_dir, _ = lat_tcp_quick
     r = model.load(host_dir / "lat_tcp.json")
@@ -42,6 +43,8 @@ def test_ci_labs_output_is_a_host_with_a_cast(lat_tcp_quick):
     assert summary[0] == "lat_tcp" and summary[1] == "0"
 
 
+@pytest.mark.lab
+@pytest.mark.slow
 def test_merged_site_shows_both_hosts(lat_tcp_quick, tmp_path):
     _, host_dir, _ = lat_tcp_quick
     site = tmp_path / "site"

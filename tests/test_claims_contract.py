@@ -1,4 +1,4 @@
-"""The claims contract of issue 13: every claim names the original investigation's
+"""The claims contract: every claim names the original investigation's
 conclusion it tests (``source``)."""
 
 from __future__ import annotations
@@ -18,3 +18,20 @@ def test_every_claim_has_a_source(path):
     missing = [c["id"] for c in claims.load(path) if not c.get("source")]
     assert not missing, f"{path}: claims without source (the original conclusion they test): {missing}"
 
+
+
+@pytest.mark.parametrize("path", CLAIM_FILES, ids=lambda p: p.parent.name)
+def test_conclusions_and_roles(path):
+    """Every claim has a role; a conclusion claim names a [[conclusion]] of the lab's
+    original.toml; every conclusion there is tested by a conclusion claim or says why no host we
+    have can test it; each lab has at least two conclusion claims."""
+    from labkit import original
+    spec = claims.load(path)
+    orig = original.load(path.parent / "original.toml")
+    ids = {c["id"]: c for c in orig["conclusion"]}
+    tested = {c["conclusion"] for c in spec if c["role"] == "conclusion"}
+    assert tested <= set(ids), f"conclusion ids not in original.toml: {sorted(tested - set(ids))}"
+    untested = [i for i, c in ids.items() if i not in tested and not c.get("untestable")]
+    assert not untested, f"conclusions with neither a claim nor a reason why none can test them: {untested}"
+    assert not [i for i in tested if ids[i].get("untestable")], "a conclusion marked untestable has a claim"
+    assert sum(c["role"] == "conclusion" for c in spec) >= 2, "fewer than two conclusion claims"

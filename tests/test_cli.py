@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from labkit import model
 from labkit.render import fmt
 
@@ -29,6 +31,7 @@ def test_show_unknown_lab_fails():
     assert proc.returncode == 1 and "no result for lab" in proc.stderr
 
 
+@pytest.mark.lab
 def test_hosts_and_compare_with_second_host(lat_tcp_quick, root):
     _, host_dir, _ = lat_tcp_quick
     env = {"PERF_CASEBOOK_RESULTS": str(host_dir.parent)}

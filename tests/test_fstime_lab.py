@@ -18,6 +18,8 @@ from labkit import model
 from labkit.parsers.auditctl import audit_config, audit_rules, audit_status
 from labrun import check_quick_result, interrupt_at, is_root, loop_devices_backed_by, mounts_under, processes_matching, run_lab
 
+pytestmark = pytest.mark.lab     # a real quick run of the fstime lab
+
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = ["disk", "tmpfs", "ext4-on-tmpfs", "xfs-on-tmpfs", "xfs-on-disk"]
 
@@ -86,15 +88,28 @@ def test_scores_are_what_fstime_printed(quick):
     """Each phase's sample is exactly the score fstime printed (nothing retyped or rounded)."""
     _, out, _, _, _ = quick
     r = result(quick)
-    step = next(s for s in r["steps"] if s["name"].startswith("copy.") and s["status"] == "ok")
-    target = step["name"].split(".")[1]
+    step = next(s for s in r["steps"] if s.get("case", {}).get("experiment") == "copy" and s["status"] == "ok")
+    target = step["case"]["target"]
     printed = [json.loads(line) for line in (out / "fstime" / "raw" / f"{step['name']}.out").read_text().splitlines()]
     assert [p["phase"] for p in printed] == ["write", "read", "copy"]
     for p in printed:
         m = next(m for m in r["measurements"] if m["metric"] == "score" and m["case"]["experiment"] == "copy"
                  and m["case"]["target"] == target and m["case"]["phase"] == p["phase"])
-        assert m["samples"][0] == p["score_kibps"]
+        assert m["samples"][step["case"]["rep"] - 1] == p["score_kibps"]
         assert m["case"]["bufsize"] == p["bufsize"] == 1024 and m["case"]["max_blocks"] == 2000
+
+
+def test_every_measured_step_carries_its_case(quick):
+    """record.py reads each step's case (lab_run --case): every step a measurement cites has one,
+    and the measurement's case agrees with it on every key they share."""
+    r = result(quick)
+    steps = {s["name"]: s for s in r["steps"]}
+    cited = [m for m in r["measurements"] if m.get("step")]
+    assert cited
+    for m in cited:
+        case = steps[m["step"]].get("case")
+        assert case, m["step"]
+        assert all(m["case"][k] == v for k, v in case.items() if k in m["case"]), (m["case"], case)
 
 
 def test_dd_rate_recomputed_from_its_summary(quick):
@@ -110,7 +125,7 @@ def test_dd_rate_recomputed_from_its_summary(quick):
 def test_htop_line_and_cpu_shares(quick):
     _, out, _, _, _ = quick
     r = result(quick)
-    line = (out / "fstime" / "raw" / "cpu.htop.out").read_text()
+    line = (out / "fstime" / "raw" / "cpu.htop.1.out").read_text()
     assert re.fullmatch(r"over [\d.]+ s: CPU0 usr \d+% sys \d+%.* idle \d+%.* \|\| fstime \(pid \d+, state \w\): "
                         r"usr \d+% sys \d+% of one CPU\n", line), line
     shares = {(m["case"]["who"], m["case"]["mode"]): m["median"] for m in r["measurements"] if m["metric"] == "cpu_share"}
@@ -176,11 +191,12 @@ def test_probe_and_stacks_agree_on_audit_before_the_run(quick):
     """host.audit_ever_enabled (the probe, before any step) and the audit frames on the copy
     loop's stacks (the perf step, before the audit group) tell the same story."""
     r = result(quick)
+    _, out, _, _, _ = quick
     ever = r["host"].get("audit_ever_enabled")
-    flag = next(c for c in r["claims"] if c["id"] == "no-audit-frames-before-audit")
-    if ever is None or flag["verdict"] == "untested":
-        pytest.skip(f"cannot compare here: probe {ever}, claim {flag['verdict']} ({flag['evidence']})")
-    assert flag["verdict"] == ("fails" if ever else "holds"), (ever, flag)
+    step = next((s for s in r["steps"] if s["name"] == "perf.tmpfs.audit"), None)
+    if ever is None or step is None or step["status"] != "ok":
+        pytest.skip(f"cannot compare here: probe {ever}, step {step and step['status']}")
+    assert (step["stdout_bytes"] > 0) == ever, (ever, (out / "fstime" / "raw" / "perf.tmpfs.audit.out").read_text())
 
 
 def assert_nothing_left(scratch: str, audit_before, daemons_before) -> None:

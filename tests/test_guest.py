@@ -71,11 +71,11 @@ perf stat -x, -a -e swiotlb:swiotlb_bounced -o $PCB_OUT/count.csv -- dd if=/dev/
 
 
 @needs_qemu
-@pytest.mark.slow     # two guest boots (10 s): the full tier; `make test` keeps one arm64 boot (test_arm64_guest)
+@pytest.mark.guest    # two guest boots
 @pytest.mark.timeout(600)
 def test_guest_smoke_bounces_only_with_the_window(tmp_path):
     """Boot arm64 with each device tree, read 64 MiB directly from the NVMe drive, count bounces.
-    In the fast tier (make test), on purpose: two short boots, the whole guest path end to end."""
+    Two short boots: the whole guest path end to end."""
     guest.prepare(guest.GuestSpec(arch="arm64"))  # the cache, once (cold: downloads; warm: nothing)
     job = tmp_path / "job"
     job.mkdir()

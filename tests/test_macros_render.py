@@ -1,4 +1,4 @@
-"""Page macros of issue 13: the original investigation's tables, original vs here, exercises,
+"""Page macros: the original investigation's tables, original vs here, exercises,
 the claims table's verdicts and sources, escaping of result text, the emulated-CPU badge.
 
 Macros run in-process on a throwaway tree (labs + results copied from the checkout, results

@@ -263,7 +263,7 @@ def test_metrics_table_refuses_ambiguous_rows_and_mixed_units():
 
 
 def test_sizes_in_bytes_read_as_kib_in_site_tables():
-    """Case columns that hold sizes in bytes (render.BYTE_KEYS) show B/KiB/MiB in the site's
+    """Case columns that hold sizes in bytes (the manifests' case_units) show B/KiB/MiB in the site's
     tables; other numbers stay as they are, and the terminal table keeps the raw value."""
     assert [render.case_cell("bs", v) for v in (4096, 1024.0, 4194304, 14, 1536)] == \
         ["4 KiB", "1 KiB", "4 MiB", "14 B", "1.5 KiB"]
@@ -272,7 +272,7 @@ def test_sizes_in_bytes_read_as_kib_in_site_tables():
     assert render.measurement_table(ms, ["bs", "iodepth"], page=True)[1][0][:2] == ["64 KiB", "32"]
     assert render.measurement_table(ms, ["bs", "iodepth"])[1][0][:2] == ["65536", "32"]
     assert render.metrics_table([("lat", ms)], ["bs"])[1] == [["64 KiB", "2", "3"]]
-    # every key of render.BYTE_KEYS: fio's bs, fstime's bufsize, lat_tcp's msize, the nvme lab's block
+    # every byte key the manifests declare: fio's bs, fstime's bufsize, lat_tcp's msize, the nvme lab's block
     assert [render.case_cell(k, 65536) for k in ("bs", "bufsize", "msize", "block")] == ["64 KiB"] * 4
 
 

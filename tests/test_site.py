@@ -12,6 +12,8 @@ import pytest
 from conftest import ROOT, build_site
 from labkit import model, render
 
+pytestmark = pytest.mark.slow   # whole site builds
+
 
 @pytest.fixture(scope="session")
 def site(tmp_path_factory) -> Path:

@@ -1,0 +1,228 @@
+"""``labkit new-lab NAME``: scaffold a new case, one lab folder plus one chapter.
+
+Writes ``labs/NAME/`` (run.sh, record.py, claims.toml, original.toml, exercises.toml, lab.toml)
+and ``docs/cases/NAME.md`` from the templates below, then runs the new lab once in quick mode
+into ``results/<this host's label>/`` so that the site builds with its page (``mkdocs build
+--strict`` needs a result for every lab). Nothing else in the checkout changes: the nav, the
+home page's table, ``make setup`` and the CI matrix read the lab's manifest.
+
+The scaffold is a real, small lab (dd writes a file in its scratch directory with 4 KiB and
+1 MiB blocks, with and without ``conv=fdatasync``, repetitions interleaved) whose two claims
+can hold or fail on any host; its original.toml is a placeholder to replace with the
+investigation the new chapter retells.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from . import manifest
+
+NAME = re.compile(r"^[a-z][a-z0-9_]{1,30}$")
+
+RUN_SH = r'''#!/usr/bin/env bash
+# labs/{name}/run.sh: {title}
+#
+#   labs/{name}/run.sh [--quick] [--out DIR] [--only GROUP,..] [--host LABEL]
+#
+# What it does, one step per command (each kept with its output under <out>/{name}/raw/):
+#   write   dd writes a 16 MiB file in the scratch directory with 4 KiB and with 1 MiB blocks,
+#           with conv=fdatasync (and, for 1 MiB, without), 5 repetitions (quick: 3) interleaved
+# shellcheck source=../lib/lab.sh disable=SC2317 # group_* functions are called by lab_main
+source "$(dirname "$0")/../lib/lab.sh"
+
+lab_define {name} "{title}" dd
+lab_group write "dd: 4 KiB and 1 MiB blocks, with and without fdatasync, interleaved"
+
+group_write() {{
+  lab_require write cmd:dd || return 0
+  local reps rep one bs sync opt
+  reps=$(lab_quick 3 5)
+  for ((rep = 1; rep <= reps; rep++)); do
+    for one in 4096:sync 1048576:sync 1048576:none; do
+      bs=${{one%:*}} sync=${{one#*:}} opt=()
+      [[ $sync == none ]] || opt=(conv=fdatasync)
+      lab_run --case experiment=write --case "bs=$bs" --case "sync=$sync" --case "rep=$rep" \
+        "write.$bs.$sync.$rep" -- env LC_ALL=C dd if=/dev/zero of="$LAB_SCRATCH/f" bs="$bs" \
+        count=$((16 * 1048576 / bs)) "${{opt[@]}}"
+    done
+  done
+}}
+
+lab_main "$@"
+'''
+
+RECORD_PY = '''"""{name} lab: raw outputs → measurements (called by ``labkit record``).
+
+``bandwidth`` (MB/s, 10^6 bytes per second): dd's rate recomputed from its summary (bytes ÷
+seconds), one sample per repetition. Case: ``experiment`` (write), ``bs`` (bytes), ``sync``
+(sync: conv=fdatasync; none).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from labkit.parsers.dd import dd_summary
+
+
+def collect(run) -> None:
+    """One bandwidth measurement per (bs, sync), its samples in repetition order."""
+    samples: dict[tuple, list[float]] = defaultdict(list)
+    first: dict[tuple, str] = {{}}
+    for s in run.steps:
+        case = s.get("case") or {{}}
+        if s["status"] != "ok" or case.get("experiment") != "write":
+            continue
+        key = (("experiment", "write"), ("bs", case["bs"]), ("sync", case["sync"]))
+        samples[key].append(dd_summary(run.raw(s["name"], "err").read_text())["mb_per_s"])
+        first.setdefault(key, s["name"])
+    for key, values in samples.items():
+        run.add("bandwidth", "MB/s", dict(key), values, first[key])
+'''
+
+CLAIMS_TOML = '''# The {name} chapter's testable statements (labkit/claims.py), evaluated on every host's result.
+
+[[claim]]
+id = "bigger-blocks-faster"
+role = "conclusion"
+conclusion = "bigger-blocks"
+statement = "Writing the same 16 MiB with fdatasync, 1 MiB blocks give a higher rate than 4 KiB blocks (per-repetition ratio > 1)."
+source = "A placeholder: the original's conclusion this claim tests, with its machine and kernel."
+kind = "compare"
+metric = "bandwidth"
+a = {{ experiment = "write", bs = 1048576, sync = "sync" }}
+b = {{ experiment = "write", bs = 4096, sync = "sync" }}
+relation = "greater"
+paired = true
+
+[[claim]]
+id = "fdatasync-costs"
+role = "conclusion"
+conclusion = "sync-costs"
+statement = "With 1 MiB blocks, writing without fdatasync gives a higher rate than writing with it (per-repetition ratio > 1)."
+source = "A placeholder: the original's conclusion this claim tests, with its machine and kernel."
+kind = "compare"
+metric = "bandwidth"
+a = {{ experiment = "write", bs = 1048576, sync = "none" }}
+b = {{ experiment = "write", bs = 1048576, sync = "sync" }}
+relation = "greater"
+paired = true
+'''
+
+ORIGINAL_TOML = '''# The original investigation's figures, as data (labkit/original.py): a placeholder to replace
+# with the seed's own machines, tables (cells exactly as published) and conclusions.
+
+[source]
+seed = "{name}.txt"
+author_context = "A placeholder: one line on who wrote the original investigation, and why"
+
+[[machine]]
+id = "original"
+name = "The original's machine (a placeholder)"
+arch = "unknown"
+kernel = "not stated"
+
+[[table]]
+id = "figures"
+title = "A placeholder for the original's table"
+machine = "original"
+columns = ["case", "figure"]
+rows = [["a placeholder", "0"]]
+
+[[conclusion]]
+id = "bigger-blocks"
+machine = "original"
+text = "A placeholder: bigger blocks write faster."
+
+[[conclusion]]
+id = "sync-costs"
+machine = "original"
+text = "A placeholder: flushing to the device costs."
+'''
+
+EXERCISES_TOML = '''[[exercise]]
+id = "bigger-file"
+title = "A larger file"
+change = "In labs/{name}/run.sh, write 64 MiB instead of 16 (change 16 * 1048576 to 64 * 1048576). Then run: labs/{name}/run.sh --quick"
+predict = "Predict that 1 MiB blocks still write faster than 4 KiB blocks with fdatasync."
+check = {{ kind = "compare", metric = "bandwidth", a = {{ experiment = "write", bs = 1048576, sync = "sync" }}, b = {{ experiment = "write", bs = 4096, sync = "sync" }}, relation = "greater", paired = true }}
+'''
+
+LAB_TOML = '''# The lab's manifest (labkit/manifest.py): the nav, the home page's table, `make setup` and the
+# CI matrix are made from it.
+title = "{title}"
+order = {order}
+problem = "A placeholder: the problem the original investigated, in one line"
+practise = "`dd` block sizes, `conv=fdatasync`"
+debs = ["coreutils"]
+quick_budget_s = 30
+full_budget_s = 60
+
+[case_units]
+bs = "bytes"
+'''
+
+CHAPTER_MD = '''# {title}
+
+```console
+$ labs/{name}/run.sh --quick
+```
+
+A new case: replace this page with the retelling of the original investigation, each of its
+steps followed by the same step on the reader's machine.
+
+## What the lab measured
+
+{{{{ results_table("{name}", "bandwidth", columns=["bs", "sync"], group="write") }}}}
+
+## Verdicts
+
+{{{{ verdicts("{name}") }}}}
+
+## Claims, checked on every host
+
+{{{{ claims("{name}") }}}}
+
+## Exercises
+
+{{{{ exercises("{name}") }}}}
+
+## Where the numbers come from
+
+{{{{ provenance("{name}") }}}}
+'''
+
+
+def scaffold(name: str, root: Path, title: str | None = None) -> list[Path]:
+    """Write the new lab's files under ``root``; return their paths.
+
+    Raises:
+        ValueError: a bad name (lower case, digits and _, 2 to 31 characters, a letter first),
+        or a lab or chapter of that name exists already.
+    """
+    if not NAME.match(name):
+        raise ValueError(f"lab name {name!r}: lower case letters, digits and _, a letter first, 2-31 characters")
+    lab, chapter = root / "labs" / name, root / "docs" / "cases" / f"{name}.md"
+    if lab.exists() or chapter.exists():
+        raise ValueError(f"{lab if lab.exists() else chapter} exists already")
+    title = title or f"{name}: a new case"
+    order = max((m["order"] for m in manifest.labs(root)), default=0) + 1
+    files = {
+        lab / "run.sh": RUN_SH, lab / "record.py": RECORD_PY, lab / "claims.toml": CLAIMS_TOML,
+        lab / "original.toml": ORIGINAL_TOML, lab / "exercises.toml": EXERCISES_TOML,
+        lab / "lab.toml": LAB_TOML, chapter: CHAPTER_MD,
+    }
+    lab.mkdir(parents=True)
+    for path, text in files.items():
+        path.write_text(text.format(name=name, title=title.replace('"', "'"), order=order))
+    (lab / "run.sh").chmod(0o755)
+    return list(files)
+
+
+def dry_run(name: str, root: Path, label: str) -> subprocess.CompletedProcess:
+    """Run the new lab once in quick mode into ``results/<label>/`` (its first result)."""
+    return subprocess.run(["bash", str(root / "labs" / name / "run.sh"), "--quick", "--host", label,
+                           "--out", str(root / "results" / label)], stdin=subprocess.DEVNULL)
