@@ -79,12 +79,13 @@ def load_hosts(root: Path = ROOT) -> list[Host]:
 
 
 def for_lab(lab: str, hosts: list[Host]) -> list[tuple[Host, dict]]:
-    """(host, result) for every host that ran ``lab``.
+    """(host, result) for every host that ran ``lab``: the reader's own hosts (local results)
+    first, then the others, each in search order.
 
     Raises:
         NoResult: no host has a result for ``lab``.
     """
-    found = [(h, h.results[lab]) for h in hosts if lab in h.results]
+    found = sorted(((h, h.results[lab]) for h in hosts if lab in h.results), key=lambda p: not p[0].local)
     if not found:
         raise NoResult(f"no result for lab {lab!r} in any host folder: run labs/{lab}/run.sh")
     return found

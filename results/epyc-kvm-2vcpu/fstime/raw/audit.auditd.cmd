@@ -1,1 +1,1 @@
-auditd -n -c /tmp/pcb-fstime.PhonbU/audit
+auditd -n -c /tmp/pcb-fstime.0FKeH6/audit

@@ -1,1 +1,1 @@
-du -b /tmp/pcb-fstime.PhonbU/audit
+du -b /tmp/pcb-fstime.0FKeH6/audit

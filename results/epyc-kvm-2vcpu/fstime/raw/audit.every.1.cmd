@@ -1,1 +1,1 @@
-sh /work/main/labs/fstime/audit_exec.sh b64 /tmp/pcb-fstime.PhonbU/audit/every.1.pid /tmp/pcb-fstime.PhonbU/fstime -c -t 2 -s 0.5 -d /tmp/pcb-fstime.PhonbU/tmpfs/files -b 1024 -m 2000
+sh /work/main/labs/fstime/audit_exec.sh b64 /tmp/pcb-fstime.0FKeH6/audit/every.1.pid /tmp/pcb-fstime.0FKeH6/fstime -c -t 2 -s 0.5 -d /tmp/pcb-fstime.0FKeH6/tmpfs/files -b 1024 -m 2000

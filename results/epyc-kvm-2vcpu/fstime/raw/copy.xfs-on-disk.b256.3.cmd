@@ -1,1 +1,1 @@
-/tmp/pcb-fstime.PhonbU/fstime -c -t 2 -s 0.5 -d /tmp/pcb-fstime.PhonbU/mnt-xfs-on-disk -b 256 -m 500
+/tmp/pcb-fstime.0FKeH6/fstime -c -t 2 -s 0.5 -d /tmp/pcb-fstime.0FKeH6/mnt-xfs-on-disk -b 256 -m 500

@@ -1,1 +1,1 @@
-truncate -s 512M /tmp/pcb-fstime.PhonbU/tmpfs/ext4.img
+truncate -s 512M /tmp/pcb-fstime.0FKeH6/tmpfs/ext4.img

@@ -1,1 +1,1 @@
-losetup --find --show --direct-io=on /tmp/pcb-fstime.PhonbU/xfs.img
+losetup --show --direct-io=on /dev/loop2 /tmp/pcb-fstime.0FKeH6/xfs.img

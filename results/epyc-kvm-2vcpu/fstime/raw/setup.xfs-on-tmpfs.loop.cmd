@@ -1,1 +1,1 @@
-losetup --find --show --direct-io=on /tmp/pcb-fstime.PhonbU/tmpfs/xfs.img
+losetup --show --direct-io=on /dev/loop1 /tmp/pcb-fstime.0FKeH6/tmpfs/xfs.img

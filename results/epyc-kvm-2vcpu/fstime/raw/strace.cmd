@@ -1,1 +1,1 @@
-timeout -s INT 3 strace -c -p 28583
+timeout -s INT 3 strace -c -p 28339

@@ -1,0 +1,1 @@
+/tmp/pcb-fstime.0FKeH6/fstime -c -t 600 -s 0.5 -d /tmp/pcb-fstime.0FKeH6/disk -b 1024 -m 2000

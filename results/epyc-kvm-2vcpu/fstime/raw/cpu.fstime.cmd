@@ -1,1 +1,0 @@
-/tmp/pcb-fstime.PhonbU/fstime -c -t 600 -s 0.5 -d /tmp/pcb-fstime.PhonbU/disk -b 1024 -m 2000

@@ -1,1 +1,0 @@
-/work/main/.venv/bin/python /work/main/labs/fstime/cpushare.py /tmp/ref/epyc-kvm-2vcpu/.fstime.partial/raw/cpu.stat.out 27713
