@@ -160,18 +160,19 @@ class Interrupted:
 
 class GroupScope:
     """Which of a lab's progress lines belong to GROUP, fed one line at a time: the lines after
-    ``== GROUP:`` up to the next ``== `` header or ``recording result`` (labs/lib/lab.sh prints
-    both). :meth:`feed` returns "line" for a line of the group, "end" for the first line after
-    it, and None for a line before it."""
+    ``== [k/n] GROUP:`` (``== GROUP:`` in older recordings) up to the next ``== `` header or ``recording result`` (labs/lib/lab.sh
+    prints both). :meth:`feed` returns "line" for a line of the group, "end" for the first line
+    after it, and None for a line before it."""
 
     def __init__(self, group: str):
         self.group, self.inside = group, False
+        self._header = re.compile(r"\] == (?:\[\d+/\d+\] )?" + re.escape(group) + ":")
 
     def feed(self, line: str) -> str | None:
         if "] == " in line:
             if self.inside:
                 return "end"            # the next group begins
-            self.inside = f"] == {self.group}:" in line
+            self.inside = bool(self._header.search(line))
             return None
         if not self.inside:
             return None

@@ -1144,12 +1144,13 @@ lab_main() {
   ((LAB_RECOVER == 0)) || lab__recover_main
   [[ -z "$LAB_GUEST" ]] || lab__guest_main   # exits
   lab__init
-  local i g
+  local i g n=0 k=0
+  for i in "${!LAB_GROUPS[@]}"; do lab__selected "$i" && n=$((n + 1)); done
   for i in "${!LAB_GROUPS[@]}"; do
     lab__selected "$i" || continue
-    g=${LAB_GROUPS[$i]}
+    g=${LAB_GROUPS[$i]} k=$((k + 1))
     LAB_GROUP=$g
-    lab__say "== $g: ${LAB_GROUP_DESC[$i]}"
+    lab__say "== [$k/$n] $g: ${LAB_GROUP_DESC[$i]}"
     "group_$g" || true
   done
   LAB_GROUP=""
@@ -1167,5 +1168,6 @@ lab_main() {
     chown -R "$SUDO_UID:${SUDO_GID:-$SUDO_UID}" "$LAB_OUT" 2>/dev/null || true
   fi
   lab__say "result: $LAB_OUT/$LAB_NAME.json ($(grep -c $'\tskipped\t' "$LAB_OUT/$LAB_NAME/steps.tsv" || true) skipped, $(grep -c $'\tfailed\t' "$LAB_OUT/$LAB_NAME/steps.tsv" || true) failed steps)"
+  lab__say "reload the chapter to see it beside ours, or: $LAB_PY -m labkit show $LAB_NAME"
   exit "$LAB_FAILED"
 }
