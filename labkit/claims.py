@@ -359,7 +359,8 @@ def ratio_interval(a: Side, b: Side, paired: bool = False) -> dict:
     name = f"ratio of {a.statistic}s"
     if paired:
         if a.n != b.n:
-            raise ClaimError(f"paired sides need as many samples each: {a.label} has {a.n}, {b.label} {b.n}")
+            raise ClaimError(f"paired sides need as many samples each: {a.label} has {a.n}, {b.label} {b.n} "
+                             "(a repetition is missing on one side)")
         if any(y == 0 for y in b.samples):
             raise ClaimError(f"paired ratio: {b.label} has a zero sample")
         est, lo, hi, method = _interval(tuple(x / y for x, y in zip(a.samples, b.samples)), None, a.statistic, False)
@@ -500,7 +501,10 @@ def _pair(claim: dict, result: dict) -> dict:
     few = _few(("a", a), ("b", b))
     if few:
         return _verdict(claim, "inconclusive", f"{sides}; {few}", reason=few, flags=flags, emulated_machine=emu)
-    effect = ratio_interval(a, b, paired=bool(claim.get("paired")))
+    try:
+        effect = ratio_interval(a, b, paired=bool(claim.get("paired")))
+    except ClaimError as exc:   # a paired design that lost a repetition, or a zero to divide by
+        return _verdict(claim, "inconclusive", f"{sides}; {exc}", reason=str(exc), flags=flags, emulated_machine=emu)
     lo, hi = effect["low"], effect["high"]
     if claim["kind"] == "compare":
         rel = claim["relation"]

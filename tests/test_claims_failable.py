@@ -6,7 +6,8 @@ Derived samples are transformations of the real samples of the claim's own measu
 (scaled, reversed, their spread narrowed), never typed numbers. Kinds:
 
 - compare / within: side a's (or b's) samples are rescaled so that the relation is violated
-  (or met) with the two sample ranges apart, so the verdict cannot be "inconclusive";
+  (or met) with the two sample ranges apart, so the ratio's interval lies wholly on one side of
+  the threshold and the verdict cannot be "inconclusive";
 - increasing: the points get the real samples grown step by step, and the series reversed;
 - step: the step's status is set to failed (and, for ``stdout_empty``, the step printed).
 """
@@ -119,7 +120,9 @@ def derive(claim: dict, path: Path, want: str) -> dict:
         if len(xs) < 2:
             pytest.skip(f"the reference result has fewer than two values of {claim['over']}: rerun the lab")
         pool, unit = _pool(r, metric, [claim["where"]])
-        g = MARGIN * max(max(pool) / min(pool), float(claim.get("factor", 1.0)))
+        # last ÷ first must clear the factor with the pool's own spread against it (the interval
+        # of a ratio of medians reaches about spread past its estimate)
+        g = MARGIN * (max(pool) / min(pool)) * max(float(claim.get("factor", 1.0)), 1.0)
         order = range(len(xs)) if want == "holds" else reversed(range(len(xs)))
         for x, i in zip(xs, order):
             _put(r, metric, {**claim["where"], claim["over"]: x}, [p * g ** (i / (len(xs) - 1)) for p in pool], unit)

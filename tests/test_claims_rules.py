@@ -160,7 +160,10 @@ def test_paired_ratio_uses_each_repetition_pair(reference, real):
     assert e["statistic"] == "median of paired ratios" and math.isclose(e["estimate"], 1.5)
     uneven = build(reference, a=real, b=real[:-1])
     with pytest.raises(claims.ClaimError, match="paired sides need as many samples each"):
-        claims.evaluate_one(claim(relation="greater", paired=True), uneven)
+        claims.ratio_interval(claims.side(uneven, "x", {"side": "a"})[0], claims.side(uneven, "x", {"side": "b"})[0],
+                              paired=True)
+    lost = claims.evaluate_one(claim(relation="greater", paired=True), uneven)   # a repetition failed on one side
+    assert lost["verdict"] == "inconclusive" and "a repetition is missing on one side" in lost["reason"]
 
 
 # ---- increasing ----

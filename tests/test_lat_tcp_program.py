@@ -102,6 +102,8 @@ def check_result(proc, port, msize, nodelay, n=5):
     assert data["port"] == port
     assert data["msize"] == msize
     assert data["nodelay"] is nodelay
+    assert data["unchecked"] is False and data["connected"] is True
+    assert data["failed_calls"] == 0
     assert data["unit"] == "us"
     assert data["target_s"] == pytest.approx(0.02)
     assert isinstance(data["iterations"], int) and data["iterations"] >= 1
@@ -144,7 +146,7 @@ H = "127.0.0.1"
     ["-m", "12q", H], ["-m", "", H], ["-N", "0", H], ["-N", "1001", H],
     ["-p", "0", H], ["-p", "65536", H], ["-t", "0", H], ["-t", "61", H],
     ["-t", "nan", H], ["-m"], [], [H, "extra"], ["-s", H], ["-b", H, H],
-    ["-s", "-b", "not-an-ip"], ["-s", "-S"], ["-S"],
+    ["-s", "-b", "not-an-ip"], ["-s", "-S"], ["-S"], ["-s", "-L"], ["-S", "-L", H],
 ], ids=repr)
 def test_bad_values_are_usage_errors(lat_tcp, args):
     proc = run(lat_tcp, *args, timeout=5)
@@ -164,6 +166,30 @@ def test_no_server_is_an_error_and_prints_no_number(lat_tcp):
     assert "microseconds" not in proc.stderr
     assert proc.stderr.strip() == (
         f"lat_tcp: connect to 127.0.0.1:{port}: Connection refused")
+
+
+def test_unchecked_client_without_server_prints_a_number(lat_tcp):
+    """-L is lmbench 3.0-a9's client: the refused connect is not checked, every timed write
+    and read is on descriptor -1 and fails, and a (tiny) latency is printed anyway."""
+    port = free_port()
+    proc = run(lat_tcp, *QUICK, "-L", "-p", str(port), "127.0.0.1")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["unchecked"] is True and data["connected"] is False
+    assert data["failed_calls"] == 2 * data["iterations"] * len(data["samples"])
+    assert len(data["samples"]) == 5 and data["median"] > 0
+    m = LMBENCH_LINE.search(proc.stderr)
+    assert m and m.group(2) == f"{data['median']:.4f}"
+
+
+def test_unchecked_client_with_a_server_measures_the_same_thing(lat_tcp, tmp_path):
+    port = free_port()
+    with server(lat_tcp, tmp_path, port):
+        proc = run(lat_tcp, *QUICK, "-L", "-p", str(port), "127.0.0.1")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["unchecked"] is True and data["connected"] is True
+    assert data["failed_calls"] == 0 and data["median"] > 0
 
 
 def test_stop_without_server_fails(lat_tcp):

@@ -4,22 +4,33 @@ Sources, one per kind of number:
 
 - fio's JSON report (``raw/<step>.out``): ``iops`` (IOPS), ``bandwidth`` (MiB/s, fio's
   ``bw_bytes`` / 2^20), ``clat_p50``/``clat_p99`` (µs, fio's ``clat_ns`` percentiles /
-  1000), ``usr_cpu``/``sys_cpu`` (% of one CPU, as fio reports them), ``slat_mean`` (µs,
-  fio's mean submission latency, only for engines that submit apart from completing:
-  libaio, io_uring; fio gives no percentiles of it by default);
+  1000), ``usr_cpu``/``sys_cpu`` (% of one CPU, as fio reports them) and ``job_cpu``
+  (their sum: the CPU time of the job's own process over its run time, what htop shows on
+  that process's line), ``slat_mean`` (µs, fio's mean submission latency, only for engines
+  that submit apart from completing: libaio, io_uring; fio gives no percentiles of it by
+  default);
 - ``perf stat -x,`` (``raw/<step>.perf``): ``rq_issue``, ``rq_complete``, ``bio_queue``
   (counts of the block tracepoints during the step, case ``phase`` = ``job`` or ``sync``,
   and ``job+sync``: the job's count plus that of the ``sync`` after it, same repetition),
   and derived from them with fio's byte and I/O counts: ``completions_per_gib``
-  (rq_complete per GiB fio moved) and ``requests_per_io`` (rq_complete per fio I/O);
+  (rq_complete per GiB fio moved) and ``requests_per_io`` (rq_complete per fio I/O); and
+  ``bios_per_request`` (bio_queue ÷ rq_issue: the bios the block layer received per request it
+  issued to the device, 1 when none merged into another's request: the merges iostat counts
+  as rrqm/s and wrqm/s, over the job's exact window);
 - ``iostat -x -y -o JSON 1`` (``raw/<step>.iostat.out``): per job the mean of its
   one-second intervals after the first (which includes the job's start-up; a job of
   1 s, as in quick mode, leaves none): ``util`` (%), ``aqu_sz`` (requests), ``await`` (ms, r_await or
-  w_await), ``areq_sz`` (KiB, rareq-sz or wareq-sz), ``device_rps`` (r/s or w/s);
+  w_await), ``areq_sz`` (KiB, rareq-sz or wareq-sz), ``device_rps`` (r/s or w/s), ``rqm``
+  (rrqm/s or wrqm/s: requests merged into another per second); and, over every interval
+  (a ratio of two counts of the same intervals, so the start-up does not bias it),
+  ``ios_per_request``: (r/s + rrqm/s) ÷ r/s summed over the intervals (w for writes), the
+  requests the block layer made (one per bio: per fio I/O for 4 KiB direct I/O) per request
+  the device completed after merging, 1 when nothing merges;
 - ``stat -c '%s %b %B'`` (layout steps): ``allocated`` (MiB of blocks allocated to the file);
 - ``strace -c -f`` (strace steps, table on standard error): ``strace_calls`` per system call,
   and for the original group's steps (experiment ``original strace``) ``strace_usecs``
-  (strace's ``usecs/call``) and the traced job's ``iops``;
+  (strace's ``usecs/call``: system CPU time per call, which is what ``-c`` measures without
+  ``-w``) and the traced job's ``iops``;
 - ``pidstat -u -r -h -H -l -C 'aux-path=SCRATCH ' 1`` (original group,
   ``raw/<step>.pidstat.out``; the job's fio processes, found by their command line): per job
   ``cpu_pct`` (%CPU, % of one CPU) of the busiest fio process (case ``process`` =
@@ -28,9 +39,12 @@ Sources, one per kind of number:
   (its first interval holds its start-up). pidstat leaves out a process with nothing to
   report in an interval, and a process that has exited.
 
-One sample per repetition (steps ``<...>.r<k>``); every sample kept. The case of a job
-comes from fio's own report of the options it ran with (after ``${VAR}`` substitution),
-plus the experiment (the step's group) and, for the layout group, the file's layout.
+Every case comes from the step's own case (``lab_run --case``, ``step["case"]``): its
+``tool`` (fio, sync, stat, strace) says which output it is, ``rep`` which repetition (not
+part of a measurement's case: the repetitions of one case are its samples, kept in run
+order), the rest is the measurement's case, plus the scratch filesystem (``fs``, from the
+run's ``target.txt``). A fio job's case is checked against fio's own report of the options
+it ran with (after ``${VAR}`` substitution). No step name is parsed.
 """
 
 from __future__ import annotations
@@ -39,6 +53,7 @@ import re
 
 from labkit.parsers.fio import fio_job, fio_json
 from labkit.parsers.iostat import device_means, iostat_json
+from labkit.parsers.jsonline import ParseError
 from labkit.parsers.perf import perf_stat_csv
 from labkit.parsers.strace import strace_summary
 
@@ -48,7 +63,6 @@ PERF_METRICS = {"block:block_rq_issue": "rq_issue", "block:block_rq_complete": "
                 "block:block_bio_queue": "bio_queue"}
 STRACE_SYSCALLS = ("pread64", "pwrite64", "io_submit", "io_getevents", "io_uring_enter", "nanosleep",
                    "clock_nanosleep", "pselect6", "wait4", "shmat", "shmdt", "shmget", "futex")
-_REP = re.compile(r"\.r(\d+)$")
 ORIGINAL_STRACE = ("nanosleep", "clock_nanosleep", "shmdt")
 
 
@@ -71,37 +85,38 @@ def _direction(rw: str) -> str:
     return "read" if "read" in rw else "write"
 
 
-def _case(step: dict, opts: dict, fs: str) -> dict:
-    """The case of one fio job: from the step's group and name, checked against fio's options."""
-    group, name = step["group"], step["name"]
-    parts = _REP.sub("", name).split(".")
-    rw = opts["rw"]
-    direct = opts.get("direct", "0") == "1"
-    if group == "engines":
-        case = {"engine": opts["ioengine"], "iodepth": int(opts["iodepth"]), "rw": rw}
-    elif group == "buffered":
-        if not direct:
-            mode = "buffered" if rw == "randwrite" else (
-                "buffered cold" if opts.get("invalidate", "1") == "1" else "buffered warm")
-        else:
-            mode = "direct"
-        case = {"rw": rw, "mode": mode}
-    elif group == "blocksize":
-        case = {"rw": rw, "io": "direct" if direct else "buffered", "bs": fio_size(opts["bs"])}
-    elif group == "layout":
-        case = {"layout": parts[1], "rw": rw, "fsync": int(opts.get("fsync", "0"))}
-    elif group == "numjobs":
-        case = {"numjobs": int(opts["numjobs"]), "rw": rw}
-    elif group == "original":
-        case = {"engine": opts["ioengine"], "iodepth": int(opts["iodepth"]), "bs": fio_size(opts["bs"]),
-                "io": "direct" if direct else "buffered", "rw": rw}
-        if case["engine"] not in parts or case["io"] not in parts:
-            raise ValueError(f"{name}: step name and fio's ioengine/direct disagree")
-    else:
-        raise ValueError(f"{name}: no case rule for group {group}")
-    if parts[-1] != "warmup" and rw not in parts:
-        raise ValueError(f"{name}: step name and fio's rw={rw} disagree")
-    return {"experiment": group, **case, "fs": fs}
+# Case key → how fio's report (its options, as strings) must agree with it.
+_FIO_OPTION = {
+    "engine": lambda v, o: o.get("ioengine") == v,
+    "iodepth": lambda v, o: int(o.get("iodepth", "1")) == v,
+    "rw": lambda v, o: o.get("rw") == v,
+    "bs": lambda v, o: fio_size(o.get("bs", "4k")) == v,
+    "io": lambda v, o: (o.get("direct", "0") == "1") == (v == "direct"),
+    "mode": lambda v, o: ((o.get("direct", "0") == "1") == (v == "direct")
+                          and (o.get("invalidate", "1") == "0") == (v == "buffered warm")),
+    "fsync": lambda v, o: int(o.get("fsync", "0")) == v,
+    "numjobs": lambda v, o: int(o.get("numjobs", "1")) == v,
+}
+
+
+def _measured(case: dict, fs: str) -> dict:
+    """A step's case (``lab_run --case``) → the case of its measurements: without ``tool``
+    and ``rep`` (the repetitions of one case are the samples of one measurement), with the
+    scratch filesystem ``fs``."""
+    return {**{k: v for k, v in case.items() if k not in ("tool", "rep")}, "fs": fs}
+
+
+def check_fio_case(name: str, case: dict, opts: dict) -> None:
+    """Check a fio step's case against the options fio reports it ran with (``opts``: fio's
+    ``global options`` merged with its ``job options``, strings, after ``${VAR}``
+    substitution). Keys fio has no option for (experiment, layout, rep, tool, ...) pass.
+
+    Raises:
+        ValueError: naming the step, when a case value and fio's option disagree.
+    """
+    for key, agrees in _FIO_OPTION.items():
+        if key in case and not agrees(case[key], opts):
+            raise ValueError(f"{name}: its case says {key}={case[key]!r}, fio ran with {opts}")
 
 
 class _Samples:
@@ -190,126 +205,154 @@ def fio_process_means(rows: list[dict]) -> dict | None:
             "intervals": n}
 
 
+def _fio_step(run, acc: "_Samples", s: dict, case: dict, disk: str) -> dict:
+    """Measurements of one fio job step (``case``: its measurement case); returns its perf
+    counts ({} without perf)."""
+    name = s["name"]
+    text = run.raw(name).read_text()
+    job = fio_job(text)
+    check_fio_case(name, s["case"], job["options"])
+    direction = _direction(case["rw"])
+    d = job[direction]
+    if d is None:
+        raise ValueError(f"{name}: fio moved no bytes in the {direction} direction")
+    acc.add("iops", "IOPS", case, d["iops"], name)
+    acc.add("bandwidth", "MiB/s", case, d["bw_bytes"] / MIB, name)
+    pct = d["clat_ns"]["percentiles"]
+    if 50.0 in pct and 99.0 in pct:
+        acc.add("clat_p50", "us", case, pct[50.0] / 1000, name)
+        acc.add("clat_p99", "us", case, pct[99.0] / 1000, name)
+    acc.add("usr_cpu", "%", case, job["usr_cpu"], name)
+    acc.add("sys_cpu", "%", case, job["sys_cpu"], name)
+    acc.add("job_cpu", "%", case, job["usr_cpu"] + job["sys_cpu"], name)
+    slat = fio_json(text)["report"]["jobs"][0][direction].get("slat_ns") or {}
+    if slat.get("N", 0) > 0 and slat.get("mean", 0) > 0:
+        acc.add("slat_mean", "us", case, slat["mean"] / 1000, name)
+    pid_out = run.raw(f"{name}.pidstat")
+    if pid_out.exists():
+        means = fio_process_means(pidstat_lines(pid_out.read_text()))
+        if means:
+            acc.add("cpu_pct", "%", {**case, "process": "busiest"}, means["busiest_cpu"], name)
+            acc.add("cpu_pct", "%", {**case, "process": "all"}, means["all_cpu"], name)
+            acc.add("rss", "MiB", {**case, "process": "busiest"}, means["busiest_rss_mib"], name)
+    counts = _perf_counts(run, name) or {}
+    for metric, value in counts.items():
+        acc.add(metric, "requests" if metric != "bio_queue" else "bios", {**case, "phase": "job"}, value, name)
+    if "rq_complete" in counts:
+        acc.add("completions_per_gib", "requests/GiB", case, counts["rq_complete"] / (d["io_bytes"] / GIB), name)
+        acc.add("requests_per_io", "requests/I/O", case, counts["rq_complete"] / d["total_ios"], name)
+    if counts.get("rq_issue") and "bio_queue" in counts:
+        acc.add("bios_per_request", "bios/request", case, counts["bio_queue"] / counts["rq_issue"], name)
+    io_out = run.raw(f"{name}.iostat")
+    if disk and io_out.exists():
+        parsed = iostat_json(io_out.read_text())
+        r = "r" if direction == "read" else "w"
+        merged = ios_per_request(parsed, disk, r)
+        if merged is not None:
+            acc.add("ios_per_request", "I/Os/request", case, merged, name)
+        # The first interval began before fio did (iostat starts first; perf and fio
+        # need a moment to start): only the intervals after it are all job.
+        means, n = device_means(parsed, disk, skip=1)
+        if n:
+            acc.add("util", "%", case, means["util"], name)
+            acc.add("aqu_sz", "requests", case, means["aqu-sz"], name)
+            acc.add("await", "ms", case, means[f"{r}_await"], name)
+            acc.add("areq_sz", "KiB", case, means[f"{r}areq-sz"], name)
+            acc.add("device_rps", "requests/s", case, means[f"{r}/s"], name)
+            acc.add("rqm", "requests/s", case, means[f"{r}rqm/s"], name)
+    return counts
+
+
+def ios_per_request(parsed: dict, device: str, r: str) -> float | None:
+    """I/Os per completed request on ``device`` over every interval of an iostat report
+    (``iostat_json``): (Σ ``r/s`` + Σ ``rrqm/s``) ÷ Σ ``r/s`` for ``r`` = ``"r"``, likewise
+    ``w/s`` and ``wrqm/s`` for ``"w"``. Every interval is one second long, so the sums are
+    counts: requests completed, and requests merged into another before it was sent
+    (iostat(1): rrqm/s, wrqm/s; the kernel's diskstats merge counts, one per bio merged).
+    1.0 when nothing merged; None when no request completed. Device-wide: other I/O on the
+    device in those seconds counts too.
+
+    Raises:
+        ParseError: ``device`` is missing from an interval (as ``device_means``).
+    """
+    done = merged = 0.0
+    for i, interval in enumerate(parsed["intervals"]):
+        if device not in interval["disks"]:
+            raise ParseError(f"iostat interval {i} has no device {device!r} (has {sorted(interval['disks'])})")
+        done += interval["disks"][device][f"{r}/s"]
+        merged += interval["disks"][device][f"{r}rqm/s"]
+    return (done + merged) / done if done > 0 else None
+
+
 def collect(run) -> None:
-    """Parse every fio, perf, iostat, stat and strace output of ``run`` into measurements."""
+    """Parse every fio, perf, iostat, pidstat, stat and strace output of ``run`` into
+    measurements. Which output a step holds and what it measured come from its case
+    (``step["case"]``); a step without a case (making a file, the page-cache warm-up, a
+    probe) measures nothing."""
     target = _target(run)
     fs = target.get("fs", "unknown")
     disk = target.get("disk", "")
     acc = _Samples()
-    job_cases: dict[str, dict] = {}
-    for s in run.steps:
-        name, group = s["name"], s["group"]
-        if s["status"] != "ok" or group not in ("original", "engines", "buffered", "blocksize", "layout", "numjobs"):
-            continue
-        if group == "layout" and name.endswith((".make", ".before", ".after")):
-            continue
-        if name.startswith("original.strace."):
-            continue
-        if name.endswith(".sync"):
-            continue
-        job = fio_job(run.raw(name).read_text())
-        if name.startswith("buffered.warmup."):
-            continue
-        case = _case(s, job["options"], fs)
-        job_cases[name] = case
-        d = job[_direction(case["rw"])]
-        if d is None:
-            raise ValueError(f"{name}: fio moved no bytes in the {_direction(case['rw'])} direction")
-        acc.add("iops", "IOPS", case, d["iops"], name)
-        acc.add("bandwidth", "MiB/s", case, d["bw_bytes"] / MIB, name)
-        pct = d["clat_ns"]["percentiles"]
-        if 50.0 in pct and 99.0 in pct:
-            acc.add("clat_p50", "us", case, pct[50.0] / 1000, name)
-            acc.add("clat_p99", "us", case, pct[99.0] / 1000, name)
-        acc.add("usr_cpu", "%", case, job["usr_cpu"], name)
-        acc.add("sys_cpu", "%", case, job["sys_cpu"], name)
-        slat = fio_json(run.raw(name).read_text())["report"]["jobs"][0][_direction(case["rw"])].get("slat_ns") or {}
-        if slat.get("N", 0) > 0 and slat.get("mean", 0) > 0:
-            acc.add("slat_mean", "us", case, slat["mean"] / 1000, name)
-        pid_out = run.raw(f"{name}.pidstat")
-        if pid_out.exists():
-            means = fio_process_means(pidstat_lines(pid_out.read_text()))
-            if means:
-                acc.add("cpu_pct", "%", {**case, "process": "busiest"}, means["busiest_cpu"], name)
-                acc.add("cpu_pct", "%", {**case, "process": "all"}, means["all_cpu"], name)
-                acc.add("rss", "MiB", {**case, "process": "busiest"}, means["busiest_rss_mib"], name)
-        counts = _perf_counts(run, name)
-        if counts:
-            for metric, value in counts.items():
-                acc.add(metric, "requests" if metric != "bio_queue" else "bios", {**case, "phase": "job"}, value, name)
-            if "rq_complete" in counts:
-                acc.add("completions_per_gib", "requests/GiB", case, counts["rq_complete"] / (d["io_bytes"] / GIB), name)
-                acc.add("requests_per_io", "requests/I/O", case, counts["rq_complete"] / d["total_ios"], name)
-        io_out = run.raw(f"{name}.iostat")
-        if disk and io_out.exists():
-            # The first interval began before fio did (iostat starts first; perf and fio
-            # need a moment to start): only the intervals after it are all job.
-            means, n = device_means(iostat_json(io_out.read_text()), disk, skip=1)
-            if n:
-                r = "r" if _direction(case["rw"]) == "read" else "w"
-                acc.add("util", "%", case, means["util"], name)
-                acc.add("aqu_sz", "requests", case, means["aqu-sz"], name)
-                acc.add("await", "ms", case, means[f"{r}_await"], name)
-                acc.add("areq_sz", "KiB", case, means[f"{r}areq-sz"], name)
-                acc.add("device_rps", "requests/s", case, means[f"{r}/s"], name)
+    ok = [s for s in run.steps if s["status"] == "ok" and s.get("case")]
+    jobs: dict[tuple, tuple[dict, dict]] = {}   # a job's step case less tool → (measurement case, perf counts)
 
-    # sync after a buffered write job: the block requests the job left behind.
-    for s in run.steps:
-        name = s["name"]
-        if s["status"] != "ok" or not name.endswith(".sync"):
+    for s in ok:
+        if s["case"].get("tool") == "fio":
+            case = _measured(s["case"], fs)
+            counts = _fio_step(run, acc, s, case, disk)
+            jobs[_key(s["case"])] = (case, counts)
+
+    # sync after a buffered write job (same case, tool=sync): the block requests the job left behind.
+    for s in ok:
+        if s["case"].get("tool") != "sync" or _key(s["case"]) not in jobs:
             continue
-        job_name = name[: -len(".sync")]
-        counts = _perf_counts(run, name)
-        if counts and job_name in job_cases:
-            job_counts = _perf_counts(run, job_name) or {}
-            for metric, value in counts.items():
-                unit = "requests" if metric != "bio_queue" else "bios"
-                acc.add(metric, unit, {**job_cases[job_name], "phase": "sync"}, value, name)
-                if metric in job_counts:
-                    acc.add(metric, unit, {**job_cases[job_name], "phase": "job+sync"}, job_counts[metric] + value, name)
+        job_case, job_counts = jobs[_key(s["case"])]
+        for metric, value in (_perf_counts(run, s["name"]) or {}).items():
+            unit = "requests" if metric != "bio_queue" else "bios"
+            acc.add(metric, unit, {**job_case, "phase": "sync"}, value, s["name"])
+            if metric in job_counts:
+                acc.add(metric, unit, {**job_case, "phase": "job+sync"}, job_counts[metric] + value, s["name"])
 
     # Layout: blocks allocated to the file when made and after the random-write job.
-    for s in run.steps:
-        name = s["name"]
-        if s["status"] != "ok" or s["group"] != "layout" or not name.endswith((".before", ".after")):
+    for s in ok:
+        if s["case"].get("tool") != "stat":
             continue
-        size, blocks, unit = (int(x) for x in run.raw(name).read_text().split())
-        job_name, when = name.rsplit(".", 1)
-        parts = _REP.sub("", job_name).split(".")
-        case = {"experiment": "layout", "layout": parts[1], "fsync": int(parts[3].removeprefix("fsync")),
-                "when": "made" if when == "before" else "after randwrite", "fs": fs}
-        acc.add("allocated", "MiB", case, blocks * unit / MIB, name)
-        if when == "before":
-            acc.add("file_size", "MiB", {k: v for k, v in case.items() if k != "when"}, size / MIB, name)
+        size, blocks, unit = (int(x) for x in run.raw(s["name"]).read_text().split())
+        case = _measured(s["case"], fs)
+        acc.add("allocated", "MiB", case, blocks * unit / MIB, s["name"])
+        if case["when"] == "made":
+            acc.add("file_size", "MiB", {k: v for k, v in case.items() if k != "when"}, size / MIB, s["name"])
 
-    # strace -c -f of fio: system calls by name.
-    for s in run.steps:
-        name = s["name"]
-        if s["status"] != "ok" or not name.startswith("original.strace."):
+    # strace -c -f of fio: system calls by name, and the traced job's IOPS.
+    for s in ok:
+        if s["case"].get("tool") != "strace":
             continue
+        name, experiment = s["name"], s["case"]["experiment"]
         job = fio_job(run.raw(name).read_text())
-        untraced = {**s, "name": name.replace(".strace", "", 1)}  # the step name _case expects
-        # Its own experiment, so that no selector of the untraced jobs pools these samples.
-        case = {**_case(untraced, job["options"], fs), "experiment": "original strace"}
+        check_fio_case(name, s["case"], job["options"])
         summary = strace_summary(run.raw(name, "err").read_text())
-        for sc, row in summary["syscalls"].items():
-            if sc in STRACE_SYSCALLS:
-                acc.add("strace_calls", "calls", {**case, "syscall": sc}, row["calls"], name)
-            if sc in ORIGINAL_STRACE:
-                acc.add("strace_usecs", "us/call", {**case, "syscall": sc}, row["usecs_per_call"], name)
-        acc.add("iops", "IOPS", case, job["write"]["iops"], name)
-    for s in run.steps:
-        name = s["name"]
-        if s["status"] != "ok" or s["group"] != "strace":
-            continue
-        engine = name.split(".", 1)[1]
-        summary = strace_summary(run.raw(name, "err").read_text())
-        for sc, row in summary["syscalls"].items():
-            if sc in STRACE_SYSCALLS:
-                acc.add("strace_calls", "calls", {"experiment": "strace", "engine": engine, "syscall": sc}, row["calls"], name)
-        acc.add("strace_calls", "calls", {"experiment": "strace", "engine": engine, "syscall": "total"},
-                summary["total"]["calls"], name)
-        job = fio_job(run.raw(name).read_text())
-        acc.add("iops", "IOPS", {"experiment": "strace", "engine": engine, "traced": "strace -c -f", "fs": fs},
-                job["read"]["iops"], name)
+        if experiment == "original strace":
+            # Its own experiment, so that no selector of the untraced jobs pools these samples.
+            case = _measured(s["case"], fs)
+            for sc, row in summary["syscalls"].items():
+                if sc in STRACE_SYSCALLS:
+                    acc.add("strace_calls", "calls", {**case, "syscall": sc}, row["calls"], name)
+                if sc in ORIGINAL_STRACE:
+                    acc.add("strace_usecs", "us/call", {**case, "syscall": sc}, row["usecs_per_call"], name)
+            acc.add("iops", "IOPS", case, job[_direction(case["rw"])]["iops"], name)
+        else:
+            engine = s["case"]["engine"]
+            for sc, row in summary["syscalls"].items():
+                if sc in STRACE_SYSCALLS:
+                    acc.add("strace_calls", "calls", {"experiment": experiment, "engine": engine, "syscall": sc},
+                            row["calls"], name)
+            acc.add("strace_calls", "calls", {"experiment": experiment, "engine": engine, "syscall": "total"},
+                    summary["total"]["calls"], name)
+            acc.add("iops", "IOPS", {"experiment": experiment, "engine": engine, "traced": "strace -c -f", "fs": fs},
+                    job[_direction(s["case"]["rw"])]["iops"], name)
     acc.flush(run)
+
+
+def _key(case: dict) -> tuple:
+    """A step's case less its ``tool``: what a job and the sync after it share."""
+    return tuple(sorted((k, v) for k, v in case.items() if k != "tool"))

@@ -15,10 +15,20 @@
 # percentiles and fio's CPU time; perf stat counts the block layer's tracepoints on the
 # target's device system-wide while the job runs; `iostat -x -y -o JSON 1 DEV` runs beside
 # each job (started before it, stopped with SIGINT after it, so its JSON is complete).
-# In the original group, `pidstat -u -r -h -H -l -C 'aux-path=SCRATCH ' 1` also runs beside
-# each job: the %CPU and RSS of each of the job's fio processes each second, what htop shows
-# on fio's lines. fio gets --aux-path=SCRATCH (where it would put any file of its own) so
-# that its command line, which pidstat -l -C matches, is this run's and no other fio's.
+# In the original group of a full run, `pidstat -u -r -h -H -l -C 'aux-path=SCRATCH ' 1` also
+# runs beside each job: the %CPU and RSS of each of the job's fio processes each second, what
+# htop shows on fio's lines. fio gets --aux-path=SCRATCH (where it would put any file of its
+# own) so that its command line, which pidstat -l -C matches, is this run's and no other fio's.
+# (Quick mode's jobs of half a second leave pidstat, and iostat, no whole 1-s interval: pidstat
+# is skipped there, and the block layer's counts come from perf alone.)
+#
+# Every measuring step carries its case as data (lab_run --case KEY=VALUE: experiment, engine,
+# iodepth, rw, bs, io, ..., the repetition `rep` and the `tool` whose output it is); record.py
+# reads those, never a step's name. Repetitions are interleaved: each pass runs every case of
+# its group once, then the next pass. Full mode: 5 passes of the groups the claims read
+# (original, engines, layout), 3 of the others (buffered, blocksize, numjobs; strace once).
+# Quick mode: 3 passes of the cases the claims read, one pass of a few cases of the buffered,
+# numjobs and strace groups, no blocksize group.
 #
 # Groups: setup (target, probes, lay out the file), original, engines, buffered, blocksize,
 # layout, numjobs, strace. The lab writes only in its scratch directory, unless --device DEV and
@@ -97,7 +107,7 @@ fio_check_device() {
 ((FIO_YES == 0)) || [[ -n $FIO_DEVICE ]] || fio_die "--yes-destroy-data is only meaningful with --device DEV"
 
 # ---- state set by the setup group --------------------------------------------------------
-REPS=1 SIZE="" RUNTIME="" ORIG_RUNTIME="" TARGET="" FS="" DISK="" LBS=512 SETUP_OK=0
+REPS=5 OTHER_REPS=3 SIZE="" RUNTIME="" ORIG_RUNTIME="" TARGET="" FS="" DISK="" LBS=512 SETUP_OK=0
 PERF_EVENTS=() PERF_WHY="" IOSTAT_WHY="" FALLOC_WHY="" IOSTAT_PID=""
 PIDSTAT_WHY="" PIDSTAT_PID="" FIO_PIDSTAT=0
 declare -A ENGINE_WHY=()
@@ -106,10 +116,11 @@ declare -A ENGINE_WHY=()
 kdev() { local mm=$1; echo $(( (${mm%%:*} << 20) | ${mm##*:} )); }
 
 group_setup() {
-  REPS=$(lab_quick 1 3)
+  REPS=$(lab_quick 3 5)         # passes over the cases a claim reads (original, engines, layout)
+  OTHER_REPS=$(lab_quick 1 3)   # passes over the groups no claim reads (buffered, blocksize, numjobs)
   SIZE=$(lab_quick 256m 1g)
-  RUNTIME=$(lab_quick 1 2)
-  ORIG_RUNTIME=$(lab_quick 2 4)   # the original group: long enough for pidstat's 1-s intervals
+  RUNTIME=$(lab_quick 500ms 2)        # fio's time units; a number alone is seconds
+  ORIG_RUNTIME=$(lab_quick 500ms 4)   # full: long enough for pidstat's and iostat's 1-s intervals
   local src="" kname="" type="" pkname="" mm="" disk_mm=""
   if [[ -n $FIO_DEVICE ]]; then
     TARGET=$(realpath -- "$FIO_DEVICE"); FS=blockdev; src=$TARGET
@@ -166,6 +177,8 @@ group_setup() {
   if [[ -z $IOSTAT_WHY ]] && ! command -v iostat >/dev/null 2>&1; then IOSTAT_WHY="iostat not installed (Debian: sysstat)"; fi
   [[ -z $IOSTAT_WHY ]] || lab_skip iostat "$IOSTAT_WHY: jobs run without iostat"
   command -v pidstat >/dev/null 2>&1 || PIDSTAT_WHY="pidstat not installed (Debian: sysstat)"
+  [[ -n $PIDSTAT_WHY || $(lab_quick quick full) == full ]] ||
+    PIDSTAT_WHY="quick mode's jobs last $ORIG_RUNTIME: pidstat's 1-s intervals need a job of at least 2 s to leave one whole interval after a process's first"
   [[ -z $PIDSTAT_WHY ]] || lab_skip pidstat "$PIDSTAT_WHY: the original group runs without CPU% and RSS per fio process"
   # Engines: compiled into this fio, and allowed by this kernel (io_uring can be disabled).
   local e
@@ -233,11 +246,16 @@ pidstat_stop() {
   PIDSTAT_PID=""
 }
 
-# fio_job NAME JOBFILE [VAR=VALUE...]: run fio on JOBFILE with VAR=VALUE in its environment
-# (FIO_FILE, FIO_SIZE and FIO_RUNTIME added unless given), under perf stat when it can count,
-# with iostat sampling the device meanwhile (and pidstat the fio processes, if FIO_PIDSTAT=1).
+# fio_job [--case KEY=VALUE]... NAME JOBFILE [VAR=VALUE...]: run fio on JOBFILE with VAR=VALUE
+# in its environment (FIO_FILE, FIO_SIZE and FIO_RUNTIME added unless given), under perf stat
+# when it can count, with iostat sampling the device meanwhile (and pidstat the fio
+# processes, if FIO_PIDSTAT=1). A job given --case fields is a measuring step: its case is
+# those fields plus tool=fio; a job without (the page-cache warm-up) has none.
 # Returns 1 if the job failed.
 fio_job() {
+  local fields=()
+  while [[ $1 == --case ]]; do fields+=(--case "$2"); shift 2; done
+  ((${#fields[@]} == 0)) || fields+=(--case tool=fio)
   local name=$1 job=$2 rc=0 mark; shift 2
   local cmd=(env "$@")
   [[ " $* " == *" FIO_FILE="* ]] || cmd+=("FIO_FILE=$TARGET")
@@ -253,20 +271,23 @@ fio_job() {
   mark=$(lab_mark)
   iostat_start "$name"
   pidstat_start "$name"
-  lab_run "$name" -- "${cmd[@]}" || rc=1
+  lab_run ${fields[@]+"${fields[@]}"} "$name" -- "${cmd[@]}" || rc=1
   pidstat_stop
   iostat_stop
   lab_unwind "$mark"
   return "$rc"
 }
 
-# sync_job NAME: write back the target's dirty pages (fsync of that one file) and count
-# the block requests that takes: the bill for a buffered write job, paid after it ended.
+# sync_job NAME [--case KEY=VALUE]...: write back the target's dirty pages (fsync of that one
+# file) and count the block requests that takes: the bill for a buffered write job, paid after
+# it ended. Its case is the write job's own fields (rep included) with tool=sync: record.py
+# pairs the two by those fields.
 sync_job() {
+  local name=$1; shift
   if [[ -z $PERF_WHY ]]; then
-    lab_run "$1" -- perf stat -x, -o "$LAB_RUN/raw/$1.perf" "${PERF_EVENTS[@]}" -a -- sync "$TARGET"
+    lab_run "$@" --case tool=sync "$name" -- perf stat -x, -o "$LAB_RUN/raw/$name.perf" "${PERF_EVENTS[@]}" -a -- sync "$TARGET"
   else
-    lab_run "$1" -- sync "$TARGET"
+    lab_run "$@" --case tool=sync "$name" -- sync "$TARGET"
   fi
 }
 
@@ -277,113 +298,136 @@ engine_ok() {
   return 1
 }
 
+# direct_too_small NAME BS: with O_DIRECT a block smaller than the device's logical block size
+# is refused: record NAME as skipped and return 0 in that case.
+direct_too_small() {
+  local bytes; bytes=$(numfmt --from=iec "${2^^}")
+  ((bytes < LBS)) || return 1
+  lab_skip "$1" "O_DIRECT needs I/O of at least the device's logical block size ($LBS bytes)"
+}
+
 # The original investigation's jobs, with the settings its write-up gives: 4 KiB writes
 # (IOPS x 4 KiB = its MiB/s), rw=write (it names "rw from write to read"), direct=1 except
 # for the buffered job, libaio at iodepth 1 as the base job; then psync, iodepth 2,
-# direct=0, and 1k/4M blocks, one change at a time. Every job runs ORIG_RUNTIME seconds
-# (time_based), so that block request counts are over equal windows.
+# direct=0, and 1k/4M blocks, one change at a time; and libaio with 32 sequential writes in
+# flight, where the block layer has adjacent requests to merge (iostat's wrqm/s). Every job
+# runs ORIG_RUNTIME seconds (time_based), so that block request counts cover equal windows.
+
+# original_job NAME ENGINE IODEPTH BS IO REP: one job of the original group (IO: direct or
+# buffered; a buffered job is followed by the sync that writes its data back).
 original_job() {
-  local name=$1; shift
-  fio_job "$name" original.fio "FIO_RUNTIME=$ORIG_RUNTIME" "$@"
+  local name=$1 e=$2 qd=$3 bs=$4 io=$5 r=$6 direct=1
+  [[ $io == direct ]] || direct=0
+  local case=(--case experiment=original --case "engine=$e" --case "iodepth=$qd" --case "bs=$(numfmt --from=iec "${bs^^}")"
+              --case "io=$io" --case rw=write --case "rep=$r")
+  if ((direct)) && direct_too_small "$name" "$bs"; then return 0; fi
+  engine_ok "$e" "$name" || return 0
+  fio_job "${case[@]}" "$name" original.fio "FIO_RUNTIME=$ORIG_RUNTIME" FIO_ENGINE="$e" FIO_IODEPTH="$qd" \
+    FIO_BS="$bs" FIO_DIRECT="$direct" || return 0
+  if [[ $io == buffered ]]; then sync_job "$name.sync" "${case[@]}" || true; fi
+}
+
+# original_strace NAME BS REP: strace -c -f of the base job at block size BS, as the original
+# did (strace's table on standard error, fio's JSON on standard output).
+original_strace() {
+  local name=$1 bs=$2 r=$3
+  direct_too_small "$name" "$bs" && return 0
+  engine_ok libaio "$name" || return 0
+  lab_run --case "experiment=original strace" --case engine=libaio --case iodepth=1 \
+    --case "bs=$(numfmt --from=iec "${bs^^}")" --case io=direct --case rw=write --case "rep=$r" --case tool=strace \
+    "$name" -- env FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_BS="$bs" FIO_DIRECT=1 "FIO_FILE=$TARGET" \
+    "FIO_SIZE=$SIZE" "FIO_RUNTIME=$ORIG_RUNTIME" strace -c -f -- fio --output-format=json "$LAB_DIR/original.fio" || true
 }
 
 group_original() {
   need_setup original || return 0
-  local r e qd bs bytes name
+  local r e qd bs eq strace_ok=1
+  lab_require original.strace cmd:strace || strace_ok=0
   for ((r = 1; r <= REPS; r++)); do
     FIO_PIDSTAT=1
-    for qd in 1 2; do
-      for e in libaio psync; do
-        name="original.write.$e.qd$qd.4k.direct.r$r"
-        engine_ok "$e" "$name" || continue
-        original_job "$name" FIO_ENGINE="$e" FIO_IODEPTH="$qd" FIO_BS=4k FIO_DIRECT=1 || true
-      done
+    # engine:iodepth; psync at iodepth 2 (fio caps it at 1) only in full mode, no claim reads it
+    for eq in $(lab_quick "libaio:1 psync:1 libaio:2 libaio:32" "libaio:1 psync:1 libaio:2 psync:2 libaio:32"); do
+      e=${eq%:*} qd=${eq#*:}
+      original_job "original.write.$e.qd$qd.4k.direct.r$r" "$e" "$qd" 4k direct "$r"
     done
-    name="original.write.libaio.qd1.4k.buffered.r$r"
-    if engine_ok libaio "$name"; then
-      original_job "$name" FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_BS=4k FIO_DIRECT=0 && { sync_job "$name.sync" || true; }
-    fi
+    original_job "original.write.libaio.qd1.4k.buffered.r$r" libaio 1 4k buffered "$r"
     for bs in 1k 4m; do
-      name="original.write.libaio.qd1.$bs.direct.r$r"
-      bytes=$(numfmt --from=iec "${bs^^}")
-      if ((bytes < LBS)); then
-        lab_skip "$name" "O_DIRECT needs I/O of at least the device's logical block size ($LBS bytes)"
-        continue
-      fi
-      engine_ok libaio "$name" || continue
-      original_job "$name" FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_BS="$bs" FIO_DIRECT=1 || true
+      original_job "original.write.libaio.qd1.$bs.direct.r$r" libaio 1 "$bs" direct "$r"
     done
     FIO_PIDSTAT=0
-  done
-  # strace -c -f of the base job at each block size, as the original did (table on stderr).
-  lab_require original.strace cmd:strace || return 0
-  for ((r = 1; r <= REPS; r++)); do
+    ((strace_ok)) || continue
     for bs in $(lab_quick "1k 4m" "1k 4k 4m"); do
-      name="original.strace.write.libaio.qd1.$bs.direct.r$r"
-      bytes=$(numfmt --from=iec "${bs^^}")
-      if ((bytes < LBS)); then
-        lab_skip "$name" "O_DIRECT needs I/O of at least the device's logical block size ($LBS bytes)"
-        continue
-      fi
-      engine_ok libaio "$name" || continue
-      lab_run "$name" -- env FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_BS="$bs" FIO_DIRECT=1 "FIO_FILE=$TARGET" \
-        "FIO_SIZE=$SIZE" "FIO_RUNTIME=$ORIG_RUNTIME" strace -c -f -- fio --output-format=json "$LAB_DIR/original.fio" || true
+      original_strace "original.strace.write.libaio.qd1.$bs.direct.r$r" "$bs" "$r"
     done
   done
 }
 
 group_engines() {
   need_setup engines || return 0
-  local r e rw qd depths
-  depths=$(lab_quick "1 32" "1 2 4 32")
+  local r e rw qd name
   for ((r = 1; r <= REPS; r++)); do
-    for rw in randread randwrite; do
-      for e in psync libaio io_uring; do
-        for qd in $depths; do
-          engine_ok "$e" "engines.$e.$rw.qd$qd.r$r" || continue
-          fio_job "engines.$e.$rw.qd$qd.r$r" engines.fio FIO_ENGINE="$e" FIO_IODEPTH="$qd" FIO_RW="$rw" || true
+    for rw in $(lab_quick "randread" "randread randwrite"); do
+      for e in $(lab_quick "psync libaio" "psync libaio io_uring"); do
+        for qd in $(lab_quick "32" "1 2 4 32"); do
+          name="engines.$e.$rw.qd$qd.r$r"
+          engine_ok "$e" "$name" || continue
+          fio_job --case experiment=engines --case "engine=$e" --case "iodepth=$qd" --case "rw=$rw" --case "rep=$r" \
+            "$name" engines.fio FIO_ENGINE="$e" FIO_IODEPTH="$qd" FIO_RW="$rw" || true
         done
       done
     done
   done
 }
 
+# buffered_job NAME RW MODE REP VAR=VALUE...: one job of the buffered group (MODE: direct,
+# buffered cold, buffered warm, buffered).
+buffered_job() {
+  local name=$1 rw=$2 mode=$3 r=$4; shift 4
+  fio_job --case experiment=buffered --case "rw=$rw" --case "mode=$mode" --case "rep=$r" \
+    "$name" buffered.fio FIO_RW="$rw" "$@"
+}
+
 group_buffered() {
   need_setup buffered || return 0
   local r
-  for ((r = 1; r <= REPS; r++)); do
-    fio_job "buffered.randread.direct.r$r" buffered.fio FIO_RW=randread FIO_DIRECT=1 FIO_INVALIDATE=1 || true
-    fio_job "buffered.randread.cold.r$r" buffered.fio FIO_RW=randread FIO_DIRECT=0 FIO_INVALIDATE=1 || true
+  for ((r = 1; r <= OTHER_REPS; r++)); do
+    # quick mode: the random reads only (direct, cold and warm page cache)
+    buffered_job "buffered.randread.direct.r$r" randread direct "$r" FIO_DIRECT=1 FIO_INVALIDATE=1 || true
+    buffered_job "buffered.randread.cold.r$r" randread "buffered cold" "$r" FIO_DIRECT=0 FIO_INVALIDATE=1 || true
     # A raw block device loses its page cache when its last opener closes it (the kernel
     # syncs and drops the device's mapping): hold it open from the warm-up to the warm job.
     local mark; mark=$(lab_mark)
     [[ -z $FIO_DEVICE ]] || lab_spawn "buffered.hold.r$r" -- flock --shared "$TARGET" sleep 3600
     fio_job "buffered.warmup.r$r" warmup.fio || true
-    fio_job "buffered.randread.warm.r$r" buffered.fio FIO_RW=randread FIO_DIRECT=0 FIO_INVALIDATE=0 || true
+    buffered_job "buffered.randread.warm.r$r" randread "buffered warm" "$r" FIO_DIRECT=0 FIO_INVALIDATE=0 || true
     lab_unwind "$mark"
-    fio_job "buffered.randwrite.direct.r$r" buffered.fio FIO_RW=randwrite FIO_DIRECT=1 FIO_INVALIDATE=1 || true
-    fio_job "buffered.randwrite.buffered.r$r" buffered.fio FIO_RW=randwrite FIO_DIRECT=0 FIO_INVALIDATE=1 || true
-    sync_job "buffered.randwrite.buffered.r$r.sync" || true
+    [[ $(lab_quick quick full) == full ]] || continue
+    buffered_job "buffered.randwrite.direct.r$r" randwrite direct "$r" FIO_DIRECT=1 FIO_INVALIDATE=1 || true
+    if buffered_job "buffered.randwrite.buffered.r$r" randwrite buffered "$r" FIO_DIRECT=0 FIO_INVALIDATE=1; then
+      sync_job "buffered.randwrite.buffered.r$r.sync" --case experiment=buffered --case rw=randwrite \
+        --case mode=buffered --case "rep=$r" || true
+    fi
   done
 }
 
 group_blocksize() {
   need_setup blocksize || return 0
-  local r rw io bs sizes direct
-  sizes=$(lab_quick "4k 4m" "1k 4k 64k 4m")
-  for ((r = 1; r <= REPS; r++)); do
+  if [[ $(lab_quick quick full) == quick ]]; then
+    lab_skip blocksize "quick mode runs the cases the claims read, and none reads this group (the original group has its own 1k/4k/4m jobs): run without --quick"
+    return 0
+  fi
+  local r rw io bs direct name
+  for ((r = 1; r <= OTHER_REPS; r++)); do
     for rw in read write; do
       for io in direct buffered; do
         if [[ $io == direct ]]; then direct=1; else direct=0; fi
-        for bs in $sizes; do
-          local name="blocksize.$rw.$io.$bs.r$r" bytes
-          bytes=$(numfmt --from=iec "${bs^^}")
-          if ((direct && bytes < LBS)); then
-            lab_skip "$name" "O_DIRECT needs I/O of at least the device's logical block size ($LBS bytes)"
-            continue
-          fi
-          fio_job "$name" blocksize.fio FIO_RW="$rw" FIO_BS="$bs" FIO_DIRECT="$direct" || continue
-          if [[ $rw == write && $io == buffered ]]; then sync_job "$name.sync" || true; fi
+        for bs in $(lab_quick "4k 4m" "1k 4k 64k 4m"); do
+          name="blocksize.$rw.$io.$bs.r$r"
+          if ((direct)) && direct_too_small "$name" "$bs"; then continue; fi
+          local case=(--case experiment=blocksize --case "rw=$rw" --case "io=$io"
+                      --case "bs=$(numfmt --from=iec "${bs^^}")" --case "rep=$r")
+          fio_job "${case[@]}" "$name" blocksize.fio FIO_RW="$rw" FIO_BS="$bs" FIO_DIRECT="$direct" || continue
+          if [[ $rw == write && $io == buffered ]]; then sync_job "$name.sync" "${case[@]}" || true; fi
         done
       done
     done
@@ -399,31 +443,40 @@ layout_make() {
   esac
 }
 
+# layout_stat NAME KIND FSYNC WHEN REP FILE: the blocks allocated to FILE (stat), as a step
+# whose case says which file and when (made, after randwrite).
+layout_stat() {
+  lab_run --case experiment=layout --case "layout=$2" --case "fsync=$3" --case "when=$4" --case "rep=$5" \
+    --case tool=stat "$1" -- stat -c '%s %b %B' "$6"
+}
+
 group_layout() {
   need_setup layout || return 0
   if [[ -n $FIO_DEVICE ]]; then lab_skip layout "the target is a block device: file layouts need a file"; return 0; fi
-  local r kind f file
+  local r kind f file name
   for ((r = 1; r <= REPS; r++)); do
     for f in $(lab_quick "0" "0 1"); do
       for kind in regular sparse fallocated; do
-        local name="layout.$kind.randwrite.fsync$f.r$r"
+        name="layout.$kind.randwrite.fsync$f.r$r"
         if [[ $kind == fallocated && -n $FALLOC_WHY ]]; then lab_skip "$name" "$FALLOC_WHY"; continue; fi
         if [[ $kind == regular ]]; then file=$TARGET; else file="$LAB_SCRATCH/$kind.dat"; fi
         layout_make "$name.make" "$kind" "$file" || continue
-        lab_run "$name.before" -- stat -c '%s %b %B' "$file" || true
-        fio_job "$name" layout.fio FIO_FILE="$file" FIO_RW=randwrite FIO_FSYNC="$f" || true
-        lab_run "$name.after" -- stat -c '%s %b %B' "$file" || true
+        layout_stat "$name.before" "$kind" "$f" made "$r" "$file" || true
+        fio_job --case experiment=layout --case "layout=$kind" --case rw=randwrite --case "fsync=$f" --case "rep=$r" \
+          "$name" layout.fio FIO_FILE="$file" FIO_RW=randwrite FIO_FSYNC="$f" || true
+        layout_stat "$name.after" "$kind" "$f" "after randwrite" "$r" "$file" || true
         [[ $kind == regular ]] || rm -f "$file"
       done
     done
     # Reads: a fresh sparse file (all holes), a fresh fallocated one (all unwritten
-    # extents), and the written file.
-    for kind in regular sparse fallocated; do
-      local name="layout.$kind.randread.fsync0.r$r"
+    # extents; not in quick mode, no claim reads it), and the written file.
+    for kind in $(lab_quick "regular sparse" "regular sparse fallocated"); do
+      name="layout.$kind.randread.fsync0.r$r"
       if [[ $kind == fallocated && -n $FALLOC_WHY ]]; then lab_skip "$name" "$FALLOC_WHY"; continue; fi
       if [[ $kind == regular ]]; then file=$TARGET; else file="$LAB_SCRATCH/$kind.dat"; fi
       layout_make "$name.make" "$kind" "$file" || continue
-      fio_job "$name" layout.fio FIO_FILE="$file" FIO_RW=randread FIO_FSYNC=0 || true
+      fio_job --case experiment=layout --case "layout=$kind" --case rw=randread --case fsync=0 --case "rep=$r" \
+        "$name" layout.fio FIO_FILE="$file" FIO_RW=randread FIO_FSYNC=0 || true
       [[ $kind == regular ]] || rm -f "$file"
     done
   done
@@ -431,12 +484,12 @@ group_layout() {
 
 group_numjobs() {
   need_setup numjobs || return 0
-  local r rw n counts
-  counts=$(lab_quick "1 4" "1 2 4")
-  for ((r = 1; r <= REPS; r++)); do
-    for rw in randread randwrite; do
-      for n in $counts; do
-        fio_job "numjobs.$rw.nj$n.r$r" numjobs.fio FIO_RW="$rw" FIO_NUMJOBS="$n" || true
+  local r rw n
+  for ((r = 1; r <= OTHER_REPS; r++)); do
+    for rw in $(lab_quick "randread" "randread randwrite"); do
+      for n in $(lab_quick "1 4" "1 2 4"); do
+        fio_job --case experiment=numjobs --case "numjobs=$n" --case "rw=$rw" --case "rep=$r" \
+          "numjobs.$rw.nj$n.r$r" numjobs.fio FIO_RW="$rw" FIO_NUMJOBS="$n" || true
       done
     done
   done
@@ -451,7 +504,8 @@ group_strace() {
   for e in psync libaio; do
     if [[ $e == psync ]]; then qd=1; else qd=32; fi
     engine_ok "$e" "strace.$e" || continue
-    lab_run "strace.$e" -- env FIO_ENGINE="$e" FIO_IODEPTH="$qd" FIO_RW=randread "FIO_FILE=$TARGET" \
+    lab_run --case experiment=strace --case "engine=$e" --case "iodepth=$qd" --case rw=randread --case tool=strace \
+      "strace.$e" -- env FIO_ENGINE="$e" FIO_IODEPTH="$qd" FIO_RW=randread "FIO_FILE=$TARGET" \
       "FIO_SIZE=$SIZE" "FIO_RUNTIME=$RUNTIME" \
       strace -c -f -- fio --output-format=json "$LAB_DIR/engines.fio" || true
   done

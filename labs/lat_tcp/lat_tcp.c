@@ -11,14 +11,15 @@
  *   switches.  Connection setup is not timed.
  *
  * Method and source
- *   lmbench 3 lat_tcp.c (protocol) and lib_timing.c benchmp() (timing), by
- *   Larry McVoy and Carl Staelin; see McVoy & Staelin, "lmbench: Portable
- *   tools for performance analysis", USENIX Annual Technical Conference 1996.
- *   This is an independent re-implementation of that method, with two
- *   deliberate differences: every failure (connect refused, short read,
- *   peer closed) is an error with exit status 1 and no number -- the
- *   original ignores a failed connect and still prints a (bogus, tiny)
- *   latency -- and the result is also printed as one JSON line.
+ *   lmbench 3 lat_tcp.c (protocol), by Larry McVoy and Carl Staelin; see
+ *   McVoy & Staelin, "lmbench: Portable tools for performance analysis",
+ *   USENIX Annual Technical Conference 1996.  This is an independent
+ *   re-implementation of that protocol, with two deliberate differences:
+ *   every failure (connect refused, short read, peer closed) is an error
+ *   with exit status 1 and no number -- the original ignores a failed
+ *   connect and still prints a (bogus, tiny) latency -- and the result is
+ *   also printed as one JSON line.  -L brings the original's behaviour back
+ *   for the lab's no-server experiment (below).
  *
  *   Protocol: the client connects and sends a 4-byte big-endian word whose
  *   low 31 bits are msize.  The high bit (NODELAY_FLAG) is our extension:
@@ -27,18 +28,38 @@
  *   per connection, as lmbench does; on a shutdown request or SIGTERM it
  *   ends its remaining children and exits 0.
  *
- *   Timing (as benchmp): calibration starts at 1 round trip per batch and
- *   doubles until a batch lasts at least 1/8 of the target sample time,
- *   then scales the count so one batch lasts about the target.  This also
- *   warms up caches, the scheduler and the TCP connection.  Then N batches
- *   are timed with CLOCK_MONOTONIC; each sample is elapsed / iterations.
- *   The reported value is the median sample (mean of the middle two when
- *   N is even), as lmbench reports the median of its repetitions.
+ *   Timing: our own calibration, not lmbench's benchmp().  Ours first makes
+ *   16 untimed round trips (warm-up), then starts at 1 round trip per batch
+ *   and doubles the count until a batch lasts at least 1/8 of the target
+ *   sample time (-t), then scales the count so one batch lasts about the
+ *   target, times one batch at that count and scales again while it is off
+ *   by more than 2x (at most 4 times).  Then N batches are timed with
+ *   CLOCK_MONOTONIC (nanoseconds) and every one is kept; each sample is
+ *   elapsed / iterations, nothing subtracted.  The reported value is the median
+ *   sample (mean of the middle two when N is even); lmbench also reports a
+ *   median of its repetitions.  Where benchmp (lmbench 3 lib_timing.c,
+ *   benchmp_interval) differs: it multiplies the count by 8 while a batch
+ *   lasts 150 us or less, then scales it to 1.1 x its "enough" interval;
+ *   it keeps only batches longer than 0.95 x enough; it subtracts its
+ *   measured timing and loop overheads from each batch; it reads the time
+ *   with gettimeofday (microseconds).  Our figures are therefore not
+ *   lmbench's to the last digit, only the same quantity.
+ *
+ *   -L (lmbench 3.0-a9's unchecked client): a refused connect is retried
+ *   10 more times, as lmbench's tcp_connect does, then the client goes on
+ *   with descriptor -1, as lmbench's caller does; the size word, every
+ *   write and every read are issued without looking at their results (as
+ *   lmbench's init and doclient do; a short read is not completed either).
+ *   With no server, each "round trip" is then a write and a read on
+ *   descriptor -1, both failing at once with EBADF, and a number is
+ *   printed.  The JSON line says so: "unchecked":true, "connected":false,
+ *   and "failed_calls", the writes and reads of the timed batches that
+ *   returned an error.
  *
  * Usage
  *   lat_tcp -s [-p port] [-b addr]        run the server (foreground)
  *   lat_tcp -S [-p port] host             ask the server to exit
- *   lat_tcp [-m msize] [-N reps] [-p port] [-t seconds] [-n] host
+ *   lat_tcp [-m msize] [-N reps] [-p port] [-t seconds] [-n] [-L] host
  *   Defaults: port 31234, addr 127.0.0.1, msize 1, N 11, t 2.0, no NODELAY.
  *
  * Output (client)
@@ -46,9 +67,11 @@
  *     TCP latency using <host>: <median, %.4f> microseconds
  *   stdout, one JSON line (all times in microseconds, samples in order):
  *     {"tool":"lat_tcp","host":"127.0.0.1","port":31234,"msize":1,
- *      "nodelay":false,"iterations":N,"target_s":2.0,"unit":"us",
+ *      "nodelay":false,"unchecked":false,"connected":true,
+ *      "failed_calls":0,"iterations":N,"target_s":2.0,"unit":"us",
  *      "median":M,"min":A,"max":B,"samples":[s1,...,sN]}
  *   Exit status: 0 ok, 1 runtime error (no number printed), 2 bad usage.
+ *   With -L, a failed connect, read or write is not an error (see above).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -78,14 +101,16 @@
 static const char usage_text[] =
     "usage: lat_tcp -s [-p port] [-b addr]\n"
     "       lat_tcp -S [-p port] host\n"
-    "       lat_tcp [-m msize[k|m]] [-N reps] [-p port] [-t seconds] [-n] host\n"
+    "       lat_tcp [-m msize[k|m]] [-N reps] [-p port] [-t seconds] [-n] [-L] host\n"
     "  -s  run the server in the foreground (bind addr, default 127.0.0.1)\n"
     "  -S  tell the server on host to exit\n"
     "  -m  message size in bytes, 1..16777216 (default 1)\n"
     "  -N  number of samples, 1..1000 (default 11)\n"
     "  -p  TCP port, 1..65535 (default 31234)\n"
     "  -t  target seconds per sample, >0 and <=60 (default 2.0)\n"
-    "  -n  set TCP_NODELAY on client and server sockets\n";
+    "  -n  set TCP_NODELAY on client and server sockets\n"
+    "  -L  lmbench 3.0-a9's unchecked client: a failed connect, write or read\n"
+    "      is ignored (with no server it times calls on descriptor -1)\n";
 
 _Noreturn static void usage_error(const char *msg, const char *arg)
 {
@@ -298,8 +323,43 @@ static int connect_to(const char *host, int port, int nodelay)
     return fd;
 }
 
+/* lmbench 3.0-a9's tcp_connect, as -L uses it: a refused (or reset)
+ * connect is retried until 11 attempts have failed, then -1 is returned and
+ * nobody checks it.  Other connect errors end the client, as lmbench's
+ * perror + exit(4) does (ours: exit 1). */
+static int connect_unchecked(const char *host, int port, int nodelay)
+{
+    for (int tries = 0; tries <= 10; tries++) {
+        struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM };
+        struct addrinfo *res;
+        char portstr[16];
+        snprintf(portstr, sizeof portstr, "%d", port);
+        int rc = getaddrinfo(host, portstr, &hints, &res);
+        if (rc != 0)
+            die("cannot resolve %s (port %d): %s", host, port, gai_strerror(rc));
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0)
+            die("socket: %s", strerror(errno));
+        if (nodelay) {
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        }
+        rc = connect(fd, res->ai_addr, res->ai_addrlen);
+        int err = errno;
+        freeaddrinfo(res);
+        if (rc == 0)
+            return fd;
+        close(fd);
+        if (err != ECONNREFUSED && err != ECONNRESET)
+            die("connect to %s:%d: %s", host, port, strerror(err));
+    }
+    return -1;
+}
+
 static const char *g_host;
 static int g_port;
+static int g_unchecked;                 /* -L */
+static uint64_t g_failed_calls;         /* -L: writes and reads that failed */
 
 static double now_ns(void)
 {
@@ -308,9 +368,26 @@ static double now_ns(void)
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
+/* -L: `iters` round trips as lmbench's doclient does them: one write and
+ * one read, results not acted on (only failures counted). */
+static double batch_unchecked(int fd, char *buf, size_t msize, uint64_t iters)
+{
+    uint64_t failed = 0;
+    double t0 = now_ns();
+    for (uint64_t i = 0; i < iters; i++) {
+        failed += write(fd, buf, msize) < 0;
+        failed += read(fd, buf, msize) < 0;
+    }
+    double t = now_ns() - t0;
+    g_failed_calls += failed;
+    return t;
+}
+
 /* Time `iters` back-to-back round trips; returns elapsed nanoseconds. */
 static double batch(int fd, char *buf, size_t msize, uint64_t iters)
 {
+    if (g_unchecked)
+        return batch_unchecked(fd, buf, msize, iters);
     double t0 = now_ns();
     for (uint64_t i = 0; i < iters; i++) {
         if (write_full(fd, buf, msize) < 0)
@@ -321,6 +398,38 @@ static double batch(int fd, char *buf, size_t msize, uint64_t iters)
                 r == 0 ? "connection closed by server" : strerror(errno));
     }
     return now_ns() - t0;
+}
+
+/* The count of round trips per batch for a batch of about target_ns.
+ * First WARMUP_ROUND_TRIPS untimed round trips: the first ones wake the
+ * server's connection child for the first time after its fork and would
+ * make the first batches look slow.  Then the count doubles from 1 until a
+ * batch lasts at least target/8, and is scaled to the target; a batch at
+ * the scaled count is timed, and while it is off by more than 2x (a batch
+ * that waited once for something else gives too small a count) the count
+ * is scaled again, at most CALIBRATION_CHECKS times. */
+#define WARMUP_ROUND_TRIPS 16
+#define CALIBRATION_CHECKS 4
+static uint64_t scale_count(uint64_t iters, double t, double target_ns)
+{
+    double n = (double)iters * (target_ns / (t > 1 ? t : 1));
+    return n < 1 ? 1 : n > (double)(1ULL << 40) ? (1ULL << 40) : (uint64_t)n;
+}
+
+static uint64_t calibrate(int fd, char *buf, size_t msize, double target_ns)
+{
+    batch(fd, buf, msize, WARMUP_ROUND_TRIPS);
+    uint64_t iters = 1;
+    double t;
+    while ((t = batch(fd, buf, msize, iters)) < target_ns / 8 && iters < (1ULL << 40))
+        iters *= 2;
+    for (int k = 0; k < CALIBRATION_CHECKS; k++) {
+        iters = scale_count(iters, t, target_ns);
+        t = batch(fd, buf, msize, iters);
+        if (t >= target_ns / 2 && t <= target_ns * 2)
+            break;
+    }
+    return iters;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -342,13 +451,18 @@ static void json_string(const char *s)
 }
 
 static int run_client(const char *host, int port, size_t msize, int reps,
-                      double target_s, int nodelay)
+                      double target_s, int nodelay, int unchecked)
 {
     g_host = host;
     g_port = port;
-    int fd = connect_to(host, port, nodelay);
+    g_unchecked = unchecked;
+    int fd = unchecked ? connect_unchecked(host, port, nodelay)
+                       : connect_to(host, port, nodelay);
     uint32_t word = htonl((uint32_t)msize | (nodelay ? NODELAY_FLAG : 0));
-    if (write_full(fd, &word, sizeof word) < 0)
+    if (unchecked) {                    /* lmbench's init: result not checked */
+        ssize_t ignored = write(fd, &word, sizeof word);
+        (void)ignored;
+    } else if (write_full(fd, &word, sizeof word) < 0)
         die("write to %s:%d: %s", host, port, strerror(errno));
     char *buf = calloc(1, msize);
     double *samples = malloc(reps * sizeof *samples);
@@ -356,18 +470,13 @@ static int run_client(const char *host, int port, size_t msize, int reps,
     if (!buf || !samples || !sorted)
         die("out of memory");
 
-    /* Calibrate (and warm up): double until a batch is >= target/8. */
-    double target_ns = target_s * 1e9, t;
-    uint64_t iters = 1;
-    while ((t = batch(fd, buf, msize, iters)) < target_ns / 8 && iters < (1ULL << 40))
-        iters *= 2;
-    iters = (uint64_t)(iters * (target_ns / (t > 1 ? t : 1)));
-    if (iters < 1)
-        iters = 1;
+    uint64_t iters = calibrate(fd, buf, msize, target_s * 1e9);
 
+    g_failed_calls = 0;                 /* count the timed batches only */
     for (int i = 0; i < reps; i++)
         samples[i] = batch(fd, buf, msize, iters) / 1e3 / (double)iters;
-    close(fd);
+    if (fd >= 0)
+        close(fd);
 
     memcpy(sorted, samples, reps * sizeof *sorted);
     qsort(sorted, reps, sizeof *sorted, cmp_double);
@@ -377,8 +486,12 @@ static int run_client(const char *host, int port, size_t msize, int reps,
     fprintf(stderr, "TCP latency using %s: %.4f microseconds\n", host, median);
     printf("{\"tool\":\"lat_tcp\",\"host\":");
     json_string(host);
-    printf(",\"port\":%d,\"msize\":%zu,\"nodelay\":%s,\"iterations\":%llu,",
-           port, msize, nodelay ? "true" : "false", (unsigned long long)iters);
+    printf(",\"port\":%d,\"msize\":%zu,\"nodelay\":%s,", port, msize,
+           nodelay ? "true" : "false");
+    printf("\"unchecked\":%s,\"connected\":%s,\"failed_calls\":%llu,",
+           unchecked ? "true" : "false", fd >= 0 ? "true" : "false",
+           (unsigned long long)g_failed_calls);
+    printf("\"iterations\":%llu,", (unsigned long long)iters);
     printf(target_s == (double)(long)target_s ? "\"target_s\":%.1f," : "\"target_s\":%g,",
            target_s);
     printf("\"unit\":\"us\",\"median\":%.4f,\"min\":%.4f,\"max\":%.4f,\"samples\":[",
@@ -399,7 +512,7 @@ int main(int argc, char **argv)
     static const struct option longopts[] = {
         { "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
     };
-    int server = 0, stop = 0, nodelay = 0, port = DEFAULT_PORT, reps = 11;
+    int server = 0, stop = 0, nodelay = 0, unchecked = 0, port = DEFAULT_PORT, reps = 11;
     int client_opts = 0, c;
     long msize = 1;
     double target_s = 2.0;
@@ -407,7 +520,7 @@ int main(int argc, char **argv)
 
     signal(SIGPIPE, SIG_IGN);           /* a closed peer is EPIPE, not death */
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":sSm:N:p:t:nb:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":sSm:N:p:t:nLb:h", longopts, NULL)) != -1) {
         switch (c) {
         case 's': server = 1; break;
         case 'S': stop = 1; break;
@@ -415,6 +528,7 @@ int main(int argc, char **argv)
         case 'N': reps = (int)parse_long(optarg, 1, MAX_REPS, 0, "-N"); client_opts = 1; break;
         case 'p': port = (int)parse_long(optarg, 1, 65535, 0, "-p"); break;
         case 'n': nodelay = 1; client_opts = 1; break;
+        case 'L': unchecked = 1; client_opts = 1; break;
         case 'b': bind_addr = optarg; break;
         case 't': {
             char *end;
@@ -467,5 +581,5 @@ int main(int argc, char **argv)
         close(fd);
         return 0;
     }
-    return run_client(host, port, (size_t)msize, reps, target_s, nodelay);
+    return run_client(host, port, (size_t)msize, reps, target_s, nodelay, unchecked);
 }

@@ -4,117 +4,192 @@
 #   sudo labs/lat_tcp/run.sh [--quick] [--out DIR] [--only GROUP,..] [--host LABEL]
 #
 # What it does, one step per command (each kept with its output under <out>/lat_tcp/raw/):
-#   build     compile lat_tcp.c (our lmbench-method client/server) into the scratch dir
-#   noserver  run the client with no server listening: it must fail and print no number
-#   free      server and client left to the scheduler
-#   pinned    server and client pinned with taskset to every CPU pair of the first 4 CPUs
-#   msize     message sizes 1 B .. 64 KiB, server and client on one CPU and on two
+#   build     compile lat_tcp.c (lmbench's protocol, our own timing) into the scratch dir; pick
+#             the placements: the server's CPU (the first online CPU) and, for the client, that
+#             CPU, its SMT sibling, another core and another package, where the host has them
+#   noserver  the client with no server listening: ours must fail and print no number; then
+#             the same command with -L (lmbench 3.0-a9's unchecked connect), with no server
+#             and with one, interleaved
+#   free      where the scheduler puts an unpinned server and client: ps every 50 ms
+#   pinned    server pinned with taskset, the client on each placement, and both unpinned,
+#             interleaved
+#   msize     message sizes 1 B .. 64 KiB, client on the server's CPU and on another, interleaved
 #   veth      loopback vs a veth pair between two network namespaces (root), on one CPU
-#   perf      perf record -g of the client, same CPU vs other CPU -> flame graphs (inferno)
-#   strace    strace -c of the client: which system calls one round trip costs
-#   sockperf  the same pinnings measured by sockperf ping-pong, an independent tool
+#   perf      perf record -g of the client against untraced runs, same CPU; other CPU once;
+#             flame graphs (inferno)
+#   strace    strace -c of the client against untraced runs: which system calls a round trip costs
+#   sockperf  sockperf ping-pong and lat_tcp, interleaved, on the same pinnings
+# A case a claim reads runs 3 times in quick mode and 5 in full, the cases of a group in turn
+# within each repetition (ABAB, not AAA BBB); each run's median round trip is one sample.
+# Quick mode drops the cases no claim reads (msize and perf on the other CPU) or runs them
+# once (veth, strace). Every measuring step carries its case as fields (lab_run --case);
+# record.py reads those, never step names.
 # Servers are stopped by PID and namespaces deleted on exit, error, Ctrl-C and TERM.
 # shellcheck disable=SC2015 # "step && step || undo": the undo runs when any of the steps failed
 # shellcheck source=../lib/lab.sh disable=SC2317 # group_* functions are called by lab_main
 source "$(dirname "$0")/../lib/lab.sh"
 
-lab_define lat_tcp "lat_tcp: TCP round-trip latency (lmbench method), pinning, message size, veth" \
+lab_define lat_tcp "lat_tcp: TCP round-trip latency (lmbench's protocol), pinning, message size, veth" \
   gcc taskset perf strace sockperf ip inferno-flamegraph
-lab_group build "compile lat_tcp.c" always
-lab_group noserver "client with no server: must fail, print no number"
-lab_group free "unpinned server and client, 1-byte messages"
-lab_group pinned "taskset: every (server CPU, client CPU) pair of the first 4 CPUs"
-lab_group msize "message size 1 B to 64 KiB, same CPU and other CPU"
+lab_group build "compile lat_tcp.c, choose the placements" always
+lab_group noserver "client with no server: ours fails; lmbench's unchecked connect prints a number"
+lab_group free "where the scheduler puts an unpinned pair (ps every 50 ms)"
+lab_group pinned "taskset placements of the client and an unpinned pair, interleaved"
+lab_group msize "message size 1 B to 64 KiB, same CPU and other CPU, interleaved"
 lab_group veth "loopback vs veth between two network namespaces, same CPU (root)"
-lab_group perf "perf record -g of the client: same CPU vs other CPU, flame graphs"
-lab_group strace "strace -c of the client"
-lab_group sockperf "cross-check with sockperf ping-pong on the same pinnings"
+lab_group perf "perf record -g of the client vs untraced, same CPU; flame graphs"
+lab_group strace "strace -c of the client vs untraced"
+lab_group sockperf "cross-check with sockperf ping-pong on the same pinnings, interleaved"
 
-BIN="" PORT="" CPU_A=0 CPU_B=0 REL_AB=same-cpu T="" N=""
+BIN="" PORT="" CPU_A=0 CPU_B=0 REL_B=same-cpu T="" N="" REPS=3 EXTRA=1
+PLACES=()   # "CPU RELATION" of each client placement, the server being on CPU_A
 
-# shellcheck disable=SC2034 # REL_AB: the relation of CPU_A and CPU_B (topology.txt has it for record.py)
+# relation_of RELATION: the first CPU that stands in RELATION to CPU_A (topology.txt), if any.
+relation_of() { awk -v r="$1" '$3 == r { print $2; exit }' "$LAB_RUN/topology.txt"; }
+# relation_to CPU: how CPU stands to CPU_A: same-cpu, smt-sibling, other-core or other-package.
+relation_to() { awk -v c="$1" '$2 == c { print $3; exit }' "$LAB_RUN/topology.txt"; }
+
 group_build() {
-  # Timing per measurement: target seconds per sample (-t) and number of samples (-N).
-  T=$(lab_quick 0.05 0.5)
-  N=$(lab_quick 5 11)
+  # Per run: target seconds per batch (-t) and batches (-N); the run's median is one sample.
+  T=$(lab_quick 0.03 0.2)
+  N=5
+  REPS=$(lab_quick 3 5)   # every case a claim reads: >= 3 samples a side in quick mode, 5 in full
+  EXTRA=$(lab_quick 1 5)  # cases no claim reads (the page's tables only): fewer in quick mode
   BIN="$LAB_SCRATCH/lat_tcp"
   lab_run build -- gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -D_GNU_SOURCE \
     -o "$BIN" "$LAB_DIR/lat_tcp.c" || { BIN=""; return 1; }
   PORT=$(lab_free_port 31234)
-  # CPU_A runs every server; CPU_B, the "other CPU" for a client, is the second online CPU if any.
-  local pairs
-  pairs=$("$LAB_PY" -m labkit topology --cpus 4)
-  CPU_A=$(awk 'NR==1{print $1}' <<<"$pairs")
-  read -r _ CPU_B REL_AB < <(awk -v a="$CPU_A" '$1==a && $2!=a {print; exit}' <<<"$pairs") || true
-  [[ -n "$CPU_B" ]] || { CPU_B=$CPU_A; REL_AB=same-cpu; }
-  printf '%s\n' "$pairs" > "$LAB_RUN/topology.txt"
+  # The server always runs on CPU_A, the first online CPU. topology.txt: "CPU_A CPU RELATION"
+  # for every online CPU, from the kernel's topology files (labkit topology).
+  local all rel c
+  all=$("$LAB_PY" -m labkit topology --cpus 100000) || all=""
+  CPU_A=$(awk 'NR == 1 { print $1 }' <<<"$all")
+  [[ -n "$CPU_A" ]] || { CPU_A=$(taskset -pc $$ | awk -F': ' '{ split($2, a, /[,-]/); print a[1] }'); all="$CPU_A $CPU_A same-cpu"; }
+  awk -v a="$CPU_A" '$1 == a' <<<"$all" > "$LAB_RUN/topology.txt"
+  PLACES=()
+  for rel in same-cpu smt-sibling other-core other-package; do
+    c=$(relation_of "$rel")
+    [[ -z "$c" ]] || PLACES+=("$c $rel")
+  done
+  # CPU_B, the "other CPU" of the two-placement experiments: another core, else another
+  # package, else the SMT sibling; CPU_A itself on a one-CPU host (those steps are skipped).
+  CPU_B=$CPU_A REL_B=same-cpu
+  for rel in other-core other-package smt-sibling; do
+    c=$(relation_of "$rel")
+    if [[ -n "$c" ]]; then CPU_B=$c REL_B=$rel; break; fi
+  done
 }
 
 need_bin() { [[ -n "$BIN" ]] || { lab_skip "$1" "build failed"; return 1; }; }
 
-# start_server NAME CPU [ARGS...]: lat_tcp -s pinned to CPU ("" = unpinned), wait until it listens.
+# start_server NAME CPU PORT [ARGS...]: lat_tcp -s on PORT, pinned to CPU ("" = unpinned);
+# waits until it listens.
 start_server() {
-  local name=$1 cpu=$2; shift 2
+  local name=$1 cpu=$2 port=$3; shift 3
   if [[ -n "$cpu" ]]; then
-    lab_spawn "$name" -- taskset -c "$cpu" "$BIN" -s -p "$PORT" "$@"
+    lab_spawn "$name" -- taskset -c "$cpu" "$BIN" -s -p "$port" "$@"
   else
-    lab_spawn "$name" -- "$BIN" -s -p "$PORT" "$@"
+    lab_spawn "$name" -- "$BIN" -s -p "$port" "$@"
   fi
   lab_wait_for "$LAB_RUN/raw/$name.err" "listening" 5 || { lab_skip "$name" "server did not start: $(tail -n1 "$LAB_RUN/raw/$name.err")"; return 1; }
 }
 
+# client NAME CPU PORT MSIZE KEY=VALUE...: one lat_tcp client run as a step, pinned to CPU
+# ("" = unpinned), to 127.0.0.1:PORT with MSIZE-byte messages. Its case: tool=lat_tcp, msize,
+# client_cpu (when pinned) and the KEY=VALUE fields given.
+client() {
+  local name=$1 cpu=$2 port=$3 m=$4 f cases=(); shift 4
+  for f in tool=lat_tcp "msize=$m" ${cpu:+"client_cpu=$cpu"} "$@"; do cases+=(--case "$f"); done
+  if [[ -n "$cpu" ]]; then
+    lab_run "${cases[@]}" "$name" -- taskset -c "$cpu" "$BIN" -m "$m" -N "$N" -t "$T" -p "$port" 127.0.0.1
+  else
+    lab_run "${cases[@]}" "$name" -- "$BIN" -m "$m" -N "$N" -t "$T" -p "$port" 127.0.0.1
+  fi
+}
+
 group_noserver() {
   need_bin noserver || return 0
-  # Nothing listens on $PORT (lab_free_port checked): lmbench's client would print a latency here.
-  lab_run --expect-fail noserver -- "$BIN" -N 3 -t 0.05 -p "$PORT" 127.0.0.1
+  local quiet mark i
+  quiet=$(lab_free_port $((PORT + 10)))
+  # Nothing listens on $quiet (lab_free_port checked): lmbench's client would print a latency here.
+  lab_run --expect-fail noserver -- "$BIN" -N 3 -t 0.05 -p "$quiet" 127.0.0.1
   # The same in gdb (the gdb card reads it): connect's return value, and the client's exit.
-  lab_require noserver.gdb cmd:gdb || return 0
-  lab_run noserver.gdb -- gdb -q -batch -ex 'break connect' -ex run -ex finish -ex continue \
-    --args "$BIN" -N 1 -t 0.05 -p "$PORT" 127.0.0.1
+  if lab_require noserver.gdb cmd:gdb; then
+    lab_run noserver.gdb -- gdb -q -batch -ex 'break connect' -ex run -ex finish -ex continue \
+      --args "$BIN" -N 1 -t 0.05 -p "$quiet" 127.0.0.1
+  fi
+  # lmbench 3.0-a9's client (-L: a failed connect is not checked), with no server on $quiet
+  # and with one on $PORT, in turn; both on CPU_A.
+  lab_require noserver.unchecked cmd:taskset || return 0
+  mark=$(lab_mark)
+  start_server noserver.server "$CPU_A" "$PORT" || return 0
+  for ((i = 1; i <= REPS; i++)); do
+    lab_run --case experiment=noserver --case tool=lat_tcp --case client=unchecked --case server=none \
+      --case msize=1 --case "client_cpu=$CPU_A" --case "rep=$i" \
+      "noserver.unchecked.none.$i" -- taskset -c "$CPU_A" "$BIN" -L -m 1 -N "$N" -t "$T" -p "$quiet" 127.0.0.1
+    lab_run --case experiment=noserver --case tool=lat_tcp --case client=unchecked --case server=listening \
+      --case msize=1 --case "server_cpu=$CPU_A" --case "client_cpu=$CPU_A" --case "rep=$i" \
+      "noserver.unchecked.listening.$i" -- taskset -c "$CPU_A" "$BIN" -L -m 1 -N "$N" -t "$T" -p "$PORT" 127.0.0.1
+  done
+  lab_unwind "$mark"
 }
 
 group_free() {
   need_bin free || return 0
   local mark; mark=$(lab_mark)
-  start_server free.server "" || return 0
-  # What htop would show: every 50 ms, the CPU (psr) each lat_tcp process last ran on.
+  start_server free.server "" "$PORT" || return 0
+  # What htop would show: every 50 ms, the CPU (psr) each lat_tcp process last ran on. This
+  # run is for the snapshots: the round trips compared with the pinned ones are the pinned
+  # group's unpinned runs, made without ps beside them.
   lab_spawn free.where -- sh -c 'while :; do ps -o pid=,ppid=,psr=,args= -C lat_tcp; echo; sleep 0.05; done'
-  lab_run free -- "$BIN" -m 1 -N "$N" -t "$T" -p "$PORT" 127.0.0.1
+  client free "" "$PORT" 1 experiment=free pin=free "observed=ps psr every 50 ms"
   lab_unwind "$mark"
 }
 
 group_pinned() {
   need_bin pinned || return 0
   lab_require pinned cmd:taskset || return 0
-  local s c mark
-  # The topology the placements below are chosen from, as the tools print it (the taskset card).
+  local free_port place c rel i mark
+  # The topology the placements are chosen from, as the tools print it (the taskset card).
   lab_run pinned.lscpu -- lscpu -e=CPU,CORE,SOCKET,NODE,CACHE,ONLINE
   if lab_require pinned.numa cmd:numactl; then lab_run pinned.numa -- numactl --hardware; fi
-  while read -r s c _; do
-    mark=$(lab_mark)
-    start_server "pinned.s$s-c$c.server" "$s" || continue
-    lab_run "pinned.s$s-c$c" -- taskset -c "$c" "$BIN" -m 1 -N "$N" -t "$T" -p "$PORT" 127.0.0.1
-    lab_unwind "$mark"
-  done < "$LAB_RUN/topology.txt"
+  mark=$(lab_mark)
+  # Two servers for the whole group: one pinned to CPU_A, one left to the scheduler.
+  start_server pinned.server "$CPU_A" "$PORT" || return 0
+  free_port=$(lab_free_port $((PORT + 1)))
+  start_server pinned.free-server "" "$free_port" || { lab_unwind "$mark"; return 0; }
+  for ((i = 1; i <= REPS; i++)); do
+    for place in "${PLACES[@]}"; do
+      read -r c rel <<<"$place"
+      client "pinned.$rel.$i" "$c" "$PORT" 1 experiment=pinned "pin=$rel" "server_cpu=$CPU_A" "rep=$i"
+    done
+    client "pinned.free.$i" "" "$free_port" 1 experiment=free pin=free "rep=$i"
+  done
+  lab_unwind "$mark"
 }
 
 group_msize() {
   need_bin msize || return 0
   lab_require msize cmd:taskset || return 0
-  local sizes m mark pin c
-  sizes=$(lab_quick "1 64 1024 16384 65536" "1 4 16 64 256 1024 4096 16384 65536")
+  local sizes m i pin c rel mark
+  local pins="same other"
+  sizes=$(lab_quick "1 1024 65536" "1 4 16 64 256 1024 4096 16384 65536")
+  mark=$(lab_mark)
+  start_server msize.server "$CPU_A" "$PORT" || return 0
   # Both placements: on one CPU the noise floor is low enough to see the copy cost;
-  # across CPUs the wake-up dominates and varies more than the copies cost.
-  for pin in same other; do
-    if [[ $pin == same ]]; then c=$CPU_A; else c=$CPU_B; fi
-    if [[ $pin == other && $CPU_B == "$CPU_A" ]]; then lab_skip msize.other "only one CPU"; continue; fi
-    mark=$(lab_mark)
-    start_server "msize.$pin.server" "$CPU_A" || continue
+  # across CPUs the wake-up dominates and varies more than the copies cost. The claims read
+  # the same-CPU series: quick mode runs only that one.
+  if ((LAB_QUICK)); then pins=same; lab_skip msize.other "quick mode: no claim reads the other-CPU series"
+  elif [[ $CPU_B == "$CPU_A" ]]; then pins=same; lab_skip msize.other "only one CPU"; fi
+  for ((i = 1; i <= REPS; i++)); do
     for m in $sizes; do
-      lab_run "msize.$pin.$m" -- taskset -c "$c" "$BIN" -m "$m" -N "$N" -t "$T" -p "$PORT" 127.0.0.1
+      for pin in $pins; do
+        if [[ $pin == same ]]; then c=$CPU_A rel=same-cpu; else c=$CPU_B rel=$REL_B; fi
+        client "msize.$pin.$m.$i" "$c" "$PORT" "$m" experiment=msize "pin=$rel" "server_cpu=$CPU_A" "rep=$i"
+      done
     done
-    lab_unwind "$mark"
   done
+  lab_unwind "$mark"
 }
 
 group_veth() {
@@ -122,7 +197,7 @@ group_veth() {
   lab_require veth root netns cmd:ip cmd:taskset || return 0
   # Two namespaces joined by a veth pair, addressed from 198.18.0.0/15 (RFC 2544's
   # benchmarking range); nothing leaves this machine. Deleting a namespace deletes its veth end.
-  local a="pcb-lat-a-$$" b="pcb-lat-b-$$" mark
+  local a="pcb-lat-a-$$" b="pcb-lat-b-$$" mark lo_port i path
   mark=$(lab_mark)
   # Each deletion (and /run/netns as it was) is registered before the namespace is added.
   lab_netns_add veth.netns-a "$a" || { lab_unwind "$mark"; return 0; }
@@ -133,71 +208,112 @@ group_veth() {
     lab_run veth.up-a -- ip -n "$a" link set pcb-va up &&
     lab_run veth.up-b -- ip -n "$b" link set pcb-vb up &&
     lab_run veth.lo-a -- ip -n "$a" link set lo up || { lab_unwind "$mark"; return 0; }
-  local inner; inner=$(lab_mark)
-  # The server runs in namespace a: first bound to its loopback, then to the veth address.
-  lab_spawn veth.server-lo -- ip netns exec "$a" taskset -c "$CPU_A" "$BIN" -s -p "$PORT"
-  lab_wait_for "$LAB_RUN/raw/veth.server-lo.err" listening 5 &&
-    lab_run veth.loopback -- ip netns exec "$a" taskset -c "$CPU_A" "$BIN" -m 1 -N "$N" -t "$T" -p "$PORT" 127.0.0.1
-  lab_unwind "$inner"
+  # Two servers in namespace a, both on CPU_A: one bound to its loopback, one to the veth
+  # address (a namespace has its own ports: the same port number serves both).
+  lo_port=$((PORT + 1))
+  lab_spawn veth.server-lo -- ip netns exec "$a" taskset -c "$CPU_A" "$BIN" -s -p "$lo_port"
   lab_spawn veth.server-veth -- ip netns exec "$a" taskset -c "$CPU_A" "$BIN" -s -p "$PORT" -b 198.18.0.1
-  lab_wait_for "$LAB_RUN/raw/veth.server-veth.err" listening 5 &&
-    lab_run veth.veth -- ip netns exec "$b" taskset -c "$CPU_A" "$BIN" -m 1 -N "$N" -t "$T" -p "$PORT" 198.18.0.1
+  lab_wait_for "$LAB_RUN/raw/veth.server-lo.err" listening 5 && lab_wait_for "$LAB_RUN/raw/veth.server-veth.err" listening 5 ||
+    { lab_skip veth.loopback "a server did not start"; lab_unwind "$mark"; return 0; }
+  for ((i = 1; i <= EXTRA; i++)); do
+    for path in loopback veth; do
+      local cs=(--case experiment=veth --case tool=lat_tcp --case msize=1 --case pin=same-cpu --case "path=$path"
+        --case "server_cpu=$CPU_A" --case "client_cpu=$CPU_A" --case "rep=$i")
+      if [[ $path == loopback ]]; then
+        lab_run "${cs[@]}" "veth.loopback.$i" -- ip netns exec "$a" taskset -c "$CPU_A" "$BIN" -m 1 -N "$N" -t "$T" -p "$lo_port" 127.0.0.1
+      else
+        lab_run "${cs[@]}" "veth.veth.$i" -- ip netns exec "$b" taskset -c "$CPU_A" "$BIN" -m 1 -N "$N" -t "$T" -p "$PORT" 198.18.0.1
+      fi
+    done
+  done
   lab_unwind "$mark"
 }
 
 group_perf() {
   need_bin perf || return 0
   lab_require perf perf inferno cmd:taskset || return 0
-  local pin c mark data
+  local pin c rel mark i reps data first name
+  mark=$(lab_mark)
+  start_server perf.server "$CPU_A" "$PORT" || return 0
   for pin in same other; do
-    if [[ $pin == same ]]; then c=$CPU_A; else c=$CPU_B; fi
+    if [[ $pin == same ]]; then c=$CPU_A rel=same-cpu reps=$REPS; else c=$CPU_B rel=$REL_B reps=1; fi
     if [[ $pin == other && $CPU_B == "$CPU_A" ]]; then lab_skip perf.other "only one CPU: no other CPU to compare"; continue; fi
-    mark=$(lab_mark)
-    start_server "perf.$pin.server" "$CPU_A" || continue
-    data="$LAB_SCRATCH/perf-$pin.data"
-    # -F 997: an odd rate, so sampling does not run in lockstep with periodic kernel work.
-    # --no-buildid-cache: perf would otherwise copy binaries into ~/.debug, outside the lab's directories.
-    lab_run "perf.$pin.record" -- perf record -g -F 997 --no-buildid-cache -o "$data" -- \
-      taskset -c "$c" "$BIN" -m 1 -N 3 -t "$(lab_quick 0.3 1)" -p "$PORT" 127.0.0.1
-    lab_unwind "$mark"
-    lab_run --stdout "$LAB_SCRATCH/perf-$pin.script" "perf.$pin.script" -- perf script -i "$data" || continue
-    lab_run "perf.$pin.flame" -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/perf-$pin.script" \
-      --folded "$LAB_RUN/flame-$pin.folded" --svg "$LAB_RUN/flame-$pin.svg" \
+    if [[ $pin == other ]] && ((LAB_QUICK)); then lab_skip perf.other "quick mode: no claim reads the other-CPU profile"; continue; fi
+    local cs=(--case experiment=perf --case tool=lat_tcp --case msize=1 --case "pin=$rel"
+      --case "server_cpu=$CPU_A" --case "client_cpu=$c")
+    for ((i = 1; i <= reps; i++)); do
+      # On the same CPU an untraced run precedes each traced one: the claim compares the two.
+      if [[ $pin == same ]]; then
+        lab_run "${cs[@]}" --case traced=none --case "rep=$i" "perf.$pin.untraced.$i" -- \
+          taskset -c "$c" "$BIN" -m 1 -N "$N" -t "$T" -p "$PORT" 127.0.0.1
+      fi
+      data="$LAB_SCRATCH/perf-$rel-$i.data"
+      # The first traced run is perf.<pin>.record (the perf card shows it), the others .2, .3, ...
+      name="perf.$pin.record"; ((i == 1)) || name+=".$i"
+      # -F 997: an odd rate, so sampling does not run in lockstep with periodic kernel work.
+      # --no-buildid-cache: perf would otherwise copy binaries into ~/.debug, outside the lab's directories.
+      lab_run "${cs[@]}" --case "traced=perf record -g" --case "rep=$i" "$name" -- \
+        perf record -g -F 997 --no-buildid-cache -o "$data" -- \
+        taskset -c "$c" "$BIN" -m 1 -N "$N" -t "$T" -p "$PORT" 127.0.0.1
+    done
+    # The flame graph: the first traced run's samples.
+    first="$LAB_SCRATCH/perf-$rel-1.data"
+    lab_run --stdout "$LAB_SCRATCH/perf-$rel.script" "perf.$pin.script" -- perf script -i "$first" || continue
+    lab_run --case tool=inferno --case "pin=$rel" --case "server_cpu=$CPU_A" --case "client_cpu=$c" \
+      "perf.$pin.flame" -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/perf-$rel.script" \
+      --folded "$LAB_RUN/flame-$rel.folded" --svg "$LAB_RUN/flame-$rel.svg" \
       --title "lat_tcp client, server on CPU $CPU_A, client on CPU $c"
   done
+  lab_unwind "$mark"
 }
 
 group_strace() {
   need_bin strace || return 0
   lab_require strace cmd:strace cmd:taskset || return 0
-  local mark; mark=$(lab_mark)
-  start_server strace.server "$CPU_A" || return 0
-  lab_run strace -- strace -c -o "$LAB_RUN/raw/strace.summary" \
-    taskset -c "$CPU_B" "$BIN" -m 1 -N 3 -t "$(lab_quick 0.1 0.5)" -p "$PORT" 127.0.0.1
+  # The client's CPU for both the traced and the untraced runs (exercise 1 changes it).
+  local c=$CPU_B rel mark i name
+  rel=$(relation_to "$c")
+  mark=$(lab_mark)
+  start_server strace.server "$CPU_A" "$PORT" || return 0
+  local cs=(--case experiment=strace --case tool=lat_tcp --case msize=1 --case "pin=$rel"
+    --case "server_cpu=$CPU_A" --case "client_cpu=$c")
+  for ((i = 1; i <= EXTRA; i++)); do
+    lab_run "${cs[@]}" --case traced=none --case "rep=$i" "strace.untraced.$i" -- \
+      taskset -c "$c" "$BIN" -m 1 -N "$N" -t "$T" -p "$PORT" 127.0.0.1
+    # The first traced run is "strace" (the page shows its output), the others strace.2, ...
+    name=strace; ((i == 1)) || name="strace.$i"
+    # strace -c's table goes to raw/<step>.summary (record.py reads it beside the step's output).
+    lab_run "${cs[@]}" --case "traced=strace -c" --case "rep=$i" "$name" -- \
+      strace -c -o "$LAB_RUN/raw/$name.summary" taskset -c "$c" "$BIN" -m 1 -N "$N" -t "$T" -p "$PORT" 127.0.0.1
+  done
   lab_unwind "$mark"
 }
 
 group_sockperf() {
   need_bin sockperf || return 0
   lab_require sockperf cmd:sockperf cmd:taskset || return 0
-  local pin c i mark sport reps secs
-  reps=$(lab_quick 3 5); secs=$(lab_quick 1 3)
+  local pin c rel i mark sport secs
+  secs=$(lab_quick 1 3)
+  [[ $CPU_B != "$CPU_A" ]] || lab_skip sockperf.other "only one CPU"
+  mark=$(lab_mark)
+  # A sockperf server and a lat_tcp server, both on CPU_A, for the whole group.
   sport=$(lab_free_port $((PORT + 1)))
-  for pin in same other; do
-    if [[ $pin == same ]]; then c=$CPU_A; else c=$CPU_B; fi
-    if [[ $pin == other && $CPU_B == "$CPU_A" ]]; then lab_skip sockperf.other "only one CPU"; continue; fi
-    mark=$(lab_mark)
-    lab_spawn "sockperf.$pin.server" -- taskset -c "$CPU_A" sockperf server -i 127.0.0.1 -p "$sport" --tcp
-    lab_wait_for "$LAB_RUN/raw/sockperf.$pin.server.out" "[Ss]erver|listen|socket" 5 || sleep 1
-    for ((i = 1; i <= reps; i++)); do
-      lab_run "sockperf.$pin.$i" -- taskset -c "$c" sockperf ping-pong -i 127.0.0.1 -p "$sport" --tcp -m 14 -t "$secs"
+  lab_spawn sockperf.server -- taskset -c "$CPU_A" sockperf server -i 127.0.0.1 -p "$sport" --tcp
+  lab_wait_for "$LAB_RUN/raw/sockperf.server.out" "[Ss]erver|listen|socket" 5 || sleep 1
+  start_server sockperf.lat_tcp-server "$CPU_A" "$PORT" || { lab_unwind "$mark"; return 0; }
+  for ((i = 1; i <= REPS; i++)); do
+    for pin in same other; do
+      if [[ $pin == same ]]; then c=$CPU_A rel=same-cpu; else c=$CPU_B rel=$REL_B; fi
+      [[ $pin == same || $CPU_B != "$CPU_A" ]] || continue
+      local cs=(--case experiment=sockperf --case msize=14 --case "pin=$rel" --case "server_cpu=$CPU_A"
+        --case "client_cpu=$c" --case "rep=$i")
+      lab_run "${cs[@]}" --case tool=sockperf "sockperf.$pin.$i" -- \
+        taskset -c "$c" sockperf ping-pong -i 127.0.0.1 -p "$sport" --tcp -m 14 -t "$secs"
+      lab_run "${cs[@]}" --case tool=lat_tcp "sockperf.$pin.lat_tcp.$i" -- \
+        taskset -c "$c" "$BIN" -m 14 -N "$N" -t "$T" -p "$PORT" 127.0.0.1
     done
-    lab_unwind "$mark"
-    mark=$(lab_mark)
-    start_server "sockperf.$pin.lat_tcp-server" "$CPU_A" || continue
-    lab_run "sockperf.$pin.lat_tcp" -- taskset -c "$c" "$BIN" -m 14 -N "$N" -t "$T" -p "$PORT" 127.0.0.1
-    lab_unwind "$mark"
   done
+  lab_unwind "$mark"
 }
 
 lab_main "$@"
