@@ -222,8 +222,8 @@ def test_annotated_output_marks_lines_without_changing_them():
 
 
 def test_annotated_output_reads_a_kept_file_with_its_command():
-    md = macros.annotated_output("lat_tcp", file="raw/pinned.s0-c1.server.err", notes=[["listening", "the server"]])
-    assert "$ taskset -c 0 " in md and "# (1)!" in md and "the file `raw/pinned.s0-c1.server.err`" in md
+    md = macros.annotated_output("lat_tcp", file="raw/pinned.server.err", notes=[["listening", "the server"]])
+    assert "$ taskset -c 0 " in md and "# (1)!" in md and "the file `raw/pinned.server.err`" in md
 
 
 @pytest.mark.parametrize("kwargs, match", [

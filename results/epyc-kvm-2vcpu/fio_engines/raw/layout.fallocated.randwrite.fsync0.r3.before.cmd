@@ -1,1 +1,1 @@
-stat -c %s\ %b\ %B /tmp/pcb-fio_engines.nJnisz/fallocated.dat
+stat -c %s\ %b\ %B /tmp/pcb-fio_engines.nRuG2N/fallocated.dat

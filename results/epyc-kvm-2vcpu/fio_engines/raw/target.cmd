@@ -1,1 +1,1 @@
-findmnt -T /tmp/pcb-fio_engines.nJnisz
+findmnt -T /tmp/pcb-fio_engines.nRuG2N

@@ -1,1 +1,1 @@
-perf script -i /tmp/pcb-lat_tcp.bZu7fv/perf-other.data
+perf script -i /tmp/pcb-lat_tcp.4GD1TV/perf-other-core-1.data

@@ -1,1 +1,1 @@
-perf script -i /tmp/pcb-lat_tcp.bZu7fv/perf-same.data
+perf script -i /tmp/pcb-lat_tcp.4GD1TV/perf-same-cpu-1.data

@@ -1,1 +1,1 @@
-ip netns add pcb-lat-a-26615
+ip netns add pcb-lat-a-23819

@@ -1,1 +1,1 @@
-ip netns add pcb-lat-b-26615
+ip netns add pcb-lat-b-23819

@@ -1,1 +1,0 @@
-taskset -c 1 /tmp/pcb-lat_tcp.bZu7fv/lat_tcp -m 1 -N 11 -t 0.5 -p 31234 127.0.0.1
