@@ -1,12 +1,14 @@
-"""The optane_kyber chapter's data files: every claim can fail (and can hold), each names the
-original conclusion it tests, the original's tables give the effect sizes the claims quote, and
-record.py turns repeated profiles and bursts into one sample per repetition. No lab run: the inputs
-are the committed reference result and its raw outputs (copied; results/ is never written)."""
+"""The optane_kyber chapter's data files: every claim can fail (and can hold), each has a role and
+names the original conclusion it tests, the original's tables give the effect sizes the claims
+quote, and record.py turns a run's steps, found by their cases alone, into one sample per
+repetition in repetition order. No lab run: the inputs are the committed reference result and a
+synthetic run directory built from captured fixtures (results/ is never written)."""
 
 from __future__ import annotations
 
 import copy
 import importlib.util
+import json
 import math
 import re
 import shutil
@@ -42,20 +44,120 @@ def reference():
     return model.load(REFERENCE / "optane_kyber.json")
 
 
-def _rerecord(run_dir: Path, reference: dict) -> dict:
-    run = Run("optane_kyber", run_dir, quick=False)
-    RECORD.collect(run)
-    r = copy.deepcopy(reference)
-    r["measurements"], r["steps"] = run.measurements, run.steps
+FIX = ROOT / "tests" / "fixtures"
+FIO_QD1 = json.loads((FIX / "fio" / "optane_kyber-randread-qd1-pvsync2.json").read_text())
+
+
+def _fio(p50_us: float, iops: float) -> str:
+    """fio's JSON output of the lab's QD1 job (the captured fixture) with p50 clat and IOPS set."""
+    j = copy.deepcopy(FIO_QD1)
+    read = j["jobs"][0]["read"]
+    read["clat_ns"]["percentile"]["50.000000"] = int(p50_us * 1000)
+    read["iops"] = iops
+    return json.dumps(j)
+
+
+class SyntheticRun:
+    """A run directory as lab.sh leaves it, written step by step: steps.tsv, raw/<name>.{cmd,out,err,case}
+    and the files the steps wrote. Step names are opaque (s001, s002, ...) unless given: record.py
+    must find every step by its case alone."""
+
+    def __init__(self, root: Path, opaque: bool = True):
+        self.dir = root
+        (root / "raw").mkdir(parents=True)
+        shutil.copy(REFERENCE / "optane_kyber" / "host.json", root / "host.json")
+        self.rows: list[str] = []
+        self.opaque = opaque
+
+    def step(self, name: str, group: str, case: dict | None = None, out: str = "", err: str = "",
+             files: dict[str, str] | None = None, raw: dict[str, str] | None = None) -> str:
+        name = f"s{len(self.rows) + 1:03d}" if self.opaque else name.replace(" ", "_")
+        texts = {"cmd": f"true {name}", "out": out, "err": err, **(raw or {})}
+        if case:
+            texts["case"] = "".join(f"{k}={v}\n" for k, v in case.items())
+        for ext, text in texts.items():
+            (self.dir / "raw" / f"{name}.{ext}").write_text(text)
+        for rel, text in (files or {}).items():
+            (self.dir / rel).write_text(text)
+        self.rows.append(f"{name}\t{group}\tok\t0\t1.0\tsuccess\t")
+        return name
+
+    def record(self) -> Run:
+        (self.dir / "steps.tsv").write_text("\n".join(self.rows) + "\n")
+        run = Run("optane_kyber", self.dir, quick=True)
+        RECORD.collect(run)
+        return run
+
+
+def p50(rep: int, sched: str) -> float:
+    """The p50 (µs) the synthetic sched run of repetition ``rep`` prints: distinct per step."""
+    return 10.0 + rep + (0.5 if sched == "kyber" else 0.0)
+
+
+def _build(root: Path, *, opaque: bool = True, reps: int = 3, flame_reps: int = 3) -> SyntheticRun:
+    """A synthetic run of every group, ``reps`` repetitions each (kyber's sched steps written in
+    reverse repetition order, to show that record.py orders samples by the case's rep)."""
+    r = SyntheticRun(root, opaque)
+    dev = {"experiment": "device"}
+    r.step("device.schedulers", "device", {**dev, "knob": "scheduler"}, out="[none] mq-deadline kyber bfq\n")
+    r.step("device.io_poll", "device", {**dev, "knob": "io_poll"}, out="0\n")
+    r.step("sched.none.1.set", "sched")  # a knob write: no case, not read
+    order = [(i, s) for i in range(1, reps + 1) for s in ("none", "mq-deadline", "bfq")]
+    order += [(i, "kyber") for i in range(reps, 0, -1)]
+    for i, s in order:
+        r.step(f"sched.{s}.{i}", "sched", {"experiment": "sched", "scheduler": s, "rep": i, "cpu": 1},
+               out=_fio(p50(i, s), 1e6 / p50(i, s)))
+    kyber_share = {"none": "", "kyber": "fio;submit_bio;blk_mq_submit_bio;kyber_insert_requests 7\n"}
+    for i in range(1, flame_reps + 1):
+        for s in ("none", "kyber"):
+            c = {"experiment": "flame", "scheduler": s, "rep": i}
+            r.step(f"flame.{s}.{i}.record", "flame", {**c, "tool": "perf-record"},
+                   err=f"[ perf record: Captured and wrote 0.1 MB x.data ({100 * i} samples) ]\n")
+            folded = f"flame-{s}.{i}.folded" if i > 1 else f"flame-{s}.folded"
+            text = ("fio;preadv2;io_schedule 80\n" + "fio;preadv2;blk_mq_poll 3\n" + kyber_share[s]
+                    + f"fio;preadv2;loop_queue_rq {10 * i}\n")
+            tool = {"tool": "fold"} if i > 1 else {"tool": "flamegraph", "svg": f"flame-{s}.svg"}
+            files = {folded: text, **({f"flame-{s}.svg": "<svg/>"} if i == 1 else {})}
+            r.step(f"flame.{s}.{i}.fold", "flame", {**c, **tool, "folded": folded}, files=files)
+    r.step("flame.diff", "flame", {"experiment": "flame", "tool": "diff-flamegraph", "folded": "flame-diff.folded",
+                                   "svg": "flame-diff.svg"}, files={"flame-diff.folded": "fio 1 2\n", "flame-diff.svg": "<svg/>"})
+    trace_fio = (FIX / "fio" / "optane_kyber-randread-qd1-kyber-under-perf-stat.json").read_text()
+    trace_csv = (FIX / "perf" / "optane_kyber-stat-kyber-tracepoints.csv").read_text()
+    for i in range(1, reps + 1):
+        for s in ("none", "kyber"):
+            r.step(f"trace.{s}.{i}", "trace", {"experiment": "trace", "scheduler": s, "rep": i}, out=trace_fio,
+                   raw={"csv": trace_csv})
+    ref = REFERENCE / "optane_kyber"
+    r.step("heat.record", "heat", {"experiment": "heat", "tool": "perf-record"},
+           out=(ref / "raw" / "heat.record.out").read_text(), err=(ref / "raw" / "heat.record.err").read_text())
+    r.step("heat.map", "heat", {"experiment": "heat", "tool": "heatmap"},
+           files={"heatmap.json": (ref / "heatmap.json").read_text(), "heatmap.svg": "<svg/>"})
+    for profile, stem in (("hottest range", "heat-range"), ("whole recording", "heat-all")):
+        r.step(f"heat.{stem}", "heat", {"experiment": "heat", "tool": "flamegraph", "profile": profile,
+                                        "folded": f"{stem}.folded", "svg": f"{stem}.svg"},
+               files={f"{stem}.folded": "burst;main;burn 9\nswapper;cpu_idle 1\n", f"{stem}.svg": "<svg/>"})
+    iops = {"plain": 100.0, "perf stat": 95.0, "record (defaults)": 90.0, "record 997 Hz": 80.0, "record 9973 Hz": 60.0}
+    for i in range(1, reps + 1):
+        for nj in (1, 2):
+            for prof, x in iops.items():
+                r.step(f"overhead.j{nj}.{prof}.{i}", "overhead",
+                       {"experiment": "overhead", "numjobs": nj, "profiler": prof, "rep": i},
+                       out=_fio(12.0, x * nj * (1 + i / 100)))
+    sysbench = (FIX / "sysbench" / "optane_kyber-cpu-1s.txt").read_text()
+    for i in range(1, reps + 1):
+        for prof in ("plain", "record (defaults)"):
+            r.step(f"sysbench.{prof}.{i}", "sysbench", {"experiment": "sysbench", "profiler": prof, "rep": i},
+                   out=sysbench)
     return r
 
 
 @pytest.fixture(scope="module")
 def rerecorded(reference, tmp_path_factory):
-    """The reference run's raw outputs turned into measurements by the current record.py."""
-    run_dir = tmp_path_factory.mktemp("optane_kyber") / "run"
-    shutil.copytree(REFERENCE / "optane_kyber", run_dir)
-    return _rerecord(run_dir, reference), run_dir
+    """A synthetic run of every group, turned into measurements by the current record.py."""
+    run = _build(tmp_path_factory.mktemp("optane_kyber") / "run").record()
+    r = copy.deepcopy(reference)
+    r["measurements"], r["steps"], r["artifacts"] = run.measurements, run.steps, run.artifacts
+    return r, run.dir
 
 
 def _samples(result: dict, metric: str, **case) -> list[float]:
@@ -135,12 +237,64 @@ def test_claim_keys_exist_in_what_the_lab_records(rerecorded):
             assert sel.get("profiler", "plain") in RECORD.PROFILERS.values(), sel
 
 
+def test_run_sh_labels_profilers_as_record_py_does():
+    """run.sh's PROFILER table (short name → the case label its steps carry) is record.py's."""
+    run_sh = (LAB / "run.sh").read_text()
+    table = re.search(r"declare -A PROFILER=\((.*?)\)\n", run_sh, re.S).group(1)
+    pairs = {k: quoted or bare for k, quoted, bare in re.findall(r'\[(\w+)\]=(?:"([^"]*)"|(\S+))', table)}
+    assert pairs == RECORD.PROFILERS
+
+
 def test_the_original_perf_record_is_run_as_published():
-    """The original ran plain `perf record` (no -g, perf's default rate): so does the lab."""
+    """The original ran plain `perf record` (no -g, perf's default rate): so does the lab. Its
+    fixed options only keep perf from writing into ~/.debug and from reading every loaded BPF
+    program at its start (a side-band the original's perf 4.15 did not have)."""
     run_sh = (LAB / "run.sh").read_text()
     assert RECORD.PROFILERS["rec"] == "record (defaults)"
-    assert re.search(r'rec\) lab_run "\$name" -- perf record --no-buildid-cache -o \S+ -- "\$\{job\[@\]\}"', run_sh)
-    assert re.search(r'sysbench\.rec\.\$i" -- perf record --no-buildid-cache -o \S+ -- \\\n\s+sysbench cpu', run_sh)
+    fixed = re.search(r"^perf_rec\(\) \{\n(.*?)\n\}", run_sh, re.S | re.M).group(1)
+    assert "PERF_REC=(perf record --no-buildid-cache)" in fixed and "PERF_REC+=(--no-bpf-event)" in fixed
+    assert not re.search(r"PERF_REC\+?=\(.*(-g|-F|-c |-e )", fixed)
+    assert re.search(r'rec\) lab_run "\$\{c\[@\]\}" "\$name" -- "\$\{PERF_REC\[@\]\}" -o \S+ -- "\$\{job\[@\]\}"',
+                     run_sh)
+    assert re.search(r'sysbench\.rec\.\$i" -- "\$\{PERF_REC\[@\]\}" -o \S+ -- \\\n\s+sysbench cpu', run_sh)
+
+
+def test_record_reads_cases_not_step_names(tmp_path):
+    """The same steps under the lab's own names and under opaque names give the same
+    measurements and artifacts: record.py finds every step by its case."""
+    named = _build(tmp_path / "named", opaque=False).record()
+    opaque = _build(tmp_path / "opaque", opaque=True).record()
+    strip = lambda ms: [{k: v for k, v in m.items() if k != "step"} for m in ms]  # noqa: E731
+    assert strip(named.measurements) == strip(opaque.measurements)
+    assert named.artifacts == opaque.artifacts
+    assert {m["case"]["experiment"] for m in opaque.measurements} == {
+        "sched", "flame", "trace", "heat", "overhead", "sysbench"}
+
+
+def test_samples_are_in_repetition_order(rerecorded):
+    """Paired claims read sample i of each side as repetition i: record.py orders samples by the
+    case's rep, not by the order the steps ran (kyber's steps were written last to first)."""
+    r, _ = rerecorded
+    for s in ("none", "kyber", "mq-deadline", "bfq"):
+        assert _samples(r, "clat", experiment="sched", scheduler=s, stat="p50") == pytest.approx(
+            [p50(i, s) for i in (1, 2, 3)])
+    kyber = next(c for c in SPEC if c["id"] == "kyber-adds-latency")
+    assert kyber.get("paired") is True
+    ratios = [a / b for a, b in zip(_samples(r, "clat", **kyber["a"]), _samples(r, "clat", **kyber["b"]))]
+    assert ratios == pytest.approx([p50(i, "kyber") / p50(i, "none") for i in (1, 2, 3)])
+    assert _samples(r, "clat", experiment="sched", scheduler="none", stat="p50") and all(
+        m["case"]["io_poll"] == 0 for m in r["measurements"] if m["case"]["experiment"] == "sched")
+
+
+def test_overhead_ratios_pair_repetitions(rerecorded):
+    r, _ = rerecorded
+    for nj in (1, 2):
+        plain = _samples(r, "iops", experiment="overhead", numjobs=nj, profiler="plain")
+        rec = _samples(r, "iops", experiment="overhead", numjobs=nj, profiler="record (defaults)")
+        assert _samples(r, "iops_ratio", experiment="overhead", numjobs=nj, profiler="record (defaults)") == \
+            pytest.approx([a / b for a, b in zip(rec, plain)]) == pytest.approx([0.9] * 3)
+        assert plain == sorted(plain), "repetition order"
+    assert all(m["case"]["scheduler"] == "none" for m in r["measurements"] if m["case"]["experiment"] == "overhead")
 
 
 def test_heat_is_one_sample_per_burst(rerecorded):
@@ -154,41 +308,51 @@ def test_heat_is_one_sample_per_burst(rerecorded):
     assert all(20 * math.floor(h / 20) + 10 == h for h in hottest), "centres of 20 ms slices"
     # the burst program really burned a CPU in its windows: a full 20 ms slice of one CPU at 997 Hz is ~20 samples
     assert min(inside) >= 15
+    assert _samples(r, "share", experiment="heat", profile="hottest range", under="burn") == [90.0]
 
 
 def test_per_io_has_its_reference_of_one(rerecorded):
     r, _ = rerecorded
     for sched in ("none", "kyber"):
         ios = _samples(r, "count", experiment="trace", scheduler=sched, source="fio total_ios")
+        assert len(ios) == 3
         assert _samples(r, "per_io", experiment="trace", scheduler=sched, event="fio I/Os") == [1.0] * len(ios)
 
 
-def test_later_flame_repetitions_add_samples(reference, tmp_path):
-    """Full mode profiles each scheduler more than once; each folded repetition adds one share.
-    The later repetitions here are the reference's own folded stacks and perf output, renamed."""
-    run_dir = tmp_path / "run"
-    shutil.copytree(REFERENCE / "optane_kyber", run_dir)
-    # A full-mode reference already has repetitions 2 and 3: drop them, then make them from repetition 1.
-    steps = (run_dir / "steps.tsv").read_text().splitlines()
-    (run_dir / "steps.tsv").write_text("".join(line + "\n" for line in steps
-                                               if not re.match(r"flame\.(none|kyber)\.[23]\.", line)))
-    rows = []
-    for i in (2, 3):
-        for s in ("none", "kyber"):
-            shutil.copy(run_dir / f"flame-{s}.folded", run_dir / f"flame-{s}.{i}.folded")
-            for ext in ("cmd", "out", "err"):
-                shutil.copy(run_dir / "raw" / f"flame.{s}.record.{ext}", run_dir / "raw" / f"flame.{s}.{i}.record.{ext}")
-                shutil.copy(run_dir / "raw" / f"flame.{s}.flame.{ext}", run_dir / "raw" / f"flame.{s}.{i}.fold.{ext}")
-            rows += [f"flame.{s}.{i}.record\tflame\tok\t0\t5.0\tsuccess\t", f"flame.{s}.{i}.fold\tflame\tok\t0\t0.1\tsuccess\t"]
-    with open(run_dir / "steps.tsv", "a") as f:
-        f.write("\n".join(rows) + "\n")
-    r = _rerecord(run_dir, reference)
-    one = _samples(reference, "share", experiment="flame", scheduler="kyber", under="kyber")[:1]  # repetition 1
-    assert _samples(r, "share", experiment="flame", scheduler="kyber", under="kyber") == one * 3
-    assert len(_samples(r, "perf_samples", experiment="flame", scheduler="none")) == 3
-    # only repetition 1 is drawn
-    assert [a["path"] for a in r["artifacts"] if a["kind"] == "flamegraph" and a["case"].get("experiment") == "flame"] == [
+def test_flame_repetitions_add_samples(tmp_path):
+    """Each scheduler is profiled several times; each folded repetition adds one share and one
+    sample count, in repetition order; only repetition 1 is drawn."""
+    run = _build(tmp_path / "run", flame_reps=3).record()
+    r = {"measurements": run.measurements}
+    kyber = _samples(r, "share", experiment="flame", scheduler="kyber", under="kyber")
+    assert kyber == pytest.approx([100 * 7 / (90 + 10 * i) for i in (1, 2, 3)])
+    assert _samples(r, "share", experiment="flame", scheduler="none", under="kyber") == [0.0] * 3
+    assert _samples(r, "perf_samples", experiment="flame", scheduler="none") == [100, 200, 300]
+    assert [a["path"] for a in run.artifacts if a["kind"] == "flamegraph" and a["case"].get("experiment") == "flame"] == [
         "optane_kyber/flame-none.svg", "optane_kyber/flame-kyber.svg"]
+    assert [a["path"] for a in run.artifacts if a["kind"] == "diff_flamegraph"] == ["optane_kyber/flame-diff.svg"]
+
+
+def test_roles_and_conclusions():
+    """Every claim has a role; conclusion claims name a conclusion of original.toml; every
+    conclusion not marked untestable is tested; at least two claims test conclusions."""
+    ids = {c["id"] for c in ORIGINAL["conclusion"]}
+    tested = {c["conclusion"] for c in SPEC if c["role"] == "conclusion"}
+    assert tested <= ids
+    assert {c["id"] for c in ORIGINAL["conclusion"] if "untestable" not in c} <= tested
+    assert sum(c["role"] == "conclusion" for c in SPEC) >= 2
+    by_id = {c["id"]: c for c in SPEC}
+    for cid in ("kyber-frames-only-with-kyber", "one-issue-per-io", "kyber-tracepoints-not-per-io"):
+        assert by_id[cid]["role"] == "instrument", cid
+    assert by_id["kyber-adds-latency"]["role"] == "conclusion"
+
+
+def test_no_claim_says_the_loop_device_polls():
+    """The lab's loop device cannot poll: a statement may mention polling only to say so."""
+    for c in SPEC:
+        text = c["statement"].lower()
+        if "poll" in text:
+            assert "does not poll" in text, c["id"]
 
 
 def _number(cell: str) -> float:

@@ -50,19 +50,24 @@ def test_quick_run_leaves_nothing_behind(quick_run):
     assert not (quick_run[1] / LAB / "bin").exists(), "the burst binary must not end up in the results"
 
 
-def test_scheduler_runs_are_interleaved_and_kept(quick_run):
+def test_scheduler_runs_are_interleaved_pinned_and_kept(quick_run):
+    """Quick mode: ten repetitions of none, kyber (ABAB...), each fio pinned to one CPU, every
+    sample kept in repetition order (the paired claim reads them by position)."""
     r = result(quick_run)
-    runs = [s["name"] for s in r["steps"] if s["group"] == "sched" and s["name"].count(".") == 2]
+    runs = [s for s in r["steps"] if (s.get("case") or {}).get("experiment") == "sched"]
     offered = (quick_run[1] / LAB / "raw" / "device.schedulers.out").read_text().replace("[", "").replace("]", "").split()
     assert {"none", "kyber"} <= set(offered)
-    # rep 1 of every scheduler before rep 2 of any
-    assert runs == [f"sched.{s}.{i}" for i in (1, 2) for s in offered]
-    for s in offered:
+    # rep 1 of both schedulers before rep 2 of either
+    assert [(s["case"]["rep"], s["case"]["scheduler"]) for s in runs] == [
+        (i, sched) for i in range(1, 11) for sched in ("none", "kyber")]
+    cpus = {s["case"]["cpu"] for s in runs}
+    assert len(cpus) == 1 and all(s["command"].startswith(f"taskset -c {s['case']['cpu']} fio ") for s in runs)
+    for sched in ("none", "kyber"):
         m = next(m for m in r["measurements"] if m["metric"] == "clat" and m["case"] == {
-            "experiment": "sched", "scheduler": s, "io_poll": m["case"]["io_poll"], "stat": "mean"})
-        printed = [fio_summary((quick_run[1] / LAB / "raw" / f"sched.{s}.{i}.out").read_text())["clat_mean_us"]
-                   for i in (1, 2)]
-        assert m["samples"] == printed
+            "experiment": "sched", "scheduler": sched, "io_poll": m["case"]["io_poll"], "stat": "p50"})
+        printed = [fio_summary((quick_run[1] / LAB / "raw" / f"{s['name']}.out").read_text())["clat_p50_us"]
+                   for s in runs if s["case"]["scheduler"] == sched]
+        assert m["samples"] == printed and len(printed) == 10
 
 
 def test_the_device_is_a_direct_io_loop_device(quick_run):
@@ -97,14 +102,14 @@ def test_heat_map_artifact_and_range(quick_run):
     cmd = (quick_run[1] / LAB / "raw" / "heat.range-script.cmd").read_text()
     assert f"--time {summary['range']['start']:.6f}\\,{summary['range']['end']:.6f}" in cmd
     burst = [m for m in r["measurements"] if m["metric"] == "subsecond_offset" and m["case"]["what"] == "burst start"]
-    assert burst and burst[0]["n"] == 4  # quick mode: four bursts
+    assert burst and burst[0]["n"] == 5  # quick mode: five bursts
     # the range flame graph has the burst program's own function (symbols resolved)
     assert "burn" in (quick_run[1] / LAB / "heat-all.folded").read_text()
 
 
 def test_pmu_steps_skip_with_the_reason(quick_run):
     r = result(quick_run)
-    ipc = next(s for s in r["steps"] if s["name"].startswith("ipc"))
+    ipc = next(s for s in r["steps"] if s["group"] == "ipc")
     if r["host"]["pmu"]["available"]:
         assert ipc["status"] == "ok"
     else:
@@ -112,11 +117,14 @@ def test_pmu_steps_skip_with_the_reason(quick_run):
 
 
 def test_overhead_ratios(quick_run):
+    """Quick mode runs the cases the claims compare, three repetitions each: one job plain and
+    under perf record; two jobs plain, under perf record and under perf record -g at both rates."""
     r = result(quick_run)
     ratios = [m for m in r["measurements"] if m["metric"] == "iops_ratio"]
-    assert {m["case"]["profiler"] for m in ratios} == {"plain", "perf stat", "record (defaults)", "record 997 Hz",
-                                                       "record 9973 Hz"}
-    assert {m["case"]["numjobs"] for m in ratios} == {1, 2}
+    assert {(m["case"]["numjobs"], m["case"]["profiler"]) for m in ratios} == {
+        (1, "plain"), (1, "record (defaults)"),
+        (2, "plain"), (2, "record (defaults)"), (2, "record 997 Hz"), (2, "record 9973 Hz")}
+    assert all(m["n"] == 3 for m in ratios)
     for m in ratios:
         if m["case"]["profiler"] == "plain":
             assert m["samples"] == [1.0] * m["n"]
@@ -126,12 +134,14 @@ def test_overhead_ratios(quick_run):
 
 
 def test_every_claim_has_a_verdict(quick_run):
-    """Every claim is evaluated on what the lab records: untested only where a step was skipped
-    (quick mode has too few repetitions to decide most claims: inconclusive is expected)."""
+    """Every claim is evaluated on what the lab records: untested only where a step was skipped,
+    and never for want of repetitions (quick mode runs every case a claim reads three times or
+    more)."""
     r = result(quick_run)
     ids = {c["id"] for c in r["claims"]}
     assert {"kyber-adds-latency", "kyber-frames-only-with-kyber", "perf-record-qd1-nearly-free",
             "hottest-slice-after-burst-start", "hottest-slice-before-burst-end"} <= ids
+    assert all("fewer than" not in c["evidence"] for c in r["claims"]), "every side has enough samples"
     assert all(c["evidence"] for c in r["claims"])
     skipped_groups = {s["group"] for s in r["steps"] if s["status"] == "skipped"}
     for c in r["claims"]:
@@ -142,7 +152,7 @@ def test_every_claim_has_a_verdict(quick_run):
 
 
 def test_sigint_during_kyber_restores_scheduler_and_releases_device(tmp_path):
-    rc, err, scratch = interrupt_at(LAB, "sched.kyber.1: fio", "--only", "sched", "--quick", "--out", str(tmp_path),
+    rc, err, scratch = interrupt_at(LAB, "sched.kyber.1: taskset", "--only", "sched", "--quick", "--out", str(tmp_path),
                                     sig=signal.SIGINT, after=0.5)
     assert rc == 130, err[-2000:]
     assert "interrupted by SIGINT" in err and "cleanup FAILED" not in err

@@ -1,6 +1,12 @@
 """optane_kyber lab: raw outputs → measurements and artifacts (called by ``labkit record``).
 
-Metrics and their cases (every sample kept; one sample per repetition unless said):
+Every step this module reads carries its case as data (``lab_run --case``, ``step["case"]``):
+``experiment`` (device, sched, flame, trace, ipc, heat, overhead, sysbench) and the fields
+below. No step name or command is parsed; the files a step wrote are named in its case
+(``folded``, ``svg``) or are the lab's own fixed outputs (``heatmap.json``).
+
+Metrics and their cases (every sample kept; one sample per repetition unless said; samples
+in repetition order, so that two sides with the same repetitions pair by position):
 
 ``clat`` (µs)         fio completion latency; ``experiment`` sched|overhead, ``scheduler``,
                       ``stat`` mean|p50|p99|p99.9 (sched) or mean (overhead), ``io_poll``
@@ -34,6 +40,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import defaultdict
 
 from labkit.parsers.fio import fio_summary
 from labkit.parsers.jsonline import json_line
@@ -48,43 +55,66 @@ UNDER = {
     # sleeping until the completion arrives (submit_bio_wait → io_schedule_timeout)
     "io wait": ["io_schedule"],
 }
-# Case labels of the profiler a run was under (run.sh step names → page labels), in page order.
+# The profilers run.sh runs fio and sysbench under: its short names → the ``profiler`` labels
+# its steps' cases carry, in page order.
 PROFILERS = {"none": "plain", "stat": "perf stat", "rec": "record (defaults)", "rec997": "record 997 Hz",
              "rec9973": "record 9973 Hz"}
 SAMPLES_RE = re.compile(r"\((\d+) samples\)")
 
 
-def _read_int(run, step):
-    if not run.ok(step):
-        return None
+def _steps(run, experiment: str, **fields) -> list[dict]:
+    """The ok steps of ``run`` whose case has ``experiment`` and every key/value of ``fields``,
+    in run order: ``[step dict, ...]`` (each with its ``case`` dict)."""
+    out = []
+    for s in run.steps:
+        case = s.get("case") or {}
+        if s["status"] == "ok" and case.get("experiment") == experiment and \
+                all(case.get(k) == v for k, v in fields.items()):
+            out.append(s)
+    return out
+
+
+def _by_rep(steps: list[dict]) -> list[dict]:
+    """``steps`` sorted by their case's ``rep`` (repetition number, 1-based), run order kept
+    among equal numbers."""
+    return sorted(steps, key=lambda s: s["case"].get("rep", 0))
+
+
+def _device(run, knob: str) -> str | None:
+    """The text a device step printed for sysfs ``knob`` (scheduler, io_poll, dio), or None
+    when that step did not run."""
+    found = _steps(run, "device", knob=knob)
+    return run.raw(found[0]["name"]).read_text() if found else None
+
+
+def _io_poll(run) -> int | None:
+    text = _device(run, "io_poll")
     try:
-        return int(run.raw(step).read_text().strip())
+        return int(text.strip()) if text is not None else None
     except ValueError:
         return None
 
 
-def _default_scheduler(run):
-    if not run.ok("device.schedulers"):
-        return None
-    m = re.search(r"\[([^\]]+)\]", run.raw("device.schedulers").read_text())
+def _default_scheduler(run) -> str | None:
+    """The scheduler bracketed in the device's ``queue/scheduler`` before the lab changed it."""
+    text = _device(run, "scheduler")
+    m = re.search(r"\[([^\]]+)\]", text) if text else None
     return m.group(1) if m else None
 
 
-def _perf_samples(run, step):
+def _perf_samples(run, step: str) -> int | None:
+    """perf record's own count of the samples it wrote ("(N samples)" on its stderr)."""
     m = SAMPLES_RE.search(run.raw(step, "err").read_text())
     return int(m.group(1)) if m else None
 
 
 def _sched(run, io_poll):
-    by: dict[str, list[dict]] = {}
-    first_step: dict[str, str] = {}
-    for s in run.steps:
-        parts = s["name"].split(".")
-        if s["group"] != "sched" or s["status"] != "ok" or len(parts) != 3:
-            continue
-        sched = parts[1]
-        by.setdefault(sched, []).append(fio_summary(run.raw(s["name"]).read_text()))
-        first_step.setdefault(sched, s["name"])
+    by: dict[str, list[dict]] = defaultdict(list)
+    first: dict[str, str] = {}
+    for s in _by_rep(_steps(run, "sched")):
+        sched = s["case"]["scheduler"]
+        by[sched].append(fio_summary(run.raw(s["name"]).read_text()))
+        first.setdefault(sched, s["name"])
     for sched, runs in by.items():
         base = {"experiment": "sched", "scheduler": sched}
         if io_poll is not None:
@@ -93,67 +123,56 @@ def _sched(run, io_poll):
                           ("p99.9", "clat_p99_9_us")):
             vals = [r[key] for r in runs if r[key] is not None]
             if vals:
-                run.add("clat", "us", {**base, "stat": stat}, vals, first_step[sched])
-        run.add("iops", "IOPS", base, [r["iops"] for r in runs], first_step[sched])
-
-
-def _flame_reps(run, sched: str) -> list[tuple[str, str, str]]:
-    """(folded file, step that wrote it, perf record step) of every repetition of ``sched``
-    that ran, repetition 1 (the drawn profile) first."""
-    reps = []
-    if run.ok(f"flame.{sched}.flame"):
-        reps.append((f"flame-{sched}.folded", f"flame.{sched}.flame", f"flame.{sched}.record"))
-    later = sorted((int(m.group(1)), s["name"]) for s in run.steps
-                   if (m := re.fullmatch(rf"flame\.{re.escape(sched)}\.(\d+)\.fold", s["name"])) and s["status"] == "ok")
-    for i, step in later:
-        reps.append((f"flame-{sched}.{i}.folded", step, f"flame.{sched}.{i}.record"))
-    return reps
+                run.add("clat", "us", {**base, "stat": stat}, vals, first[sched])
+        run.add("iops", "IOPS", base, [r["iops"] for r in runs], first[sched])
 
 
 def _flame(run):
     for sched in ("none", "kyber"):
-        reps = _flame_reps(run, sched)
-        if not reps:
+        steps = _steps(run, "flame", scheduler=sched)
+        # folded stacks of each repetition: rep 1 from the flame graph step, later ones from fold
+        folds = _by_rep([s for s in steps if s["case"].get("tool") in ("flamegraph", "fold")])
+        records = {s["case"]["rep"]: s["name"] for s in steps if s["case"].get("tool") == "perf-record"}
+        if not folds:
             continue
         case = {"experiment": "flame", "scheduler": sched}
-        folded = [(run.dir / f).read_text() for f, _, _ in reps]
+        folded = [(run.dir / s["case"]["folded"]).read_text() for s in folds]
         for name, frames in UNDER.items():
             run.add("share", "%", {**case, "under": name}, [100.0 * share_under(t, frames) for t in folded],
-                    reps[0][1])
-        counts = [n for _, _, rec in reps if (n := _perf_samples(run, rec)) is not None]
+                    folds[0]["name"])
+        recs = [records[s["case"]["rep"]] for s in folds if s["case"]["rep"] in records]
+        counts = [n for rec in recs if (n := _perf_samples(run, rec)) is not None]
         if counts:
-            run.add("perf_samples", "samples", case, counts, reps[0][2])
-        if not run.ok(f"flame.{sched}.flame"):
-            continue
-        run.artifact("flamegraph", case, f"flame-{sched}.svg",
-                     f"fio 4k random read, QD1, pvsync2 --hipri, scheduler {sched}: perf record -g -F 997")
-        run.artifact("folded", case, f"flame-{sched}.folded", f"folded stacks, scheduler {sched}")
-    if run.ok("flame.diff"):
+            run.add("perf_samples", "samples", case, counts, recs[0])
+        for s in folds:
+            if s["case"].get("tool") != "flamegraph":
+                continue
+            run.artifact("flamegraph", case, s["case"]["svg"],
+                         f"fio 4k random read, QD1, pvsync2 --hipri, scheduler {sched}: perf record -g -F 997")
+            run.artifact("folded", case, s["case"]["folded"], f"folded stacks, scheduler {sched}")
+    for s in _steps(run, "flame", tool="diff-flamegraph"):
         case = {"experiment": "flame", "diff": "none to kyber"}
-        run.artifact("diff_flamegraph", case, "flame-diff.svg",
+        run.artifact("diff_flamegraph", case, s["case"]["svg"],
                      "Differential flame graph, none → kyber: shapes from kyber's profile; red grew with kyber, blue shrank")
-        run.artifact("folded", case, "flame-diff.folded", "differential folded stacks (none, kyber counts)")
+        run.artifact("folded", case, s["case"]["folded"], "differential folded stacks (none, kyber counts)")
 
 
 def _trace(run):
-    rows: dict[tuple[str, str], list[float]] = {}
-    per_io: dict[tuple[str, str], list[float]] = {}
+    rows: dict[tuple[str, str], list[float]] = defaultdict(list)
+    per_io: dict[tuple[str, str], list[float]] = defaultdict(list)
     first: dict[str, str] = {}
-    for s in run.steps:
-        parts = s["name"].split(".")
-        if s["group"] != "trace" or s["status"] != "ok" or len(parts) != 3:
-            continue
-        sched = parts[1]
+    for s in _by_rep(_steps(run, "trace")):
+        sched = s["case"]["scheduler"]
         ios = fio_summary(run.raw(s["name"]).read_text())["total_ios"]
         events = perf_stat_csv(run.raw(s["name"], "csv").read_text())
         first.setdefault(sched, s["name"])
-        rows.setdefault((sched, "fio total_ios"), []).append(float(ios))
-        per_io.setdefault((sched, "fio I/Os"), []).append(1.0)
+        rows[(sched, "fio total_ios")].append(float(ios))
+        per_io[(sched, "fio I/Os")].append(1.0)
         for ev, row in events.items():
             if row["value"] is None:
                 continue
-            rows.setdefault((sched, ev), []).append(row["value"])
-            per_io.setdefault((sched, ev), []).append(row["value"] / ios)
+            rows[(sched, ev)].append(row["value"])
+            per_io[(sched, ev)].append(row["value"] / ios)
     for (sched, src), vals in rows.items():
         run.add("count", "events", {"experiment": "trace", "scheduler": sched, "source": src}, vals, first[sched])
     for (sched, ev), vals in per_io.items():
@@ -161,42 +180,45 @@ def _trace(run):
 
 
 def _ipc(run):
-    for sched in ("none", "kyber"):
-        if not run.ok(f"ipc.{sched}"):
-            continue
-        ev = perf_stat_csv(run.raw(f"ipc.{sched}", "csv").read_text())
-        ios = fio_summary(run.raw(f"ipc.{sched}").read_text())["total_ios"]
+    for s in _steps(run, "ipc"):
+        sched = s["case"]["scheduler"]
+        ev = perf_stat_csv(run.raw(s["name"], "csv").read_text())
+        ios = fio_summary(run.raw(s["name"]).read_text())["total_ios"]
         case = {"experiment": "ipc", "scheduler": sched}
 
-        def v(name):
-            row = next((r for k, r in ev.items() if k.split(":")[0] == name), None)
+        def v(event):
+            # perf names a counter "cycles", or "cycles:u" where it may count user space only
+            row = next((r for k, r in ev.items() if k.split(":")[0] == event), None)
             return row["value"] if row else None
         ins, cyc, miss = v("instructions"), v("cycles"), v("cache-misses")
         if ins and cyc:
-            run.add("ipc", "instructions/cycle", case, [ins / cyc], f"ipc.{sched}")
-            run.add("instructions_per_io", "instructions", case, [ins / ios], f"ipc.{sched}")
+            run.add("ipc", "instructions/cycle", case, [ins / cyc], s["name"])
+            run.add("instructions_per_io", "instructions", case, [ins / ios], s["name"])
         if miss is not None:
-            run.add("cache_misses_per_io", "misses", case, [miss / ios], f"ipc.{sched}")
+            run.add("cache_misses_per_io", "misses", case, [miss / ios], s["name"])
 
 
 def _heat(run):
-    if not run.ok("heat.map"):
+    maps = _steps(run, "heat", tool="heatmap")
+    records = _steps(run, "heat", tool="perf-record")
+    if not maps or not records:
         return
+    map_step, rec_step = maps[0]["name"], records[0]["name"]
     hm = json.loads((run.dir / "heatmap.json").read_text())
-    burst = json_line(run.raw("heat.record").read_text(), "burst")
+    burst = json_line(run.raw(rec_step).read_text(), "burst")
     rows, origin = hm["rows"], hm["origin"]
     ms = 1000.0 / rows
     windows = burst["bursts"]
     off = lambda t: (t - math.floor(t)) * 1000.0  # noqa: E731  offset within its second, ms
     run.add("subsecond_offset", "ms", {"experiment": "heat", "what": "hottest slice (centre)"},
-            [hm["hottest_slice"]["center_ms"]], "heat.map")
+            [hm["hottest_slice"]["center_ms"]], map_step)
     run.add("subsecond_offset", "ms", {"experiment": "heat", "what": "burst start"}, [off(a) for a, _ in windows],
-            "heat.record")
+            rec_step)
     run.add("subsecond_offset", "ms", {"experiment": "heat", "what": "burst end"}, [off(b) for _, b in windows],
-            "heat.record")
+            rec_step)
     rng = hm["range"]
-    run.add("subsecond_offset", "ms", {"experiment": "heat", "what": "selected range start"}, [rng["start_ms"]], "heat.map")
-    run.add("subsecond_offset", "ms", {"experiment": "heat", "what": "selected range end"}, [rng["end_ms"]], "heat.map")
+    run.add("subsecond_offset", "ms", {"experiment": "heat", "what": "selected range start"}, [rng["start_ms"]], map_step)
+    run.add("subsecond_offset", "ms", {"experiment": "heat", "what": "selected range end"}, [rng["end_ms"]], map_step)
     inside, outside, hottest = [], [], []
     for a, b in windows:
         col = math.floor(a) - origin
@@ -212,66 +234,63 @@ def _heat(run):
             outside.append(sum(outs) / len(outs))
     if hottest:
         run.add("subsecond_offset", "ms", {"experiment": "heat", "what": "hottest slice of each burst second (centre)"},
-                hottest, "heat.map")
+                hottest, map_step)
     if inside:
-        run.add("heat_samples", "samples per slice", {"experiment": "heat", "region": "burst window"}, inside, "heat.map")
+        run.add("heat_samples", "samples per slice", {"experiment": "heat", "region": "burst window"}, inside, map_step)
         run.add("heat_samples", "samples per slice", {"experiment": "heat", "region": "rest of the second"}, outside,
-                "heat.map")
-    n = _perf_samples(run, "heat.record")
+                map_step)
+    n = _perf_samples(run, rec_step)
     if n is not None:
-        run.add("perf_samples", "samples", {"experiment": "heat"}, [n], "heat.record")
+        run.add("perf_samples", "samples", {"experiment": "heat"}, [n], rec_step)
     run.artifact("heatmap", {"experiment": "heat"}, "heatmap.svg",
                  "Subsecond-offset heat map of perf record -a -g -F 997 (idle samples left out); "
                  "dashed lines: where burst was told to be busy; box: the range picked for the flame graph")
-    for key, step, svg, folded, title in (
-            ("hottest range", "heat.range-flame", "heat-range.svg", "heat-range.folded",
-             "Flame graph of the hottest burst's time range only (perf script --time)"),
-            ("whole recording", "heat.all-flame", "heat-all.svg", "heat-all.folded",
-             "Flame graph of the whole recording, every CPU")):
-        if not run.ok(step):
-            continue
+    titles = {"hottest range": "Flame graph of the hottest burst's time range only (perf script --time)",
+              "whole recording": "Flame graph of the whole recording, every CPU"}
+    for s in _steps(run, "heat", tool="flamegraph"):
+        key = s["case"]["profile"]
         case = {"experiment": "heat", "profile": key}
-        text = (run.dir / folded).read_text()
-        run.add("share", "%", {**case, "under": "burn"}, [100.0 * share_under(text, ["burn"])], step)
-        run.artifact("flamegraph", case, svg, title)
-        run.artifact("folded", case, folded, f"folded stacks, {key}")
+        text = (run.dir / s["case"]["folded"]).read_text()
+        run.add("share", "%", {**case, "under": "burn"}, [100.0 * share_under(text, ["burn"])], s["name"])
+        run.artifact("flamegraph", case, s["case"]["svg"], titles.get(key, f"Flame graph, {key}"))
+        run.artifact("folded", case, s["case"]["folded"], f"folded stacks, {key}")
+
+
+def _profiler_order(label: str) -> int:
+    labels = list(PROFILERS.values())
+    return labels.index(label) if label in labels else len(labels)
 
 
 def _overhead(run, scheduler):
-    got: dict[tuple[int, str], dict[int, dict]] = {}
+    got: dict[tuple[int, str], dict[int, dict]] = defaultdict(dict)
     first: dict[tuple[int, str], str] = {}
-    for s in run.steps:
-        m = re.fullmatch(r"overhead\.j(\d+)\.(\w+)\.(\d+)", s["name"])
-        if not m or s["status"] != "ok":
-            continue
-        key = (int(m.group(1)), m.group(2))
-        got.setdefault(key, {})[int(m.group(3))] = fio_summary(run.raw(s["name"]).read_text())
+    for s in _by_rep(_steps(run, "overhead")):
+        c = s["case"]
+        key = (c["numjobs"], c["profiler"])
+        got[key][c["rep"]] = fio_summary(run.raw(s["name"]).read_text())
         first.setdefault(key, s["name"])
-    order_p = list(PROFILERS)
-    for (nj, p), reps in sorted(got.items(), key=lambda kv: (kv[0][0], order_p.index(kv[0][1]))):
-        case = {"experiment": "overhead", "numjobs": nj, "profiler": PROFILERS[p]}
+    for (nj, p), reps in sorted(got.items(), key=lambda kv: (kv[0][0], _profiler_order(kv[0][1]))):
+        case = {"experiment": "overhead", "numjobs": nj, "profiler": p}
         if scheduler:
             case["scheduler"] = scheduler
         order = sorted(reps)
         run.add("iops", "IOPS", case, [reps[i]["iops"] for i in order], first[(nj, p)])
         run.add("clat", "us", {**case, "stat": "mean"}, [reps[i]["clat_mean_us"] for i in order], first[(nj, p)])
-        plain = got.get((nj, "none"), {})
+        plain = got.get((nj, PROFILERS["none"]), {})
         ratios = [reps[i]["iops"] / plain[i]["iops"] for i in order if i in plain]
         if ratios:
             run.add("iops_ratio", "ratio", case, ratios, first[(nj, p)])
 
 
 def _sysbench(run):
-    got: dict[str, list[dict]] = {}
+    got: dict[str, list[dict]] = defaultdict(list)
     first: dict[str, str] = {}
-    for s in run.steps:
-        m = re.fullmatch(r"sysbench\.(\w+)\.(\d+)", s["name"])
-        if not m or s["status"] != "ok":
-            continue
-        got.setdefault(m.group(1), []).append(sysbench_cpu(run.raw(s["name"]).read_text()))
-        first.setdefault(m.group(1), s["name"])
-    for p, runs in sorted(got.items(), key=lambda kv: list(PROFILERS).index(kv[0])):
-        case = {"experiment": "sysbench", "profiler": PROFILERS[p]}
+    for s in _by_rep(_steps(run, "sysbench")):
+        p = s["case"]["profiler"]
+        got[p].append(sysbench_cpu(run.raw(s["name"]).read_text()))
+        first.setdefault(p, s["name"])
+    for p, runs in sorted(got.items(), key=lambda kv: _profiler_order(kv[0])):
+        case = {"experiment": "sysbench", "profiler": p}
         run.add("events_per_s", "events/s", case, [r["events_per_s"] for r in runs], first[p])
         for metric, key in (("latency_min", "latency_min_ms"), ("latency_avg", "latency_avg_ms"),
                             ("latency_p95", "latency_p_ms")):
@@ -281,9 +300,9 @@ def _sysbench(run):
 
 
 def collect(run) -> None:
-    """Parse every step of ``run`` into measurements and artifacts (see the module doc)."""
-    io_poll = _read_int(run, "device.io_poll")
-    _sched(run, io_poll)
+    """Parse every step of ``run`` that has a case into measurements and artifacts (see the
+    module doc). Steps without a case (knob writes, perf script, the build) are not read."""
+    _sched(run, _io_poll(run))
     _flame(run)
     _trace(run)
     _ipc(run)

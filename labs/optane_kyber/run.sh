@@ -8,23 +8,26 @@
 #   device    a private tmpfs in the scratch dir, a file on it filled with random bytes, a
 #             loop device over the file with --direct-io=on (the device under test: NOT an
 #             Optane drive); its dio flag, schedulers and io_poll
-#   sched     fio 4k random read, QD1, pvsync2 --hipri, for every scheduler the device offers,
-#             repetitions interleaved (none, mq-deadline, kyber, bfq, none, ...)
-#   flame     perf record -g -F 997 of fio with none and with kyber -> flame graphs and a
-#             differential flame graph (inferno); further repetitions (full mode) are only
-#             folded, so that kyber's share of the samples has one value per repetition
+#   sched     fio 4k random read, QD1, pvsync2 --hipri, ten repetitions, interleaved (none,
+#             mq-deadline, kyber, bfq, none, ...; quick mode: none and kyber only); fio pinned
+#             to one CPU (taskset) and the loop device's worker confined to the same CPU
+#   flame     perf record -g -F 997 of fio (pinned as in sched) with none and with kyber ->
+#             flame graphs and a differential flame graph (inferno); later repetitions are
+#             only folded, so that kyber's share of the samples has one value per repetition
 #   trace     perf stat -a of kyber:* and block:block_rq_issue on our device, per I/O
 #   ipc       perf stat instructions, cycles, cache misses per scheduler (needs PMU counters)
 #   heat      compile burst.c; perf record -a -g -k CLOCK_MONOTONIC over burst (busy 200 ms
 #             every second) -> subsecond-offset heat map, flame graph of the hottest burst
 #   overhead  the fio job plain, under perf stat, under plain perf record (perf's defaults, as
-#             the original ran it), under perf record -g at 997 and 9973 Hz; numjobs 1 and 2,
-#             interleaved
+#             the original ran it), under perf record -g at 997 and 9973 Hz; numjobs 1
+#             (pinned as in sched) and 2, interleaved (quick mode: the cases the claims read)
 #   sysbench  sysbench cpu plain, under plain perf record and under perf record -g at 997 and
-#             9973 Hz
-# The scheduler is restored, the loop device detached and the tmpfs unmounted on exit,
-# error, Ctrl-C and TERM. perf record runs with --no-buildid-cache so that nothing is
-# written to ~/.debug (perf's build-id cache) outside the scratch and run directories.
+#             9973 Hz, interleaved (quick mode: plain and perf record)
+# Every measuring step carries its case as fields (lab_run --case): record.py reads those.
+# The scheduler and the workqueue CPU mask are restored, the loop device detached and the
+# tmpfs unmounted on exit, error, Ctrl-C and TERM. perf record runs with --no-buildid-cache so
+# that nothing is written to ~/.debug (perf's build-id cache) outside the scratch and run
+# directories.
 # shellcheck disable=SC2015 # "step && step || undo": the undo runs when any of the steps failed
 # shellcheck source=../lib/lab.sh disable=SC2317 # group_* functions are called by lab_main
 source "$(dirname "$0")/../lib/lab.sh"
@@ -32,7 +35,7 @@ source "$(dirname "$0")/../lib/lab.sh"
 lab_define optane_kyber "optane_kyber: QD1 latency per I/O scheduler, flame graphs, a heat map, perf's own cost" \
   fio perf gcc losetup sysbench inferno-flamegraph
 lab_group device "loop device (--direct-io=on) over a file on a private tmpfs" always
-lab_group sched "fio 4k randread QD1 pvsync2 --hipri per scheduler, repetitions interleaved"
+lab_group sched "fio 4k randread QD1 pvsync2 --hipri per scheduler, pinned, repetitions interleaved"
 lab_group flame "perf record -g of fio, none vs kyber: flame graphs, differential flame graph"
 lab_group trace "perf stat -a: kyber and block tracepoints per I/O"
 lab_group ipc "perf stat: IPC and cache misses per scheduler (PMU counters)"
@@ -46,9 +49,23 @@ DEV="" QDIR="" SCHEDS="" DEVT="" BURST=""
 # preadv2() with RWF_HIPRI (fio's pvsync2 --hipri): poll for the completion if the device can.
 FIO_QD1=(--name=qd1 --rw=randread --bs=4k --iodepth=1 --direct=1 --ioengine=pvsync2 --hipri
          --time_based --percentile_list=50:99:99.9 --output-format=json)
+# The CPU that fio runs on wherever its runs are compared (taskset -c): the last CPU this run
+# may use. The loop device hands every read to a worker thread of an unbound workqueue, which
+# the scheduler may place on fio's CPU or on another one; a whole run tends to stay in one
+# placement, and a hand-off to another CPU (waking an idle vCPU on the reference VM) costs
+# more than the scheduler under test, so unpinned runs fall into two latency modes. So the
+# compared runs also confine the unbound workers to the same CPU (confine_workers).
+PIN=$(awk '/^Cpus_allowed_list/ { print $2 }' /proc/self/status); PIN=${PIN##*[,-]}
+PINNED=(taskset -c "$PIN")
+WQMASK=/sys/devices/virtual/workqueue/cpumask
+# perf record's fixed options: nothing written into ~/.debug (--no-buildid-cache), and, where
+# perf has it (5.1 and later), no side-band recording of BPF program loads (--no-bpf-event): at
+# its start that reads every loaded BPF program (most of a second per perf record on the
+# reference host), and the original's perf (4.15) had no such recording. Set by perf_rec.
+PERF_REC=()
 
 group_device() {
-  lab_require device.tmpfs root loop cmd:losetup cmd:fio || return 0
+  lab_require device.tmpfs root loop cmd:losetup cmd:fio cmd:taskset || return 0
   local mnt="$LAB_SCRATCH/tmpfs"
   lab_mount device.tmpfs "$mnt" -- -t tmpfs -o "size=$((IMG_MIB + 16))m,mode=0700" tmpfs || return 0
   # Real bytes, not a sparse file: reads of a hole in tmpfs would not touch any data page.
@@ -56,13 +73,42 @@ group_device() {
   lab_loop_attach device.loop "$mnt/disk.img" --direct-io=on || return 0
   local name; name=$(basename "$LAB_LOOP")
   QDIR="/sys/block/$name/queue"
-  lab_run device.dio -- cat "/sys/block/$name/loop/dio" || return 0
-  lab_run device.schedulers -- cat "$QDIR/scheduler" || return 0
-  lab_run device.io_poll -- cat "$QDIR/io_poll" || return 0
+  lab_run --case experiment=device --case knob=dio device.dio -- cat "/sys/block/$name/loop/dio" || return 0
+  lab_run --case experiment=device --case knob=scheduler device.schedulers -- cat "$QDIR/scheduler" || return 0
+  lab_run --case experiment=device --case knob=io_poll device.io_poll -- cat "$QDIR/io_poll" || return 0
   SCHEDS=$(tr -d '[]' < "$LAB_RUN/raw/device.schedulers.out")
   # dev_t as the kernel's tracepoints print it: major << 20 | minor (for perf stat --filter).
   DEVT=$(( ($(stat -c '0x%t' "$LAB_LOOP") << 20) | $(stat -c '0x%T' "$LAB_LOOP") ))
   DEV=$LAB_LOOP
+}
+
+# perf_rec: fill PERF_REC (once; call it after lab_require ... perf).
+perf_rec() {
+  ((${#PERF_REC[@]})) && return 0
+  local help
+  help=$(perf record -h 2>&1) || true   # the usage text; perf exits 129 after printing it
+  PERF_REC=(perf record --no-buildid-cache)
+  if [[ $help == *--no-bpf-event* ]]; then PERF_REC+=(--no-bpf-event); fi
+}
+
+# cpu_mask CPU: a sysfs cpumask (hex, in comma-separated 32-bit groups) holding only CPU.
+cpu_mask() {
+  local mask i
+  printf -v mask '%x' $((1 << ($1 % 32)))
+  for ((i = 0; i < $1 / 32; i++)); do mask+=",00000000"; done
+  echo "$mask"
+}
+
+# confine_workers STEP: run every unbound workqueue's workers (the loop device's among them) on
+# CPU $PIN only, as step STEP, until the caller unwinds; the mask the host asked for
+# (cpumask_requested where the kernel has it, else cpumask) is restored on every exit path.
+# Returns 1 (step skipped) where the knob is missing.
+confine_workers() {
+  local old
+  [[ -w $WQMASK ]] || { lab_skip "$1" "no writable $WQMASK: the loop device's worker is not confined"; return 1; }
+  old=$(cat "${WQMASK}_requested" 2>/dev/null || cat "$WQMASK") || { lab_skip "$1" "cannot read $WQMASK"; return 1; }
+  lab_defer "restore $WQMASK to $old" lab__write_file "$WQMASK" "$old"
+  lab_run "$1" -- sh -c "echo $(cpu_mask "$PIN") > $WQMASK"
 }
 
 need_dev() { [[ -n "$DEV" ]] || { lab_skip "$1" "no test device (see the device steps)"; return 1; }; }
@@ -76,15 +122,22 @@ offers() {
 
 group_sched() {
   need_dev sched || return 0
-  local reps rt i s mark
-  reps=$(lab_quick 2 5); rt=$(lab_quick 2 5)
+  local reps rt i s mark scheds
+  # Ten repetitions in both modes (the claim reads one ratio kyber / none per repetition);
+  # quick mode runs only the two schedulers the claim compares, and shorter: half a second at
+  # QD1 is still thousands of reads, plenty for a p50.
+  reps=10; rt=$(lab_quick 500ms 2)
+  scheds=$(lab_quick "none kyber" "$SCHEDS")
   mark=$(lab_mark)
+  confine_workers sched.workers || true
   # Interleaved: every repetition runs every scheduler once, so slow drift of the host
   # (other load, frequency, caches) spreads over all schedulers instead of posing as an effect.
   for ((i = 1; i <= reps; i++)); do
-    for s in $SCHEDS; do
+    for s in $scheds; do
+      offers "sched.$s.$i" "$s" || continue
       lab_set_knob "sched.$s.$i.set" "$QDIR/scheduler" "$s" || continue
-      lab_run "sched.$s.$i" -- fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt"
+      lab_run --case experiment=sched --case "scheduler=$s" --case "rep=$i" --case "cpu=$PIN" \
+        "sched.$s.$i" -- "${PINNED[@]}" fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt"
     done
   done
   lab_unwind "$mark"
@@ -93,8 +146,10 @@ group_sched() {
 group_flame() {
   need_dev flame || return 0
   lab_require flame perf inferno || return 0
-  local s i reps mark data script rt; rt=$(lab_quick 2 5); reps=$(lab_quick 1 3)
+  perf_rec
+  local s i reps mark data script rt c; rt=$(lab_quick 500ms 3); reps=$(lab_quick 3 5)
   mark=$(lab_mark)
+  confine_workers flame.workers || true
   # Repetition 1 of each scheduler is the profile shown (reports, flame graphs, the diff);
   # later repetitions are only folded: each gives one more value of kyber's share of the
   # samples. Interleaved like the sched group: none, kyber, none, kyber, ...
@@ -102,41 +157,47 @@ group_flame() {
     for s in none kyber; do
       offers "flame.$s.$i" "$s" || continue
       lab_set_knob "flame.$s.$i.set" "$QDIR/scheduler" "$s" || continue
+      c=(--case experiment=flame --case "scheduler=$s" --case "rep=$i")
       if ((i > 1)); then
         data="$LAB_SCRATCH/flame-$s.$i.data" script="$LAB_SCRATCH/flame-$s.$i.script"
-        lab_run "flame.$s.$i.record" -- perf record --no-buildid-cache -g -F 997 -o "$data" -- \
-          fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt" || continue
+        lab_run "${c[@]}" --case tool=perf-record --case "cpu=$PIN" "flame.$s.$i.record" -- \
+          "${PERF_REC[@]}" -g -F 997 -o "$data" -- \
+          "${PINNED[@]}" fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt" || continue
         lab_run --stdout "$script" "flame.$s.$i.script" -- perf script --max-stack 48 -i "$data" || continue
-        lab_run --stdout "$LAB_RUN/flame-$s.$i.folded" "flame.$s.$i.fold" -- inferno-collapse-perf --all "$script"
+        lab_run --stdout "$LAB_RUN/flame-$s.$i.folded" "${c[@]}" --case tool=fold --case "folded=flame-$s.$i.folded" \
+          "flame.$s.$i.fold" -- inferno-collapse-perf --all "$script"
         rm -f "$data" "$script"
         continue
       fi
       data="$LAB_SCRATCH/flame-$s.data"
       # -F 997: an odd rate, so sampling does not run in lockstep with periodic work (the
       # 1000 Hz or 250 Hz tick, timers); -g: call stacks (frame pointers).
-      lab_run "flame.$s.record" -- perf record --no-buildid-cache -g -F 997 -o "$data" -- \
-        fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt" || continue
+      lab_run "${c[@]}" --case tool=perf-record --case "cpu=$PIN" "flame.$s.record" -- \
+        "${PERF_REC[@]}" -g -F 997 -o "$data" -- \
+        "${PINNED[@]}" fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt" || continue
       if [[ $s == kyber ]]; then
         # perf report's two views of the same samples: Children (samples with the function
         # anywhere on the stack) next to Self; then the call graph, fractal (each branch's
         # percentage relative to its parent), callee order (from the sampled function down).
-        lab_run "flame.$s.report" -- perf report -i "$data" --stdio --children \
+        lab_run "${c[@]}" --case tool=perf-report "flame.$s.report" -- perf report -i "$data" --stdio --children \
           --fields overhead_children,overhead,sym -g none --percent-limit 5
-        lab_run "flame.$s.fractal" -- perf report -i "$data" --stdio --no-children \
+        lab_run "${c[@]}" --case tool=perf-report "flame.$s.fractal" -- perf report -i "$data" --stdio --no-children \
           --fields overhead,sym -g fractal,0.5,callee --percent-limit 15
       fi
       # --max-stack 48: deeper than any real stack here; a walk through code built without
       # frame pointers can follow garbage up to perf's limit (127 frames) and would draw a
       # tall thin tower of [unknown] frames.
       lab_run --stdout "$LAB_SCRATCH/flame-$s.script" "flame.$s.script" -- perf script --max-stack 48 -i "$data" || continue
-      lab_run "flame.$s.flame" -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/flame-$s.script" \
+      lab_run "${c[@]}" --case tool=flamegraph --case "folded=flame-$s.folded" --case "svg=flame-$s.svg" \
+        "flame.$s.flame" -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/flame-$s.script" \
         --folded "$LAB_RUN/flame-$s.folded" --svg "$LAB_RUN/flame-$s.svg" \
         --title "fio 4k randread QD1 pvsync2 --hipri on a loop device, scheduler $s"
     done
   done
   lab_unwind "$mark"
   if [[ -f "$LAB_RUN/flame-none.folded" && -f "$LAB_RUN/flame-kyber.folded" ]]; then
-    lab_run flame.diff -- "$LAB_PY" -m labkit diff-flame --before "$LAB_RUN/flame-none.folded" \
+    lab_run --case experiment=flame --case tool=diff-flamegraph --case folded=flame-diff.folded --case svg=flame-diff.svg \
+      flame.diff -- "$LAB_PY" -m labkit diff-flame --before "$LAB_RUN/flame-none.folded" \
       --after "$LAB_RUN/flame-kyber.folded" --folded "$LAB_RUN/flame-diff.folded" --svg "$LAB_RUN/flame-diff.svg" \
       --title "kyber vs none: red = more samples with kyber, blue = fewer"
   fi
@@ -149,7 +210,7 @@ group_trace() {
     lab_skip trace "this kernel has no kyber tracepoints (kyber not built or not loaded)"; return 0
   fi
   local reps rt i s mark
-  reps=$(lab_quick 1 3); rt=$(lab_quick 2 3)
+  reps=$(lab_quick 3 5); rt=$(lab_quick 500ms 2)
   mark=$(lab_mark)
   for ((i = 1; i <= reps; i++)); do
     for s in none kyber; do
@@ -157,7 +218,8 @@ group_trace() {
       lab_set_knob "trace.$s.$i.set" "$QDIR/scheduler" "$s" || continue
       # -a counts every CPU (the loop worker thread issues the request, not fio); --filter
       # keeps only events of our device (dev == major<<20|minor), not the host's disk.
-      lab_run "trace.$s.$i" -- perf stat -x, -o "$LAB_RUN/raw/trace.$s.$i.csv" \
+      lab_run --case experiment=trace --case "scheduler=$s" --case "rep=$i" \
+        "trace.$s.$i" -- perf stat -x, -o "$LAB_RUN/raw/trace.$s.$i.csv" \
         -e 'kyber:*' --filter "dev == $DEVT" -e block:block_rq_issue --filter "dev == $DEVT" -a -- \
         fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt"
     done
@@ -170,11 +232,12 @@ group_ipc() {
   lab_require ipc perf pmu || return 0
   local s mark rt; rt=$(lab_quick 2 5)
   mark=$(lab_mark)
+  confine_workers ipc.workers || true
   for s in none kyber; do
     offers "ipc.$s" "$s" || continue
     lab_set_knob "ipc.$s.set" "$QDIR/scheduler" "$s" || continue
-    lab_run "ipc.$s" -- perf stat -x, -o "$LAB_RUN/raw/ipc.$s.csv" \
-      -e instructions,cycles,cache-references,cache-misses -- fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt"
+    lab_run --case experiment=ipc --case "scheduler=$s" --case "cpu=$PIN" "ipc.$s" -- perf stat -x, -o "$LAB_RUN/raw/ipc.$s.csv" \
+      -e instructions,cycles,cache-references,cache-misses -- "${PINNED[@]}" fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt"
   done
   lab_unwind "$mark"
 }
@@ -182,8 +245,9 @@ group_ipc() {
 group_heat() {
   # -a (every CPU) needs root, or perf_event_paranoid <= 0.
   lab_require heat root perf inferno cmd:gcc || return 0
+  perf_rec
   local n data range mark
-  n=$(lab_quick 4 8)
+  n=$(lab_quick 5 10)   # bursts: one sample per burst for the claims
   mark=$(lab_mark)
   # The program is built in the run directory: perf from before mid-2024 (Debian 12's 6.1)
   # takes every file under /tmp/perf-* for a JIT map (/tmp/perf-PID.map) and shows no symbols
@@ -195,44 +259,65 @@ group_heat() {
     -o "$BURST" "$LAB_DIR/burst.c" || { lab_unwind "$mark"; return 0; }
   data="$LAB_SCRATCH/heat.data"
   # -k CLOCK_MONOTONIC: sample times on the clock burst uses, so its windows line up.
-  lab_run heat.record -- perf record --no-buildid-cache -a -g -F 997 -k CLOCK_MONOTONIC -o "$data" -- \
+  lab_run --case experiment=heat --case tool=perf-record heat.record -- "${PERF_REC[@]}" -a -g -F 997 -k CLOCK_MONOTONIC -o "$data" -- \
     "$BURST" -n "$n" -b 200 -o 400 &&
   lab_run --stdout "$LAB_SCRATCH/heat.script" heat.script -- perf script --max-stack 48 -i "$data" &&
-  lab_run heat.map -- "$LAB_PY" -m labkit.heatmap --perf-script "$LAB_SCRATCH/heat.script" \
+  lab_run --case experiment=heat --case tool=heatmap heat.map -- "$LAB_PY" -m labkit.heatmap --perf-script "$LAB_SCRATCH/heat.script" \
     --svg "$LAB_RUN/heatmap.svg" --json "$LAB_RUN/heatmap.json" --band 400,600 \
     --title "perf record -a -g -F 997, every CPU, idle samples left out" ||
     { lab_unwind "$mark"; return 0; }
   range=$(head -n 1 "$LAB_RUN/raw/heat.map.out")
   lab_run --stdout "$LAB_SCRATCH/heat-range.script" heat.range-script -- perf script --max-stack 48 -i "$data" --time "$range" &&
-    lab_run heat.range-flame -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/heat-range.script" \
+    lab_run --case experiment=heat --case tool=flamegraph --case "profile=hottest range" \
+      --case folded=heat-range.folded --case svg=heat-range.svg heat.range-flame -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/heat-range.script" \
     --folded "$LAB_RUN/heat-range.folded" --svg "$LAB_RUN/heat-range.svg" \
     --title "every CPU, only the hottest burst's time range $range s"
-  lab_run heat.all-flame -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/heat.script" \
+  lab_run --case experiment=heat --case tool=flamegraph --case "profile=whole recording" \
+    --case folded=heat-all.folded --case svg=heat-all.svg heat.all-flame -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/heat.script" \
     --folded "$LAB_RUN/heat-all.folded" --svg "$LAB_RUN/heat-all.svg" \
     --title "every CPU, the whole recording"
   lab_unwind "$mark"
 }
 
+# The profilers the overhead and sysbench groups run their job under (short name → the label
+# their steps' cases carry; record.py keeps the same table).
+declare -A PROFILER=([none]=plain [stat]="perf stat" [rec]="record (defaults)" [rec997]="record 997 Hz"
+                     [rec9973]="record 9973 Hz")
+
 group_overhead() {
   need_dev overhead || return 0
   lab_require overhead perf || return 0
-  local reps rt i nj p name
-  # quick: one repetition (five profilers, two job counts: the quick run stays under 2 minutes)
-  reps=$(lab_quick 1 3); rt=$(lab_quick 1 3)
+  perf_rec
+  local reps rt i nj p name job pin profs c mark
+  # Quick mode runs only the cases the claims compare (one job: plain and perf record; two
+  # jobs: plain, perf record, and perf record -g at both rates), each as often as in full.
+  reps=$(lab_quick 3 5); rt=$(lab_quick 500ms 3)
   for ((i = 1; i <= reps; i++)); do
     for nj in 1 2; do
-      for p in none stat rec rec997 rec9973; do
+      profs=$(lab_quick "none rec" "none stat rec rec997 rec9973")
+      ((nj == 1)) || profs=$(lab_quick "none rec rec997 rec9973" "none stat rec rec997 rec9973")
+      # One job runs as in the sched group: on one CPU, the loop device's worker with it. Two
+      # jobs are the load of the whole machine and run where the kernel puts them.
+      pin=() mark=$(lab_mark)
+      if ((nj == 1)); then
+        pin=("${PINNED[@]}")
+        confine_workers "overhead.j1.workers.$i" || true
+      fi
+      for p in $profs; do
         name="overhead.j$nj.$p.$i"
-        local job=(fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt" --numjobs="$nj" --group_reporting)
+        job=("${pin[@]}" fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt" --numjobs="$nj" --group_reporting)
+        c=(--case experiment=overhead --case "numjobs=$nj" --case "profiler=${PROFILER[$p]}" --case "rep=$i")
+        ((nj == 1)) && c+=(--case "cpu=$PIN")
         case $p in
-          none) lab_run "$name" -- "${job[@]}" ;;
-          stat) lab_run "$name" -- perf stat -x, -o "$LAB_RUN/raw/$name.csv" -- "${job[@]}" ;;
+          none) lab_run "${c[@]}" "$name" -- "${job[@]}" ;;
+          stat) lab_run "${c[@]}" "$name" -- perf stat -x, -o "$LAB_RUN/raw/$name.csv" -- "${job[@]}" ;;
           # perf record as the original ran it: no call graphs, perf's default rate (4000 Hz)
-          rec) lab_run "$name" -- perf record --no-buildid-cache -o "$LAB_SCRATCH/overhead.data" -- "${job[@]}" ;;
-          rec997) lab_run "$name" -- perf record --no-buildid-cache -g -F 997 -o "$LAB_SCRATCH/overhead.data" -- "${job[@]}" ;;
-          rec9973) lab_run "$name" -- perf record --no-buildid-cache -g -F 9973 -o "$LAB_SCRATCH/overhead.data" -- "${job[@]}" ;;
+          rec) lab_run "${c[@]}" "$name" -- "${PERF_REC[@]}" -o "$LAB_SCRATCH/overhead.data" -- "${job[@]}" ;;
+          rec997) lab_run "${c[@]}" "$name" -- "${PERF_REC[@]}" -g -F 997 -o "$LAB_SCRATCH/overhead.data" -- "${job[@]}" ;;
+          rec9973) lab_run "${c[@]}" "$name" -- "${PERF_REC[@]}" -g -F 9973 -o "$LAB_SCRATCH/overhead.data" -- "${job[@]}" ;;
         esac
       done
+      lab_unwind "$mark"
     done
   done
 }
@@ -240,16 +325,24 @@ group_overhead() {
 group_sysbench() {
   # sysbench: Debian package sysbench (make setup installs it).
   lab_require sysbench cmd:sysbench perf || return 0
-  local reps secs i
-  reps=$(lab_quick 1 3); secs=$(lab_quick 1 3)
+  perf_rec
+  local reps secs i p c profs
+  # Quick mode runs only the two cases the claim compares, each as often as in full.
+  reps=$(lab_quick 3 5); secs=$(lab_quick 1 3)
+  profs=$(lab_quick "none rec" "none rec rec997 rec9973")
   for ((i = 1; i <= reps; i++)); do
-    lab_run "sysbench.none.$i" -- sysbench cpu --threads=1 --time="$secs" run
-    lab_run "sysbench.rec.$i" -- perf record --no-buildid-cache -o "$LAB_SCRATCH/sysbench.data" -- \
-      sysbench cpu --threads=1 --time="$secs" run
-    lab_run "sysbench.rec997.$i" -- perf record --no-buildid-cache -g -F 997 -o "$LAB_SCRATCH/sysbench.data" -- \
-      sysbench cpu --threads=1 --time="$secs" run
-    lab_run "sysbench.rec9973.$i" -- perf record --no-buildid-cache -g -F 9973 -o "$LAB_SCRATCH/sysbench.data" -- \
-      sysbench cpu --threads=1 --time="$secs" run
+    for p in $profs; do
+      c=(--case experiment=sysbench --case "profiler=${PROFILER[$p]}" --case "rep=$i")
+      case $p in
+        none) lab_run "${c[@]}" "sysbench.none.$i" -- sysbench cpu --threads=1 --time="$secs" run ;;
+        rec) lab_run "${c[@]}" "sysbench.rec.$i" -- "${PERF_REC[@]}" -o "$LAB_SCRATCH/sysbench.data" -- \
+          sysbench cpu --threads=1 --time="$secs" run ;;
+        rec997) lab_run "${c[@]}" "sysbench.rec997.$i" -- "${PERF_REC[@]}" -g -F 997 -o "$LAB_SCRATCH/sysbench.data" -- \
+          sysbench cpu --threads=1 --time="$secs" run ;;
+        rec9973) lab_run "${c[@]}" "sysbench.rec9973.$i" -- "${PERF_REC[@]}" -g -F 9973 -o "$LAB_SCRATCH/sysbench.data" -- \
+          sysbench cpu --threads=1 --time="$secs" run ;;
+      esac
+    done
   done
 }
 
