@@ -82,14 +82,17 @@ class Run:
 
 def case_value(text: str) -> str | int | float | bool:
     """A case value as written by ``lab_run --case KEY=VALUE``: an integer, a decimal number,
-    ``true``/``false``, or else the string itself (``"1024"`` → 1024, ``"0.5"`` → 0.5)."""
+    ``true``/``false``, or else the string itself (``"1024"`` → 1024, ``"0.5"`` → 0.5; a number
+    that would not read back as written stays a string: ``"5.10"``, ``"007"``, ``"1e3"``)."""
     if text in ("true", "false"):
         return text == "true"
     for kind in (int, float):
         try:
-            return kind(text)
+            value = kind(text)
         except ValueError:
-            pass
+            continue
+        # only when the number reads back as written: "5.10" (a kernel series) and "007" stay text
+        return value if str(value) == text else text
     return text
 
 

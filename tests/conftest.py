@@ -102,7 +102,7 @@ def lat_tcp_quick(tmp_path_factory):
 #
 # Tiers are explicit marks: `lab` (runs a lab for real), `guest` (boots a QEMU guest), `browser`
 # (drives Chromium; every browser test is also `slow`), `slow` (a whole site build, or long
-# otherwise). A test file or test says its own; nothing reads test source to guess it. What a
+# otherwise); `no_run` lets a fast test start a lab for its --help or a refused bad usage. A test file or test says its own; nothing reads test source to guess it. What a
 # test starts is checked while it runs (:func:`tier_of`, the guard in pytest_runtest_*): a test
 # that starts a lab, a guest, a browser or a site build without its mark fails, naming the mark.
 # Every test gets a pytest-timeout: its own @pytest.mark.timeout, else TIMEOUTS by tier.
@@ -131,6 +131,8 @@ def tier_of(argv) -> str | None:
 
 
 def _needs(item, tier: str) -> bool:
+    if tier == "lab" and item.get_closest_marker("no_run"):
+        return False          # a lab started only to check that it refuses or explains, and starts nothing
     return tier is not None and not item.get_closest_marker(tier)
 
 
@@ -169,7 +171,8 @@ def pytest_configure(config):
     for line in ("lab: runs a lab for real (needs root for most steps); not in the fast tier",
                  "guest: boots a QEMU guest (minutes under TCG); not in the fast tier",
                  "slow: takes long without running a lab (site builds, a browser); not in the fast tier",
-                 "browser: drives headless Chromium (also slow)"):
+                 "browser: drives headless Chromium (also slow)",
+                 "no_run: starts a lab only for its --help or a bad-usage refusal (nothing runs: fast tier)"):
         config.addinivalue_line("markers", line)
 
 

@@ -318,6 +318,9 @@ def host_state(ours: list[str | Path], others: tuple[str, ...] = ("/tmp/pcb-", "
             continue          # another run's loop device
         blocks[dev] = (_read(q / "scheduler"), _read(q / "read_ahead_kb"), _read(q.parent / "trace" / "enable"))
     state["block"] = blocks
+    # The CPUs unbound workqueues may run on (optane_kyber confines the loop device's workers).
+    wq = Path("/sys/devices/virtual/workqueue")
+    state["workqueue_cpumask"] = (_read(wq / "cpumask"), _read(wq / "cpumask_requested"))
     if shutil.which("auditctl") and is_root():
         s = subprocess.run(["auditctl", "-s"], capture_output=True, text=True).stdout
         st = dict(line.split(" ", 1) for line in s.splitlines() if " " in line)

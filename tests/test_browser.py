@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 from conftest import build_site, serve
 from labkit import model, render
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.lab]   # the pages of a real quick run, in Chromium
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,8 @@ from labkit import original as original_mod
 from labkit.parsers.perf import perf_stat_csv
 from labrun import check_quick_result, interrupt_at, is_root, processes_matching, run_lab
 
+pytestmark = pytest.mark.lab     # real quick runs of the fio_engines lab
+
 LAB = "fio_engines"
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -59,6 +59,7 @@ def scratch_dirs(lab: str) -> set[str]:
     return {p.name for p in Path("/tmp").glob(f"pcb-{lab}.*")}
 
 
+@pytest.mark.no_run
 @pytest.mark.parametrize("args,option,reason", BAD, ids=lambda a: " ".join(a) if isinstance(a, list) else "")
 @pytest.mark.parametrize("lab", LABS)
 def test_bad_usage_is_one_line_exit_2_and_starts_nothing(lab, args, option, reason, tmp_path):
@@ -75,6 +76,7 @@ def test_bad_usage_is_one_line_exit_2_and_starts_nothing(lab, args, option, reas
     assert scratch_dirs(lab) == before
 
 
+@pytest.mark.no_run
 @pytest.mark.parametrize("lab", LABS)
 def test_help_lists_every_group(lab):
     groups = re.findall(r"^lab_group\s+(\S+)", (ROOT / "labs" / lab / "run.sh").read_text(), re.M)

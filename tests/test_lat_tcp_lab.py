@@ -12,6 +12,8 @@ import pytest
 from labkit import claims, model
 from labrun import check_quick_result, interrupt_at, is_root, links, netns_list, processes_matching
 
+pytestmark = pytest.mark.lab     # a real quick run of the lat_tcp lab
+
 LAB = Path(__file__).resolve().parents[1] / "labs" / "lat_tcp"
 
 

@@ -16,7 +16,7 @@ from labkit.parsers.fio import fio_summary
 from labrun import check_quick_result, interrupt_at, is_root, loop_devices_backed_by, mounts_under, processes_matching, run_lab
 
 LAB = "optane_kyber"
-pytestmark = pytest.mark.skipif(not is_root(), reason="the lab's device, scheduler and perf -a steps need root")
+pytestmark = [pytest.mark.lab, pytest.mark.skipif(not is_root(), reason="the lab's device, scheduler and perf -a steps need root")]
 
 
 @pytest.fixture(scope="module")

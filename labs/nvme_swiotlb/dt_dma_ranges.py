@@ -17,9 +17,10 @@ of nodes whose files are the raw property values), lists every node that has a
 reads the ``reg`` of the ``memory`` nodes, and prints how much RAM lies outside
 the PCI windows.
 
-Usage: dt_dma_ranges.py [--root DIR]      (default /proc/device-tree)
+Usage: dt_dma_ranges.py [--root DIR] [--fail-if-outside]    (default /proc/device-tree)
 Output: one JSON line on stdout ({"tool": "dt_dma_ranges", ...}), a readable
-summary on stderr. Exit status: 0 ok, 1 no device tree at DIR, 2 bad usage.
+summary on stderr. Exit status: 0 ok, 1 no device tree at DIR, 2 bad usage,
+3 with --fail-if-outside: some RAM lies outside the PCI DMA windows.
 """
 
 from __future__ import annotations
@@ -138,6 +139,8 @@ def main(argv: list[str]) -> int:
     global ROOT
     ap = argparse.ArgumentParser(prog="dt_dma_ranges.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", default="/proc/device-tree", help="exported device tree (default /proc/device-tree)")
+    ap.add_argument("--fail-if-outside", action="store_true",
+                    help="exit 3 when some RAM lies outside the PCI DMA windows (a check that a window covers RAM)")
     a = ap.parse_args(argv)
     ROOT = os.path.realpath(a.root)
     if not os.path.isdir(ROOT):
@@ -173,6 +176,8 @@ def main(argv: list[str]) -> int:
     else:
         print(f"RAM outside the PCI DMA windows: {result['ram_outside_pci_windows'] / 2**30:.2f} GiB "
               "(buffers there are bounced through swiotlb)", file=sys.stderr)
+    if a.fail_if_outside and result["ram_outside_pci_windows"]:
+        return 3
     return 0
 
 

@@ -3,9 +3,15 @@
 # writes every raw output to $PCB_OUT (/out), which the guest runner brings back to the host.
 # Every tool is the guest's own arm64 binary from Debian: coreutils dd, strace, perf, blktrace/btt.
 #
-# Parameters come from /job/job.env, written by run.sh: MB (MiB per read), REPS (bandwidth samples
-# per kind), COUNTED (reads counted with perf stat), TRACE_MB (MiB read under blktrace and perf).
-# Each step keeps <step>.cmd (the command as typed), <step>.out, <step>.err and <step>.rc.
+# Parameters come from /job/job.env, written by run.sh: MB (MiB per read), REPS (direct dd reads),
+# TREPS (direct reads whose read() calls are traced), BREPS (buffered dd reads, each after
+# drop_caches), COUNTED (direct reads counted with perf stat, reads traced with function_graph),
+# BUFFERED (1: buffered reads counted with perf stat too), STRACE (1: strace -c -w of a direct
+# read), TRACE_MB (MiB read under blktrace; 0: none), PERF_MB (MiB read under perf record -g;
+# 0: none).
+# Each step keeps <step>.cmd (the command as typed), <step>.out, <step>.err and <step>.rc, and a
+# measuring step its case in <step>.case (KEY=VALUE lines, as lab_run --case writes on the host):
+# the lab's record.py reads those, never a step's name.
 set -u
 . /job/job.env
 OUT=$PCB_OUT
@@ -14,24 +20,37 @@ T=/sys/kernel/tracing
 W=/tmp/pcb
 mkdir -p "$W"
 
-# step NAME CMD...: run one command a reader could type, keep its command line and outputs.
+# step NAME [KEY=VALUE...] -- CMD...: run one command a reader could type, keep its command line
+# and outputs, and its case (the KEY=VALUE fields, if any) in NAME.case.
 step() {
   name=$1; shift
+  : > "$OUT/$name.case"
+  while [ "$1" != -- ]; do printf '%s\n' "$1" >> "$OUT/$name.case"; shift; done
+  shift
+  [ -s "$OUT/$name.case" ] || rm -f "$OUT/$name.case"
   printf '%s\n' "$*" > "$OUT/$name.cmd"
   echo "$name: $*"
+  t0=$(date +%s.%N)
   "$@" > "$OUT/$name.out" 2> "$OUT/$name.err"
   rc=$?
   echo "$rc" > "$OUT/$name.rc"
-  [ "$rc" = 0 ] || echo "$name: exit $rc: $(tail -n 1 "$OUT/$name.err")"
+  if [ "$rc" = 0 ]; then
+    echo "$name: ok ($(echo "$t0 $(date +%s.%N)" | busybox awk '{printf "%.2f", $2 - $1}') s)"
+  else
+    echo "$name: exit $rc: $(tail -n 1 "$OUT/$name.err")"
+  fi
   return 0
 }
-drop() { step "$1" sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'; }
+drop() { step "$1" -- sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'; }
 
 busybox mount -t tracefs nodev $T
 busybox mount -t debugfs nodev /sys/kernel/debug
 
 # What this guest is: kernel, command line, boot log lines about swiotlb and the drive, the
-# device tree's dma-ranges on the PCIe host bridge, the drive's queue limits.
+# device tree's dma-ranges on the PCIe host bridge, the parts of the device tree the kernel
+# exported that say which RAM the PCIe devices reach (the root's cell sizes, the memory and PCIe
+# host bridge nodes: decoded on the host by dt_dma_ranges.py), the drive's queue limits, and the
+# drive's dev_t as trace event filters see it (MKDEV: major << 20 | minor).
 uname -r > "$OUT/uname-r.txt"
 uname -v > "$OUT/uname-v.txt"
 cat /proc/cmdline > "$OUT/cmdline.txt"
@@ -39,28 +58,40 @@ busybox dmesg > "$OUT/dmesg.txt"
 for f in /proc/device-tree/pcie@10000000/dma-ranges /proc/device-tree/pcie@10000000/ranges; do
   [ -e "$f" ] && busybox hexdump -C "$f" > "$OUT/dt-$(basename "$f").hex"
 done
+mkdir -p "$OUT/device-tree"
+for f in /proc/device-tree/* /proc/device-tree/.[!.]*; do
+  case $(basename "$f") in memory*|pcie@*) cp -R -L "$f" "$OUT/device-tree/" ;; *) [ -f "$f" ] && cp -L "$f" "$OUT/device-tree/" ;; esac
+done
+mm=$(cat /sys/block/nvme0n1/dev)
+DEVT=$(( (${mm%%:*} << 20) | ${mm##*:} ))
 for f in max_sectors_kb max_hw_sectors_kb max_segments scheduler read_ahead_kb; do
   echo "$f $(cat /sys/block/nvme0n1/queue/$f)"
 done > "$OUT/queue.txt"
 swiotlb_state() { for f in /sys/kernel/debug/swiotlb/*; do [ -f "$f" ] && echo "$(basename "$f") $(cat "$f")"; done; }
 swiotlb_state > "$OUT/swiotlb-before.txt"
 
-# 1. Bandwidth: dd direct reads of the drive, and buffered reads after dropping the page cache.
+# 1. Bandwidth: dd direct reads of the drive, and buffered reads after dropping the page cache
+# (interleaved while both kinds have repetitions left).
 i=1
-while [ $i -le "$REPS" ]; do
-  step "dd.$i.direct" dd if=$DEV of=/dev/null bs=1M count="$MB" iflag=direct
-  drop "dd.$i.drop"
-  step "dd.$i.buffered" dd if=$DEV of=/dev/null bs=1M count="$MB"
+while [ $i -le "$REPS" ] || [ $i -le "$BREPS" ]; do
+  [ $i -gt "$REPS" ] || step "dd.$i.direct" tool=dd io=direct rep=$i -- dd if=$DEV of=/dev/null bs=1M count="$MB" iflag=direct
+  if [ $i -le "$BREPS" ]; then
+    drop "dd.$i.drop"
+    step "dd.$i.buffered" tool=dd io=buffered rep=$i -- dd if=$DEV of=/dev/null bs=1M count="$MB"
+  fi
   i=$((i + 1))
 done
 
-# 2. Bounces: swiotlb_bounced and block_rq_complete counted during whole reads (perf stat -a).
+# 2. Bounces: swiotlb_bounced (every device: only the NVMe drive is behind the PCIe host bridge) and
+# the drive's block_rq_complete (filtered on its dev_t) counted during whole reads (perf stat -a).
 i=1
 while [ $i -le "$COUNTED" ]; do
   for io in direct buffered; do
+    [ $io = direct ] || [ "$BUFFERED" = 1 ] || continue
     flag=""; [ $io = direct ] && flag="iflag=direct"
     [ $io = buffered ] && drop "count.$i.$io.drop"
-    step "count.$i.$io" perf stat -x, -a -e swiotlb:swiotlb_bounced,block:block_rq_complete \
+    step "count.$i.$io" tool=perf-stat io=$io rep=$i -- perf stat -x, -a -e swiotlb:swiotlb_bounced \
+      -e block:block_rq_complete --filter "dev == $DEVT" \
       -o "$OUT/count.$i.$io.csv" -- dd if=$DEV of=/dev/null bs=1M count="$MB" $flag
   done
   i=$((i + 1))
@@ -68,9 +99,41 @@ done
 swiotlb_state > "$OUT/swiotlb-after.txt"
 
 # 3. strace -c -w of a direct read: read calls and the wall time per call (the original's 2.1).
-step strace.direct strace -c -w -o "$OUT/strace.direct.txt" dd if=$DEV of=/dev/null bs=1M count="$MB" iflag=direct
+# Under an emulated CPU, ptrace's stops cost more than a read itself: step 4 times the calls.
+if [ "$STRACE" = 1 ]; then
+  step strace.1.direct tool=strace-c io=direct rep=1 -- strace -c -w -o "$OUT/strace.1.direct.txt" \
+    dd if=$DEV of=/dev/null bs=1M count="$MB" iflag=direct
+fi
 
-# 4. function_graph of ksys_read for single 1 MiB direct reads (the original's 2.3 and 2.4): do the
+# 4. The time inside each read() of direct reads, from the syscall tracepoints (the original's
+# 2.3 traced the read system call with ftrace): raw_syscalls sys_enter/sys_exit of read (number
+# 63 on arm64), for dd's PID only (set_event_pid, written by the shell that then execs dd).
+R=$T/events/raw_syscalls
+if [ -d $R/sys_enter ]; then
+  echo 0 > $T/tracing_on
+  echo 'id == 63' > $R/sys_enter/filter
+  echo 'id == 63' > $R/sys_exit/filter
+  echo 1 > $R/sys_enter/enable
+  echo 1 > $R/sys_exit/enable
+  i=1
+  while [ $i -le "$TREPS" ]; do
+    echo > $T/trace
+    step "readtime.$i" tool=syscall-trace io=direct rep=$i -- sh -c "echo \$\$ > $T/set_event_pid && echo 1 > $T/tracing_on && exec dd if=$DEV of=/dev/null bs=1M count=$MB iflag=direct"
+    echo 0 > $T/tracing_on
+    cat $T/trace > "$OUT/readtime.$i.trace"
+    i=$((i + 1))
+  done
+  echo 0 > $R/sys_enter/enable
+  echo 0 > $R/sys_exit/enable
+  echo 0 > $R/sys_enter/filter
+  echo 0 > $R/sys_exit/filter
+  echo > $T/set_event_pid
+  echo > $T/trace
+else
+  echo "no raw_syscalls events in $T/events" > "$OUT/readtime.skipped"
+fi
+
+# 5. function_graph of ksys_read for single 1 MiB direct reads (the original's 2.3 and 2.4): do the
 # swiotlb map/bounce/unmap functions run under the read?
 if grep -qw function_graph $T/available_tracers 2>/dev/null; then
   echo 0 > $T/tracing_on
@@ -81,7 +144,7 @@ if grep -qw function_graph $T/available_tracers 2>/dev/null; then
   i=1
   while [ $i -le "$COUNTED" ]; do
     echo > $T/trace
-    step "fgraph.$i" sh -c "echo \$\$ > $T/set_ftrace_pid && echo 1 > $T/tracing_on && exec dd if=$DEV of=/dev/null bs=1M count=1 skip=$i iflag=direct"
+    step "fgraph.$i" tool=function_graph rep=$i -- sh -c "echo \$\$ > $T/set_ftrace_pid && echo 1 > $T/tracing_on && exec dd if=$DEV of=/dev/null bs=1M count=1 skip=$i iflag=direct"
     echo 0 > $T/tracing_on
     cat $T/trace > "$OUT/fgraph.$i.trace"
     i=$((i + 1))
@@ -93,21 +156,25 @@ else
   echo "function_graph not in $(cat $T/available_tracers 2>/dev/null)" > "$OUT/fgraph.skipped"
 fi
 
-# 5. blktrace during a direct read -> blkparse -> btt: D2C and Q2C of every request. 128 KiB reads:
+# 6. blktrace during a direct read -> blkparse -> btt: D2C and Q2C of every request. 128 KiB reads:
 # below the drive's max_sectors_kb and swiotlb's 256 KiB mapping limit, so the block layer does not
 # split them (btt does not follow split I/Os) and both device trees see requests of one size.
-blktrace -d $DEV -o nvme -D "$W" > "$OUT/blktrace.out" 2> "$OUT/blktrace.err" &
-bt=$!
-sleep 2
-step btt.dd dd if=$DEV of=/dev/null bs=128k count=$((TRACE_MB * 8)) iflag=direct
-kill -INT $bt
-wait $bt
-echo "blktrace -d $DEV -o nvme -D $W" > "$OUT/blktrace.cmd"
-step btt.blkparse blkparse -i nvme -D "$W" -d "$W/blk.bin" -O
-step btt.btt btt -i "$W/blk.bin" -l "$OUT/btt.d2c" -q "$OUT/btt.q2c"
+if [ "$TRACE_MB" -gt 0 ]; then
+  blktrace -d $DEV -o nvme -D "$W" > "$OUT/blktrace.out" 2> "$OUT/blktrace.err" &
+  bt=$!
+  sleep 1
+  step btt.dd -- dd if=$DEV of=/dev/null bs=128k count=$((TRACE_MB * 8)) iflag=direct
+  kill -INT $bt
+  wait $bt
+  echo "blktrace -d $DEV -o nvme -D $W" > "$OUT/blktrace.cmd"
+  step btt.blkparse -- blkparse -i nvme -D "$W" -d "$W/blk.bin" -O
+  step btt.btt tool=btt request_kib=128 -- btt -i "$W/blk.bin" -l "$OUT/btt.d2c" -q "$OUT/btt.q2c"
+fi
 
-# 6. perf record -g of every CPU during a direct read (folded and drawn on the host: inferno has
+# 7. perf record -g of every CPU during a direct read (folded and drawn on the host: inferno has
 # no Debian package).
-step perf.record perf record -e cpu-clock -F 999 -g -a -o "$W/perf.data" -- dd if=$DEV of=/dev/null bs=1M count="$TRACE_MB" iflag=direct
-step perf.script perf script -i "$W/perf.data"
+if [ "$PERF_MB" -gt 0 ]; then
+  step perf.record -- perf record -e cpu-clock -F 999 -g -a -o "$W/perf.data" -- dd if=$DEV of=/dev/null bs=1M count="$PERF_MB" iflag=direct
+  step perf.script tool=perf-script -- perf script -i "$W/perf.data"
+fi
 exit 0

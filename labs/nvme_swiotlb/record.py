@@ -1,6 +1,11 @@
 """nvme_swiotlb lab: raw outputs → measurements (called by ``labkit record``).
 
-Metrics (every sample kept; one sample per repetition unless said otherwise):
+Every measuring step carries its case as data: ``lab_run --case KEY=VALUE`` on the host (the step
+record's ``case``), and ``<step>.case`` files written by ``guest_job.sh`` inside the guests (read
+with :func:`labkit.record.read_case`). Each step's ``tool`` says which parser reads it; ``rep``
+(the repetition) orders samples and is not part of a measurement's case. No step name is parsed.
+
+Metrics (every sample kept; one sample per repetition unless said otherwise, in repetition order):
 
 ``bandwidth`` (MB/s, 10^6 B/s as dd prints), from dd's summary line:
     ``experiment=dd``: ``target`` file|loop, ``io`` write|buffered|direct, ``cache`` cold|warm|-;
@@ -15,26 +20,37 @@ Metrics (every sample kept; one sample per repetition unless said otherwise):
 ``trace_events`` (events, one sample): ``event``.
 ``block_latency`` (µs, every I/O, btt -l/-q): ``phase`` D2C|Q2C, ``path`` blktrace|ftrace blk tracer.
 ``btt_avg`` (µs, one sample: btt's printed average) and ``btt_share`` (% of Q2C): ``phase``, ``path``.
-``tracepoint_count`` (events during one direct read, perf stat -a): ``event``.
+``tracepoint_count`` (events during one direct read, perf stat -a, one sample per read): ``event``.
 ``ram_outside_dma_window`` (bytes, device tree hosts only).
-``bounce_bandwidth`` (MB/s, bounce.c samples): ``target`` disk|tmpfs, ``block``, ``mode`` direct|bounce.
+``bounce_bandwidth`` (MB/s, bounce.c samples, direct and bounce alternating): ``target`` disk|tmpfs,
+    ``block``, ``mode`` direct|bounce.
 ``bounce_slowdown`` (×, direct/bounce per sample pair): ``target``, ``block``, ``source``
     measured|copy-time model (1 + copy time per I/O / direct time per I/O).
 ``copy_time`` (µs per I/O, bounce mode): ``target``, ``block``.
 
 Guest group (``experiment=guest``: an arm64 QEMU guest with an emulated NVMe drive, one boot per
 kernel × device tree; case keys ``guest_arch``, ``guest_kernel`` (uname -r and Debian version),
-``kernel`` ("5.10" | "6.1"), ``dt`` ("plain" | "dma-ranges"), ``accelerator`` ("tcg" | "kvm")):
+``kernel`` ("5.10" | "6.1": the series of the booted kernel's uname -r), ``dt`` ("plain" |
+"dma-ranges" | "dma-ranges-wide", from the host step's case), ``accelerator`` ("tcg" | "kvm")):
 
 ``bandwidth`` (MB/s as dd prints, emulated): ``io`` direct|buffered (buffered after drop_caches).
-``swiotlb_bounced`` (events per read, perf stat -a) and ``rq_complete`` (block requests per read): ``io``.
+``swiotlb_bounced`` (events per read, perf stat -a: only the NVMe drive is behind the PCIe host
+    bridge) and ``rq_complete`` (the drive's block requests per read: block_rq_complete filtered on
+    its dev_t): ``io``.
+``read_events`` (the same two counts, per read, in repetition order, so that both events of one
+    read pair by position): ``io``, ``event`` "swiotlb:swiotlb_bounced"|"block:block_rq_complete".
 ``swiotlb_pool`` (MiB: io_tlb_nslabs × 2 KiB slabs, debugfs) and ``swiotlb_used`` (slabs in use after the reads).
-``syscalls`` (calls) and ``time_per_call`` (µs) of read(2), strace -c -w of a direct read.
+``syscalls`` (calls) and ``time_per_call`` (µs) of read(2), strace -c -w of a direct read (under
+    TCG ptrace's own stops dominate the time per call).
+``read_time`` (µs, every read(2) of dd's input in direct reads, from the raw_syscalls sys_enter and
+    sys_exit tracepoints; every repetition's calls pooled): ``io``.
 ``fgraph_swiotlb_calls`` (calls of swiotlb_* functions under one ksys_read of 1 MiB, function_graph).
 ``d2c`` and ``q2c`` (µs, every request of a direct read in 128 KiB requests, blktrace → btt),
     ``request_kib`` = 128; ``d2c_per_mib`` (µs/MiB: each request's D2C over its size).
+``ram_outside_dma_window`` (bytes: the guest's RAM outside its PCIe DMA windows, from the device
+    tree its kernel exported, decoded on the host by dt_dma_ranges.py; plain trees have no window).
 Artifacts: folded stacks and a flame graph of every CPU during a direct read (perf record -g in the
-guest, folded and drawn on the host with inferno, which has no Debian package).
+guest, full runs, folded and drawn on the host with inferno, which has no Debian package).
 """
 
 from __future__ import annotations
@@ -43,6 +59,7 @@ import gzip
 import json
 import re
 import shutil
+from collections import defaultdict
 from pathlib import Path
 
 from labkit.parsers.btt import btt_latencies, btt_summary
@@ -52,116 +69,149 @@ from labkit.parsers.jsonline import json_lines
 from labkit.parsers.perf import flamegraph, fold, perf_stat_csv
 from labkit.parsers.strace import strace_summary
 from labkit.parsers.strace_t import log_histogram, strace_calls
+from labkit.record import read_case
+
+# Case keys that say how a step was run, not what it measured.
+_RUN_KEYS = ("tool", "rep")
+
+
+def _measured(case: dict) -> dict:
+    """The measurement's case: the step's case less the keys that only say how it was run."""
+    return {k: v for k, v in case.items() if k not in _RUN_KEYS}
+
+
+def _by_rep(items: list[tuple[dict, object]]) -> list[tuple[dict, object]]:
+    """``(case, x)`` pairs sorted by their case's ``rep`` (stable: run order breaks ties)."""
+    return sorted(items, key=lambda it: it[0].get("rep", 0))
+
+
+def _tool_steps(run, tool: str) -> list[tuple[dict, dict]]:
+    """(case, step) of the ok host steps whose case has ``tool``, in repetition order."""
+    return _by_rep([(s["case"], s) for s in run.steps
+                    if s["status"] == "ok" and (s.get("case") or {}).get("tool") == tool])
+
+
+class _Series:
+    """Samples per measurement case, kept in the order they are added, with the first step."""
+
+    def __init__(self):
+        self.samples: dict[tuple, list[float]] = defaultdict(list)
+        self.first: dict[tuple, str] = {}
+
+    def add(self, case: dict, values: list[float], step: str) -> None:
+        key = tuple(case.items())
+        self.samples[key].extend(values)
+        self.first.setdefault(key, step)
+
+    def emit(self, run, metric: str, unit: str, emulation: dict | None = None) -> None:
+        for key, values in self.samples.items():
+            run.add(metric, unit, dict(key), values, self.first[key], emulation)
 
 
 def _dd(run, name: str) -> dict:
     return dd_summary(run.raw(name, "err").read_text())
 
 
-def _series(run, pattern: str) -> list[str]:
-    """Names of ok steps matching regex ``pattern`` (full match), in run order."""
-    rx = re.compile(pattern)
-    return [s["name"] for s in run.steps if s["status"] == "ok" and rx.fullmatch(s["name"])]
-
-
-def _add_bw(run, case: dict, steps: list[str]) -> None:
-    if steps:
-        run.add("bandwidth", "MB/s", case, [_dd(run, n)["mb_per_s"] for n in steps], steps[0])
-
-
-def _dd_group(run) -> None:
-    _add_bw(run, {"experiment": "dd", "target": "file", "io": "write", "cache": "-"}, _series(run, r"dd\.\d+\.write"))
-    for kind, io, cache in (("direct-cold", "direct", "cold"), ("buffered-cold", "buffered", "cold"),
-                            ("buffered-warm", "buffered", "warm"), ("direct-warm", "direct", "warm")):
-        _add_bw(run, {"experiment": "dd", "target": "file", "io": io, "cache": cache}, _series(run, rf"dd\.\d+\.{kind}"))
-    _add_bw(run, {"experiment": "dd", "target": "loop", "io": "direct", "cache": "-"}, _series(run, r"dd\.\d+\.loop-direct"))
-    for kind, after in (("fincore-direct", "direct read"), ("fincore-buffered", "buffered read")):
-        steps = _series(run, rf"dd\.\d+\.{kind}")
-        if steps:
-            res = [json.loads(run.raw(n).read_text())["fincore"][0]["res"] for n in steps]
-            run.add("page_cache", "bytes", {"after": after}, res, steps[0])
+def _dd_steps(run) -> None:
+    """Every dd step (``tool=dd``: the dd group and the tried group): its bandwidth."""
+    bw = _Series()
+    for case, s in _tool_steps(run, "dd"):
+        bw.add(_measured(case), [_dd(run, s["name"])["mb_per_s"]], s["name"])
+    bw.emit(run, "bandwidth", "MB/s")
+    cache = _Series()
+    for case, s in _tool_steps(run, "fincore"):
+        cache.add(_measured(case), [json.loads(run.raw(s["name"]).read_text())["fincore"][0]["res"]], s["name"])
+    cache.emit(run, "page_cache", "bytes")
 
 
 def _strace_group(run) -> None:
-    for io in ("buffered", "direct"):
-        name = f"strace.c.{io}"
-        if run.ok(name):
-            summ = strace_summary(run.raw(name, "err").read_text())
-            for sc in ("read", "write"):
-                row = summ["syscalls"].get(sc)
-                if row:
-                    run.add("syscalls", "calls", {"io": io, "syscall": sc}, [row["calls"]], name)
-                    run.add("time_per_call", "us", {"io": io, "syscall": sc}, [row["seconds"] / row["calls"] * 1e6], name)
-            read = summ["syscalls"].get("read")
-            if read:
-                run.add("accounted_time", "s", {"io": io, "source": "strace: read calls × time per call"},
-                        [read["seconds"]], name)
-                run.add("accounted_time", "s", {"io": io, "source": "dd: elapsed"}, [_dd(run, name)["seconds"]], name)
-        name = f"strace.T.{io}"
-        if run.ok(name):
-            calls = strace_calls((run.dir / "raw" / f"{name}.calls").read_text(), "read")
-            lat = [c["seconds"] * 1e6 for c in calls if c["first_arg"] == "0" and (c["ret"] or 0) > 0]
-            if lat:
-                run.add("read_latency", "us", {"io": io}, lat, name)
-                for edge, count in log_histogram(lat, per_octave=4):
-                    run.add("read_latency_hist", "calls", {"io": io, "bin_us": edge}, [count], name)
+    calls, per_call, accounted = _Series(), _Series(), _Series()
+    for case, s in _tool_steps(run, "strace-c"):
+        name, io = s["name"], case["io"]
+        summ = strace_summary(run.raw(name, "err").read_text())
+        for sc in ("read", "write"):
+            row = summ["syscalls"].get(sc)
+            if row:
+                calls.add({"io": io, "syscall": sc}, [row["calls"]], name)
+                per_call.add({"io": io, "syscall": sc}, [row["seconds"] / row["calls"] * 1e6], name)
+        read = summ["syscalls"].get("read")
+        if read:
+            accounted.add({"io": io, "source": "strace: read calls × time per call"}, [read["seconds"]], name)
+            accounted.add({"io": io, "source": "dd: elapsed"}, [_dd(run, name)["seconds"]], name)
+    calls.emit(run, "syscalls", "calls")
+    per_call.emit(run, "time_per_call", "us")
+    accounted.emit(run, "accounted_time", "s")
+    for case, s in _tool_steps(run, "strace-T"):
+        name, io = s["name"], case["io"]
+        found = strace_calls(run.raw(name, "calls").read_text(), "read")
+        lat = [c["seconds"] * 1e6 for c in found if c["first_arg"] == "0" and (c["ret"] or 0) > 0]
+        if lat:
+            run.add("read_latency", "us", {"io": io}, lat, name)
+            for edge, count in log_histogram(lat, per_octave=4):
+                run.add("read_latency_hist", "calls", {"io": io, "bin_us": edge}, [count], name)
 
 
 def _events_group(run) -> None:
-    if not run.ok("events.trace"):
-        return
-    events = trace_events(run.raw("events.trace").read_text())
-    pids = {e["pid"] for e in events if e["event"] == "block_rq_issue" and e["task"] == "dd"}
-    counts: dict[str, int] = {}
-    for e in events:
-        counts[e["event"]] = counts.get(e["event"], 0) + 1
-    for ev in ("block_rq_issue", "block_rq_complete", "sched_switch", "swiotlb_bounced"):
-        run.add("trace_events", "events", {"event": ev}, [counts.get(ev, 0)], "events.trace")
-    if len(pids) != 1:
-        return
-    cyc = io_cycle(events, pids.pop())
-    for phase in ("service", "wakeup", "user"):
-        if cyc[phase]:
-            run.add("io_phase", "us", {"phase": phase}, [x * 1e6 for x in cyc[phase]], "events.trace")
+    for _, s in _tool_steps(run, "tracefs-events"):
+        name = s["name"]
+        events = trace_events(run.raw(name).read_text())
+        pids = {e["pid"] for e in events if e["event"] == "block_rq_issue" and e["task"] == "dd"}
+        counts: dict[str, int] = {}
+        for e in events:
+            counts[e["event"]] = counts.get(e["event"], 0) + 1
+        for ev in ("block_rq_issue", "block_rq_complete", "sched_switch", "swiotlb_bounced"):
+            run.add("trace_events", "events", {"event": ev}, [counts.get(ev, 0)], name)
+        if len(pids) != 1:
+            continue
+        cyc = io_cycle(events, pids.pop())
+        for phase in ("service", "wakeup", "user"):
+            if cyc[phase]:
+                run.add("io_phase", "us", {"phase": phase}, [x * 1e6 for x in cyc[phase]], name)
+
+
+# Where btt writes the per-I/O latencies (btt -l and -q: <prefix>_<dev>_d2c.dat), as run.sh names them.
+_BTT_FILES = (("D2C", "btt.d2c"), ("Q2C", "btt.q2c"))
 
 
 def _btt_group(run) -> None:
-    if not run.ok("btt.btt"):
-        return
-    path = (run.dir / "btt.path").read_text().strip()
-    path = {"ftrace": "ftrace blk tracer", "blktrace": "blktrace"}[path]
-    summ = btt_summary(run.raw("btt.btt").read_text())
-    for phase in ("Q2G", "G2I", "I2D", "D2C", "Q2C"):
-        row = summ["all"].get(phase)
-        if row:
-            run.add("btt_avg", "us", {"phase": phase, "path": path}, [row["avg"] * 1e6], "btt.btt")
-    for dev, shares in summ["overhead"].items():
-        for phase, pct in shares.items():
-            run.add("btt_share", "%", {"phase": phase, "path": path, "dev": dev}, [pct], "btt.btt")
-    for phase, prefix in (("D2C", "btt.d2c"), ("Q2C", "btt.q2c")):
-        files = sorted((run.dir / "raw").glob(f"{prefix}_*.dat"))
-        lat = [x[1] * 1e6 for f in files for x in btt_latencies(f.read_text())]
-        if lat:
-            run.add("block_latency", "us", {"phase": phase, "path": path}, lat, "btt.btt")
+    for case, s in _tool_steps(run, "btt"):
+        name = s["name"]
+        path = {"ftrace": "ftrace blk tracer", "blktrace": "blktrace"}[case["path"]]
+        summ = btt_summary(run.raw(name).read_text())
+        for phase in ("Q2G", "G2I", "I2D", "D2C", "Q2C"):
+            row = summ["all"].get(phase)
+            if row:
+                run.add("btt_avg", "us", {"phase": phase, "path": path}, [row["avg"] * 1e6], name)
+        for dev, shares in summ["overhead"].items():
+            for phase, pct in shares.items():
+                run.add("btt_share", "%", {"phase": phase, "path": path, "dev": dev}, [pct], name)
+        for phase, prefix in _BTT_FILES:
+            files = sorted((run.dir / "raw").glob(f"{prefix}_*.dat"))
+            lat = [x[1] * 1e6 for f in files for x in btt_latencies(f.read_text())]
+            if lat:
+                run.add("block_latency", "us", {"phase": phase, "path": path}, lat, name)
 
 
 def _swiotlb_group(run) -> None:
-    if run.ok("swiotlb.perf"):
-        stat = perf_stat_csv((run.dir / "raw" / "swiotlb.perf.csv").read_text())
+    counts = _Series()
+    for _, s in _tool_steps(run, "perf-stat"):
+        stat = perf_stat_csv(run.raw(s["name"], "csv").read_text())
         for ev in ("swiotlb:swiotlb_bounced", "block:block_rq_complete"):
             row = stat.get(ev)
             if row and row["counted"]:
-                run.add("tracepoint_count", "events", {"event": ev}, [row["value"]], "swiotlb.perf")
-    if run.ok("swiotlb.dt"):
-        dt = json_lines(run.raw("swiotlb.dt").read_text(), "dt_dma_ranges")[0]
+                counts.add({"event": ev}, [row["value"]], s["name"])
+    counts.emit(run, "tracepoint_count", "events")
+    for case, s in _tool_steps(run, "dt_dma_ranges"):
+        if case.get("experiment") == "guest":
+            continue  # a guest's device tree: see _guest_group
+        dt = json_lines(run.raw(s["name"]).read_text(), "dt_dma_ranges")[0]
         if dt.get("ram_outside_pci_windows") is not None:
-            run.add("ram_outside_dma_window", "bytes", {}, [dt["ram_outside_pci_windows"]], "swiotlb.dt")
+            run.add("ram_outside_dma_window", "bytes", {}, [dt["ram_outside_pci_windows"]], s["name"])
 
 
 def _bounce_group(run) -> None:
-    for step, target in (("bounce.disk", "disk"), ("bounce.tmpfs", "tmpfs")):
-        if not run.ok(step):
-            continue
+    for case, s in _tool_steps(run, "bounce"):
+        step, target = s["name"], case["target"]
         rows = json_lines(run.raw(step).read_text(), "bounce")
         by = {(r["block"], r["mode"]): r for r in rows}
         for r in rows:
@@ -178,18 +228,6 @@ def _bounce_group(run) -> None:
             run.add("copy_time", "us", {"target": target, "block": block}, [c / 1e3 for c in b["copy_ns_per_io"]], step)
 
 
-def _tried_group(run) -> None:
-    ras = sorted({int(m.group(1)) for s in run.steps if (m := re.fullmatch(r"tried\.ra(\d+)\.\d+\.buffered", s["name"]))})
-    for v in ras:
-        for io in ("buffered", "direct"):
-            _add_bw(run, {"experiment": "read_ahead", "read_ahead_kb": v, "io": io}, _series(run, rf"tried\.ra{v}\.\d+\.{io}"))
-    for s in ("none", "mq-deadline"):
-        _add_bw(run, {"experiment": "scheduler", "scheduler": s}, _series(run, rf"tried\.sched-{re.escape(s)}\.\d+"))
-    for label, nice in (("nice0", 0), ("nice-20", -20)):
-        _add_bw(run, {"experiment": "nice", "nice": nice}, _series(run, rf"tried\.{label}\.\d+"))
-
-
-GUEST_KERNELS = {"bullseye": "5.10", "bookworm": "6.1"}
 # Entries (calls) of swiotlb functions in a function_graph trace: "swiotlb_map() {" or "swiotlb_bounce();".
 _FG_SWIOTLB = re.compile(r"\|\s*(swiotlb_\w+)\(\)\s*(?:\{|;)")
 
@@ -208,51 +246,123 @@ def fgraph_excerpt(trace: str, before: int = 4, after: int = 14) -> str:
     return "\n".join(head + ["(no DMA mapping function in this trace)"]) + "\n"
 
 
-def _guest_dd(path: Path) -> float:
-    return dd_summary(path.read_text())["mb_per_s"]
+_SYSCALL = re.compile(r"^NR (\d+) (?:\((\w+),|= (-?\d+))")
+ARM64_NR_READ = 63
 
 
-def _guest_one(run, step: str, d: Path) -> None:
-    """Measurements of one guest boot (raw outputs in ``d``, brought back by labkit.guest)."""
-    info = json.loads((d / "guest.json").read_text())
-    release = step.split(".")[1]
-    case = {"experiment": "guest", "guest_arch": info["arch"],
-            "guest_kernel": f"{(d / 'uname-r.txt').read_text().strip()} ({(d / 'uname-v.txt').read_text().split(' Debian ')[-1].split(' ')[0]})",
-            "kernel": GUEST_KERNELS.get(release, release), "dt": info["dt"], "accelerator": info["accelerator"]}
+def read_times(trace: str, nr: int = ARM64_NR_READ, fd: int = 0) -> list[float]:
+    """Durations (µs) of the read(2) calls on ``fd`` that returned data, from an ftrace text trace of
+    the raw_syscalls events: ``sys_enter: NR 63 (0, buf, count, ...)`` (arguments in hex) then
+    ``sys_exit: NR 63 = bytes`` of the same task (include/trace/events/syscalls.h). ``nr``: the
+    system call number of read (63 on arm64, the guests' architecture)."""
+    open_: dict[int, float] = {}
+    out = []
+    for e in trace_events(trace):
+        m = _SYSCALL.match(e["body"])
+        if not m or int(m[1]) != nr:
+            continue
+        if e["event"] == "sys_enter" and m[2] is not None:
+            if int(m[2], 16) == fd:
+                open_[e["pid"]] = e["ts"]
+        elif e["event"] == "sys_exit" and m[3] is not None and e["pid"] in open_:
+            t0 = open_.pop(e["pid"])
+            if int(m[3]) > 0:
+                out.append((e["ts"] - t0) * 1e6)
+    return out
 
-    def ok(name: str) -> bool:
+
+def kernel_series(uname_r: str) -> str:
+    """The kernel series ("5.10", "6.1") of a ``uname -r`` string such as ``5.10.0-32-arm64``."""
+    return ".".join(uname_r.strip().split("-")[0].split(".")[:2])
+
+
+def guest_steps(d: Path) -> list[tuple[str, dict]]:
+    """(name, case) of the steps a guest ran that have a case (``<name>.case`` in ``d``, written by
+    guest_job.sh) and exited 0 (``<name>.rc``), in repetition order."""
+    out = []
+    for f in sorted(d.glob("*.case")):
+        name = f.name[:-len(".case")]
         rc = d / f"{name}.rc"
-        return rc.exists() and rc.read_text().strip() == "0"
+        if rc.exists() and rc.read_text().strip() == "0":
+            out.append((read_case(f), name))
+    return [(name, case) for case, name in _by_rep(out)]
 
-    def series(pattern: str) -> list[str]:
-        names = sorted({p.name[:-3] for p in d.glob("*.rc")})
-        return sorted((n for n in names if re.fullmatch(pattern, n) and ok(n)), key=lambda n: int(n.split(".")[1]))
 
-    for io in ("direct", "buffered"):
-        names = series(rf"dd\.\d+\.{io}")
-        if names:
-            run.add("bandwidth", "MB/s", {**case, "io": io}, [_guest_dd(d / f"{n}.err") for n in names], step)
-        counts = [perf_stat_csv((d / f"{n}.csv").read_text()) for n in series(rf"count\.\d+\.{io}")]
-        for ev, metric, unit in (("swiotlb:swiotlb_bounced", "swiotlb_bounced", "events"),
-                                 ("block:block_rq_complete", "rq_complete", "requests")):
-            vals = [c[ev]["value"] for c in counts if c.get(ev) and c[ev]["counted"]]
-            if vals:
-                run.add(metric, unit, {**case, "io": io}, vals, step)
+def _guest_dt(run, step: dict) -> dict | None:
+    """The dt_dma_ranges output of the host step that decoded this boot's device tree, if any."""
+    c = step["case"]
+    for case, s in _tool_steps(run, "dt_dma_ranges"):
+        if case.get("experiment") == "guest" and case.get("release") == c["release"] and case.get("dt") == c["dt"]:
+            return json_lines(run.raw(s["name"]).read_text(), "dt_dma_ranges")[0]
+    return None
+
+
+def guest_emulation(info: dict) -> dict:
+    """A measurement's ``emulation`` (schema: measurements[].emulation) from the ``guest.json``
+    that labkit.guest writes for each boot: how the guest's CPU was provided."""
+    return {"emulator": f"QEMU {info['qemu_version']}", "accelerator": info["accelerator"],
+            "machine": info.get("machine"), "guest_cpu": info.get("cpu"), "host_arch": info.get("host_arch"),
+            "host_cpu": info.get("host_cpu")}
+
+
+def _guest_one(run, host_step: dict, d: Path) -> None:
+    """Measurements of one guest boot (raw outputs in ``d``, brought back by labkit.guest); every
+    one carries the guest's ``emulation``, so claims treat TCG samples as emulated."""
+    step = host_step["name"]
+    info = json.loads((d / "guest.json").read_text())
+    emu = guest_emulation(info)
+    uname_r = (d / "uname-r.txt").read_text().strip()
+    debian = (d / "uname-v.txt").read_text().split(" Debian ")[-1].split(" ")[0]
+    case = {"experiment": "guest", "guest_arch": info["arch"], "guest_kernel": f"{uname_r} ({debian})",
+            "kernel": kernel_series(uname_r), "dt": host_step["case"]["dt"], "accelerator": info["accelerator"]}
+    steps = guest_steps(d)
+
+    def of(tool: str) -> list[tuple[str, dict]]:
+        return [(n, c) for n, c in steps if c.get("tool") == tool]
+
+    bw = _Series()
+    for n, c in of("dd"):
+        bw.add({**case, **_measured(c)}, [dd_summary((d / f"{n}.err").read_text())["mb_per_s"]], step)
+    bw.emit(run, "bandwidth", "MB/s", emu)
+    counts = {"swiotlb_bounced": _Series(), "rq_complete": _Series(), "read_events": _Series()}
+    for n, c in of("perf-stat"):
+        stat = perf_stat_csv((d / f"{n}.csv").read_text())
+        got = {ev: stat[ev]["value"] for ev in ("swiotlb:swiotlb_bounced", "block:block_rq_complete")
+               if stat.get(ev) and stat[ev]["counted"]}
+        where = {**case, **_measured(c)}
+        for ev, metric in (("swiotlb:swiotlb_bounced", "swiotlb_bounced"), ("block:block_rq_complete", "rq_complete")):
+            if ev in got:
+                counts[metric].add(where, [got[ev]], step)
+        if len(got) == 2:  # both events of the same read, so the two series pair by position
+            for ev, v in got.items():
+                counts["read_events"].add({**where, "event": ev}, [v], step)
+    counts["swiotlb_bounced"].emit(run, "swiotlb_bounced", "events", emu)
+    counts["rq_complete"].emit(run, "rq_complete", "requests", emu)
+    counts["read_events"].emit(run, "read_events", "events", emu)
     pool = dict(line.split(None, 1) for line in (d / "swiotlb-before.txt").read_text().splitlines() if " " in line)
     after = dict(line.split(None, 1) for line in (d / "swiotlb-after.txt").read_text().splitlines() if " " in line)
     if "io_tlb_nslabs" in pool:
-        run.add("swiotlb_pool", "MiB", case, [int(pool["io_tlb_nslabs"]) * 2048 / 2**20], step)
+        run.add("swiotlb_pool", "MiB", case, [int(pool["io_tlb_nslabs"]) * 2048 / 2**20], step, emu)
     if "io_tlb_used" in after:
-        run.add("swiotlb_used", "slabs", case, [int(after["io_tlb_used"])], step)
-    if ok("strace.direct"):
-        row = strace_summary((d / "strace.direct.txt").read_text())["syscalls"].get("read")
+        run.add("swiotlb_used", "slabs", case, [int(after["io_tlb_used"])], step, emu)
+    calls, per_call = _Series(), _Series()
+    for n, c in of("strace-c"):
+        row = strace_summary((d / f"{n}.txt").read_text())["syscalls"].get("read")
         if row and row["calls"]:
-            run.add("syscalls", "calls", {**case, "io": "direct", "syscall": "read"}, [row["calls"]], step)
-            run.add("time_per_call", "us", {**case, "io": "direct", "syscall": "read"},
-                    [row["seconds"] / row["calls"] * 1e6], step)
-    traces = [d / f"{n}.trace" for n in series(r"fgraph\.\d+")]
+            where = {**case, **_measured(c), "syscall": "read"}
+            calls.add(where, [row["calls"]], step)
+            per_call.add(where, [row["seconds"] / row["calls"] * 1e6], step)
+    calls.emit(run, "syscalls", "calls", emu)
+    per_call.emit(run, "time_per_call", "us", emu)
+    rt = _Series()
+    for n, c in of("syscall-trace"):
+        lat = read_times((d / f"{n}.trace").read_text())
+        if lat:
+            rt.add({**case, **_measured(c)}, lat, step)
+    rt.emit(run, "read_time", "us", emu)
+    traces = [d / f"{n}.trace" for n, _ in of("function_graph") if (d / f"{n}.trace").exists()]
     if traces:
-        run.add("fgraph_swiotlb_calls", "calls", case, [len(_FG_SWIOTLB.findall(t.read_text())) for t in traces], step)
+        run.add("fgraph_swiotlb_calls", "calls", case, [len(_FG_SWIOTLB.findall(t.read_text())) for t in traces], step, emu)
         (d / "fgraph.excerpt.txt").write_text(fgraph_excerpt(traces[0].read_text()))
         run.artifact("log", {"experiment": "guest", "kernel": case["kernel"], "dt": case["dt"], "what": "function_graph"},
                      f"{d.relative_to(run.dir)}/fgraph.excerpt.txt", "function_graph of one ksys_read: the DMA mapping")
@@ -260,45 +370,53 @@ def _guest_one(run, step: str, d: Path) -> None:
             with open(t, "rb") as src, gzip.open(f"{t}.gz", "wb") as dst:
                 shutil.copyfileobj(src, dst)
             t.unlink()
-    if ok("btt.btt"):
+    for _, c in of("btt"):
+        kib = c["request_kib"]
         for phase, prefix in (("d2c", "btt.d2c"), ("q2c", "btt.q2c")):
             lat = [x[1] * 1e6 for f in sorted(d.glob(f"{prefix}_*.dat")) for x in btt_latencies(f.read_text())]
             if lat:
-                run.add(phase, "us", {**case, "request_kib": 128}, lat, step)
+                run.add(phase, "us", {**case, "request_kib": kib}, lat, step, emu)
                 if phase == "d2c":
-                    run.add("d2c_per_mib", "us/MiB", {**case, "request_kib": 128}, [x * 1024 / 128 for x in lat], step)
-    script = d / "perf.script.out"
-    if ok("perf.script") and script.stat().st_size:
-        rel = d.relative_to(run.dir)
-        folded, svg = d / "perf.folded", d / "perf.svg"
-        try:
-            fold(script, folded)
-            flamegraph(folded, svg, f"arm64 guest (QEMU {info['accelerator']}), kernel {case['kernel']}, "
-                                    f"device tree {case['dt']}: direct read of the NVMe drive")
-        except FileNotFoundError:
-            return  # inferno missing on this host: the folded stacks are not drawn (the page says so)
-        script.unlink()  # the folded stacks keep what the page uses; perf script text is 10x their size
-        fcase = {"experiment": "guest", "kernel": case["kernel"], "dt": case["dt"]}
-        run.artifact("folded", fcase, f"{rel}/perf.folded", "folded stacks (inferno-collapse-perf on the host)")
-        run.artifact("flamegraph", fcase, f"{rel}/perf.svg",
-                     f"kernel {case['kernel']}, device tree {case['dt']} (emulated arm64)")
+                    run.add("d2c_per_mib", "us/MiB", {**case, "request_kib": kib}, [x * 1024 / kib for x in lat], step, emu)
+    dt = _guest_dt(run, host_step)
+    if dt and dt.get("ram_outside_pci_windows") is not None:
+        run.add("ram_outside_dma_window", "bytes", case, [dt["ram_outside_pci_windows"]], step, emu)
+    for n, _ in of("perf-script"):
+        _guest_flamegraph(run, d, d / f"{n}.out", case, info)
+
+
+def _guest_flamegraph(run, d: Path, script: Path, case: dict, info: dict) -> None:
+    """Fold ``script`` (perf script of a guest's perf record -g) and draw its flame graph with inferno."""
+    if not script.exists() or not script.stat().st_size:
+        return
+    rel = d.relative_to(run.dir)
+    folded, svg = d / "perf.folded", d / "perf.svg"
+    try:
+        fold(script, folded)
+        flamegraph(folded, svg, f"arm64 guest (QEMU {info['accelerator']}), kernel {case['kernel']}, "
+                                f"device tree {case['dt']}: direct read of the NVMe drive")
+    except FileNotFoundError:
+        return  # inferno missing on this host: the folded stacks are not drawn (the page says so)
+    script.unlink()  # the folded stacks keep what the page uses; perf script text is 10x their size
+    fcase = {"experiment": "guest", "kernel": case["kernel"], "dt": case["dt"]}
+    run.artifact("folded", fcase, f"{rel}/perf.folded", "folded stacks (inferno-collapse-perf on the host)")
+    run.artifact("flamegraph", fcase, f"{rel}/perf.svg",
+                 f"kernel {case['kernel']}, device tree {case['dt']} (emulated arm64)")
 
 
 def _guest_group(run) -> None:
-    for s in run.steps:
-        m = re.fullmatch(r"guest\.(\w+)\.(plain|dma-ranges)", s["name"])
-        d = run.dir / "raw" / "guest" / f"{m.group(1)}-{m.group(2)}" if m else None
-        if m and s["status"] == "ok" and (d / "guest.json").exists():
-            _guest_one(run, s["name"], d)
+    for case, s in _tool_steps(run, "labkit.guest"):
+        d = run.dir / case["out"]
+        if (d / "guest.json").exists():
+            _guest_one(run, s, d)
 
 
 def collect(run) -> None:
     """Parse every group's raw outputs of ``run`` into measurements (see the module docstring)."""
-    _dd_group(run)
+    _dd_steps(run)
     _strace_group(run)
     _events_group(run)
     _btt_group(run)
     _swiotlb_group(run)
     _bounce_group(run)
-    _tried_group(run)
     _guest_group(run)
