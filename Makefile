@@ -144,7 +144,7 @@ LABS ?=
 ci-labs: setup
 	bash .github/ci-labs.sh $(if $(FULL),--full) $(if $(HOST),--host $(HOST)) $(if $(LABS),--labs $(LABS)) $(if $(CI_OUT),--out $(CI_OUT))
 
-# The fast tier (no lab run for real, no guest boot, no site build in a browser: minutes), and
+# The fast tier (no lab run for real, no guest boot, no browser, no site build: under 150 s), and
 # everything (markers by rule in tests/conftest.py; every test has a pytest-timeout).
 FAST := not lab and not guest and not slow
 test: setup

@@ -252,6 +252,8 @@ def _check_one(ex_label: str, exercises: list[dict], claims: list[dict], files: 
                 print(f"  {ex['id']}: {word} ({evidence})")
             else:
                 print(f"  {ex['id']}: {word}\n      {evidence}")
+                if v["verdict"] == "inconclusive" and v.get("reason"):
+                    print(f"      why undecided: {commands.display_text(v['reason'], r)}")
         if claims:
             print("  claims of the chapter on this result:")
             for c in claims:

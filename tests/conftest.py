@@ -131,7 +131,7 @@ def tier_of(argv) -> str | None:
 
 
 def _needs(item, tier: str) -> bool:
-    if tier == "lab" and item.get_closest_marker("no_run"):
+    if tier in ("lab", "guest") and item.get_closest_marker("no_run"):
         return False          # a lab started only to check that it refuses or explains, and starts nothing
     return tier is not None and not item.get_closest_marker(tier)
 

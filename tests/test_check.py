@@ -72,7 +72,7 @@ def test_verdicts_per_exercise_and_host(tmp_path, capsys):
     assert "  smt-sibling: untested (no round_trip measurement for experiment=pinned, pin=smt-sibling)" in mine
     assert "  no-server: as predicted\n" in mine
     noisy = section(out, "noisy")
-    assert "  same-cpu-faster: inconclusive\n" in noisy and "overlap" in noisy
+    assert "  same-cpu-faster: inconclusive\n" in noisy and "straddles" in noisy
     tcg = section(out, "arm64-tcg")
     assert "emulated aarch64 (QEMU TCG on x86_64): timings are not hardware" in tcg
     assert "  same-cpu-faster: not applicable (emulated CPU: timings are not hardware)" in tcg

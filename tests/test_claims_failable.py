@@ -146,6 +146,10 @@ def derive(claim: dict, path: Path, want: str) -> dict:
                   ("greater", "holds"): (up, 1), ("greater", "fails"): (1, up),
                   ("not_less", "holds"): (up, 1), ("not_less", "fails"): (1, up)}[(rel, want)]
         a, b = [p * ka for p in pool], [p * kb for p in pool]
+    if claim.get("paired"):
+        # a paired claim needs as many samples on each side: one measurement a side
+        picked = [m for w in (claim["a"], claim["b"]) for m in claims.select(r, metric, w)]
+        r["measurements"] = [m for m in r["measurements"] if not any(m is p for p in picked)]
     _put(r, metric, claim["a"], a, unit)
     _put(r, metric, claim["b"], b, unit)
     return r

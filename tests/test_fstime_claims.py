@@ -204,4 +204,4 @@ def test_audit_runs_last_and_the_perf_step_lists_audit_frames():
     groups = re.findall(r"^lab_group (\w+) ", script, re.M)
     assert groups[-1] == "audit" and groups.count("audit") == 1
     assert groups.index("perf") < groups.index("audit")
-    assert re.search(r'lab_run "perf\.\$t\.audit" -- "\$LAB_PY" "\$LAB_DIR/auditframes\.py" "\$LAB_RUN/flame-\$t\.folded"', script)
+    assert re.search(r'lab_run [^\n]*"perf\.\$t\.audit" -- "\$LAB_PY" "\$LAB_DIR/auditframes\.py" "\$LAB_RUN/flame-\$t\.folded"', script)

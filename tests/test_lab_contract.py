@@ -381,11 +381,13 @@ def test_perf_record_never_fills_the_build_id_cache():
             before = text[text.rfind("\n", 0, m.start()) + 1:m.start() + 1]
             if before.lstrip().startswith("#") or " #" in before:
                 continue          # a comment
+            if re.match(r"\s+-h\b", m.group("rest")):
+                continue          # perf record -h prints its usage and records nothing
             seen += 1
             if "--no-buildid-cache" not in m.group("rest"):
                 line = text[:m.start()].count("\n") + 1
                 bad.append(f"{f.relative_to(ROOT)}:{line}: {m.group(0).strip()}")
-    assert seen >= 10, f"only {seen} perf record commands found: the pattern no longer matches them"
+    assert seen >= 5, f"only {seen} perf record commands found: the pattern no longer matches them"
     assert not bad, "\n".join(bad)
 
 

@@ -126,16 +126,17 @@ def test_missing_data_is_untested(result):
 def test_skipped_step_makes_step_claim_untested(result):
     r = copy.deepcopy(result)
     r["steps"][0].update(status="skipped", reason="needs root (run with sudo)")
-    v = claims.evaluate_one({"id": "s", "statement": "s", "kind": "step", "step": r["steps"][0]["name"]}, r)
-    assert v == {"id": "s", "verdict": "untested", "evidence": f"step {r['steps'][0]['name']} skipped: needs root (run with sudo)"}
+    v = claims.evaluate_one({"id": "s", "statement": "s", "kind": "step", "role": "instrument", "step": r["steps"][0]["name"]}, r)
+    why = f"step {r['steps'][0]['name']} skipped: needs root (run with sudo)"
+    assert v == {"id": "s", "verdict": "untested", "evidence": why, "role": "instrument", "reason": why}
 
 
 def test_bad_claims_file_is_rejected(tmp_path):
     f = tmp_path / "claims.toml"
-    f.write_text('[[claim]]\nid = "x"\nstatement = "s"\nkind = "guess"\n')
+    f.write_text('[[claim]]\nid = "x"\nstatement = "s"\nrole = "ours"\nkind = "guess"\n')
     with pytest.raises(claims.ClaimError, match="unknown kind"):
         claims.load(f)
-    f.write_text('[[claim]]\nid = "x"\nstatement = "s"\nkind = "compare"\nmetric = "m"\na = {}\nb = {}\nrelation = "bigger"\n')
+    f.write_text('[[claim]]\nid = "x"\nstatement = "s"\nrole = "ours"\nkind = "compare"\nmetric = "m"\na = {}\nb = {}\nrelation = "bigger"\n')
     with pytest.raises(claims.ClaimError, match="relation"):
         claims.load(f)
 
@@ -150,7 +151,7 @@ def test_bad_claims_file_is_rejected(tmp_path):
 ])
 def test_claim_keys_are_checked(tmp_path, extra, match):
     f = tmp_path / "claims.toml"
-    f.write_text('[[claim]]\nid = "x"\nstatement = "s"\nkind = "compare"\nmetric = "m"\na = {}\nb = {}\n'
+    f.write_text('[[claim]]\nid = "x"\nstatement = "s"\nrole = "ours"\nkind = "compare"\nmetric = "m"\na = {}\nb = {}\n'
                  f'relation = "less"\n{extra}\n')
     with pytest.raises(claims.ClaimError, match=match):
         claims.load(f)
@@ -160,7 +161,9 @@ def test_claim_with_every_optional_key_loads(tmp_path):
     f = tmp_path / "claims.toml"
     f.write_text('[[claim]]\nid = "x"\nstatement = "s"\nsource = "the original: 1.85x"\nkind = "compare"\n'
                  'metric = "m"\na = {}\nb = {}\nrelation = "less"\nfactor = 1.5\nstatistic = "mean"\ntiming = false\n'
-                 '[[claim]]\nid = "y"\nstatement = "s"\nkind = "step"\nstep = "st"\nstdout_empty = true\ntiming = false\n')
+                 'role = "conclusion"\nconclusion = "c"\npaired = true\nemulated_ok = "a ratio in one guest"\n'
+                 '[[claim]]\nid = "y"\nstatement = "s"\nrole = "instrument"\nkind = "step"\nstep = "st"\n'
+                 'stdout_empty = true\ntiming = false\n')
     got = claims.load(f)
     assert [c["id"] for c in got] == ["x", "y"]
     assert not claims.is_timing(got[0]) and not claims.is_timing(got[1])
