@@ -1,1 +1,1 @@
-cp /tmp/pcb-nvme_swiotlb.yv0CdF/data.img /tmp/pcb-nvme_swiotlb.yv0CdF/tmpfs/data.img
+cp /tmp/pcb-nvme_swiotlb.knIeg0/data.img /tmp/pcb-nvme_swiotlb.knIeg0/tmpfs/data.img

@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=528m\,mode=0700 tmpfs /tmp/pcb-nvme_swiotlb.yv0CdF/tmpfs
+mount -t tmpfs -o size=528m\,mode=0700 tmpfs /tmp/pcb-nvme_swiotlb.knIeg0/tmpfs

@@ -1,1 +1,1 @@
-btt -i /tmp/pcb-nvme_swiotlb.yv0CdF/blk.bin -l /tmp/ref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.d2c -q /tmp/ref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.q2c
+btt -i /tmp/pcb-nvme_swiotlb.knIeg0/blk.bin -l /work/main/results/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.d2c -q /work/main/results/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.q2c

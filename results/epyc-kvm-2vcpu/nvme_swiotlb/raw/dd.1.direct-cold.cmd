@@ -1,1 +1,1 @@
-dd if=/tmp/pcb-nvme_swiotlb.yv0CdF/data.img of=/dev/null bs=1M iflag=direct
+dd if=/tmp/pcb-nvme_swiotlb.knIeg0/data.img of=/dev/null bs=1M iflag=direct

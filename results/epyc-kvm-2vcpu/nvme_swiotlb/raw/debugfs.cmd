@@ -1,1 +1,1 @@
-mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.yv0CdF/debugfs
+mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.knIeg0/debugfs

@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-20434
+mkdir /sys/kernel/tracing/instances/pcb-19346

@@ -1,1 +1,1 @@
-cat /sys/kernel/tracing/instances/pcb-20434/trace
+cat /sys/kernel/tracing/instances/pcb-19346/trace

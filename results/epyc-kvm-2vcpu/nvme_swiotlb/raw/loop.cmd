@@ -1,1 +1,1 @@
-losetup --find --show --direct-io=on /tmp/pcb-nvme_swiotlb.yv0CdF/data.img
+losetup --show --direct-io=on /dev/loop0 /tmp/pcb-nvme_swiotlb.knIeg0/data.img

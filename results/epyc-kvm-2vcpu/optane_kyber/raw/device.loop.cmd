@@ -1,1 +1,1 @@
-losetup --find --show --direct-io=on /tmp/pcb-optane_kyber.YvYogS/tmpfs/disk.img
+losetup --show --direct-io=on /dev/loop0 /tmp/pcb-optane_kyber.KrZqte/tmpfs/disk.img

@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=272m\,mode=0700 tmpfs /tmp/pcb-optane_kyber.YvYogS/tmpfs
+mount -t tmpfs -o size=272m\,mode=0700 tmpfs /tmp/pcb-optane_kyber.KrZqte/tmpfs

@@ -1,1 +1,1 @@
-perf script --max-stack 48 -i /tmp/pcb-optane_kyber.YvYogS/flame-none.data
+perf script --max-stack 48 -i /tmp/pcb-optane_kyber.KrZqte/flame-none.data

@@ -1,1 +1,1 @@
-/work/main/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.YvYogS/heat.script --folded /tmp/ref/epyc-kvm-2vcpu/.optane_kyber.partial/heat-all.folded --svg /tmp/ref/epyc-kvm-2vcpu/.optane_kyber.partial/heat-all.svg --title every\ CPU\,\ the\ whole\ recording
+/work/main/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.KrZqte/heat.script --folded /work/main/results/epyc-kvm-2vcpu/.optane_kyber.partial/heat-all.folded --svg /work/main/results/epyc-kvm-2vcpu/.optane_kyber.partial/heat-all.svg --title every\ CPU\,\ the\ whole\ recording

@@ -1,1 +1,1 @@
-perf script --max-stack 48 -i /tmp/pcb-optane_kyber.YvYogS/heat.data --time 2175.480000\,2175.600000
+perf script --max-stack 48 -i /tmp/pcb-optane_kyber.KrZqte/heat.data --time 5695.400000\,5695.600000

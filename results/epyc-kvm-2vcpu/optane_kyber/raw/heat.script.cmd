@@ -1,1 +1,1 @@
-perf script --max-stack 48 -i /tmp/pcb-optane_kyber.YvYogS/heat.data
+perf script --max-stack 48 -i /tmp/pcb-optane_kyber.KrZqte/heat.data

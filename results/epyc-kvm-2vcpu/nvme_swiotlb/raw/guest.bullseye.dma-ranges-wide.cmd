@@ -1,0 +1,1 @@
+/work/main/.venv/bin/python -m labkit.guest run --arch arm64 --kernel-release bullseye --dt dma-ranges --job /tmp/pcb-nvme_swiotlb.knIeg0/guest-job --out /work/main/results/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/guest/bullseye-dma-ranges-wide --work /tmp/pcb-nvme_swiotlb.knIeg0/guest/bullseye-dma-ranges-wide --nvme /tmp/pcb-nvme_swiotlb.knIeg0/nvme.img --timeout 900

@@ -1,0 +1,1 @@
+sh -c echo\ bfq\ \>\ /sys/block/loop0/queue/scheduler
