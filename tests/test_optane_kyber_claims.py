@@ -49,12 +49,14 @@ FIO_QD1 = json.loads((FIX / "fio" / "optane_kyber-randread-qd1-pvsync2.json").re
 
 
 def _fio(p50_us: float, iops: float) -> str:
-    """fio's JSON output of the lab's QD1 job (the captured fixture) with p50 clat and IOPS set."""
+    """fio's JSON output of the lab's QD1 job (the captured fixture) with p50 clat and IOPS set,
+    laid out as fio prints it: the document opens on a line of its own (what the parser looks
+    for, after fio's notes), never as one compact line."""
     j = copy.deepcopy(FIO_QD1)
     read = j["jobs"][0]["read"]
     read["clat_ns"]["percentile"]["50.000000"] = int(p50_us * 1000)
     read["iops"] = iops
-    return json.dumps(j)
+    return json.dumps(j, indent=2) + "\n"
 
 
 class SyntheticRun:
@@ -291,8 +293,9 @@ def test_overhead_ratios_pair_repetitions(rerecorded):
     for nj in (1, 2):
         plain = _samples(r, "iops", experiment="overhead", numjobs=nj, profiler="plain")
         rec = _samples(r, "iops", experiment="overhead", numjobs=nj, profiler="record (defaults)")
-        assert _samples(r, "iops_ratio", experiment="overhead", numjobs=nj, profiler="record (defaults)") == \
-            pytest.approx([a / b for a, b in zip(rec, plain)]) == pytest.approx([0.9] * 3)
+        ratio = _samples(r, "iops_ratio", experiment="overhead", numjobs=nj, profiler="record (defaults)")
+        assert ratio == pytest.approx([a / b for a, b in zip(rec, plain)])
+        assert ratio == pytest.approx([0.9] * 3), "the synthetic run's record/plain IOPS, 90/100"
         assert plain == sorted(plain), "repetition order"
     assert all(m["case"]["scheduler"] == "none" for m in r["measurements"] if m["case"]["experiment"] == "overhead")
 
