@@ -390,8 +390,8 @@ def ratio_interval(a: Side, b: Side, paired: bool = False) -> dict:
 def side_flags(label: str, s: Side) -> list[str]:
     """Warnings about one side's samples, in run order (empty when none applies; n ≥ 6 only):
 
-    - drift: the first third's and the last third's ranges do not overlap (the host changed
-      during the run, or the case warms up);
+    - drift: the first third's and the last third's ranges do not overlap and their medians
+      differ by more than 5 % (the host changed during the run, or the case warms up);
     - two modes: sorted, the samples have one gap wider than half their whole range with at
       least two samples on each side (a bimodal side: its median depends on how many samples
       fell in each mode).
@@ -401,7 +401,8 @@ def side_flags(label: str, s: Side) -> list[str]:
         return out
     k = len(xs) // 3
     first, last = xs[:k], xs[-k:]
-    if max(first) < min(last) or max(last) < min(first):
+    apart = max(first) < min(last) or max(last) < min(first)
+    if apart and abs(statistics.median(first) - statistics.median(last)) > 0.05 * abs(statistics.median(xs)):
         out.append(f"{label}: drift (first third {_fmt(statistics.median(first))}, "
                    f"last third {_fmt(statistics.median(last))} {s.unit})")
     ys = sorted(xs)

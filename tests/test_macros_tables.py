@@ -1,19 +1,22 @@
 """Page macros that turn a result's fields into rows, with expected rows written out here:
 the host's provenance (every field, its fallbacks), the run's mode and duration, skipped steps,
-two hosts side by side, a recording's player options and the excerpt marks of long outputs.
-The values come from a host dict built in the test or from a committed result read in the
-test; none is a measurement typed by hand."""
+two hosts side by side, a recording's player options, the excerpt marks of long outputs, our
+ratio beside the original's, and a claim's verdict as a sentence and as a table cell (both read
+the verdict's effect and its interval). The values come from a host dict or samples built in the
+test, or from a committed result read in the test; none is a measurement typed by hand."""
 
 from __future__ import annotations
 
 import html
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from labkit import claims as claims_mod
 from labkit import macros, render
-from test_macros_render import add_host, emulate, reference
+from test_macros_render import TCG, add_host, emulate, reference
 from test_render_values import m
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -217,25 +220,61 @@ def test_cast_refuses_a_recording_that_is_not_asciicast_2(tree):
     assert html.escape('"cols": 100, "rows": 30', quote=True) in md and "npt:0.0" in md
 
 
-def _m(case: dict, samples: tuple) -> dict:
+def _m(case: dict, samples: tuple, emulation: dict | None = None) -> dict:
     s = [float(x) for x in samples]
-    return {"metric": "rtt", "unit": "us", "case": case, "samples": s, "median": sorted(s)[len(s) // 2],
-            "min": min(s), "max": max(s), "n": len(s)}
+    out = {"metric": "rtt", "unit": "us", "case": case, "samples": s, "median": sorted(s)[len(s) // 2],
+           "min": min(s), "max": max(s), "n": len(s)}
+    if emulation:
+        out["emulation"] = emulation
+    return out
+
+
+HERE = {"metric": "rtt", "a": {"pin": "a"}, "b": {"pin": "b"}}
+
+
+def _here_result(a: tuple, b: tuple, host: dict | None = None, emulation_b: dict | None = None) -> dict:
+    return {"host": host or {"emulation": None}, "measurements": [_m({"pin": "a"}, a), _m({"pin": "b"}, b, emulation_b)]}
+
+
+@pytest.mark.parametrize("a,b,straddles_1", [
+    ((10, 11, 12), (5, 5.5, 6), False),        # a clear effect: the whole interval above 1
+    ((10, 11, 12), (9, 10.5, 11), True),       # ranges that overlap: the interval takes in 1
+])
+def test_here_ratio_shows_the_estimate_and_its_interval(a, b, straddles_1):
+    """Our ratio in "Original vs here": a ÷ b of the sides' medians with its bootstrap interval,
+    "estimate (low–high)", the interval the claims decide on (claims.ratio_interval)."""
+    r = _here_result(a, b)
+    sa, _ = claims_mod.side(r, "rtt", HERE["a"])
+    sb, _ = claims_mod.side(r, "rtt", HERE["b"])
+    e = claims_mod.ratio_interval(sa, sb)
+    assert e["estimate"] == pytest.approx(sorted(a)[1] / sorted(b)[1])
+    assert e["low"] < e["estimate"] < e["high"] and (e["low"] < 1 < e["high"]) == straddles_1
+    assert macros._here_ratio(r, HERE) == f"{e['estimate']:.3g} ({e['low']:.3g}–{e['high']:.3g})"
 
 
 @pytest.mark.parametrize("a,b,shown", [
-    ((10, 11, 12), (5, 5.5, 6), "2"),
     ((10, 11, 12), (5,), "2.2 (too few samples: n=3 ÷ n=1)"),
-    ((10, 11, 12), (9, 10.5, 11), "1.05 (within noise: the two ranges overlap)"),
     ((10, 11, 12), (0, 0, 0), "– (pin=b: median is 0)"),
+    # b's median is 1 but a resample's can be 0: no finite interval, the estimate alone
+    ((10, 11, 12), (0, 1, 1), "11"),
 ])
-def test_here_ratio(a, b, shown):
-    """Our ratio in "Original vs here": a ÷ b of the sides' medians, with the reason when it
-    cannot be trusted (samples per side pooled as the claims pool them)."""
-    r = {"measurements": [_m({"pin": "a"}, a), _m({"pin": "b"}, b)]}
-    here = {"metric": "rtt", "a": {"pin": "a"}, "b": {"pin": "b"}}
-    assert macros._here_ratio(r, here) == shown
-    assert macros._here_ratio(r, dict(here, b={"pin": "c"})) == "– (no rtt measurement for pin=c)"
+def test_here_ratio_says_when_there_is_no_interval(a, b, shown):
+    r = _here_result(a, b)
+    assert macros._here_ratio(r, HERE) == shown
+    assert macros._here_ratio(r, dict(HERE, b={"pin": "c"})) == "– (no rtt measurement for pin=c)"
+
+
+@pytest.mark.parametrize("a,b", [((10, 11, 12), (5, 5.5, 6)), ((10, 11, 12), (5,)), ((10, 11, 12), (0, 1, 1))])
+def test_here_ratio_badges_an_emulated_cpu(a, b):
+    """The host's CPU emulated, or one side measured in a TCG guest on a hardware host: the same
+    cell with the emulation badge after it; a side with no data or a zero median has no ratio to mark."""
+    plain = macros._here_ratio(_here_result(a, b), HERE)
+    assert macros._EMULATED_BADGE not in plain
+    badged = f"{plain} {macros._EMULATED_BADGE}"
+    assert macros._here_ratio(_here_result(a, b, host={"emulation": dict(TCG)}), HERE) == badged
+    assert macros._here_ratio(_here_result(a, b, emulation_b=dict(TCG)), HERE) == badged
+    kvm = dict(TCG, accelerator="kvm")    # a KVM guest runs on the host's CPU: no badge
+    assert macros._here_ratio(_here_result(a, b, host={"emulation": kvm}, emulation_b=kvm), HERE) == plain
 
 
 def test_claims_summary_counts_verdicts_in_their_order(tree):
@@ -251,50 +290,183 @@ def test_claims_summary_counts_verdicts_in_their_order(tree):
         assert sum(int(n) for n, _ in parts) == int(total)
 
 
-SENTENCE_RESULT = {"lab": "x", "run": {"command": ""}, "steps": [], "measurements": [
+SENTENCE_RESULT = {"lab": "x", "run": {"command": ""}, "steps": [], "host": {"emulation": None}, "measurements": [
     m("rtt", "us", {"pin": "same-cpu", "r": 1}, [10.0, 11.0, 15.0]), m("rtt", "us", {"pin": "same-cpu", "r": 2}, [11.0, 13.0]),
     m("rtt", "us", {"pin": "other-cpu"}, [30.0, 40.0, 50.0]), m("rtt", "us", {"pin": "zero"}, [0.0, 0.0, 0.0]),
-    m("rtt", "us", {"pin": "half"}, [0.5, 0.5, 0.5]),
-    m("iops", "IOPS", {"qd": 4}, [300.0]), m("iops", "IOPS", {"qd": 32}, [400.0]),
-    m("iops", "IOPS", {"qd": 1}, [100.0]), m("iops", "IOPS", {"qd": "all"}, [900.0])]}
-COMPARE = {"kind": "compare", "metric": "rtt", "a": {"pin": "same-cpu"}, "b": {"pin": "other-cpu"}}
-TREND = {"kind": "increasing", "metric": "iops", "over": "qd", "where": {}}
+    m("rtt", "us", {"pin": "half"}, [0.5, 0.5, 0.5]), m("rtt", "us", {"pin": "drift"}, [10.0, 11.0, 12.0, 20.0, 21.0, 22.0]),
+    m("iops", "IOPS", {"qd": 4}, [280.0, 300.0, 320.0]), m("iops", "IOPS", {"qd": 32}, [380.0, 400.0, 420.0]),
+    m("iops", "IOPS", {"qd": 1}, [90.0, 100.0, 110.0]), m("iops", "IOPS", {"qd": "all"}, [900.0, 900.0, 900.0]),
+    m("iops1", "IOPS", {"qd": 2}, [100.0]), m("iops1", "IOPS", {"qd": 8}, [300.0])]}
+COMPARE = {"id": "c", "role": "ours", "statement": "s", "kind": "compare", "metric": "rtt",
+           "a": {"pin": "same-cpu"}, "b": {"pin": "other-cpu"}, "relation": "less"}
+TREND = {"id": "t", "role": "ours", "statement": "s", "kind": "increasing", "metric": "iops", "over": "qd", "where": {}}
+SAME, OTHER = {"pin": "same-cpu"}, {"pin": "other-cpu"}
 
 
-@pytest.mark.parametrize("claim,verdict,evidence,sentence", [
-    # both sides' pooled medians (11 of 10, 11, 11, 13, 15), their ratio, samples per side
-    (COMPARE, "holds", "e (x; y); why <b>", "11 µs same-cpu vs 40 µs other-cpu: other-cpu is 3.64× same-cpu, n = 5 / 3"),
-    # any other verdict ends with the evidence's last top-level clause, escaped
-    (COMPARE, "fails", "e (x; y); why <b>", "11 µs same-cpu vs 40 µs other-cpu: other-cpu is 3.64× same-cpu, n = 5 / 3; why &lt;b&gt;"),
-    (dict(COMPARE, statistic="mean"), "inconclusive", "e; ranges overlap",
-     "12 µs same-cpu vs 40 µs other-cpu (means): other-cpu is 3.33× same-cpu, n = 5 / 3; ranges overlap"),
-    (dict(COMPARE, kind="within"), "holds", "e", "11 µs same-cpu vs 40 µs other-cpu: other-cpu is 3.64× same-cpu, n = 5 / 3"),
-    # no ratio against a zero; the sides' labels in the order a, b
-    (dict(COMPARE, b={"pin": "zero"}), "holds", "e", "11 µs same-cpu vs 0 µs zero, n = 5 / 3"),
-    # a ratio against a value between 0 and 1 (the smaller side need only be above zero)
-    (dict(COMPARE, b={"pin": "half"}), "holds", "e", "11 µs same-cpu vs 0.5000 µs half: same-cpu is 22.0× half, n = 5 / 3"),
-    (dict(COMPARE, a={"pin": "other-cpu"}, b={"pin": "same-cpu"}), "holds", "e",
-     "40 µs other-cpu vs 11 µs same-cpu: other-cpu is 3.64× same-cpu, n = 3 / 5"),
-    (dict(COMPARE, b={"pin": "same-cpu", "r": 1}), "holds", "e", "11 µs a vs 11 µs r=1: the two are equal, n = 5 / 3"),
-    # a side without data, a skip: the evidence is the sentence
-    (dict(COMPARE, b={"pin": "none"}), "fails", "no rtt for <pin=none>", "no rtt for &lt;pin=none&gt;"),
-    (COMPARE, "untested", "skipped: <no root>", "skipped: &lt;no root&gt;"),
-    (COMPARE, "not applicable", "emulated CPU", "emulated CPU"),
-    # a trend: first and last numeric points of `over`, and their ratio
-    (TREND, "holds", "e", "iops from 100 IOPS at qd = 1 to 400 IOPS at qd = 32, 4.00×"),
-    (TREND, "fails", "e; not increasing", "iops from 100 IOPS at qd = 1 to 400 IOPS at qd = 32, 4.00×; not increasing"),
-    (dict(TREND, where={"qd": "none"}), "fails", "no iops", "no iops"),
+def verdict_of(claim: dict, result: dict = SENTENCE_RESULT) -> dict:
+    claims_mod.check_spec(claim, "test")   # the claims are ones a claims.toml could hold
+    return claims_mod.evaluate_one(claim, result)
+
+
+@pytest.mark.parametrize("claim,verdict,head,needs,n", [
+    # both sides' pooled medians (11 of 10, 11, 11, 13, 15), each named by what tells it from the other
+    (COMPARE, "holds", "11 µs same-cpu vs 40 µs other-cpu: ratio same-cpu ÷ other-cpu", "&lt; 1", "5 / 3"),
+    (dict(COMPARE, relation="greater"), "fails", "11 µs same-cpu vs 40 µs other-cpu: ratio same-cpu ÷ other-cpu",
+     "&gt; 1", "5 / 3"),
+    (dict(COMPARE, relation="not_less"), "fails", "11 µs same-cpu vs 40 µs other-cpu: ratio same-cpu ÷ other-cpu",
+     "≥ 1", "5 / 3"),
+    # the threshold at the estimate itself: the interval straddles it, and the reason follows
+    (dict(COMPARE, factor=40 / 11), "inconclusive", "11 µs same-cpu vs 40 µs other-cpu: ratio same-cpu ÷ other-cpu",
+     f"&lt; {11 / 40:.4g}", "5 / 3"),
+    (dict(COMPARE, statistic="mean"), "holds", "12 µs same-cpu vs 40 µs other-cpu (means): ratio same-cpu ÷ other-cpu",
+     "&lt; 1", "5 / 3"),
+    (dict(COMPARE, kind="within", factor=10, relation=None), "holds",
+     "11 µs same-cpu vs 40 µs other-cpu: ratio same-cpu ÷ other-cpu", "between 0.1 and 10", "5 / 3"),
+    # the sides in the claim's order, a first
+    (dict(COMPARE, a=OTHER, b=SAME), "fails", "40 µs other-cpu vs 11 µs same-cpu: ratio other-cpu ÷ same-cpu",
+     "&lt; 1", "3 / 5"),
+    # a value between 0 and 1 keeps its digits; paired sides: the ratio per repetition
+    (dict(COMPARE, a=OTHER, b={"pin": "half"}, paired=True), "fails",
+     "40 µs other-cpu vs 0.5000 µs half: per-repetition ratio other-cpu ÷ half", "&lt; 1", "3 / 3"),
+    # a selector with nothing of its own is named "a"
+    (dict(COMPARE, b={"pin": "same-cpu", "r": 1}), "inconclusive", "11 µs a vs 11 µs r=1: ratio a ÷ r=1", "&lt; 1", "5 / 3"),
+    # no ratio against a zero median: the reason stands for the interval, and ends the sentence
+    (dict(COMPARE, b={"pin": "zero"}), "inconclusive", "11 µs same-cpu vs 0 µs zero: ratio same-cpu ÷ zero", "&lt; 1",
+     "5 / 3"),
 ])
-def test_claim_sentence(claim, verdict, evidence, sentence):
-    assert macros._claim_sentence(claim, {"verdict": verdict, "evidence": evidence}, SENTENCE_RESULT) == sentence
+def test_claim_sentence_of_a_comparison(claim, verdict, head, needs, n):
+    """"A vs B: ratio a ÷ b = <estimate> (<interval>), needs <threshold>; n = <a> / <b>", from the
+    verdict's effect; an undecided verdict ends with its reason."""
+    claim = {k: v for k, v in claim.items() if v is not None}
+    v = verdict_of(claim)
+    assert v["verdict"] == verdict
+    want = f"{head} = {macros._interval_text(v['effect'])}, needs {needs}; n = {n}"
+    if verdict not in ("holds", "fails"):
+        want += f"; {render.esc(v['reason'])}"
+    assert macros._claim_sentence(claim, v, SENTENCE_RESULT) == want
 
 
-@pytest.mark.parametrize("text,last", [
-    ("a; b (c; d); e", "e"), ("no clause", "no clause"), ("x (a; b)", "x (a; b)"), ("a; b; c", "c"),
-    ("(a; b); c (d; e)", "c (d; e)"), ("a;b", "a;b"),
+@pytest.mark.parametrize("claim,verdict,needs", [
+    # the first and last numeric points of `over` (qd = "all" is no point), and last ÷ first
+    (TREND, "holds", "&gt; 1"),
+    (dict(TREND, factor=5), "fails", "&gt; 5"),          # the whole interval at or below 5
+    (dict(TREND, factor=4), "inconclusive", "&gt; 4"),   # the threshold at the estimate
 ])
-def test_last_clause_skips_parentheses(text, last):
-    assert macros._last_clause(text) == last
+def test_claim_sentence_of_a_trend(claim, verdict, needs):
+    v = verdict_of(claim)
+    assert v["verdict"] == verdict
+    want = (f"iops from 100 IOPS at qd = 1 to 400 IOPS at qd = 32: last ÷ first = {macros._interval_text(v['effect'])}, "
+            f"needs {needs}")
+    if verdict == "inconclusive":
+        want += f"; {render.esc(v['reason'])}"
+    assert macros._claim_sentence(claim, v, SENTENCE_RESULT) == want
+
+
+def test_claim_sentence_reads_the_verdict_not_its_evidence():
+    """The sentence follows the verdict's effect and fields; its evidence string is never parsed,
+    and a decided verdict carries no reason."""
+    v = verdict_of(COMPARE)
+    shown = macros._claim_sentence(COMPARE, v, SENTENCE_RESULT)
+    assert macros._claim_sentence(COMPARE, dict(v, evidence="<something else>; x"), SENTENCE_RESULT) == shown
+    assert macros._claim_sentence(COMPARE, dict(v, reason="not shown"), SENTENCE_RESULT) == shown
+    doubled = dict(v, effect=dict(v["effect"], estimate=2 * v["effect"]["estimate"]))
+    assert macros._times(2 * v["effect"]["estimate"]) in macros._claim_sentence(COMPARE, doubled, SENTENCE_RESULT)
+    assert macros._claim_sentence(COMPARE, dict(v, verdict="inconclusive", reason="why <b>"), SENTENCE_RESULT) == \
+        shown + "; why &lt;b&gt;"
+
+
+@pytest.mark.parametrize("claim,verdict", [
+    (dict(COMPARE, b={"pin": "none"}), "untested"),                 # a side without data
+    (dict(COMPARE, paired=True), "inconclusive"),                   # a paired design that lost a repetition
+    (dict(TREND, metric="iops1"), "inconclusive"),             # points of one sample
+    (dict(TREND, where={"qd": "none"}), "untested"),
+])
+def test_claim_sentence_without_an_effect_is_its_reason(claim, verdict):
+    v = verdict_of(claim)
+    assert v["verdict"] == verdict and "effect" not in v
+    assert macros._claim_sentence(claim, v, SENTENCE_RESULT) == render.esc(v["reason"])
+
+
+def test_claim_sentence_of_a_step_or_a_hand_made_verdict_is_escaped():
+    step = {"id": "s", "kind": "step", "step": "x"}
+    assert macros._claim_sentence(step, {"verdict": "untested", "evidence": "e", "reason": "skipped: <no root>"},
+                                  SENTENCE_RESULT) == "skipped: &lt;no root&gt;"
+    assert macros._claim_sentence(step, {"verdict": "fails", "evidence": "step x: exit 1 <b>"}, SENTENCE_RESULT) == \
+        "step x: exit 1 &lt;b&gt;"
+
+
+def test_claim_sentence_shows_flags_and_the_emulation_badge():
+    drifting = dict(COMPARE, a={"pin": "drift"})
+    v = verdict_of(drifting)
+    assert v["verdict"] == "holds" and len(v["flags"]) == 2 and "drift" in v["flags"][0] and "two modes" in v["flags"][1]
+    shown = macros._claim_sentence(drifting, v, SENTENCE_RESULT)
+    plain = macros._claim_sentence(drifting, dict(v, flags=[]), SENTENCE_RESULT)
+    assert shown == plain + "".join(f" ⚠ {render.esc(f)}" for f in v["flags"])
+    # on an emulated CPU: a timing claim is not applicable, unless it says why emulation keeps it
+    emulated = dict(SENTENCE_RESULT, host={"emulation": dict(TCG)})
+    v = verdict_of(COMPARE, emulated)
+    assert v["verdict"] == "not applicable"
+    assert macros._claim_sentence(COMPARE, v, emulated) == render.esc(claims_mod.EMULATED_EVIDENCE)
+    ok = dict(COMPARE, emulated_ok="one machine, one mechanism")
+    v = verdict_of(ok, emulated)
+    assert v["verdict"] == "holds" and v["emulated"]
+    assert macros._claim_sentence(ok, v, emulated) == \
+        macros._claim_sentence(ok, verdict_of(ok), SENTENCE_RESULT) + " " + macros._EMULATED_BADGE
+
+
+def _effect(a: tuple, b: tuple) -> dict:
+    """The effect of a ÷ b as a verdict stores it (no interval: None, not NaN)."""
+    r = {"host": {"emulation": None}, "measurements": [_m({"pin": "a"}, a), _m({"pin": "b"}, b)]}
+    claim = {"id": "e", "kind": "compare", "metric": "rtt", "a": {"pin": "a"}, "b": {"pin": "b"}, "relation": "greater"}
+    return claims_mod.evaluate_one(claim, r)["effect"]
+
+
+def test_interval_text():
+    e = _effect((10, 11, 12), (5, 5.5, 6))
+    got = re.fullmatch(r"2\.00× \(95 % interval ([\d.]+)–([\d.]+)×\)", macros._interval_text(e))
+    assert got, macros._interval_text(e)
+    assert float(got.group(1)) == pytest.approx(e["low"], rel=5e-3) and float(got.group(2)) == pytest.approx(e["high"], rel=5e-3)
+    assert macros._interval_text(_effect((10, 10, 10), (5, 5, 5))) == "2.00× (no spread in the samples)"
+    near_0 = _effect((10, 11, 12), (0, 1, 1))
+    assert near_0["low"] is None and macros._interval_text(near_0) == f"11.0× ({near_0['method']})"
+    zero = _effect((10, 11, 12), (0, 0, 0))
+    assert zero["estimate"] is None and macros._interval_text(zero) == zero["method"] == "no ratio: the median of pin=b is 0"
+
+
+@pytest.mark.parametrize("claim,verdict,tail", [
+    (COMPARE, "holds", "effect"),
+    (dict(COMPARE, relation="greater"), "fails", "effect"),
+    (dict(COMPARE, factor=40 / 11), "inconclusive", "effect"),    # the interval shows why: no reason repeated
+    (dict(COMPARE, b={"pin": "zero"}), "inconclusive", "reason"),   # no estimate: the reason alone
+    (dict(COMPARE, b={"pin": "none"}), "untested", "reason"),
+    (dict(COMPARE, paired=True), "inconclusive", "reason"),
+    (dict(TREND, metric="iops1"), "inconclusive", "reason"),
+])
+def test_verdict_cell(claim, verdict, tail):
+    """A verdict in the conclusions table: its mark, then the effect with its interval and what
+    the claim needs, or the reason it is not decided."""
+    v = verdict_of(claim)
+    assert v["verdict"] == verdict
+    mark = render.VERDICT_MARK[verdict]
+    if tail == "effect":
+        want = f"{mark}: {macros._interval_text(v['effect'])}, needs {render.esc(v['effect']['needs'])}"
+    else:
+        want = f"{mark}; {render.esc(v['reason'])}"
+    assert macros._verdict_cell(claim, v) == want
+
+
+def test_verdict_cell_shows_flags_and_the_emulation_badge():
+    drifting = dict(COMPARE, a={"pin": "drift"})
+    v = verdict_of(drifting)
+    plain = macros._verdict_cell(drifting, dict(v, flags=[]))
+    assert plain.startswith(render.VERDICT_MARK["holds"] + ": ")
+    assert macros._verdict_cell(drifting, v) == plain + " ⚠ " + render.esc("; ".join(v["flags"]))
+    emulated = dict(SENTENCE_RESULT, host={"emulation": dict(TCG)})
+    assert macros._verdict_cell(COMPARE, verdict_of(COMPARE, emulated)) == \
+        f"{render.VERDICT_MARK['not applicable']}; {render.esc(claims_mod.EMULATED_EVIDENCE)}"
+    ok = dict(COMPARE, emulated_ok="one machine, one mechanism")
+    assert macros._verdict_cell(ok, verdict_of(ok, emulated)) == \
+        macros._verdict_cell(ok, verdict_of(ok)) + " " + macros._EMULATED_BADGE
 
 
 def test_provenance_marks_a_stale_result_with_a_warning(tree, monkeypatch):
@@ -351,8 +523,11 @@ def test_a_ratio_is_never_in_scientific_notation(x, shown):
 
 
 def test_a_size_in_a_claim_sentence_has_its_unit():
-    r = dict(SENTENCE_RESULT, measurements=[m("bw", "MB/s", {"bs": 4096}, [10.0]), m("bw", "MB/s", {"bs": 4194304}, [30.0])])
-    trend = {"kind": "increasing", "metric": "bw", "over": "bs", "where": {}}
-    assert macros._claim_sentence(trend, {"verdict": "holds", "evidence": "e"}, r) == \
-        "bw from 10 MB/s at bs = 4 KiB to 30 MB/s at bs = 4 MiB, 3.00×"
+    r = dict(SENTENCE_RESULT, measurements=[m("bw", "MB/s", {"bs": 4096}, [9.0, 10.0, 11.0]),
+                                            m("bw", "MB/s", {"bs": 4194304}, [27.0, 30.0, 33.0])])
+    trend = {"id": "t", "role": "ours", "statement": "s", "kind": "increasing", "metric": "bw", "over": "bs", "where": {}}
+    v = verdict_of(trend, r)
+    assert v["verdict"] == "holds" and macros._interval_text(v["effect"]).startswith("3.00× (95 % interval ")
+    assert macros._claim_sentence(trend, v, r) == \
+        f"bw from 10 MB/s at bs = 4 KiB to 30 MB/s at bs = 4 MiB: last ÷ first = {macros._interval_text(v['effect'])}, needs &gt; 1"
     assert macros._side_label({"bs": 4096, "x": 1}, {"bs": 1024, "x": 2}) == "bs=4 KiB, x=1"
