@@ -13,7 +13,7 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
                           timeout=20)
 
 
-PAGE_DATA = ("claims.toml", "original.toml", "exercises.toml")
+PAGE_DATA = ("claims.toml", "original.toml", "exercises.toml", "lab.toml")   # what pages, setup and CI read
 
 
 @lru_cache(maxsize=64)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import signal
 import subprocess
 import time
@@ -56,7 +57,7 @@ def result(quick) -> dict:
     return model.load(quick[1] / "fstime.json")
 
 
-def test_quick_run_succeeds_within_two_minutes(quick):
+def test_quick_run_succeeds_within_its_budget(quick):
     proc, out, seconds, _, _ = quick
     assert proc.returncode == 0, proc.stderr[-3000:]
     check_quick_result(result(quick), seconds)
@@ -81,7 +82,11 @@ def test_five_filesystems_set_up(quick):
     assert fs["xfs-on-tmpfs"] == fs["xfs-on-disk"] == "xfs"
     copies = {m["case"]["target"] for m in result(quick)["measurements"]
               if m["metric"] == "score" and m["case"]["experiment"] == "copy" and m["case"]["phase"] == "copy"}
-    assert copies == set(TARGETS)
+    # quick mode copies on the three filesystems the claims compare, and says why not on the others
+    assert copies == {"tmpfs", "xfs-on-tmpfs", "xfs-on-disk"}
+    skipped = {s["case"]["target"] for s in result(quick)["steps"]
+               if s["status"] == "skipped" and s.get("case", {}).get("experiment") == "copy"}
+    assert skipped == set(TARGETS) - copies
 
 
 def test_scores_are_what_fstime_printed(quick):
@@ -128,10 +133,12 @@ def test_htop_line_and_cpu_shares(quick):
     line = (out / "fstime" / "raw" / "cpu.htop.1.out").read_text()
     assert re.fullmatch(r"over [\d.]+ s: CPU0 usr \d+% sys \d+%.* idle \d+%.* \|\| fstime \(pid \d+, state \w\): "
                         r"usr \d+% sys \d+% of one CPU\n", line), line
-    shares = {(m["case"]["who"], m["case"]["mode"]): m["median"] for m in r["measurements"] if m["metric"] == "cpu_share"}
+    samples = {(m["case"]["who"], m["case"]["mode"]): m["samples"] for m in r["measurements"] if m["metric"] == "cpu_share"}
+    shares = {k: statistics.median(v) for k, v in samples.items()}
     cpus = {who for who, _ in shares if who.startswith("cpu")}
-    for cpu in cpus:
-        assert sum(shares[(cpu, mode)] for mode in ("user", "system", "iowait", "steal", "idle")) == pytest.approx(1.0)
+    for cpu in cpus:   # each repetition's shares of one CPU add up to one
+        for i in range(len(samples[(cpu, "user")])):
+            assert sum(samples[(cpu, mode)][i] for mode in ("user", "system", "iowait", "steal", "idle")) == pytest.approx(1.0)
     # fstime was inside its copy phase: it used CPU time in the window.
     assert shares[("fstime", "user")] + shares[("fstime", "system")] > 0.3
 
