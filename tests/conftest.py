@@ -116,15 +116,27 @@ _STARTS = [
 ]
 
 
+_WRAPPERS = {"env", "timeout", "setsid", "sudo", "bash", "sh", "nohup", "nice", "taskset"}
+
+
 def tier_of(argv) -> str | None:
     """The mark a test needs to start ``argv`` (a command as subprocess takes it): ``lab`` for a
     lab's run.sh (``guest`` when given ``--guest``), ``guest`` for QEMU, ``browser`` for
     Chromium, Playwright's driver or Lighthouse, ``slow`` for ``mkdocs build``; None otherwise."""
     args = [str(a) for a in (argv if isinstance(argv, (list, tuple)) else str(argv).split())]
-    for a in args:
-        for pattern, tier in _STARTS:
-            if pattern.search(a):
-                return "guest" if tier == "lab" and "--guest" in args else tier
+    # The program that runs: past wrappers (env, timeout, setsid, sudo, bash, sh), their options
+    # and VAR=value words; an argument of another program (shellcheck run.sh) is not a start.
+    prog = None
+    for i, a in enumerate(args):
+        if a.startswith("-") or ("=" in a and "/" not in a.split("=", 1)[0]):
+            continue
+        if Path(a).name in _WRAPPERS or (i and Path(args[i - 1]).name == "timeout" and a.replace(".", "").isdigit()):
+            continue
+        prog = a
+        break
+    for pattern, tier in _STARTS:
+        if prog and pattern.search(prog):
+            return "guest" if tier == "lab" and "--guest" in args else tier
     if "mkdocs" in args and "build" in args:
         return "slow"
     return None

@@ -21,6 +21,9 @@ import conftest
     (["/x/site-packages/playwright/driver/node", "run-driver"], "browser"),
     ([sys.executable, "-m", "mkdocs", "build", "--strict"], "slow"),
     (["bash", "tests/fakelab/run.sh"], None),
+    (["env", "--default-signal=INT", "bash", "labs/fstime/run.sh", "--help"], "lab"),
+    (["timeout", "60", "bash", "/x/labs/lat_tcp/run.sh"], "lab"),
+    (["/usr/bin/shellcheck", "-x", "/w/.github/ci-labs.sh", "/w/labs/fstime/run.sh"], None),
     (["git", "status"], None),
     ([sys.executable, "-m", "mkdocs", "--version"], None),
 ])
