@@ -319,6 +319,7 @@ def _stat(name: str):
     return np.mean if name == "mean" else np.median
 
 
+@functools.lru_cache(maxsize=1)
 def _rng_arg() -> str:
     """The name scipy.stats.bootstrap gives its generator: ``rng`` from SciPy 1.15, ``random_state``
     before (Debian bookworm's 1.10, inside arm64 guests)."""
@@ -327,16 +328,12 @@ def _rng_arg() -> str:
     return "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
 
 
-_RNG_ARG = "rng"
-
 
 @functools.lru_cache(maxsize=4096)
 def _interval(a: tuple, b: tuple | None, statistic: str, paired: bool) -> tuple[float, float, float, str]:
     """(estimate, low, high, method) of stat(a) ÷ stat(b), or of stat(a) alone when ``b`` is
     None (``a`` holds per-pair ratios). Cached: a page build asks for the same pairs often."""
-    global _RNG_ARG
     from scipy import stats   # imported here: the site's macros load this module for every page
-    _RNG_ARG = _rng_arg()
     f = _stat(statistic)
     if b is None:
         data, est = (np.asarray(a),), float(f(a))
@@ -352,7 +349,7 @@ def _interval(a: tuple, b: tuple | None, statistic: str, paired: bool) -> tuple[
             try:
                 res = stats.bootstrap(data, fn, vectorized=True, paired=paired and b is not None,
                                       confidence_level=LEVEL, n_resamples=RESAMPLES, method=method,
-                                      **{_RNG_ARG: np.random.default_rng(SEED)})
+                                      **{_rng_arg(): np.random.default_rng(SEED)})
             except (ValueError, ZeroDivisionError):
                 continue
         lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
