@@ -148,10 +148,10 @@ ci-labs: setup
 # everything (markers by rule in tests/conftest.py; every test has a pytest-timeout).
 FAST := not lab and not guest and not slow
 test: setup
-	$(PY) -m pytest -m "$(FAST)"
+	$(PY) -m pytest -m "$(FAST)" --durations=15
 
 test-all: setup
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=40
 
 # Mutation testing (mutmut, in a copy of the checkout: the tree in use is never mutated) of the
 # modules that turn results into verdicts and pages, against the fast tier's unit tests.

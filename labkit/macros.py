@@ -967,6 +967,11 @@ def define_env(env):
         env.macro(fn)
     for fn in ONBOARDING_MACROS:  # defined below: the tool cards and the learning path
         env.macro(fn)
+    from . import evidence as evidence_mod  # it builds on this module's macros
+    env.macro(evidence_mod.evidence)
+    env.macro(evidence_mod.evidence_link)
+    from . import lesson
+    env.macro(lesson.lesson_start)
 
 
 # --- Tool cards and the learning path (docs/tools/, docs/index.md) ---------------------------

@@ -8,6 +8,7 @@ are derived from these files, so that a new case is one lab folder plus one chap
 ``order``        position among the cases (ascending)
 ``problem``      the problem, one line, for the home page's table
 ``practise``     what the reader practises, one line (Markdown), for the same table
+``needs``        what a reader needs to run the lab, short items (the chapter's first screen)
 ``debs``         Debian packages the lab uses beyond the base set (``make setup`` installs them)
 ``guest_profile`` optional: the labkit.guest package set its ``--guest`` runs need
 ``quick_budget_s``, ``full_budget_s``  wall-time budgets on 2 cores (seconds)

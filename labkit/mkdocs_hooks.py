@@ -20,7 +20,7 @@ from mkdocs.structure.files import File
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
-from labkit import charts, render, results
+from labkit import charts, evidence, lesson, render, results
 
 _PLAYER = re.compile(r"```asciinema-player\n(.*?)\n```", re.S)
 # What mkdocs-asciinema-player adds to every page (its on_config puts them in extra_css/js).
@@ -39,22 +39,31 @@ def on_config(config):
     """
     from labkit import manifest
     try:
-        cases = [{m["title"]: f"cases/{m['name']}.md"} for m in manifest.labs(results.ROOT)]
+        labs = manifest.labs(results.ROOT)
     except manifest.ManifestError as exc:
         raise PluginError(str(exc)) from None
+    fill = {"Cases": [{m["title"]: f"cases/{m['name']}.md"} for m in labs],
+            "Evidence": [{m["title"]: evidence.page_src(m["name"])} for m in labs]}
     for entry in config["nav"] or []:
-        if isinstance(entry, dict) and "Cases" in entry:
-            entry["Cases"] = cases
-            return config
-    raise PluginError('mkdocs.yml: the nav needs a "Cases" section (filled from labs/*/lab.toml)')
+        if isinstance(entry, dict):
+            for key in set(entry) & set(fill):
+                entry[key] = fill.pop(key)
+    if fill:
+        raise PluginError(f'mkdocs.yml: the nav needs the sections {sorted(fill)} (filled from labs/*/lab.toml)')
+    return config
 
 
 def on_files(files, config):
-    """Add each artifact file of each host to the site (``results/<label>/<artifact path>``).
+    """Add each lab's evidence page (:func:`labkit.evidence.page_markdown`) and each artifact
+    file of each host to the site (``results/<label>/<artifact path>``).
 
     Raises:
         FileNotFoundError: a result names an artifact that is not on disk.
     """
+    from labkit import manifest
+    for m in manifest.labs(results.ROOT):
+        files.append(File.generated(config, evidence.page_src(m["name"]),
+                                    content=evidence.page_markdown(m["name"], results.ROOT)))
     for host in results.load_hosts(results.ROOT):
         for result in host.results.values():
             for art in result["artifacts"]:
@@ -217,6 +226,7 @@ def on_page_content(html, page, config, files):
     (``<details>``: source listings, long outputs, predictions) out of the search index that
     every page downloads; the prose stays searchable. Tab sets become ``data-pc-tabs`` sets,
     left to docs/assets/casebook.js instead of mkdocs-material's runtime (see ``_TABS``)."""
+    html = lesson.fill(html)
     html = html.replace(render.DATA_OPEN, '<div class="pc-data" data-search-exclude>')
     html = html.replace(render.DATA_CLOSE, "</div>")
     html = _TABS.sub(" data-pc-tabs=", html)
@@ -251,10 +261,13 @@ def on_post_page(output, page, config):
                           '<div class="md-search" data-md-component="search" role="dialog" aria-label="Search">')
 
 
+@event_priority(-100)  # after the search plugin has written its index
 def on_post_build(config):
     """Write the chart figures the macros drew (:func:`labkit.charts.store`) and the folded
-    blocks' fragments (:func:`lazy_folds`) into the site, each next to its page."""
+    blocks' fragments (:func:`lazy_folds`) into the site, each next to its page, and keep the
+    evidence pages' text out of the search index (:func:`labkit.evidence.strip_search_index`)."""
     site = Path(config["site_dir"])
+    evidence.strip_search_index(site)
     for rel, text in [*charts.take().items(), *_FOLDS.items()]:
         dst = site / rel
         dst.parent.mkdir(parents=True, exist_ok=True)

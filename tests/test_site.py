@@ -16,11 +16,9 @@ pytestmark = pytest.mark.slow   # whole site builds
 
 
 @pytest.fixture(scope="session")
-def site(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("site")
-    proc = build_site(out)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return out
+def site(committed_site) -> Path:
+    """The site of the committed results (built once per session, tests/conftest.py)."""
+    return committed_site
 
 
 def _copy_repo(dst: Path) -> Path:

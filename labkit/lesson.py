@@ -1,0 +1,113 @@
+"""The chapter as a lesson: its prose length, reading time and first screen.
+
+A chapter's core reading time is computed from its built HTML (so it counts what a reader
+reads, after the macros have run): prose words / :data:`WORDS_PER_MINUTE` plus
+:data:`MINUTES_PER_FIGURE` per figure (a chart, a flame graph, a recording). Prose is the text
+of the page's article outside code blocks, tables, figures, folded blocks (``<details>``),
+scripts and the first-screen box itself. ``labkit/mkdocs_hooks.py`` puts the figure where
+:func:`lesson_start` left :data:`READING_MARK`; the tests read the same numbers with
+:func:`measure`.
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+WORDS_PER_MINUTE = 200
+"""Reading speed of technical prose (words per minute), the figure issue-tracker style guides and
+Medium's reading-time estimate use for English."""
+MINUTES_PER_FIGURE = 0.5
+READING_MARK = "PC-READING-TIME"
+"""Placeholder :func:`lesson_start` writes; replaced in the page's HTML by :func:`fill`."""
+MAX_WORDS = 3000
+MAX_TABLES = 12
+
+_SKIP = {"pre", "code", "table", "figure", "details", "script", "style", "svg", "nav", "header", "footer"}
+_WORD = re.compile(r"[^\W_][\w'’.-]*")
+
+
+class _Prose(HTMLParser):
+    """Collects the words of an article outside :data:`_SKIP` elements and the first-screen box,
+    and counts tables and figures."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.words = 0
+        self.tables = 0
+        self.figures = 0
+        self.depth = 0        # inside a skipped element
+        self.stack: list[tuple[str, bool]] = []
+        self.tab_sets: list[int] = []  # nesting of tab sets: a set counts its tables once
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        cls = a.get("class") or ""
+        skip = tag in _SKIP or "pc-lesson-start" in cls
+        if tag == "table":
+            self.tables += 1
+        if (tag == "figure" or (tag == "img" and "pc-chart" in cls and "pc-dark" not in cls)
+                or (tag == "object" and "pc-flamegraph" in cls)):
+            self.figures += 1  # a chart's dark twin is the same figure; a recording sits in a <figure>
+        if tag in ("br", "img", "input", "hr", "meta", "link", "source", "wbr"):
+            return
+        self.stack.append((tag, skip))
+        if skip:
+            self.depth += 1
+
+    def handle_endtag(self, tag):
+        while self.stack:
+            t, skip = self.stack.pop()
+            if skip:
+                self.depth -= 1
+            if t == tag:
+                break
+
+    def handle_data(self, data):
+        if self.depth == 0:
+            self.words += len(_WORD.findall(data))
+
+
+def _article(page_html: str) -> str:
+    """The page's article (material's ``md-content__inner``), or the whole text."""
+    m = re.search(r'<article class="md-content__inner[^"]*">(.*?)</article>', page_html, re.S)
+    return m.group(1) if m else page_html
+
+
+def measure(page_html: str) -> dict:
+    """``{"words", "tables", "figures", "minutes"}`` of a built page (or an article fragment):
+    prose words, ``<table>`` elements in the HTML (a host tab set that fetches its other tabs on
+    demand counts once), figures (charts, flame graphs, recordings: every host's), and the core reading time in minutes (rounded up)."""
+    p = _Prose()
+    p.feed(_article(page_html))
+    minutes = p.words / WORDS_PER_MINUTE + MINUTES_PER_FIGURE * p.figures
+    return {"words": p.words, "tables": p.tables, "figures": p.figures, "minutes": int(-(-minutes // 1))}
+
+
+def fill(page_html: str) -> str:
+    """Replace :data:`READING_MARK` with the page's reading time ("12 min")."""
+    if READING_MARK not in page_html:
+        return page_html
+    return page_html.replace(READING_MARK, f"{measure(page_html)['minutes']} min")
+
+
+def lesson_start(lab: str) -> str:
+    """Markdown: the chapter's first-screen box: core reading time (:data:`READING_MARK`, filled
+    in from the built page by :func:`fill`), how long the lab ran on each host with a result
+    (:func:`labkit.macros.lab_time`), what the reader needs (``needs`` in ``labs/<lab>/lab.toml``)
+    and the command that starts the lab in quick mode.
+
+    Raises:
+        MacroError: the manifest has no ``needs``, or no host has a result of ``lab``.
+    """
+    from . import macros, manifest, render
+    m = manifest.load(macros.ROOT / "labs" / lab)
+    if not m.get("needs"):
+        raise macros.MacroError(f"lesson_start: labs/{lab}/lab.toml has no `needs` (what a reader needs to run the lab)")
+    needs = "; ".join(m["needs"])
+    return (f'<div class="pc-lesson-start" markdown>\n\n'
+            f"**Reading:** about {READING_MARK} · **You need:** {needs}\n\n"
+            f"**Start the lab now** (quick mode, budgeted at {render.esc(macros._duration(m['quick_budget_s']))}"
+            f" on 2 cores), and read on while it runs:\n\n"
+            f"```bash\nsudo labs/{lab}/run.sh --quick\n```\n\n"
+            f"The full run took {macros.lab_time(lab)}.\n\n</div>\n")

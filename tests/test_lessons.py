@@ -1,0 +1,106 @@
+"""Chapters are lessons and their data is on evidence pages: the limits a chapter keeps (prose,
+tables, the lab's command on the first screen, the reading time at the top), the evidence page
+every lab gets, and the search index that leaves the evidence pages' data out."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+
+import pytest
+
+from conftest import ROOT
+from labkit import evidence, lesson, manifest
+
+LABS = [m["name"] for m in manifest.labs(ROOT)]
+
+
+def _text(page_html: str) -> str:
+    """The article's visible text, tags dropped (for the position of the lab's command)."""
+    body = lesson._article(page_html)
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", body))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lab", LABS)
+def test_chapter_is_a_lesson(committed_site, lab):
+    """≤ 3,000 prose words, ≤ 12 tables, ``run.sh`` within the first 10 % of the text, the reading
+    time stated in the first-screen box, a link to the evidence page."""
+    page = (committed_site / "cases" / lab / "index.html").read_text()
+    m = lesson.measure(page)
+    assert m["words"] <= lesson.MAX_WORDS, m
+    assert m["tables"] <= lesson.MAX_TABLES, m
+    assert m["minutes"] <= 15, m
+    text = _text(page)
+    assert f"labs/{lab}/run.sh" in text
+    assert text.index(f"labs/{lab}/run.sh") <= 0.10 * len(text), (text.index(f"labs/{lab}/run.sh"), len(text))
+    assert lesson.READING_MARK not in page
+    assert re.search(r"Reading:\s*</strong>\s*about \d+ min", page), "reading time missing from the first screen"
+    assert f'href="../../evidence/{lab}/' in page
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lab", LABS)
+def test_evidence_page_has_every_metric(committed_site, lab):
+    """The evidence page exists and has a table anchor for every metric of every host's result."""
+    page = (committed_site / "evidence" / lab / "index.html").read_text()
+    metrics = {ms["metric"] for p in ROOT.glob(f"results/*/{lab}.json") for ms in json.loads(p.read_text())["measurements"]}
+    assert metrics
+    for metric in metrics:
+        assert f'id="{evidence.anchor(metric)}"' in page, metric
+
+
+@pytest.mark.slow
+def test_search_index_is_small_and_keeps_evidence_titles_only(committed_site):
+    raw = (committed_site / "search" / "search_index.json").read_bytes()
+    assert len(gzip.compress(raw)) <= 150_000, len(gzip.compress(raw))
+    docs = json.loads(raw)["docs"]
+    ev = [d for d in docs if d["location"].startswith("evidence/")]
+    assert {d["location"] for d in ev} == {f"evidence/{lab}/" for lab in LABS}
+    assert all(d["text"] == "" and d["title"].startswith("Evidence") for d in ev)
+
+
+def test_measure_counts_prose_not_code_tables_or_folds():
+    html = ('<article class="md-content__inner md-typeset"><p>one two three</p><pre><code>a b c d</code></pre>'
+            '<table><tr><td>x y</td></tr></table><details><summary>s</summary><p>hidden words here</p></details>'
+            '<div class="pc-lesson-start"><p>box words</p></div><figure><div data-pc-cast="x"></div></figure><img class="pc-chart pc-light"><img class="pc-chart pc-dark"><p>four</p></article>')
+    m = lesson.measure(html)
+    assert (m["words"], m["tables"], m["figures"]) == (4, 1, 2)
+    assert m["minutes"] == 2  # 4/200 + 2 × 0.5, rounded up
+
+
+def test_fill_replaces_the_mark_with_minutes():
+    words = " ".join(["word"] * 450)
+    out = lesson.fill(f"<p>{lesson.READING_MARK}</p><p>{words}</p>")
+    assert ">3 min<" in out and lesson.READING_MARK not in out  # 451 words / 200 = 2.3 → 3
+
+
+def test_strip_search_index_keeps_only_evidence_titles(tmp_path):
+    (tmp_path / "search").mkdir()
+    docs = [{"location": "cases/x/", "title": "X", "text": "prose"},
+            {"location": "evidence/x/", "title": "Evidence: X", "text": "lots of data"},
+            {"location": "evidence/x/#metric-iops", "title": "iops", "text": "1 2 3"}]
+    (tmp_path / "search" / "search_index.json").write_text(json.dumps({"config": {}, "docs": docs}))
+    assert evidence.strip_search_index(tmp_path) == 1
+    kept = json.loads((tmp_path / "search" / "search_index.json").read_text())["docs"]
+    assert kept == [docs[0], {"location": "evidence/x/", "title": "Evidence: X", "text": ""}]
+
+
+def test_evidence_link_fails_on_an_unknown_metric():
+    from labkit import macros
+    macros._HOSTS_CACHE = None
+    known = next(iter(evidence.metrics_by_group("lat_tcp").values()))[0]
+    assert f"#{evidence.anchor(known)})" in evidence.evidence_link("lat_tcp", metric=known)
+    with pytest.raises(macros.MacroError, match="no measurement"):
+        evidence.evidence_link("lat_tcp", metric="no_such_metric")
+
+
+def test_page_markdown_appends_the_labs_own_evidence(tmp_path):
+    lab = tmp_path / "labs" / "demo"
+    lab.mkdir(parents=True)
+    (lab / "lab.toml").write_text((ROOT / "labs" / "lat_tcp" / "lab.toml").read_text())
+    md = evidence.page_markdown("demo", tmp_path)
+    assert "{{ evidence('demo') }}" in md and md.startswith("---\n")
+    (lab / "evidence.md").write_text("## Own block {#own}\n")
+    assert evidence.page_markdown("demo", tmp_path).rstrip().endswith("## Own block {#own}")
