@@ -13,7 +13,7 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
                           timeout=20)
 
 
-PAGE_DATA = ("claims.toml", "original.toml", "exercises.toml", "lab.toml")   # what pages, setup and CI read
+PAGE_DATA = ("claims.toml", "original.toml", "exercises.toml", "lab.toml", "evidence.md")  # pages, setup, CI read these
 
 
 @lru_cache(maxsize=64)
@@ -24,8 +24,8 @@ def last_change(root: Path, lab: str) -> str | None:
     a lab measures must come with a change to the lab itself, or every result goes stale
     at once for a fix to a progress message. So are the lab's page data, which every build
     reads afresh and which change nothing a run measures: ``claims.toml`` (claims are evaluated
-    on each result at build time), ``original.toml`` (the original's figures) and
-    ``exercises.toml``.
+    on each result at build time), ``original.toml`` (the original's figures), ``exercises.toml``,
+    ``lab.toml`` (the manifest) and ``evidence.md`` (the lab's part of its evidence page).
     """
     try:
         proc = _git(root, "log", "-1", "--format=%H", "--", f"labs/{lab}",
