@@ -53,10 +53,42 @@ def _cmd_record(a) -> int:
                   paths={"scratch": a.scratch, "out": str(Path(a.out).resolve()), "checkout": a.checkout}
                   if a.scratch and a.checkout else None)
     r = model.load(path)
+    spec = Path(a.lab_dir) / "claims.toml"
+    statements = {c["id"]: c.get("statement") for c in claims_mod.load(spec)} if spec.exists() else {}
     for c in r["claims"]:
-        print(f"claim {verdict_line(c)}", file=sys.stderr)
+        print(f"  {verdict_sentence(c, statements.get(c['id']))}", file=sys.stderr)
     print(f"wrote {path}: {len(r['measurements'])} measurements, {len(r['artifacts'])} artifacts", file=sys.stderr)
     return 0
+
+
+def _cmd_progress(a) -> int:
+    """``eta``: ``group<TAB>seconds`` lines of the previous same-mode run; ``figures``: the
+    group's measured figures, one per line. Both print nothing when they cannot tell."""
+    from . import progress
+    quick = a.quick == "1"
+    if a.what == "eta":
+        for group, secs in progress.group_seconds(Path(a.previous), quick).items():
+            print(f"{group}\t{secs:.0f}")
+    else:
+        for line in progress.group_figures(a.lab, Path(a.lab_dir), Path(a.run_dir), a.group, quick):
+            print(line)
+    return 0
+
+
+def verdict_sentence(v: dict, statement: str | None) -> str:
+    """The end-of-run verdict line: ``holds: <the claim's statement> (ratio 0.455, 95% 0.33–0.519,
+    needs < 0.77)``; without a statement, :func:`verdict_line`."""
+    if not statement:
+        return verdict_line(v)
+    e = v.get("effect")
+    why = ""
+    if e and e.get("estimate") is not None:
+        ci = (f", 95% {e['low']:.3g}–{e['high']:.3g}" if e.get("low") is not None and e["low"] != e["high"] else "")
+        why = f" ({e['statistic']} {e['estimate']:.3g}{ci}, needs {e['needs']})"
+    elif v["verdict"] not in ("holds", "fails") and v.get("reason"):
+        why = f" ({v['reason']})"
+    flags = "".join(f" [{f}]" for f in v.get("flags", []))
+    return f"{v['verdict']}: {statement.rstrip('.')}{why}{flags}"
 
 
 def verdict_line(v: dict) -> str:
@@ -390,6 +422,15 @@ def parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("reevaluate", help="evaluate result files' claims again with today's claims.toml")
     ev.add_argument("files", nargs="+")
     ev.set_defaults(fn=_cmd_reevaluate)
+    pg = sub.add_parser("progress", help="(for labs/lib/lab.sh) time left per group, a group's figures")
+    pg.add_argument("what", choices=["eta", "figures"])
+    pg.add_argument("--lab", required=True)
+    pg.add_argument("--quick", choices=["0", "1"], default="0")
+    pg.add_argument("--previous", default="", help="eta: the lab's previous result file on this host")
+    pg.add_argument("--lab-dir", default="")
+    pg.add_argument("--run-dir", default="")
+    pg.add_argument("--group", default="")
+    pg.set_defaults(fn=_cmd_progress)
     pr = sub.add_parser("probe", help="probe this host (JSON)")
     pr.add_argument("--scratch")
     pr.add_argument("--label")

@@ -82,8 +82,8 @@ def test_ci_runs_the_readme_full_suite_command():
     readme = (ROOT / "README.md").read_text()
     assert "$ make test-all" in readme and "$ make test " in readme
     makefile = (ROOT / "Makefile").read_text()
-    assert re.search(r"^test:.*\n\t\$\(PY\) -m pytest -m \"\$\(FAST\)\"", makefile, re.M)
-    assert re.search(r"^test-all:.*\n\t\$\(PY\) -m pytest$", makefile, re.M)
+    assert re.search(r"^test:.*\n\t\$\(PY\) -m pytest -m \"\$\(FAST\)\"( --durations=\d+)?$", makefile, re.M)
+    assert re.search(r"^test-all:.*\n\t\$\(PY\) -m pytest( --durations=\d+)?$", makefile, re.M)
 
 
 @pytest.mark.lab

@@ -63,7 +63,7 @@ LAB_JOURNAL="" LAB_LOG="" LAB_TAG="" LAB_SEQ=0 LAB_PENDING=()
 # $! before a background start whose PID is not yet in LAB_CHILD or the journal ("": none).
 LAB_LAUNCH=""
 declare -A LAB_UNDO=() LAB_UNDO_DESC=()
-LAB_UNDOING=0 LAB_QUIET_UNDO=0 LAB_FINISHING=0 LAB_EXIT2=0 LAB_LOCK="" LAB_ERR=""
+LAB_UNDOING=0 LAB_QUIET_UNDO=0 LAB_FINISHING=0 LAB_EXIT2=0 LAB_LOCK="" LAB_ERR="" LAB_COLOR=0
 
 # Python with labkit importable: the project venv, else python3 with the repo on PYTHONPATH.
 if [[ -x "$LAB_ROOT/.venv/bin/python" ]]; then
@@ -92,7 +92,15 @@ lab__elapsed() {
 # write error on stderr (reader gone, terminal closed) stops the lab, except during the undo.
 lab__emit() {
   [[ -z "$LAB_LOG" ]] || printf '%s\n' "$1" 2>/dev/null >> "$LAB_LOG" || true
-  if ! printf '%s\n' "$1" 2>/dev/null 1>&"${LAB_ERR:-2}"; then
+  local out=$1
+  if ((${LAB_COLOR:-0})); then  # a terminal without NO_COLOR: headers bold, failures red, figures cyan
+    case $1 in
+      *"] == ["*) out=$'\e[1m'$1$'\e[0m' ;;
+      *": FAILED ("*|*"stopped: "*) out=$'\e[31m'$1$'\e[0m' ;;
+      *"]   "*) out=$'\e[36m'$1$'\e[0m' ;;
+    esac
+  fi
+  if ! printf '%s\n' "$out" 2>/dev/null 1>&"${LAB_ERR:-2}"; then
     ((LAB_UNDOING)) || lab__stop PIPE
   fi
   return 0
@@ -924,6 +932,8 @@ lab__begin() {
   LAB_START=$(date +%s.%N)
   LAB_START_US=${EPOCHREALTIME//[.,]/}
   exec {LAB_ERR}>&2
+  LAB_COLOR=0
+  if [[ -t $LAB_ERR && -z "${NO_COLOR:-}" ]]; then LAB_COLOR=1; fi  # https://no-color.org
   LAB_JOURNAL="$LAB_OUT/.$LAB_NAME.journal"
   LAB_LOG="$LAB_OUT/.$LAB_NAME.log"
   : > "$LAB_LOG"
@@ -1138,6 +1148,16 @@ c, d = git_commit(Path(sys.argv[1]), measuring_code(sys.argv[2])); print(c or ""
   exit "$rc"
 }
 
+# lab__group_figures GROUP: the figures GROUP measured, indented under its steps (labkit progress:
+# the lab's record.py on the run so far; nothing when it needs later groups' data).
+lab__group_figures() {
+  local fig
+  while IFS= read -r fig; do
+    [[ -n "$fig" ]] && lab__say "  $fig"
+  done < <("$LAB_PY" -m labkit progress figures --lab "$LAB_NAME" --lab-dir "$LAB_DIR" --run-dir "$LAB_RUN" \
+             --group "$1" --quick "$LAB_QUICK" 2>/dev/null || true)
+}
+
 # lab_main "$@": parse options, run the selected groups in order, record the result.
 lab_main() {
   lab__parse "$@"
@@ -1146,12 +1166,26 @@ lab_main() {
   lab__init
   local i g n=0 k=0
   for i in "${!LAB_GROUPS[@]}"; do lab__selected "$i" && n=$((n + 1)); done
+  # Seconds per group of the previous run in this mode on this host, for "~N s left" (none: no estimate).
+  local -A eta=()
+  local eg es left
+  while IFS=$'\t' read -r eg es; do [[ -n "$eg" ]] && eta[$eg]=$es; done \
+    < <("$LAB_PY" -m labkit progress eta --lab "$LAB_NAME" --quick "$LAB_QUICK" --previous "$LAB_OUT/$LAB_NAME.json" 2>/dev/null || true)
   for i in "${!LAB_GROUPS[@]}"; do
     lab__selected "$i" || continue
     g=${LAB_GROUPS[$i]} k=$((k + 1))
     LAB_GROUP=$g
-    lab__say "== [$k/$n] $g: ${LAB_GROUP_DESC[$i]}"
+    left=""
+    if ((${#eta[@]})); then
+      left=0
+      for j in "${!LAB_GROUPS[@]}"; do
+        ((j >= i)) && lab__selected "$j" && left=$((left + ${eta[${LAB_GROUPS[$j]}]:-0}))
+      done
+      left=" (~${left} s left, from the last run here)"
+    fi
+    lab__say "== [$k/$n] $g: ${LAB_GROUP_DESC[$i]}$left"
     "group_$g" || true
+    lab__group_figures "$g"
   done
   LAB_GROUP=""
   lab__say "recording result"
