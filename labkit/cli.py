@@ -61,20 +61,6 @@ def _cmd_record(a) -> int:
     return 0
 
 
-def _cmd_progress(a) -> int:
-    """``eta``: ``group<TAB>seconds`` lines of the previous same-mode run; ``figures``: the
-    group's measured figures, one per line. Both print nothing when they cannot tell."""
-    from . import progress
-    quick = a.quick == "1"
-    if a.what == "eta":
-        for group, secs in progress.group_seconds(Path(a.previous), quick).items():
-            print(f"{group}\t{secs:.0f}")
-    else:
-        for line in progress.group_figures(a.lab, Path(a.lab_dir), Path(a.run_dir), a.group, quick):
-            print(line)
-    return 0
-
-
 def verdict_sentence(v: dict, statement: str | None) -> str:
     """The end-of-run verdict line: ``holds: <the claim's statement> (ratio 0.455, 95% 0.33–0.519,
     needs < 0.77)``; without a statement, :func:`verdict_line`."""
@@ -422,15 +408,6 @@ def parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("reevaluate", help="evaluate result files' claims again with today's claims.toml")
     ev.add_argument("files", nargs="+")
     ev.set_defaults(fn=_cmd_reevaluate)
-    pg = sub.add_parser("progress", help="(for labs/lib/lab.sh) time left per group, a group's figures")
-    pg.add_argument("what", choices=["eta", "figures"])
-    pg.add_argument("--lab", required=True)
-    pg.add_argument("--quick", choices=["0", "1"], default="0")
-    pg.add_argument("--previous", default="", help="eta: the lab's previous result file on this host")
-    pg.add_argument("--lab-dir", default="")
-    pg.add_argument("--run-dir", default="")
-    pg.add_argument("--group", default="")
-    pg.set_defaults(fn=_cmd_progress)
     pr = sub.add_parser("probe", help="probe this host (JSON)")
     pr.add_argument("--scratch")
     pr.add_argument("--label")

@@ -4,14 +4,17 @@ measured (the lab's own ``record.py`` run on the partial run directory).
 
 Both are best effort: a lab that has never run here gets no estimate, and a collector that
 needs a later group's data prints no figures; neither ever fails the run. ``labs/lib/lab.sh``
-calls them through ``python -m labkit progress``.
+calls them through ``python -m labkit.progress`` (:func:`main`), which imports little: it runs
+between a lab's groups.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
+import sys
 from pathlib import Path
 
 from . import render
@@ -69,3 +72,30 @@ def group_figures(lab: str, lab_dir: Path, run_dir: Path, group: str, quick: boo
     if len(ms) > MAX_LINES:
         lines.append(f"… and {len(ms) - MAX_LINES} more (labkit show {lab}, once recorded)")
     return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``eta --lab L --quick 0|1 --previous FILE``: ``group<TAB>seconds`` lines;
+    ``figures --lab L --lab-dir D --run-dir R --group G --quick 0|1``: the group's figures.
+    Both print nothing when they cannot tell; exit 0 (2 on bad usage)."""
+    p = argparse.ArgumentParser(prog="python -m labkit.progress", description=__doc__.split("\n\n")[0])
+    p.add_argument("what", choices=["eta", "figures"])
+    p.add_argument("--lab", required=True)
+    p.add_argument("--quick", choices=["0", "1"], default="0")
+    p.add_argument("--previous", default="", help="eta: the lab's previous result file in this out directory")
+    p.add_argument("--lab-dir", default="")
+    p.add_argument("--run-dir", default="")
+    p.add_argument("--group", default="")
+    a = p.parse_args(argv)
+    quick = a.quick == "1"
+    if a.what == "eta":
+        for group, secs in group_seconds(Path(a.previous), quick).items():
+            print(f"{group}\t{secs:.0f}")
+    else:
+        for line in group_figures(a.lab, Path(a.lab_dir), Path(a.run_dir), a.group, quick):
+            print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

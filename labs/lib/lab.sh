@@ -1148,13 +1148,13 @@ c, d = git_commit(Path(sys.argv[1]), measuring_code(sys.argv[2])); print(c or ""
   exit "$rc"
 }
 
-# lab__group_figures GROUP: the figures GROUP measured, indented under its steps (labkit progress:
+# lab__group_figures GROUP: the figures GROUP measured, indented under its steps (labkit.progress:
 # the lab's record.py on the run so far; nothing when it needs later groups' data).
 lab__group_figures() {
   local fig
   while IFS= read -r fig; do
     [[ -n "$fig" ]] && lab__say "  $fig"
-  done < <("$LAB_PY" -m labkit progress figures --lab "$LAB_NAME" --lab-dir "$LAB_DIR" --run-dir "$LAB_RUN" \
+  done < <("$LAB_PY" -m labkit.progress figures --lab "$LAB_NAME" --lab-dir "$LAB_DIR" --run-dir "$LAB_RUN" \
              --group "$1" --quick "$LAB_QUICK" 2>/dev/null || true)
 }
 
@@ -1170,7 +1170,7 @@ lab_main() {
   local -A eta=()
   local eg es left
   while IFS=$'\t' read -r eg es; do [[ -n "$eg" ]] && eta[$eg]=$es; done \
-    < <("$LAB_PY" -m labkit progress eta --lab "$LAB_NAME" --quick "$LAB_QUICK" --previous "$LAB_OUT/$LAB_NAME.json" 2>/dev/null || true)
+    < <("$LAB_PY" -m labkit.progress eta --lab "$LAB_NAME" --quick "$LAB_QUICK" --previous "$LAB_OUT/$LAB_NAME.json" 2>/dev/null || true)
   for i in "${!LAB_GROUPS[@]}"; do
     lab__selected "$i" || continue
     g=${LAB_GROUPS[$i]} k=$((k + 1))
