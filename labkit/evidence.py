@@ -123,7 +123,8 @@ def evidence(lab: str) -> str:
 def evidence_link(lab: str, metric: str | None = None, text: str | None = None, section: str | None = None) -> str:
     """Markdown link from the current page to ``lab``'s evidence page, at ``metric``'s table or at
     a ``section`` id (``claims``, ``artifacts``, ``recordings``, ``skipped``, ``provenance``, or a
-    heading id of ``labs/<lab>/evidence.md``: mkdocs checks that one when it validates anchors).
+    heading id of ``labs/<lab>/evidence.md``, written ``## Title {: #id }`` there because ``{#``
+    opens a Jinja comment; mkdocs checks the anchor when it validates links).
 
     Raises:
         MacroError: ``metric`` is not measured by any host's result of ``lab``, or both

@@ -27,44 +27,62 @@ _SKIP = {"pre", "code", "table", "figure", "details", "script", "style", "svg", 
 _WORD = re.compile(r"[^\W_][\w'’.-]*")
 
 
+_VOID = {"br", "img", "input", "hr", "meta", "link", "source", "wbr", "col", "area", "base", "embed", "track"}
+
+
+class _Frame:
+    """An open element: whether its text is prose, whether it is another host's copy of a
+    block (the second and later tabs of a host tab set), and, for a ``tabbed-content``, how many
+    tabs it has opened so far."""
+    __slots__ = ("tag", "skip", "hidden", "tabs")
+
+    def __init__(self, tag: str, skip: bool, hidden: bool, tabs: int | None):
+        self.tag, self.skip, self.hidden, self.tabs = tag, skip, hidden, tabs
+
+
 class _Prose(HTMLParser):
-    """Collects the words of an article outside :data:`_SKIP` elements and the first-screen box,
-    and counts tables and figures."""
+    """Counts an article's prose words (outside :data:`_SKIP` elements and the first-screen
+    box), tables and figures. A host tab set counts once: only its first tab is read."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.words = 0
         self.tables = 0
         self.figures = 0
-        self.depth = 0        # inside a skipped element
-        self.stack: list[tuple[str, bool]] = []
-        self.tab_sets: list[int] = []  # nesting of tab sets: a set counts its tables once
+        self.stack: list[_Frame] = []
+
+    def _hidden(self) -> bool:
+        return bool(self.stack) and self.stack[-1].hidden
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
-        cls = a.get("class") or ""
-        skip = tag in _SKIP or "pc-lesson-start" in cls
-        if tag == "table":
-            self.tables += 1
-        if (tag == "figure" or (tag == "img" and "pc-chart" in cls and "pc-dark" not in cls)
-                or (tag == "object" and "pc-flamegraph" in cls)):
-            self.figures += 1  # a chart's dark twin is the same figure; a recording sits in a <figure>
-        if tag in ("br", "img", "input", "hr", "meta", "link", "source", "wbr"):
+        classes = (a.get("class") or "").split()
+        hidden = self._hidden()
+        if tag == "div" and "tabbed-block" in classes:
+            owner = next((f for f in reversed(self.stack) if f.tabs is not None), None)
+            if owner is not None:
+                owner.tabs += 1
+                hidden = hidden or owner.tabs > 1
+        if not hidden:
+            if tag == "table":
+                self.tables += 1
+            if (tag == "figure" or (tag == "img" and "pc-chart" in classes and "pc-dark" not in classes)
+                    or (tag == "object" and "pc-flamegraph" in classes)):
+                self.figures += 1  # a chart's dark twin is the same figure; a recording sits in a <figure>
+        if tag in _VOID:
             return
-        self.stack.append((tag, skip))
-        if skip:
-            self.depth += 1
+        skip = (tag in _SKIP or "pc-lesson-start" in classes or "tabbed-labels" in classes or hidden
+                or (bool(self.stack) and self.stack[-1].skip))
+        self.stack.append(_Frame(tag, skip, hidden, 0 if tag == "div" and "tabbed-content" in classes else None))
 
     def handle_endtag(self, tag):
-        while self.stack:
-            t, skip = self.stack.pop()
-            if skip:
-                self.depth -= 1
-            if t == tag:
-                break
+        if not any(f.tag == tag for f in self.stack):
+            return  # a stray end tag
+        while self.stack and self.stack.pop().tag != tag:
+            pass
 
     def handle_data(self, data):
-        if self.depth == 0:
+        if not (self.stack and self.stack[-1].skip):
             self.words += len(_WORD.findall(data))
 
 

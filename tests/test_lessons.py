@@ -102,5 +102,17 @@ def test_page_markdown_appends_the_labs_own_evidence(tmp_path):
     (lab / "lab.toml").write_text((ROOT / "labs" / "lat_tcp" / "lab.toml").read_text())
     md = evidence.page_markdown("demo", tmp_path)
     assert "{{ evidence('demo') }}" in md and md.startswith("---\n")
-    (lab / "evidence.md").write_text("## Own block {#own}\n")
-    assert evidence.page_markdown("demo", tmp_path).rstrip().endswith("## Own block {#own}")
+    (lab / "evidence.md").write_text("## Own block {: #own }\n")
+    assert evidence.page_markdown("demo", tmp_path).rstrip().endswith("## Own block {: #own }")
+
+
+def test_a_host_tab_set_counts_once():
+    """Two hosts' copies of one table and chart count as one table and one figure; the prose
+    inside the second tab is not read twice."""
+    tab = ('<div class="tabbed-set tabbed-alternate" data-tabs="1:2"><input><input><div class="tabbed-labels">'
+           '<label>a</label><label>b</label></div><div class="tabbed-content">'
+           '<div class="tabbed-block"><p>note one</p><table><tr><td>1</td></tr></table><img class="pc-chart pc-light"></div>'
+           '<div class="tabbed-block"><p>note two</p><table><tr><td>2</td></tr></table><img class="pc-chart pc-light"></div>'
+           '</div></div><p>after</p>')
+    m = lesson.measure(f'<article class="md-content__inner md-typeset">{tab}{tab}</article>')
+    assert (m["words"], m["tables"], m["figures"]) == (6, 2, 2)
