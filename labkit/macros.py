@@ -917,20 +917,25 @@ def original_vs_here(lab: str) -> str:
 
 
 def _describe_check(check: dict) -> str:
-    """A check (a claim body) in words, e.g. "round_trip where pin=same-cpu > 1.5 × round_trip
-    where pin=other-core (medians)"."""
-    stat = {"median": "medians", "mean": "means"}[check.get("statistic", "median")]
-    sel = lambda w: ", ".join(f"{k}={v}" for k, v in w.items()) or "all"  # noqa: E731
+    """A check (a claim body) as a sentence for a reader, e.g. "the median round_trip with
+    pin=same-cpu is below 1/1.5 of the one with pin=other-core"."""
+    stat = check.get("statistic", "median")
+    sel = lambda w: "with " + ", ".join(f"{k}={v}" for k, v in w.items()) if w else "over all cases"  # noqa: E731
     kind, f = check["kind"], check.get("factor", 1)
     if kind == "step":
         return f"step {check['step']} does what it was designed to do"
+    metric = check["metric"]
     if kind == "increasing":
-        return f"{check['metric']} where {sel(check['where'])} grows with {check['over']} ({stat})"
-    a, b = f"{check['metric']} where {sel(check['a'])}", f"{check['metric']} where {sel(check['b'])}"
+        return f"the {stat} {metric} {sel(check['where'])} grows with {check['over']}"
+    a, b = sel(check["a"]), sel(check["b"])
     if kind == "within":
-        return f"{a} and {b} agree within a factor of {f:g} ({stat})"
-    fa = f"{f:g} × " if f != 1 else ""
-    return {"less": f"{fa}{a} < {b}", "greater": f"{a} > {fa}{b}", "not_less": f"{fa}{a} ≥ {b}"}[check["relation"]] + f" ({stat})"
+        return f"the {stat} {metric} {a} and the one {b} agree within a factor of {f:g}"
+    times = f"{f:g} times " if f != 1 else ""
+    if check["relation"] == "less":
+        return f"{times}the {stat} {metric} {a} is below the one {b}"
+    if check["relation"] == "greater":
+        return f"the {stat} {metric} {a} is above {times}the one {b}"
+    return f"{times}the {stat} {metric} {a} is at least the one {b}"
 
 
 def exercises(lab: str) -> str:

@@ -96,14 +96,14 @@ def test_compare_hosts_every_pair_once(tree, monkeypatch):
 
 @pytest.mark.parametrize("check,words", [
     ({"kind": "compare", "relation": "less", "metric": "rtt", "a": {"pin": "same"}, "b": {"pin": "other"}, "factor": 1.5},
-     "1.5 × rtt where pin=same < rtt where pin=other (medians)"),
+     "1.5 times the median rtt with pin=same is below the one with pin=other"),
     ({"kind": "compare", "relation": "greater", "metric": "rtt", "a": {"pin": "same"}, "b": {}, "factor": 2},
-     "rtt where pin=same > 2 × rtt where all (medians)"),
+     "the median rtt with pin=same is above 2 times the one over all cases"),
     ({"kind": "compare", "relation": "not_less", "metric": "rtt", "a": {"x": 1, "y": "z"}, "b": {"x": 2}},
-     "rtt where x=1, y=z ≥ rtt where x=2 (medians)"),
+     "the median rtt with x=1, y=z is at least the one with x=2"),
     ({"kind": "within", "metric": "iops", "a": {"s": "none"}, "b": {"s": "kyber"}, "factor": 1.1, "statistic": "mean"},
-     "iops where s=none and iops where s=kyber agree within a factor of 1.1 (means)"),
-    ({"kind": "increasing", "metric": "iops", "where": {"rw": "read"}, "over": "qd"}, "iops where rw=read grows with qd (medians)"),
+     "the mean iops with s=none and the one with s=kyber agree within a factor of 1.1"),
+    ({"kind": "increasing", "metric": "iops", "where": {"rw": "read"}, "over": "qd"}, "the median iops with rw=read grows with qd"),
     ({"kind": "step", "step": "noserver.client"}, "step noserver.client does what it was designed to do"),
 ])
 def test_describe_check(check, words):
