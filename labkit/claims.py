@@ -33,7 +33,8 @@ Optional on compare, within and increasing: ``statistic = "median"`` (the defaul
 ``"mean"`` (only where the original compared means, and the statement says so).
 ``emulated_ok = "<reason>"`` on a timing claim: evaluated on an emulated CPU too (a ratio within
 one emulated machine whose mechanism emulation preserves); shown with the emulation mark.
-No other key is allowed: a typo fails loud (:class:`ClaimError`).
+``labkit/claims.schema.json`` describes every key and is checked on load: no other key is
+allowed, a typo fails loud (:class:`ClaimError`).
 
 **Sides.** A selector picks every measurement of ``metric`` whose case contains all its
 key/values; the side is the pool of all their samples, in the order the measurements list them.
@@ -81,31 +82,21 @@ from __future__ import annotations
 
 import functools
 import statistics
-import tomllib
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-KINDS = {"step", "compare", "within", "increasing"}
-RELATIONS = {"less", "greater", "not_less"}
-STATISTICS = {"median", "mean"}
+from . import tomlschema
+
 VERDICTS = ("holds", "fails", "inconclusive", "untested", "not applicable")
 MIN_SAMPLES = 3
 LEVEL = 0.95          # confidence level of every interval
 RESAMPLES = 4000      # bootstrap resamples per interval
 SEED = 2013           # the bootstrap's fixed seed: the same result always gives the same interval
 EMULATED_EVIDENCE = "emulated CPU: timings are not hardware"
-
-_COMMON = {"id", "statement", "kind", "source", "timing", "role", "conclusion", "emulated_ok"}
-ROLES = ("conclusion", "instrument", "ours")
-# kind: (required keys, optional keys) beyond the common ones
-_KIND_KEYS = {
-    "step": ({"step"}, {"stdout_empty"}),
-    "compare": ({"metric", "a", "b", "relation"}, {"factor", "statistic", "paired"}),
-    "within": ({"metric", "a", "b", "factor"}, {"scale_a", "scale_b", "statistic", "paired"}),
-    "increasing": ({"metric", "where", "over"}, {"factor", "tolerance", "statistic"}),
-}
+SCHEMA = Path(__file__).with_name("claims.schema.json")
+EXERCISES_SCHEMA = Path(__file__).with_name("exercises.schema.json")
 
 
 class ClaimError(ValueError):
@@ -113,125 +104,52 @@ class ClaimError(ValueError):
 
 
 def check_spec(c: dict, where: str, *, named: bool = True) -> None:
-    """Check one claim body (a dict as read from TOML).
-
-    ``named=False`` is for an exercise's ``check`` table, which has no ``id``/``statement``.
+    """Check one claim body (a dict as read from TOML) against ``labkit/claims.schema.json``:
+    a claim (``$defs/claim``), or with ``named=False`` an exercise's check (``$defs/check``),
+    which has no ``id``/``statement``.
 
     Raises:
-        ClaimError: naming ``where``: a missing or unknown key, a bad kind, relation,
-        statistic, selector, factor or timing.
+        ClaimError: ``<where>: claim <id>: <JSON path in c>: <message>`` (without ``claim <id>``
+        when ``named=False``): a missing or unknown key, a bad kind, role, relation, statistic,
+        selector, factor or timing (:func:`labkit.tomlschema.check`).
     """
     name = f"{where}: claim {c.get('id', '?')}" if named else where
-    if "kind" not in c:
-        raise ClaimError(f"{name} has no kind")
-    if c["kind"] not in KINDS:
-        raise ClaimError(f"{name}: unknown kind {c['kind']!r} (one of {sorted(KINDS)})")
-    need, optional = _KIND_KEYS[c["kind"]]
-    need = need | ({"id", "statement"} if named else set())
-    for key in sorted(need):
-        if key not in c:
-            raise ClaimError(f"{name} ({c['kind']}) needs {key}")
-    allowed = _COMMON | need | optional
-    unknown = sorted(set(c) - allowed)
-    if unknown:
-        raise ClaimError(f"{name} ({c['kind']}): unknown key(s) {unknown} (allowed: {sorted(allowed)})")
-    if named:
-        if c.get("role") not in ROLES:
-            raise ClaimError(f"{name}: role must be one of {list(ROLES)}, not {c.get('role')!r}")
-        if (c["role"] == "conclusion") != ("conclusion" in c):
-            raise ClaimError(f"{name}: a claim has conclusion = \"<id in original.toml>\" exactly when its role is conclusion")
-    if "conclusion" in c and not (isinstance(c["conclusion"], str) and c["conclusion"].strip()):
-        raise ClaimError(f"{name}: conclusion must name a [[conclusion]] id of original.toml")
-    if "emulated_ok" in c and not (isinstance(c["emulated_ok"], str) and c["emulated_ok"].strip()):
-        raise ClaimError(f"{name}: emulated_ok must be the reason, a non-empty string")
-    if "paired" in c and not isinstance(c["paired"], bool):
-        raise ClaimError(f"{name}: paired must be true or false")
-    if c["kind"] == "compare" and c["relation"] not in RELATIONS:
-        raise ClaimError(f"{name}: relation {c['relation']!r} not in {sorted(RELATIONS)}")
-    if c.get("statistic", "median") not in STATISTICS:
-        raise ClaimError(f"{name}: statistic {c['statistic']!r} not in {sorted(STATISTICS)}")
-    if "timing" in c and not isinstance(c["timing"], bool):
-        raise ClaimError(f"{name}: timing must be true or false, not {c['timing']!r}")
-    for key in ("a", "b", "where"):
-        if key in c and not isinstance(c[key], dict):
-            raise ClaimError(f"{name}: {key} must be a table of case keys, not {c[key]!r}")
-    for key in ("factor", "scale_a", "scale_b", "tolerance"):
-        if key in c and (isinstance(c[key], bool) or not isinstance(c[key], (int, float)) or c[key] < 0
-                         or (key != "tolerance" and c[key] == 0)):
-            raise ClaimError(f"{name}: {key} must be a positive number, not {c[key]!r}")
-    for key in ("statement", "source", "step", "metric", "over"):
-        if key in c and not (isinstance(c[key], str) and c[key].strip()):
-            raise ClaimError(f"{name}: {key} must be a non-empty string")
+    tomlschema.check(c, SCHEMA, ClaimError, name, pointer="/$defs/claim" if named else "/$defs/check")
+
+
+def _unique_ids(entries: list[dict], path: Path | str, section: str) -> None:
+    seen = set()
+    for e in entries:
+        if e["id"] in seen:
+            raise ClaimError(f"{path}: duplicate {section} id {e['id']}")
+        seen.add(e["id"])
 
 
 def load(path: Path | str) -> list[dict]:
-    """Read and check ``claims.toml``; return the list of claim dicts (as written).
+    """Read ``claims.toml``, check it against ``labkit/claims.schema.json``, return the list of
+    claim dicts (as written; empty for an empty file).
 
     Raises:
-        ClaimError: bad TOML, unknown kind, relation or key, missing keys, duplicate ids.
+        ClaimError: one line naming the file: no file, bad TOML, a schema violation with its
+        JSON path (an unknown kind, relation or key, a missing key, ...), duplicate ids.
     """
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ClaimError(f"{path}: not valid TOML: {exc}") from None
-    unknown = sorted(set(data) - {"claim"})
-    if unknown:
-        raise ClaimError(f"{path}: unknown top-level table(s) {unknown}; claims are [[claim]] entries")
-    claims = data.get("claim", [])
-    seen = set()
-    for c in claims:
-        check_spec(c, str(path))
-        if c["id"] in seen:
-            raise ClaimError(f"{path}: duplicate claim id {c['id']}")
-        seen.add(c["id"])
+    claims = tomlschema.load(path, SCHEMA, ClaimError, missing="no claims file").get("claim", [])
+    _unique_ids(claims, path, "claim")
     return claims
 
 
-_EXERCISE_KEYS = {"id", "title", "change", "predict", "check"}
-
-
 def load_exercises(path: Path | str) -> list[dict]:
-    """Read and check ``labs/<lab>/exercises.toml``: ``[[exercise]]`` entries with ``id``,
-    ``title``, ``change`` (one knob and the command to run), ``predict`` (the direction to
-    predict) and ``check`` (a claim body without id/statement, evaluated like a claim).
+    """Read ``labs/<lab>/exercises.toml`` (or a tool card's ``<lab>.exercises.toml``), check it
+    against ``labkit/exercises.schema.json``: ``[[exercise]]`` entries with ``id``, ``title``,
+    ``change`` (one knob and the command to run), ``predict`` (the direction to predict) and
+    ``check`` (a claim body without id/statement, evaluated like a claim).
 
     Raises:
-        ClaimError: a missing file, bad TOML, a missing or unknown key, a bad check,
-        a duplicate id, or no exercise at all.
+        ClaimError: one line naming the file: no file, bad TOML, a schema violation with its
+        JSON path (a missing or unknown key, a bad check, no exercise at all), a duplicate id.
     """
-    path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ClaimError(f"{path}: no exercises file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ClaimError(f"{path}: not valid TOML: {exc}") from None
-    unknown = sorted(set(data) - {"exercise"})
-    if unknown:
-        raise ClaimError(f"{path}: unknown top-level table(s) {unknown}; exercises are [[exercise]] entries")
-    exercises = data.get("exercise", [])
-    if not exercises:
-        raise ClaimError(f"{path}: no [[exercise]] entries")
-    seen = set()
-    for ex in exercises:
-        where = f"{path}: exercise {ex.get('id', '?')}"
-        for key in sorted(_EXERCISE_KEYS):
-            if key not in ex:
-                raise ClaimError(f"{where} needs {key}")
-        extra = sorted(set(ex) - _EXERCISE_KEYS)
-        if extra:
-            raise ClaimError(f"{where}: unknown key(s) {extra} (allowed: {sorted(_EXERCISE_KEYS)})")
-        for key in ("id", "title", "change", "predict"):
-            if not (isinstance(ex[key], str) and ex[key].strip()):
-                raise ClaimError(f"{where}: {key} must be a non-empty string")
-        if not isinstance(ex["check"], dict):
-            raise ClaimError(f"{where}: check must be a table (a claim body)")
-        if {"id", "statement"} & set(ex["check"]):
-            raise ClaimError(f"{where}: check takes no id or statement (the exercise has them)")
-        check_spec(ex["check"], f"{where}: check", named=False)
-        if ex["id"] in seen:
-            raise ClaimError(f"{path}: duplicate exercise id {ex['id']}")
-        seen.add(ex["id"])
+    exercises = tomlschema.load(path, EXERCISES_SCHEMA, ClaimError, missing="no exercises file")["exercise"]
+    _unique_ids(exercises, path, "exercise")
     return exercises
 
 

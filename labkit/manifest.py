@@ -16,7 +16,7 @@ are derived from these files, so that a new case is one lab folder plus one chap
 
 Only the standard library is used at import (the Makefile and the CI workflow run
 ``python3 labkit/manifest.py`` before any venv exists); jsonschema checks the files when it is
-installed.
+installed (:func:`labkit.tomlschema.load`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tomllib
 from pathlib import Path
+
+try:
+    from . import tomlschema
+except ImportError:   # run as a script, python3 labkit/manifest.py: labkit/ is the first entry of sys.path
+    import tomlschema
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = Path(__file__).with_name("lab.schema.json")
@@ -39,26 +43,10 @@ def load(lab_dir: Path | str) -> dict:
     """``<lab_dir>/lab.toml`` as a dict, with ``name`` (the folder's name) added.
 
     Raises:
-        ManifestError: no file, bad TOML, or (with jsonschema installed) a schema violation.
+        ManifestError: no file, bad TOML, or (with jsonschema installed) a schema violation:
+            ``<path>: <JSON path>: <message>`` (:func:`labkit.tomlschema.check`).
     """
-    path = Path(lab_dir) / "lab.toml"
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise ManifestError(f"{path}: no lab manifest") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ManifestError(f"{path}: not valid TOML: {exc}") from None
-    try:
-        import jsonschema
-    except ImportError:
-        jsonschema = None
-    if jsonschema is not None:
-        errors = sorted(jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).iter_errors(data),
-                        key=lambda e: list(e.path))
-        if errors:
-            e = errors[0]
-            where = "/".join(str(p) for p in e.path) or "top level"
-            raise ManifestError(f"{path}: {where}: {e.message}")
+    data = tomlschema.load(Path(lab_dir) / "lab.toml", SCHEMA, ManifestError, missing="no lab manifest", optional=True)
     return {"name": Path(lab_dir).name, **data}
 
 

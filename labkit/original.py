@@ -16,85 +16,43 @@ column headers), never measurements. Layout::
 
 A row label is the row's first cell. The original ratio is a ÷ b of the two cells' numbers
 (:func:`cell_number`); the ratio here is a ÷ b of the two sides' medians per host
-(:mod:`labkit.claims` sides). Every error names the file and the entry.
+(:mod:`labkit.claims` sides). ``labkit/original.schema.json`` describes every key and is checked
+on load (:mod:`labkit.tomlschema`); this module adds what a schema cannot say (unique ids, the
+machines, tables, rows and cells an entry names). Every error names the file and the entry.
 """
 
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
+
+from . import tomlschema
 
 
 class OriginalError(ValueError):
     """original.toml is malformed, or a table, row or column it names does not exist."""
 
 
-_KEYS = {
-    "source": ({"seed", "author_context"}, set()),
-    "machine": ({"id", "name", "arch"}, {"kernel"}),
-    "table": ({"id", "title", "columns", "rows"}, {"machine", "machines", "kernel", "note"}),
-    "ratio": ({"id", "quantity", "original", "here", "reading"}, set()),
-    "conclusion": ({"id", "text"}, {"machine", "untestable"}),
-}
-_ORIGINAL_KEYS = {"table", "a", "b"}
-_HERE_KEYS = ({"metric", "a", "b"}, {"statistic"})
-
-
-def _keys(d: dict, required: set, optional: set, where: str) -> None:
-    if not isinstance(d, dict):
-        raise OriginalError(f"{where}: must be a table, not {d!r}")
-    for k in sorted(required):
-        if k not in d:
-            raise OriginalError(f"{where}: needs {k}")
-    extra = sorted(set(d) - required - optional)
-    if extra:
-        raise OriginalError(f"{where}: unknown key(s) {extra} (allowed: {sorted(required | optional)})")
-
-
-def _text(d: dict, key: str, where: str) -> None:
-    if not (isinstance(d[key], str) and d[key].strip()):
-        raise OriginalError(f"{where}: {key} must be a non-empty string")
+SCHEMA = Path(__file__).with_name("original.schema.json")
 
 
 def load(path: Path | str) -> dict:
-    """Read and check ``original.toml``; returns ``{"source": {...}, "machine": [...],
-    "table": [...], "ratio": [...], "conclusion": [...]}`` (ratio may be empty).
+    """Read ``original.toml``, check it against ``labkit/original.schema.json`` and for what a
+    schema cannot say; returns ``{"source": {...}, "machine": [...], "table": [...],
+    "ratio": [...], "conclusion": [...]}`` (ratio may be empty).
 
     Raises:
-        OriginalError: missing file, bad TOML, missing or unknown keys, duplicate ids,
-        a row whose length differs from the columns, a machine, table, row or column
-        that does not exist, a cell that a ratio needs but that holds no number.
+        OriginalError: one line naming the file: a missing file, bad TOML, a schema violation
+        with its JSON path (a missing or unknown key, a seed that is a path, a table with both
+        or neither of machine and machines, ...), duplicate ids, a row whose length differs from
+        the columns, a machine without a kernel, a machine, table, row or column that does not
+        exist, a cell that a ratio needs but that holds no number.
     """
-    path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise OriginalError(f"{path}: no such file (the original investigation's figures)") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise OriginalError(f"{path}: not valid TOML: {exc}") from None
-    extra = sorted(set(data) - set(_KEYS))
-    if extra:
-        raise OriginalError(f"{path}: unknown top-level key(s) {extra} (allowed: {sorted(_KEYS)})")
-    if "source" not in data:
-        raise OriginalError(f"{path}: needs a [source] table")
-    _keys(data["source"], *_KEYS["source"], f"{path}: [source]")
-    for k in ("seed", "author_context"):
-        _text(data["source"], k, f"{path}: [source]")
-    if "/" in data["source"]["seed"]:
-        raise OriginalError(f"{path}: [source] seed must be a file name, not a path: {data['source']['seed']!r}")
+    data = tomlschema.load(path, SCHEMA, OriginalError, missing="no such file (the original investigation's figures)")
+    data.setdefault("ratio", [])
     for section in ("machine", "table", "ratio", "conclusion"):
-        entries = data.setdefault(section, [])
-        if not isinstance(entries, list):
-            raise OriginalError(f"{path}: {section} must be [[{section}]] entries")
-        if section in ("machine", "table", "conclusion") and not entries:
-            raise OriginalError(f"{path}: no [[{section}]] entries")
         seen = set()
-        for e in entries:
-            where = f"{path}: {section} {e.get('id', '?') if isinstance(e, dict) else '?'}"
-            _keys(e, *_KEYS[section], where)
-            for k in _KEYS[section][0] - {"columns", "rows", "original", "here"}:
-                _text(e, k, where)
+        for e in data[section]:
             if e["id"] in seen:
                 raise OriginalError(f"{path}: duplicate {section} id {e['id']!r}")
             seen.add(e["id"])
@@ -107,43 +65,23 @@ def load(path: Path | str) -> dict:
     tables = {t["id"]: t for t in data["table"]}
     for r in data["ratio"]:
         where = f"{path}: ratio {r['id']}"
-        _keys(r["original"], _ORIGINAL_KEYS, set(), f"{where}: original")
-        _keys(r["here"], *_HERE_KEYS, f"{where}: here")
         if r["original"]["table"] not in tables:
             raise OriginalError(f"{where}: original table {r['original']['table']!r} is not in this file "
                                 f"(tables: {sorted(tables)})")
         for side in ("a", "b"):
             cell(tables[r["original"]["table"]], r["original"][side], f"{where}: original.{side}", number=True)
-            if not isinstance(r["here"][side], dict):
-                raise OriginalError(f"{where}: here.{side} must be a table of case keys (a selector)")
-        if r["here"].get("statistic", "median") not in ("median", "mean"):
-            raise OriginalError(f"{where}: here.statistic must be median or mean")
     return data
 
 
 def _check_table(t: dict, machines: dict, where: str) -> None:
-    if ("machine" in t) == ("machines" in t):
-        raise OriginalError(f"{where}: give exactly one of machine = \"id\" or machines = [...]")
-    ids = [t["machine"]] if "machine" in t else t["machines"]
-    if not isinstance(ids, list) or not ids:
-        raise OriginalError(f"{where}: machines must be a non-empty list of machine ids")
-    for mid in ids:
+    for mid in [t["machine"]] if "machine" in t else t["machines"]:
         if mid not in machines:
             raise OriginalError(f"{where}: machine {mid!r} is not a [[machine]] of this file (machines: {sorted(machines)})")
         if not t.get("kernel") and not machines[mid].get("kernel"):
             raise OriginalError(f"{where}: no kernel for machine {mid!r} (give kernel in the table or the machine)")
-    cols = t["columns"]
-    if not (isinstance(cols, list) and cols and all(isinstance(c, str) for c in cols)):
-        raise OriginalError(f"{where}: columns must be a non-empty list of strings")
-    if len(set(cols)) != len(cols):
-        raise OriginalError(f"{where}: duplicate column headers {cols}")
-    if not (isinstance(t["rows"], list) and t["rows"]):
-        raise OriginalError(f"{where}: rows must be a non-empty list of rows")
     for i, row in enumerate(t["rows"], 1):
-        if not (isinstance(row, list) and all(isinstance(c, str) for c in row)):
-            raise OriginalError(f"{where}: row {i} must be a list of strings (cells exactly as published)")
-        if len(row) != len(cols):
-            raise OriginalError(f"{where}: row {i} has {len(row)} cells, the table has {len(cols)} columns")
+        if len(row) != len(t["columns"]):
+            raise OriginalError(f"{where}: row {i} has {len(row)} cells, the table has {len(t['columns'])} columns")
 
 
 def table(orig: dict, table_id: str, where: str = "original.toml") -> dict:

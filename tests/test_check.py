@@ -102,7 +102,7 @@ def test_bad_exercises_file_fails(tmp_path, capsys):
     bad = tmp_path / "exercises.toml"
     bad.write_text(EXERCISES.read_text().replace('relation = "less"', 'relation = "smaller"', 1))
     code = cli.main(["check", "lat_tcp", "--results", str(tmp_path), "--exercises", str(bad)])
-    assert code == 1 and "relation 'smaller'" in capsys.readouterr().err
+    assert code == 1 and "$.exercise[0].check.relation: 'smaller' is not one of" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("args, match", [

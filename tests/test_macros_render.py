@@ -220,19 +220,20 @@ def test_cell_number(text, expect):
 
 @pytest.mark.parametrize("edit, match", [
     (lambda s: s.replace('seed = "004', 'seed = "../shared/seeds/004'), "file name"),
-    (lambda s: s.replace('note = ', 'notes = '), "unknown key"),
+    (lambda s: s.replace('note = ', 'notes = '), "$.table[0]: Additional properties are not allowed ('notes' was"),
     (lambda s: s.replace('machine = "hp380"', 'machine = "hp381"'), "hp381"),
     (lambda s: s.replace('"12.8296"]]', '"12.8296", "extra"]]'), "5 cells"),
     (lambda s: s.replace('a = ["lat_tcp (us)", "other CPU #"]', 'a = ["lat_tcp (us)", "other CPU"]'), "no column"),
     (lambda s: s.replace('a = ["lat_tcp (us)", "other CPU #"]', 'a = ["lat_tcp", "other CPU #"]'), "0 rows labelled"),
     (lambda s: s.replace('a = ["lat_tcp (us)", "other CPU #"]', 'a = ["lat_tcp (us)", "client on CPU #"]'), "no number"),
     (lambda s: s.replace('table = "pinned-hp380"', 'table = "pinned"'), "original table"),
-    (lambda s: s.replace('kernel = "3.10', 'kernel_ = "3.10'), "unknown key"),
-    (lambda s: s + "\n[[table]]\nid = 'x'\n", "needs"),
+    (lambda s: s.replace('kernel = "3.10', 'kernel_ = "3.10'), "$.machine[0]: Additional properties are not allowed ('kernel_'"),
+    (lambda s: s + "\n[[table]]\nid = 'x'\n", "$.table[1]: 'title' is a required property (table 'x')"),
     (lambda s: s.replace("[[ratio]]", "[[ratio]\n"), "not valid TOML"),
-    (lambda s: s.replace(CONCLUSION, ""), "no [[conclusion]] entries"),
+    (lambda s: s.replace(CONCLUSION, ""), "$: 'conclusion' is a required property"),
     (lambda s: s + CONCLUSION, "duplicate conclusion id 'same-cpu-best'"),
-    (lambda s: s.replace('text = "Client', 'txt = "Client'), "conclusion same-cpu-best: needs text"),
+    (lambda s: s.replace('text = "Client', 'txt = "Client'),
+     "$.conclusion[0]: 'text' is a required property (conclusion 'same-cpu-best')"),
     (lambda s: s.replace('id = "same-cpu-best"', 'id = "same-cpu-best"\nmachine = "hp999"'),
      "conclusion same-cpu-best: machine 'hp999' is not a [[machine]] id"),
 ])
@@ -385,7 +386,7 @@ def test_exercises_macro(tree):
     assert out.count("<code>labkit check lat_tcp</code>") == len(exs)
     assert "<details" in out  # the prediction is folded until the reader opens it
     ex.write_text(ex.read_text().replace("predict =", "prediction =", 1))
-    with pytest.raises(claims_mod.ClaimError, match="needs predict"):
+    with pytest.raises(claims_mod.ClaimError, match="'predict' is a required property"):
         macros.exercises("lat_tcp")
     ex.unlink()
     with pytest.raises(claims_mod.ClaimError, match="no exercises file"):
