@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import re
 import subprocess
 import sys
@@ -293,7 +294,12 @@ def _slug(heading: str) -> str:
     return slugify(text, "-")
 
 
-def _anchors(page: Path) -> set[str]:
+_ATTR_ID = re.compile(r"\{:?\s*#([\w-]+)[^}]*\}")
+
+
+def _anchors(page: Path, headings_only: bool = False) -> set[str]:
+    """The ids a page's Markdown gives: heading slugs (or a heading's own ``{: #id }``) and,
+    unless ``headings_only``, the explicit ids of other blocks (attr_list's ``{ #id }``)."""
     out, seen, fence = set(), {}, False
     for line in page.read_text().splitlines():
         if line.lstrip().startswith(("```", "~~~")):
@@ -302,11 +308,28 @@ def _anchors(page: Path) -> set[str]:
             continue
         m = re.match(r"^#{1,6} (.+?)\s*$", line)
         if m:
+            own = _ATTR_ID.search(m.group(1))
+            if own:
+                out.add(own.group(1))
+                continue
             s = _slug(m.group(1))
             n = seen.get(s, 0)
             seen[s] = n + 1
             out.add(s if n == 0 else f"{s}_{n}")
+        elif not headings_only:
+            out.update(_ATTR_ID.findall(line))
     return out
+
+
+def _evidence_anchors(lab: str) -> set[str]:
+    """The ids of a generated evidence page (labkit/evidence.py): its sections, one per metric,
+    and those of the lab's own labs/<lab>/evidence.md."""
+    from labkit import evidence
+    ids = {"claims", "measurements", "artifacts", "recordings", "skipped", "provenance"}
+    ids |= {evidence.anchor(m["metric"]) for p in (DOCS.parent / "results").glob(f"*/{lab}.json")
+            for m in json.loads(p.read_text())["measurements"]}
+    own = DOCS.parent / "labs" / lab / "evidence.md"
+    return ids | (_anchors(own) if own.is_file() else set())
 
 
 LINKED = [DOCS / "method.md", DOCS / "index.md", *sorted((DOCS / "tools").glob("*.md"))]
@@ -320,6 +343,11 @@ def test_links_name_pages_and_headings_that_exist(page):
     assert links, page
     for target, anchor in links:
         dest = (page.parent / target).resolve()
+        if dest.parent == DOCS / "evidence":  # generated at build time from labs/<lab>/
+            assert (DOCS.parent / "labs" / dest.stem / "lab.toml").is_file(), (page, target)
+            if anchor:
+                assert anchor in _evidence_anchors(dest.stem), f"{page.name}: {target}#{anchor}: no such section"
+            continue
         assert dest.is_file(), (page, target)
         if anchor:
             assert anchor in _anchors(dest), f"{page.name}: {target}#{anchor}: no such heading"
@@ -339,4 +367,4 @@ def test_the_slugs_are_those_mkdocs_makes():
             ids.add(t["id"])
             walk(t["children"])
     walk(md.toc_tokens)
-    assert ids == _anchors(page)
+    assert ids == _anchors(page, headings_only=True)
