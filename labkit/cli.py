@@ -16,6 +16,7 @@
   labkit check LAB [--results DIR] [--exercises FILE]   your run vs the chapter's exercises
   labkit recover [--out DIR]... [--scratch DIR]...     undo what killed lab runs left behind
   labkit check TOOL [--results DIR]  your runs vs a tool card's exercises (labkit/cards/TOOL/)
+  labkit guest shell|run|prepare|accel|cache ...   QEMU guests (labkit.guest; labkit guest --help)
 
 Exit status: 0 ok (for check: it ran, whatever the verdicts), 1 failure (invalid result,
 missing data), 2 bad usage (one line on stderr).
@@ -455,6 +456,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["guest"]:   # its own command line (labkit/guest/__main__.py)
+        from .guest.__main__ import main as guest_main
+        return guest_main(argv[1:], prog="labkit guest")
     args = parser().parse_args(argv)
     try:
         return args.fn(args)

@@ -1,6 +1,8 @@
 """The guest runner (labkit.guest), for real: arm64 guests boot under QEMU with Debian's kernels
-and userspace, and the NVMe root cause shows in them. The first run of the session fills the
-cache (~15-60 s of downloads and mke2fs), later runs reuse it.
+and userspace, and the NVMe root cause shows in them; `labkit guest run -- CMD` and `labkit
+guest shell` as a reader types them, and a kernel the reader has. The first run of the session
+fills the cache (~15-60 s of downloads and mke2fs; the shell's userspace adds bash, ~1 min more),
+later runs reuse it. Without a boot: tests/test_guest_cli.py and tests/test_guest_local.py.
 
 Fixtures: tests/fixtures/guest/virt-2cpu-2048m.dts is QEMU's own device tree of the arm64 virt
 machine, dumped and decompiled by the command in the .cmd file beside it.
@@ -8,9 +10,16 @@ machine, dumped and decompiled by the command in the .cmd file beside it.
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import pty
+import re
+import select
 import shutil
 import signal
+import struct
+import termios
 import subprocess
 import sys
 import time
@@ -19,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from labkit import guest
-from labkit.guest import images
+from labkit.guest import images, local
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures" / "guest"
@@ -151,3 +160,162 @@ def test_signal_to_the_runner_stops_qemu(tmp_path, sig):
             break
         time.sleep(0.1)
     assert not _qemu_with(str(tmp_path)), "QEMU outlived the runner"
+
+
+def labkit_guest(*args: str, tmp: Path, **kw) -> dict:
+    """Popen keywords for `python -m labkit guest ARGS` with $TMPDIR = ``tmp`` (where run -- CMD
+    and shell make their private folder)."""
+    return dict(args=[sys.executable, "-m", "labkit", "guest", *args], cwd=ROOT,
+                env=dict(os.environ, TMPDIR=str(tmp)), **kw)
+
+
+# One command, as a reader types it after `--`: dd reads the NVMe drive directly under perf stat
+# counting swiotlb:swiotlb_bounced system-wide (as labs/nvme_swiotlb/guest_job.sh counts bounces),
+# then a word with a quote in it and an exit status of its own.
+INLINE = ("perf stat -x, -a -e swiotlb:swiotlb_bounced -- dd if=/dev/nvme0n1 of=/dev/null bs=1M count=8 iflag=direct; "
+          "echo \"it's done\"; exit 3")
+
+
+@needs_qemu
+@pytest.mark.guest
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("dt", ["dma-ranges", "plain"])
+def test_inline_run_bounces_only_with_the_window(tmp_path, dt):
+    """`labkit guest run --dt DT -- CMD` with no --nvme: a scratch NVMe drive, the command's output
+    on stdout, its exit status returned; bounces with the 1 GiB window, none without; nothing
+    left in $TMPDIR."""
+    tmp, out = tmp_path / "tmp", tmp_path / "out"
+    tmp.mkdir()
+    t0 = time.monotonic()
+    proc = subprocess.run(**labkit_guest("run", "--arch", "arm64", "--kernel-release", "bullseye", "--dt", dt,
+                                         "--out", str(out), "--", "sh", "-c", INLINE, tmp=tmp),
+                          capture_output=True, text=True, timeout=580)
+    wall = time.monotonic() - t0
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    assert "8388608 bytes (8.4 MB, 8.0 MiB) copied" in proc.stdout and "it's done" in proc.stdout.splitlines()
+    line = next(ln for ln in proc.stdout.splitlines() if "swiotlb:swiotlb_bounced" in ln)
+    bounced = int(line.split(",")[0])
+    assert bounced > 0 if dt == "dma-ranges" else bounced == 0, line
+    info = json.loads((out / "guest.json").read_text())
+    assert info["exit"] == 3 and info["command"] == ["sh", "-c", INLINE]
+    assert info["nvme_scratch"] == guest.SCRATCH_NVME_MIB and info["kernel_release"].startswith("5.10.")
+    tree = info["device_tree"]
+    assert (tree["name"], tree["origin"]) == (dt, "built") and re.fullmatch(r"[0-9a-f]{64}", tree["sha256"])
+    assert info["dma_ranges"] == tree["pcie_dma_ranges"] == (guest.DMA_WINDOW if dt == "dma-ranges" else None)
+    assert sorted(tmp.iterdir()) == []        # the job, the disks, the scratch drive, the console log: removed
+    assert not _qemu_with(str(tmp))
+    print(f"inline run --dt {dt}: {wall:.1f} s wall, {bounced} bounces")
+
+
+@needs_qemu
+@pytest.mark.guest
+@pytest.mark.timeout(300)
+def test_interrupted_inline_run_leaves_nothing(tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = subprocess.Popen(**labkit_guest("run", "--arch", "arm64", "--", "sleep", "600", tmp=tmp),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not _qemu_with(str(tmp)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _qemu_with(str(tmp)), "QEMU did not start"
+    assert list(tmp.glob("pcb-guest.*/nvme-scratch.img"))
+    time.sleep(2)
+    os.kill(proc.pid, signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130, out[-2000:]
+    assert not _qemu_with(str(tmp)), "QEMU outlived the runner"
+    assert sorted(tmp.iterdir()) == []
+
+
+class Terminal:
+    """A pseudo-terminal of 40x100 with a program on it; :meth:`expect` reads until a pattern."""
+
+    def __init__(self, argv_kw: dict):
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
+        env = dict(argv_kw.pop("env"), TERM="xterm-256color")
+        self.proc = subprocess.Popen(**argv_kw, env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+                                     preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+        os.close(slave)
+        self.seen = b""
+
+    def expect(self, pattern: bytes, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if re.search(pattern, self.seen):
+                return True
+            if select.select([self.master], [], [], 0.2)[0]:
+                try:
+                    self.seen += os.read(self.master, 65536)
+                except OSError:   # the program closed the terminal
+                    break
+        return bool(re.search(pattern, self.seen))
+
+    def type(self, text: str) -> None:
+        os.write(self.master, text.encode())
+
+
+PROMPT = rb"pcb-arm64:[^\r\n]*# "
+
+
+@needs_qemu
+@pytest.mark.guest
+@pytest.mark.timeout(600)
+def test_shell_on_a_terminal(tmp_path):
+    """`labkit guest shell` on a terminal: a prompt, the console as the shell's terminal (its size,
+    Ctrl-C reaching the guest's foreground job), the NVMe drive and tracefs there; `exit 4` powers
+    the guest off and is the exit status; nothing left in $TMPDIR."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    term = Terminal(labkit_guest("shell", "--arch", "arm64", "--kernel-release", "bullseye", "--dt", "dma-ranges", tmp=tmp))
+    try:
+        t0 = time.monotonic()
+        assert term.expect(PROMPT, 500), term.seen[-2000:].decode(errors="replace")
+        prompt_s = time.monotonic() - t0
+        term.type("tty; stty size; test -b /dev/nvme0n1 && echo nvme-ok; ls /sys/kernel/tracing/events/swiotlb; sleep 60\r")
+        assert term.expect(rb"swiotlb_bounced", 60), term.seen[-2000:].decode(errors="replace")
+        time.sleep(1)
+        term.type("\x03")
+        assert term.expect(rb"\^C[^#]{0,40}" + PROMPT, 20), term.seen[-2000:].decode(errors="replace")
+        seen = term.seen.decode(errors="replace")
+        assert "/dev/ttyAMA0" in seen and "40 100" in seen and "nvme-ok" in seen
+        term.type("exit 4\r")
+        assert term.proc.wait(timeout=60) == 4
+    finally:
+        if term.proc.poll() is None:
+            os.killpg(term.proc.pid, signal.SIGKILL)
+        os.close(term.master)
+    assert sorted(tmp.iterdir()) == []
+    assert not _qemu_with(str(tmp))
+    print(f"shell: prompt after {prompt_s:.1f} s")
+
+
+@needs_qemu
+@pytest.mark.guest
+@pytest.mark.timeout(600)
+def test_a_kernel_the_reader_has_boots(tmp_path):
+    """--kernel IMAGE --modules DIR: Debian bullseye's kernel, unpacked in the cache, stands in for
+    one a reader built or kept (a 4.19 package is no longer on Debian's mirrors). Its cache entry
+    is removed afterwards unless it was there before."""
+    prep = guest.prepare(guest.GuestSpec(arch="arm64", kernel_release="bullseye"))
+    tree, rel = Path(prep["kernel_dir"]) / "tree", prep["kernel"]["release"]
+    image, mods = tree / "boot" / f"vmlinuz-{rel}", tree / "lib" / "modules" / rel
+    digest = local.fingerprint(local.locate(image, mods))
+    entry = guest.cache_dir() / "kernels" / "arm64" / f"local-{digest[:16]}"
+    had = entry.exists()
+    tmp, out = tmp_path / "tmp", tmp_path / "out"
+    tmp.mkdir()
+    try:
+        proc = subprocess.run(**labkit_guest("run", "--arch", "arm64", "--kernel", str(image), "--modules", str(mods),
+                                             "--out", str(out), "--", "uname", "-r", tmp=tmp),
+                              capture_output=True, text=True, timeout=580)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert rel in proc.stdout.splitlines()
+        info = json.loads((out / "guest.json").read_text())
+        assert (info["kernel_package"], info["kernel_release"]) == ("local", rel)
+        assert info["kernel_source"] == {"kind": "image", "path": str(image), "sha256": digest}
+        assert sorted(tmp.iterdir()) == []
+    finally:
+        if not had:
+            shutil.rmtree(entry, ignore_errors=True)

@@ -20,33 +20,49 @@ One runner for every lab::
 - ``index.json``: which entry serves (arch, release, profile) and (arch, kernel release), so a
   second run downloads and builds nothing (``refresh=True`` resolves the versions again).
 
+A kernel the reader has (``GuestSpec.kernel``: a ``linux-image-*.deb``, or an image with its
+modules folder) is kept under ``kernels/<arch>/local-<fingerprint>/`` instead (:mod:`.local`).
+:func:`cache_usage` measures the cache, :func:`prune_cache` removes it.
+
 ``run`` boots QEMU with the root image (``snapshot=on``: the cache is never written), the job
 as a tar on a disk, an empty disk for the job's ``/out`` (a tar written back by the guest), an
 optional emulated NVMe drive, and on arm64 optionally a device tree: ``plain`` (QEMU's own tree,
-dumped and recompiled with dtc) or ``dma-ranges`` (the same tree plus one ``dma-ranges``
-property on the PCIe host bridge). It is bounded by a timeout and QEMU never outlives it.
+dumped and recompiled with dtc), ``dma-ranges`` (the same tree plus one ``dma-ranges``
+property on the PCIe host bridge), or any compiled tree (``GuestSpec.dtb``); ``guest.json``
+records which (name, sha256, the bridge's ``dma-ranges`` as booted). It is bounded by a timeout
+and QEMU never outlives it.
+
+For a person rather than a lab: :func:`run_command` writes the job for one command (tracefs and
+debugfs mounted, its output printed as it comes, its exit status returned) and :func:`shell`
+puts an interactive shell on the guest's console on this terminal; both attach a sparse scratch
+NVMe drive when given none, and remove every file they made on return, error or interrupt.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
+import sys
 import tarfile
+import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import debian, images, qemu
+from . import debian, images, local, qemu
 from .debian import GuestBuildError
 from .qemu import ARCHS, GuestRunError, Say, stderr_say
 
-__all__ = ["GuestSpec", "GuestBuildError", "GuestRunError", "PROFILES", "cache_dir", "prepare", "run", "accelerator"]
+__all__ = ["GuestSpec", "GuestBuildError", "GuestRunError", "CacheBusyError", "PROFILES", "cache_dir", "prepare",
+           "run", "run_command", "shell", "accelerator", "cache_usage", "prune_cache", "human_size"]
 
 # Userspace profiles: Debian packages (the guest architecture's own) and what pulls them in.
 PROFILES = {
@@ -74,14 +90,28 @@ PROFILES = {
 PCIE_NODE = "pcie@10000000"
 DMA_WINDOW = "0x2000000 0x00 0x40000000 0x00 0x40000000 0x00 0x40000000"
 
+# What an interactive shell adds to the profile's packages: bash (line editing, history; the
+# profiles' dash has neither, and busybox sh runs its own applets before the Debian programs) and
+# the terminfo entries of common terminals.
+SHELL_PACKAGES = ["bash", "ncurses-base"]
+# The sparse NVMe image run_command and shell attach when given none: as large as the reads of the
+# NVMe investigation (512 MiB), using no disk space until the guest writes to it.
+SCRATCH_NVME_MIB = 512
+
+
+class CacheBusyError(RuntimeError):
+    """The cache is locked by a build in progress (another labkit.guest holds its lock)."""
+
 
 @dataclass
 class GuestSpec:
     """What to boot. ``kernel_release``: the Debian release whose kernel meta package picks the
-    kernel (bookworm: 6.1, bullseye: 5.10). ``dt``: None (QEMU's built-in tree or ACPI), "plain"
-    or "dma-ranges" (arm64 only). ``append``: extra kernel command line (e.g. ``swiotlb=force``).
-    ``mem_mib``/``cpus``: guest RAM and vCPUs; ``accel``: "auto" (KVM when a bounded probe boot
-    works, else TCG), "kvm" or "tcg"."""
+    kernel (bookworm: 6.1, bullseye: 5.10). ``kernel``: instead, a kernel the reader has (a
+    ``linux-image-*.deb``, an image file with ``modules``, or a folder holding both: see
+    :mod:`.local`). ``dt``: None (QEMU's built-in tree or ACPI), "plain" or "dma-ranges" (arm64
+    only); ``dtb``: instead, the path of a compiled device tree to boot as it is. ``append``:
+    extra kernel command line (e.g. ``swiotlb=force``). ``mem_mib``/``cpus``: guest RAM and vCPUs;
+    ``accel``: "auto" (KVM when a bounded probe boot works, else TCG), "kvm" or "tcg"."""
     arch: str = "arm64"
     release: str = "bookworm"
     kernel_release: str = "bookworm"
@@ -92,19 +122,36 @@ class GuestSpec:
     append: str = ""
     accel: str = "auto"
     extra_packages: list[str] = field(default_factory=list)
+    kernel: str | None = None
+    modules: str | None = None
+    dtb: str | None = None
 
     def check(self) -> None:
-        """Raises ValueError on an unknown architecture, profile or device tree."""
+        """Raises ValueError on an unknown architecture, profile, accelerator or device tree, on
+        both ``dt`` and ``dtb``, on a ``dtb`` that is missing or not a compiled device tree, and on
+        a ``kernel`` that is missing, incomplete or built for another architecture."""
         if self.arch not in ARCHS:
             raise ValueError(f"unknown guest architecture {self.arch!r} (one of {sorted(ARCHS)})")
         if self.profile not in PROFILES:
             raise ValueError(f"unknown guest profile {self.profile!r} (one of {sorted(PROFILES)})")
         if self.dt not in (None, "plain", "dma-ranges"):
             raise ValueError(f"unknown device tree {self.dt!r} (plain or dma-ranges)")
-        if self.dt and ARCHS[self.arch]["machine"] != "virt":
+        if self.dt and self.dtb:
+            raise ValueError("--dt and --dtb both name the device tree: give one")
+        if (self.dt or self.dtb) and ARCHS[self.arch]["machine"] != "virt":
             raise ValueError(f"a device tree needs an arm64 guest ({self.arch} boots with ACPI)")
+        if self.dtb:
+            p = Path(self.dtb)
+            if not p.is_file():
+                raise ValueError(f"--dtb {self.dtb}: no such file")
+            if not images.is_dtb(p):
+                raise ValueError(f"--dtb {self.dtb}: not a compiled device tree (no 0xd00dfeed magic; dtc -O dtb makes one)")
         if self.accel not in ("auto", "kvm", "tcg"):
             raise ValueError(f"unknown accelerator {self.accel!r} (auto, kvm or tcg)")
+        if self.modules and not self.kernel:
+            raise ValueError("--modules goes with --kernel (an image and its modules folder)")
+        if self.kernel:
+            local.check_arch(local.locate(self.kernel, self.modules), self.arch)
 
 
 def cache_dir() -> Path:
@@ -137,7 +184,20 @@ def _set_index(cache: Path, key: str, value: str) -> None:
     debian.write_manifest(cache / "index.json", idx)
 
 
-def _kernel(spec: GuestSpec, cache: Path, say: Say, refresh: bool) -> Path:
+def _local_kernel(spec: GuestSpec, cache: Path, say: Say, made: list[str]) -> Path:
+    lk = local.locate(spec.kernel, spec.modules)
+    digest = local.fingerprint(lk)
+    d = cache / "kernels" / spec.arch / f"local-{digest[:16]}"
+    if not debian.read_manifest(d / "manifest.json"):
+        say(f"kernel from {lk.source}")
+        local.build(lk, spec.arch, d, say, digest=digest)
+        made.append(str(d.relative_to(cache)))
+    return d
+
+
+def _kernel(spec: GuestSpec, cache: Path, say: Say, refresh: bool, made: list[str]) -> Path:
+    if spec.kernel:
+        return _local_kernel(spec, cache, say, made)
     key = f"kernel/{spec.arch}/{spec.kernel_release}"
     entry = _index(cache).get(key)
     if entry and not refresh and debian.read_manifest(cache / entry / "manifest.json"):
@@ -162,6 +222,7 @@ def _kernel(spec: GuestSpec, cache: Path, say: Say, refresh: bool) -> Path:
                                                     "vmlinuz": str(Path(info["vmlinuz"]).relative_to(d)),
                                                     "modules": str(Path(info["modules"]).relative_to(d)),
                                                     "config": str(Path(info["config"]).relative_to(d))})
+        made.append(rel)
     _set_index(cache, key, rel)
     return d
 
@@ -191,7 +252,7 @@ def _maintainer_links(root: Path, arch: str) -> None:
             path.symlink_to(target)
 
 
-def _rootfs(spec: GuestSpec, cache: Path, say: Say, refresh: bool) -> Path:
+def _rootfs(spec: GuestSpec, cache: Path, say: Say, refresh: bool, made: list[str]) -> Path:
     packages = sorted(set(PROFILES[spec.profile]) | set(spec.extra_packages))
     key = f"rootfs/{spec.arch}/{spec.release}/{spec.profile}/r{ROOTFS_RECIPE}/{','.join(packages)}"
     entry = _index(cache).get(key)
@@ -222,6 +283,7 @@ def _rootfs(spec: GuestSpec, cache: Path, say: Say, refresh: bool) -> Path:
             debian.write_manifest(d / "manifest.json", {"arch": spec.arch, "debian_release": spec.release,
                                                         "profile": spec.profile, "include": packages,
                                                         "packages": versions})
+            made.append(rel)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     _set_index(cache, key, rel)
@@ -232,7 +294,8 @@ def prepare(spec: GuestSpec, say: Say = stderr_say, refresh: bool = False) -> di
     """Make (or find in the cache) everything ``spec`` boots from.
 
     Returns {"kernel": kernel manifest, "kernel_dir", "vmlinuz", "initrd", "modules_img",
-    "rootfs_img", "rootfs": rootfs manifest, "built": seconds spent building (0 when all cached)}.
+    "rootfs_img", "rootfs": rootfs manifest, "built": seconds spent (about 0 when all cached),
+    "new": the cache entries this call made (paths relative to the cache; [] when all cached)}.
 
     Raises:
         GuestBuildError: a package that cannot be resolved, downloaded or unpacked.
@@ -241,9 +304,10 @@ def prepare(spec: GuestSpec, say: Say = stderr_say, refresh: bool = False) -> di
     spec.check()
     cache = cache_dir()
     t0 = time.monotonic()
+    made: list[str] = []
     with _locked(cache):
-        kdir = _kernel(spec, cache, say, refresh)
-        rdir = _rootfs(spec, cache, say, refresh)
+        kdir = _kernel(spec, cache, say, refresh, made)
+        rdir = _rootfs(spec, cache, say, refresh, made)
         kman = debian.read_manifest(kdir / "manifest.json")
         rman = debian.read_manifest(rdir / "manifest.json")
         # Named by what goes in (the init script, the module list, the busybox), so a change rebuilds it.
@@ -252,12 +316,18 @@ def prepare(spec: GuestSpec, say: Say = stderr_say, refresh: bool = False) -> di
         if not initrd.exists():
             say(f"initramfs for {kman['release']}: busybox and the boot modules")
             tmp = initrd.with_suffix(".tmp")
+            optional = set(qemu.OPTIONAL_MODULES)
+            if not (kdir / kman["modules"] / "modules.builtin").exists():
+                # A module tree that does not list its built-ins (a reader's own build): a boot
+                # module it lacks may be built in, and init then names what did not load.
+                optional |= set(ARCHS[spec.arch]["boot_modules"])
             images.build_initramfs(rdir / "busybox", kdir / kman["modules"], ARCHS[spec.arch]["boot_modules"],
-                                   qemu.OPTIONAL_MODULES, tmp)
+                                   optional, tmp)
             os.replace(tmp, initrd)
+            made.append(str(initrd.relative_to(cache)))
     return {"kernel": kman, "kernel_dir": str(kdir), "vmlinuz": str(kdir / kman["vmlinuz"]), "initrd": str(initrd),
             "modules_img": str(kdir / "modules.img"), "rootfs_img": str(rdir / "rootfs.img"), "rootfs": rman,
-            "built": round(time.monotonic() - t0, 1)}
+            "built": round(time.monotonic() - t0, 1), "new": made}
 
 
 def _drive(arch: str, path: Path, serial: str, readonly: bool = False, snapshot: bool = False) -> list[str]:
@@ -300,60 +370,87 @@ def accelerator(spec: GuestSpec, work_dir: Path | str, say: Say = stderr_say) ->
     return _accel(spec, prepare(spec, say), Path(work_dir), say)
 
 
-def _boot(spec: GuestSpec, prep: dict, job_dir: Path, out_dir: Path, work: Path, accel: str, nvme_image: Path | None,
-          timeout: float, say: Say, out_mib: int = 256, probe: bool = False, scratch_mib: int = 0) -> dict:
-    work.mkdir(parents=True, exist_ok=True)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    job_tar, out_img = work / "job.tar", work / "out.img"
-    with tarfile.open(job_tar, "w", format=tarfile.USTAR_FORMAT) as tar:
-        for p in sorted(Path(job_dir).rglob("*")):
-            tar.add(p, arcname=str(p.relative_to(job_dir)), recursive=False)
-    with open(out_img, "wb") as f:
-        f.truncate(out_mib * 1024 * 1024)
-    a = ARCHS[spec.arch]
-    cmd = qemu.base_command(spec.arch, accel, spec.cpus, spec.mem_mib)
-    cmd += ["-kernel", prep["vmlinuz"], "-initrd", prep["initrd"],
-            "-append", f"console={a['console']} panic=-1 quiet loglevel=3 rdinit=/init {spec.append}".strip(),
-            "-serial", "stdio"]
-    if spec.dt:
-        dtb = work / f"{spec.dt}.dtb"
+def _device_tree(spec: GuestSpec, work: Path, accel: str) -> tuple[Path | None, dict | None]:
+    """The compiled tree to boot and its record: {"name" (the --dt name, or the --dtb file's name),
+    "origin" ("built": made here from QEMU's own; "work-dir": a tree of that name already in the work
+    directory, booted as it is; "file": --dtb), "path", "sha256", "pcie_dma_ranges" (the cells of
+    the PCIe host bridge's dma-ranges in that tree, None when it has none)}; (None, None) without
+    a device tree."""
+    if spec.dtb:
+        dtb, name, origin = Path(spec.dtb).resolve(), Path(spec.dtb).name, "file"
+    elif spec.dt:
+        dtb, name, origin = work / f"{spec.dt}.dtb", spec.dt, "work-dir"
         if not dtb.exists():
+            origin = "built"
             raw = work / "qemu.dtb"
             qemu.dump_dtb(spec.arch, accel, spec.cpus, spec.mem_mib, raw)
             dts = images.dtb_to_dts(raw)
             if spec.dt == "dma-ranges":
                 dts = images.add_dma_ranges(dts, PCIE_NODE, DMA_WINDOW)
             images.dts_to_dtb(dts, dtb)
-        cmd += ["-dtb", str(dtb)]
-    cmd += _drive(spec.arch, Path(prep["rootfs_img"]), "pcbroot", snapshot=True)
-    cmd += _drive(spec.arch, Path(prep["modules_img"]), "pcbmods", readonly=True)
-    cmd += _drive(spec.arch, job_tar, "pcbjob", readonly=True)
-    cmd += _drive(spec.arch, out_img, "pcbout")
-    if scratch_mib:
-        # An empty disk of the guest's own for scratch (sparse here: only what the guest writes uses
-        # space); the job finds it as $PCB_SCRATCH_DEV and puts a file system on it.
-        scratch = work / "scratch.img"
-        with open(scratch, "wb") as f:
-            f.truncate(scratch_mib * 1024 * 1024)
-        cmd += _drive(spec.arch, scratch, "pcbscratch")
-    if nvme_image is not None:
-        cmd += ["-drive", f"file={nvme_image},if=none,id=nvm,format=raw", "-device", "nvme,drive=nvm,serial=pcbnvme"]
-    (work / "qemu.cmd").write_text(" ".join(cmd) + "\n")
-    res = qemu.boot(cmd, timeout, work / "console.log", say,
-                    ready_marker="PCB-GUEST-EXIT" if probe else None, ready_timeout=timeout if probe else None)
-    if res["exit"] is not None:
-        proc = subprocess.run(["tar", "-xf", str(out_img), "-C", str(out_dir)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise GuestRunError(f"the guest's /out could not be read back: {proc.stderr.strip()[-200:]}")
-    out_img.unlink(missing_ok=True)
-    job_tar.unlink(missing_ok=True)
-    (work / "scratch.img").unlink(missing_ok=True)
-    return res
+    else:
+        return None, None
+    window = images.node_property(images.dtb_to_dts(dtb), PCIE_NODE, "dma-ranges")
+    return dtb, {"name": name, "origin": origin, "path": str(dtb), "sha256": images.sha256_file(dtb),
+                 "pcie_dma_ranges": window}
+
+
+def _boot(spec: GuestSpec, prep: dict, job_dir: Path, out_dir: Path, work: Path, accel: str, nvme_image: Path | None,
+          timeout: float | None, say: Say, out_mib: int = 256, probe: bool = False, scratch_mib: int = 0,
+          job_line: Say | None = None, interactive: bool = False) -> dict:
+    work.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    job_tar, out_img, scratch = work / "job.tar", work / "out.img", work / "scratch.img"
+    try:
+        with tarfile.open(job_tar, "w", format=tarfile.USTAR_FORMAT) as tar:
+            for p in sorted(Path(job_dir).rglob("*")):
+                tar.add(p, arcname=str(p.relative_to(job_dir)), recursive=False)
+        with open(out_img, "wb") as f:
+            f.truncate(out_mib * 1024 * 1024)
+        a = ARCHS[spec.arch]
+        cmd = qemu.base_command(spec.arch, accel, spec.cpus, spec.mem_mib)
+        cmd += ["-kernel", prep["vmlinuz"], "-initrd", prep["initrd"],
+                "-append", f"console={a['console']} panic=-1 quiet loglevel=3 rdinit=/init {spec.append}".strip()]
+        cmd += qemu.interactive_console() if interactive else ["-serial", "stdio"]
+        dtb, tree = _device_tree(spec, work, accel)
+        if dtb is not None:
+            cmd += ["-dtb", str(dtb)]
+        cmd += _drive(spec.arch, Path(prep["rootfs_img"]), "pcbroot", snapshot=True)
+        cmd += _drive(spec.arch, Path(prep["modules_img"]), "pcbmods", readonly=True)
+        cmd += _drive(spec.arch, job_tar, "pcbjob", readonly=True)
+        cmd += _drive(spec.arch, out_img, "pcbout")
+        if scratch_mib:
+            # An empty disk of the guest's own for scratch (sparse here: only what the guest writes uses
+            # space); the job finds it as $PCB_SCRATCH_DEV and puts a file system on it.
+            with open(scratch, "wb") as f:
+                f.truncate(scratch_mib * 1024 * 1024)
+            cmd += _drive(spec.arch, scratch, "pcbscratch")
+        if nvme_image is not None:
+            cmd += ["-drive", f"file={nvme_image},if=none,id=nvm,format=raw", "-device", "nvme,drive=nvm,serial=pcbnvme"]
+        (work / "qemu.cmd").write_text(" ".join(cmd) + "\n")
+        if interactive:
+            res = qemu.boot_interactive(cmd, timeout)
+        else:
+            res = qemu.boot(cmd, timeout if timeout is not None else float("inf"), work / "console.log", say,
+                            ready_marker="PCB-GUEST-EXIT" if probe else None, ready_timeout=timeout if probe else None,
+                            job_line=job_line)
+        if res["exit"] is not None or interactive:
+            proc = subprocess.run(["tar", "-xf", str(out_img), "-C", str(out_dir)], capture_output=True, text=True)
+            if proc.returncode != 0 and not interactive:
+                raise GuestRunError(f"the guest's /out could not be read back: {proc.stderr.strip()[-200:]}")
+        res["device_tree"] = tree
+        return res
+    finally:
+        # The run's disks go whatever happened (an error, an interrupt); the console log, the
+        # QEMU command line and the device tree stay in the work directory.
+        for f in (out_img, job_tar, scratch):
+            f.unlink(missing_ok=True)
 
 
 def run(spec: GuestSpec, job_dir: Path | str, out_dir: Path | str, work_dir: Path | str, *,
-        nvme_image: Path | str | None = None, timeout: float = 600, say: Say = stderr_say,
-        out_mib: int = 256, refresh: bool = False, host_label: str | None = None, scratch_mib: int = 0) -> dict:
+        nvme_image: Path | str | None = None, timeout: float | None = 600, say: Say = stderr_say,
+        out_mib: int = 256, refresh: bool = False, host_label: str | None = None, scratch_mib: int = 0,
+        job_line: Say | None = None, interactive: bool = False, extra: dict | None = None) -> dict:
     """Boot ``spec``, run ``job_dir/run`` (POSIX sh, as root, cwd /job, ``$PCB_OUT`` = /out) and
     bring ``/out`` back into ``out_dir``. ``work_dir`` (in the lab's scratch) holds the per-run
     disks, the device tree and ``console.log``; ``nvme_image``: a raw file the guest sees as an NVMe
@@ -361,11 +458,18 @@ def run(spec: GuestSpec, job_dir: Path | str, out_dir: Path | str, work_dir: Pat
     (``$PCB_SCRATCH_DEV`` in the guest). Also writes ``out_dir/guest.json`` (the returned dict), and
     ``job_dir/emulation.json`` (the ``host.emulation`` record of results made in the guest:
     labkit's probe reads it through ``$PCB_EMULATION_FILE``; ``host_label`` names this host).
+    ``job_line``: receives every line the job prints, as it is (instead of progress through
+    ``say``); ``interactive``: the console is this terminal (:func:`qemu.boot_interactive`; the
+    job's exit status then comes from ``/out/.pcb-exit`` when the job writes one); ``extra``: more
+    keys for the record.
 
     Returns: {"arch", "machine", "cpu", "cpus", "mem_mib", "accelerator", "accel_reason",
     "qemu_version", "host_arch", "host_cpu", "kernel_package", "kernel_version", "kernel_release",
-    "userspace_release", "profile", "packages", "dt", "append", "exit", "boot_seconds", "seconds",
-    "prepare_seconds"}; "exit" is the job's exit status.
+    "kernel_source" (a reader's kernel: {"kind", "path", "sha256"}, else None), "userspace_release",
+    "profile", "packages", "dt", "device_tree" (see :func:`_device_tree`; None without one),
+    "dma_ranges" (the PCIe host bridge's window in the booted tree, or None), "append",
+    "nvme_image", "exit", "boot_seconds", "seconds", "prepare_seconds", "cache_built" (cache
+    entries this run had to make), "timed_out"}; "exit" is the job's exit status.
 
     Raises:
         GuestBuildError, GuestRunError: assembling failed, or the guest gave no exit status
@@ -380,22 +484,255 @@ def run(spec: GuestSpec, job_dir: Path | str, out_dir: Path | str, work_dir: Pat
            "machine": ARCHS[spec.arch]["machine"], "guest_cpu": "host" if accel == "kvm" else ARCHS[spec.arch]["cpu_tcg"],
            "host_arch": platform.machine(), "host_cpu": qemu.host_cpu(), "host_label": host_label}
     (Path(job_dir) / "emulation.json").write_text(json.dumps(emu) + "\n")
+    if interactive:
+        (out_dir / ".pcb-exit").unlink(missing_ok=True)   # only this boot's shell may leave one
+    tree_name = spec.dt or (Path(spec.dtb).name if spec.dtb else None)
     say(f"booting {spec.arch} ({accel}) kernel {prep['kernel']['release']}"
-        + (f", device tree {spec.dt}" if spec.dt else "") + (f", append '{spec.append}'" if spec.append else ""))
+        + (f", device tree {tree_name}" if tree_name else "") + (f", append '{spec.append}'" if spec.append else ""))
     res = _boot(spec, prep, Path(job_dir), out_dir, work, accel, Path(nvme_image) if nvme_image else None, timeout,
-                say, out_mib, scratch_mib=scratch_mib)
+                say, out_mib, scratch_mib=scratch_mib, job_line=job_line, interactive=interactive)
+    if interactive:
+        status = out_dir / ".pcb-exit"
+        if status.exists():
+            res["exit"] = int(status.read_text().strip() or 0)
+            status.unlink()
+    tree = res["device_tree"]
     info = {"arch": spec.arch, "machine": ARCHS[spec.arch]["machine"],
             "cpu": "host" if accel == "kvm" else ARCHS[spec.arch]["cpu_tcg"], "cpus": spec.cpus,
             "mem_mib": spec.mem_mib, "accelerator": accel, "accel_reason": reason,
             "qemu_version": qemu.qemu_version(spec.arch), "host_arch": platform.machine(), "host_cpu": qemu.host_cpu(),
             "kernel_package": prep["kernel"]["package"], "kernel_version": prep["kernel"]["version"],
-            "kernel_release": prep["kernel"]["release"], "userspace_release": spec.release, "profile": spec.profile,
-            "packages": prep["rootfs"]["packages"], "dt": spec.dt,
-            "dma_ranges": DMA_WINDOW if spec.dt == "dma-ranges" else None, "append": spec.append,
+            "kernel_release": prep["kernel"]["release"], "kernel_source": prep["kernel"].get("local"),
+            "userspace_release": spec.release, "profile": spec.profile,
+            "packages": prep["rootfs"]["packages"], "dt": spec.dt, "device_tree": tree,
+            "dma_ranges": tree["pcie_dma_ranges"] if tree else None, "append": spec.append,
+            "nvme_image": str(nvme_image) if nvme_image else None,
             "exit": res["exit"], "boot_seconds": res["boot_seconds"], "seconds": res["seconds"],
-            "prepare_seconds": prep["built"], "timed_out": res["timed_out"]}
+            "prepare_seconds": prep["built"], "cache_built": prep["new"], "timed_out": res["timed_out"], **(extra or {})}
     (out_dir / "guest.json").write_text(json.dumps(info, indent=1) + "\n")
     if res["exit"] is None:
+        if interactive:
+            raise GuestRunError("the guest stopped before the shell exited "
+                                + ("(timed out)" if res["timed_out"] else f"(QEMU exited {res['qemu_status']})"))
         raise GuestRunError(f"the guest gave no exit status ({'timed out after %.0f s' % timeout if res['timed_out'] else 'QEMU exited %s' % res['qemu_status']}); "
                             f"console: {work / 'console.log'}")
     return info
+
+
+# Written first in every job of run_command and shell: tracefs and debugfs where tools look for
+# them (init mounts both; a kernel without one leaves it unmounted, and the job tries again),
+# busybox's applets after the Debian programs on PATH (dmesg, ps, free, lsmod, vi, less, hexdump:
+# the tools profile has no util-linux or procps), the commands run from /root.
+JOB_PREAMBLE = """grep -q ' /sys/kernel/tracing tracefs ' /proc/mounts || busybox mount -t tracefs nodev /sys/kernel/tracing
+grep -q ' /sys/kernel/debug debugfs ' /proc/mounts || busybox mount -t debugfs nodev /sys/kernel/debug
+mkdir -p /tmp/pcb-busybox && busybox --install -s /tmp/pcb-busybox && PATH=$PATH:/tmp/pcb-busybox && export PATH
+cd /root || cd /
+"""
+
+
+def command_job(command: list[str]) -> str:
+    """The ``run`` script of a job that runs one command: :data:`JOB_PREAMBLE`, then ``command``
+    (its words each quoted for sh, so none is expanded or split again) with stdin from /dev/null;
+    the script's exit status is the command's."""
+    if not command:
+        raise ValueError("no command to run")
+    return ("# Written by labkit.guest: one command (labkit guest run -- CMD).\n" + JOB_PREAMBLE
+            + " ".join(shlex.quote(w) for w in command) + " </dev/null\n")
+
+
+def shell_job(arch: str, rows: int, cols: int, term: str) -> str:
+    """The ``run`` script of an interactive shell on the guest's console (``/dev/<console>``): the
+    preamble, the terminal's size and type (vt100 when the guest has no terminfo entry for
+    ``term``), then bash (or the profile's sh) as the leader of a new session whose controlling
+    terminal is the console (busybox ``setsid -c``: job control and Ctrl-C work); its exit
+    status is written to ``/out/.pcb-exit`` and is the job's."""
+    tty = f"/dev/{ARCHS[arch]['console']}"
+    return f"""# Written by labkit.guest: an interactive shell on the console (labkit guest shell).
+{JOB_PREAMBLE}stty -F {tty} rows {int(rows)} cols {int(cols)} 2>/dev/null
+TERM={shlex.quote(term)}
+first=$(printf %.1s "$TERM")
+[ -e "/lib/terminfo/$first/$TERM" ] || [ -e "/usr/share/terminfo/$first/$TERM" ] || TERM=vt100
+export TERM
+[ -d /usr/lib/locale/C.utf8 ] || {{ LC_ALL=C; export LC_ALL; }}   # the locale is libc-bin's (not in every profile)
+if [ -x /bin/bash ]; then
+  PS1='pcb-{arch}:\w# '; export PS1
+  set -- /bin/bash --norc --noprofile -i
+else
+  PS1='pcb-{arch}# '; export PS1
+  set -- /bin/sh -i
+fi
+busybox setsid -c "$@" <{tty} >{tty} 2>&1
+rc=$?
+echo $rc > "$PCB_OUT/.pcb-exit"
+exit $rc
+"""
+
+
+def scratch_nvme(path: Path, mib: int = SCRATCH_NVME_MIB) -> Path:
+    """A sparse raw image of ``mib`` MiB at ``path`` (zeros to the guest; no disk space used until
+    written), for a guest's NVMe drive."""
+    with open(path, "wb") as f:
+        f.truncate(mib * 1024 * 1024)
+    return path
+
+
+@contextmanager
+def _private_dir(parent: Path | str | None):
+    """A new directory (``pcb-guest.*``) in ``parent`` (default $TMPDIR), removed with all it holds
+    on leaving, whatever ends the block."""
+    if parent is not None:
+        Path(parent).mkdir(parents=True, exist_ok=True)
+    base = Path(tempfile.mkdtemp(prefix="pcb-guest.", dir=parent))
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _console_tail(work: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join((work / "console.log").read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def run_command(spec: GuestSpec, command: list[str], *, nvme_image: Path | str | None = None,
+                out_dir: Path | str | None = None, work_dir: Path | str | None = None, timeout: float = 600,
+                say: Say = stderr_say, output: Say | None = None, refresh: bool = False,
+                nvme_mib: int = SCRATCH_NVME_MIB) -> dict:
+    """Boot ``spec`` and run one command in it (``labkit guest run -- CMD``): the job is
+    :func:`command_job`; every line the guest prints while it runs goes to ``output`` (default:
+    this process's stdout; the command's stdout and stderr share the console). ``nvme_image``:
+    the NVMe drive's image, else a sparse scratch image of ``nvme_mib`` MiB. ``out_dir``: where
+    ``/out`` and ``guest.json`` land (default: nowhere, removed). The job, the disks, the scratch
+    image and the console log live in a private ``pcb-guest.*`` directory in ``work_dir`` (default
+    $TMPDIR), removed on return, on an error and on KeyboardInterrupt (which the runner raises on
+    SIGINT/SIGTERM/SIGHUP while QEMU runs).
+
+    Returns: :func:`run`'s record (with "command"); its "exit" is the command's exit status.
+
+    Raises:
+        ValueError: an empty command or a bad spec.
+        GuestBuildError, GuestRunError: as :func:`run` (the message ends with the console's last lines).
+    """
+    spec.check()
+    job_text = command_job(command)
+    if output is None:
+        def output(line: str) -> None:
+            print(line, flush=True)
+    with _private_dir(work_dir) as base:
+        job = base / "job"
+        job.mkdir()
+        (job / "run").write_text(job_text)
+        nvme = Path(nvme_image) if nvme_image else scratch_nvme(base / "nvme-scratch.img", nvme_mib)
+        try:
+            return run(spec, job, Path(out_dir) if out_dir else base / "out", base / "work", nvme_image=nvme,
+                       timeout=timeout, say=say, refresh=refresh, job_line=output,
+                       extra={"command": list(command), "nvme_scratch": None if nvme_image else nvme_mib})
+        except GuestRunError as exc:
+            tail = _console_tail(base / "work")
+            raise GuestRunError(str(exc).split("; console:")[0] + (f"; the console's last lines:\n{tail}" if tail else "")) from None
+
+
+def shell(spec: GuestSpec, *, nvme_image: Path | str | None = None, out_dir: Path | str | None = None,
+          work_dir: Path | str | None = None, timeout: float | None = None, say: Say = stderr_say,
+          refresh: bool = False, nvme_mib: int = SCRATCH_NVME_MIB) -> dict:
+    """Boot ``spec`` with an interactive shell on its console, on this process's terminal
+    (``labkit guest shell``): the job is :func:`shell_job`; the userspace is the profile's plus
+    :data:`SHELL_PACKAGES`. The NVMe drive, ``out_dir`` and the private directory in ``work_dir``
+    are as in :func:`run_command`. ``exit`` (or Ctrl-D) ends the shell and powers the guest off;
+    Ctrl-A x stops QEMU at once.
+
+    Returns: :func:`run`'s record; its "exit" is the shell's exit status.
+
+    Raises:
+        ValueError: no terminal on stdin and stdout, or a bad spec.
+        GuestBuildError, GuestRunError: as :func:`run` (GuestRunError also when QEMU was stopped
+        before the shell exited).
+    """
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise ValueError("shell needs a terminal on stdin and stdout (to run one command: labkit guest run ... -- CMD)")
+    extras = [p for p in SHELL_PACKAGES if p not in PROFILES[spec.profile] and p not in spec.extra_packages]
+    spec = dataclasses.replace(spec, extra_packages=list(spec.extra_packages) + extras)
+    spec.check()
+    size = shutil.get_terminal_size()
+    job_text = shell_job(spec.arch, size.lines, size.columns, os.environ.get("TERM") or "vt100")
+    with _private_dir(work_dir) as base:
+        job = base / "job"
+        job.mkdir()
+        (job / "run").write_text(job_text)
+        nvme = Path(nvme_image) if nvme_image else scratch_nvme(base / "nvme-scratch.img", nvme_mib)
+        built = prepare(spec, say, refresh)["new"]   # builds (if needed) before the console is handed over
+        say(f"NVMe drive /dev/nvme0n1 ({nvme if nvme_image else f'scratch, {nvme_mib} MiB of zeros'}), tracefs at "
+            "/sys/kernel/tracing; `exit` powers the guest off, Ctrl-A x stops it")
+        return run(spec, job, Path(out_dir) if out_dir else base / "out", base / "work", nvme_image=nvme,
+                   timeout=timeout, say=say, interactive=True,
+                   extra={"command": None, "nvme_scratch": None if nvme_image else nvme_mib, "cache_built": built})
+
+
+# What a guest cache holds at its top level (anything else: not a cache, never pruned).
+CACHE_ENTRIES = {".lock", "index.json", "index.json.tmp", "apt", "kernels", "rootfs"}
+
+
+def cache_usage(path: Path | str | None = None) -> int:
+    """Bytes the cache (default :func:`cache_dir`) takes on disk: allocated blocks of every file
+    and folder, each inode once (its images are sparse: their apparent size overstates); 0 when
+    there is no cache."""
+    root = Path(path) if path is not None else cache_dir()
+    if not root.exists():
+        return 0
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for d, dirs, files in os.walk(root):
+        for name in [*dirs, *files, None]:
+            p = os.path.join(d, name) if name else d
+            try:
+                st = os.lstat(p)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_blocks * 512
+    return total
+
+
+def human_size(n: int) -> str:
+    """``n`` bytes as people read it: "0 B", "12.0 KiB", "2.9 GiB"."""
+    size, unit = float(n), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            break
+        size /= 1024
+    return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+
+
+def prune_cache(path: Path | str | None = None) -> int:
+    """Remove the cache (default :func:`cache_dir`) and everything in it; returns the bytes it
+    took (0 when there was none: a folder without the cache's ``.lock`` or ``index.json`` stays).
+
+    Raises:
+        ValueError: the folder holds something a guest cache does not (it is then left alone:
+            $PCB_GUEST_CACHE pointing at a folder of other files never loses them).
+        CacheBusyError: a build holds the cache's lock.
+    """
+    root = Path(path) if path is not None else cache_dir()
+    if not root.exists():
+        return 0
+    if root.resolve() in (Path("/"), Path.home().resolve()) or not root.is_dir():
+        raise ValueError(f"{root} is not a guest cache: not removed")
+    odd = sorted(p.name for p in root.iterdir()
+                 if p.name not in CACHE_ENTRIES and not (p.name.startswith("accel-") and p.name.endswith(".json")))
+    if odd:
+        raise ValueError(f"{root} holds {', '.join(odd[:3])}{' ...' if len(odd) > 3 else ''}, which a guest cache "
+                         "does not: not removed")
+    if not (root / ".lock").exists() and not (root / "index.json").exists():
+        return 0   # an empty folder, or one only a guest cache's subfolders: nothing labkit.guest made
+    size = cache_usage(root)
+    with open(root / ".lock", "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CacheBusyError(f"a build is using the cache {root} (it holds {root / '.lock'}): "
+                                 "try again when it has finished") from None
+        shutil.rmtree(root)
+    return size

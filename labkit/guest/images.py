@@ -12,6 +12,7 @@ Sources of the method:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -61,7 +62,7 @@ for f in proc sys dev; do mount --move "/$f" "/mnt/$f"; done
 ln -sfn /proc/self/fd /mnt/dev/fd
 for i in 0:stdin 1:stdout 2:stderr; do ln -sfn "/proc/self/fd/${i%%:*}" "/mnt/dev/${i#*:}"; done
 mkdir -p /mnt/dev/pts /mnt/dev/shm
-mountpoint -q /mnt/dev/pts || mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /mnt/dev/pts
+grep -q ' /mnt/dev/pts ' /mnt/proc/mounts || mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /mnt/dev/pts
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /mnt/dev/shm
 mount -t tracefs nodev /mnt/sys/kernel/tracing 2>/dev/null
 mount -t debugfs nodev /mnt/sys/kernel/debug 2>/dev/null
@@ -85,9 +86,9 @@ def norm(name: str) -> str:
 def module_order(moddir: Path, wanted: list[str], optional: set[str] = frozenset()) -> list[str]:
     """Module files (relative to ``moddir``) to insmod, dependencies first, for ``wanted`` modules.
 
-    Built-in modules (``modules.builtin``) are left out. A wanted name that is neither a module
-    nor built in raises, unless it is in ``optional`` (e.g. a crypto helper that only newer
-    kernels split out).
+    Built-in modules (``modules.builtin``; a tree without that file lists none) are left out. A
+    wanted name that is neither a module nor built in raises, unless it is in ``optional`` (e.g. a
+    crypto helper that only newer kernels split out).
 
     Raises:
         GuestBuildError: a required module that this kernel does not have.
@@ -99,7 +100,8 @@ def module_order(moddir: Path, wanted: list[str], optional: set[str] = frozenset
         path, _, rest = line.partition(":")
         name = norm(Path(path).name.split(".ko")[0])
         files[name], deps[path] = path, rest.split()
-    builtin = {norm(Path(p).name.split(".ko")[0]) for p in (moddir / "modules.builtin").read_text().split()}
+    listed = moddir / "modules.builtin"
+    builtin = {norm(Path(p).name.split(".ko")[0]) for p in (listed.read_text().split() if listed.exists() else [])}
     order: list[str] = []
 
     def add(path: str) -> None:
@@ -192,3 +194,35 @@ def dts_to_dtb(dts: str, dest: Path) -> None:
     src = Path(str(dest) + ".dts")
     src.write_text(dts)
     _run(["dtc", "-q", "-I", "dts", "-O", "dtb", "-o", str(dest), str(src)], f"dtc {src.name}")
+
+
+DTB_MAGIC = b"\xd0\x0d\xfe\xed"   # a flattened device tree's first four bytes (big-endian 0xd00dfeed)
+
+
+def is_dtb(path: Path) -> bool:
+    """True when ``path`` starts like a flattened device tree (Devicetree Specification, 5.2:
+    ``magic`` 0xd00dfeed, big-endian)."""
+    with open(path, "rb") as f:
+        return f.read(4) == DTB_MAGIC
+
+
+def sha256_file(path: Path) -> str:
+    """sha256 (hex) of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def node_property(dts: str, node: str, prop: str) -> str | None:
+    """The cells of ``prop = <...>;`` in the node named ``node`` (its own lines, not a child's) of
+    device-tree source ``dts`` (dtc -O dts output), as dtc prints them (``0x2000000 0x00 ...``);
+    None when the node or the property is missing."""
+    m = re.search(rf"^(\s*){re.escape(node)} \{{\n", dts, re.M)
+    if not m:
+        return None
+    body = dts[m.end():dts.find(f"\n{m.group(1)}}};", m.end())]
+    own = re.sub(r"^(\s*)[^\s=;]+ \{\n.*?^\1\};", "", body, flags=re.M | re.S)   # drop child nodes
+    p = re.search(rf"^\s*{re.escape(prop)} = <([^>]*)>;", own, re.M)
+    return " ".join(p.group(1).split()) if p else None

@@ -17,6 +17,7 @@ import re
 import signal
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 from typing import Callable
@@ -113,11 +114,12 @@ def kvm_usable(arch: str) -> tuple[bool, str]:
 
 
 def boot(cmd: list[str], timeout: float, console_log: Path, say: Say, ready_marker: str | None = None,
-         ready_timeout: float | None = None) -> dict:
+         ready_timeout: float | None = None, job_line: Say | None = None) -> dict:
     """Run QEMU (``cmd``) until it exits, bounded by ``timeout`` seconds; every console line goes to
     ``console_log``, lines the job prints (after "PCB-GUEST: job start") go to ``say`` as
-    progress. With ``ready_marker``, the boot fails early when the marker has not appeared within
-    ``ready_timeout`` seconds (the accelerator probe). QEMU is killed on timeout, on any exception,
+    progress (non-empty lines not starting with "[", prefixed "guest: "), or with ``job_line``
+    every one of them to ``job_line`` as it is. With ``ready_marker``, the boot fails early when
+    the marker has not appeared within ``ready_timeout`` seconds (the accelerator probe). QEMU is killed on timeout, on any exception,
     on SIGINT/SIGTERM/SIGHUP reaching this process, and (PR_SET_PDEATHSIG) when this process dies.
 
     Returns: {"exit": guest job exit status or None, "seconds": wall time, "boot_seconds": time to
@@ -160,6 +162,8 @@ def boot(cmd: list[str], timeout: float, console_log: Path, say: Say, ready_mark
                             job, result["boot_seconds"] = True, round(time.monotonic() - start, 2)
                         elif "PCB-GUEST: job done" in line:
                             job = False
+                        elif job and job_line is not None:
+                            job_line(line)
                         elif job and line and not line.startswith("["):
                             say(f"guest: {line}")
                         m = EXIT_RE.search(line)
@@ -187,6 +191,62 @@ def boot(cmd: list[str], timeout: float, console_log: Path, say: Say, ready_mark
         proc.wait()
         for s, h in old.items():
             signal.signal(s, h)
+    result["qemu_status"] = proc.returncode
+    result["seconds"] = round(time.monotonic() - start, 2)
+    return result
+
+
+def interactive_console() -> list[str]:
+    """QEMU options that put the guest's serial console on this terminal, for a person: Ctrl-C
+    and Ctrl-Z go to the guest (``signal=off``), Ctrl-A x stops QEMU and Ctrl-A c switches to its
+    monitor (``mux=on`` with the monitor on the same character device)."""
+    return ["-chardev", "stdio,id=pcbcon,mux=on,signal=off", "-serial", "chardev:pcbcon",
+            "-mon", "chardev=pcbcon,mode=readline"]
+
+
+def boot_interactive(cmd: list[str], timeout: float | None = None) -> dict:
+    """Run QEMU (``cmd``, with :func:`interactive_console`) on this process's terminal until it
+    exits (or ``timeout`` seconds, when given). QEMU is killed on SIGINT/SIGTERM/SIGHUP reaching
+    this process (a closed terminal sends SIGHUP), on any exception and (PR_SET_PDEATHSIG) when
+    this process dies; the terminal's settings are put back afterwards (QEMU sets it raw).
+
+    Returns: {"exit": None (the job's status is not on this console), "seconds",
+    "boot_seconds": None, "qemu_status", "timed_out"}.
+    """
+    saved = None
+    try:
+        saved = termios.tcgetattr(sys.stdin.fileno())
+    except (termios.error, OSError, ValueError):
+        pass
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, preexec_fn=_die_with_parent)
+    result = {"exit": None, "seconds": None, "boot_seconds": None, "qemu_status": None, "timed_out": False}
+    old = {}
+
+    def stop(signum, _frame):
+        proc.kill()
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        try:
+            old[s] = signal.signal(s, stop)
+        except ValueError:  # not the main thread
+            pass
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        result["timed_out"] = True
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for s, h in old.items():
+            signal.signal(s, h)
+        if saved is not None:
+            try:
+                termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
+            except (termios.error, OSError):
+                pass
     result["qemu_status"] = proc.returncode
     result["seconds"] = round(time.monotonic() - start, 2)
     return result
