@@ -9,7 +9,9 @@ band; a one-off burst is a short vertical streak. Binning as in FlameScope
 (``app/util/heatmap.py``): ``col = floor(t - floor(t_first))``,
 ``row = floor(rows * (t mod 1))``; idle samples (pid 0) are left out.
 
-Here the map is a matplotlib SVG (no server, no JavaScript) and the time range to look
+Here the map is a matplotlib SVG (no server, no JavaScript; text as text, no text under 11 pt:
+a page shows it at three quarters of its own size or more, scrolling sideways where the column
+is narrower, so its text stays 11 CSS pixels or more) and the time range to look
 at is chosen by a rule, not a mouse: the **hottest slice** (the row with the most
 samples summed over every second: a burst that recurs each second), in it the second
 with the most samples, grown up and down that column while cells stay above half-way
@@ -38,10 +40,13 @@ from pathlib import Path
 
 import numpy as np
 
-from . import charts  # noqa: F401  (Agg backend and the project's SVG settings)
-from .charts import plt
+from . import charts
 from .parsers.jsonline import ParseError
 from .parsers.perf_script import sample_times
+
+
+TEXT_PT = 11     # ticks and labels; the page never shows the map under 1 CSS px per point
+TITLE_PT = 12
 
 
 @dataclass
@@ -175,34 +180,36 @@ def heatmap_svg(hm: Heatmap, title: str = "", highlight: tuple[int, int, int] | 
     selection; ``band_ms`` = (start, end) draws two dashed lines across every second
     (for example where a workload was told to be busy).
     """
+    plt = charts.pyplot()
     data = np.array(hm.counts, dtype=float).T  # rows × cols
     masked = np.ma.masked_equal(data, 0)
     cmap = plt.get_cmap("OrRd").with_extremes(bad="white")
     width = min(12.0, max(7.5, 0.45 * hm.cols + 3.0))
-    fig, ax = plt.subplots(figsize=(width, 4.2), dpi=100)
-    ms = 1000.0 / hm.rows
-    mesh = ax.pcolormesh(np.arange(hm.cols + 1), np.arange(hm.rows + 1) * ms, masked, cmap=cmap,
-                         vmin=0, vmax=max(1, hm.max()), edgecolors="#f2f2f2", linewidth=0.3)
-    ax.set_xlim(0, hm.cols)
-    ax.set_ylim(0, 1000)
-    ax.set_xlabel(f"second of the recording (column 0 = {hm.origin} s of perf's clock)")
-    ax.set_ylabel("offset within the second (ms)")
-    step = 1 if hm.cols <= 20 else math.ceil(hm.cols / 20)
-    ax.set_xticks([c + 0.5 for c in range(0, hm.cols, step)], [str(c) for c in range(0, hm.cols, step)])
-    ax.set_yticks(range(0, 1001, 100))
-    if band_ms:
-        for y in band_ms:
-            ax.axhline(y, color="#3060c0", linestyle="--", linewidth=0.9)
-    if highlight:
-        col, lo, hi = highlight
-        ax.add_patch(plt.Rectangle((col, lo * ms), 1, (hi - lo + 1) * ms, fill=False,
-                                   edgecolor="#1040a0", linewidth=2.0))
-    cb = fig.colorbar(mesh, ax=ax, pad=0.02)
-    cb.set_label(f"samples per {ms:g} ms slice")
-    ax.set_title(title or "subsecond-offset heat map")
-    fig.tight_layout()
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "labkit.heatmap (matplotlib)"})
+    with plt.rc_context({"font.size": TEXT_PT, "axes.titlesize": TITLE_PT}):
+        fig, ax = plt.subplots(figsize=(width, 4.2), dpi=100)
+        ms = 1000.0 / hm.rows
+        mesh = ax.pcolormesh(np.arange(hm.cols + 1), np.arange(hm.rows + 1) * ms, masked, cmap=cmap,
+                             vmin=0, vmax=max(1, hm.max()), edgecolors="#f2f2f2", linewidth=0.3)
+        ax.set_xlim(0, hm.cols)
+        ax.set_ylim(0, 1000)
+        ax.set_xlabel(f"second of the recording (column 0 = {hm.origin} s of perf's clock)")
+        ax.set_ylabel("offset within the second (ms)")
+        step = 1 if hm.cols <= 20 else math.ceil(hm.cols / 20)
+        ax.set_xticks([c + 0.5 for c in range(0, hm.cols, step)], [str(c) for c in range(0, hm.cols, step)])
+        ax.set_yticks(range(0, 1001, 100))
+        if band_ms:
+            for y in band_ms:
+                ax.axhline(y, color="#3060c0", linestyle="--", linewidth=0.9)
+        if highlight:
+            col, lo, hi = highlight
+            ax.add_patch(plt.Rectangle((col, lo * ms), 1, (hi - lo + 1) * ms, fill=False,
+                                       edgecolor="#1040a0", linewidth=2.0))
+        cb = fig.colorbar(mesh, ax=ax, pad=0.02)
+        cb.set_label(f"samples per {ms:g} ms slice")
+        ax.set_title(title or "subsecond-offset heat map")
+        fig.tight_layout()
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": "labkit.heatmap (matplotlib)"})
     plt.close(fig)
     return buf.getvalue()
 

@@ -3,22 +3,45 @@
 A result is a plain ``dict`` that validates against ``labkit/schema.json``.
 This module loads the schema, validates, summarises samples and writes results
 atomically (temporary file in the same directory, then ``os.replace``).
+
+Validating a large result takes a good part of a second (JSON Schema with format checks), and
+a site build loads every result. :func:`load` therefore remembers which file contents passed:
+in the process, and on disk under :func:`cache_dir` (``validated/``), keyed by the SHA-256 of
+the file's content together with the schema, this module's source and jsonschema's version. A
+content that failed is never remembered, so an invalid result fails every time.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import statistics
 import tempfile
 from functools import lru_cache
-from importlib import resources
+from importlib import metadata, resources
 from pathlib import Path
 from typing import Any, Iterable
 
 import jsonschema
 
 SCHEMA_VERSION = 1
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CACHE_ENV = "PCB_BUILD_CACHE"
+
+
+def cache_dir(kind: str) -> Path | None:
+    """The folder of the build's on-disk cache for ``kind`` (``"charts"``, ``"validated"``):
+    ``$PCB_BUILD_CACHE/<kind>``, by default ``<checkout>/.cache/<kind>`` (git-ignored);
+    ``None`` when ``PCB_BUILD_CACHE`` is ``0`` or ``off`` (nothing is read or written then).
+    The folder may not exist yet. Every entry is named by a hash of everything that makes
+    it, so deleting the folder only costs time."""
+    base = os.environ.get(CACHE_ENV)
+    if base is not None and base.strip().lower() in ("0", "off"):
+        return None
+    return Path(base or ROOT / ".cache") / kind
 
 
 class ResultError(ValueError):
@@ -87,20 +110,73 @@ def measurement(metric: str, unit: str, case: dict, samples: Iterable[float], st
     return m
 
 
+@lru_cache(maxsize=1)
+def _validator_digest() -> bytes:
+    """SHA-256 of what decides validity besides the file: the schema, this module's source
+    (the invariants of :func:`validate`) and jsonschema's version."""
+    try:
+        version = metadata.version("jsonschema")
+    except metadata.PackageNotFoundError:      # a distribution's copy without its metadata
+        version = "unknown"
+    h = hashlib.sha256()
+    for part in (resources.files("labkit").joinpath("schema.json").read_bytes(), Path(__file__).read_bytes(),
+                 version.encode()):
+        h.update(hashlib.sha256(part).digest())
+    return h.digest()
+
+
+def validation_key(text: str) -> str:
+    """The key under which a result file's content ``text`` is remembered as valid: hex
+    SHA-256 of the content and :func:`_validator_digest` (a changed schema, invariant or
+    jsonschema version gives new keys)."""
+    return hashlib.sha256(_validator_digest() + text.encode()).hexdigest()
+
+
+_VALIDATED: set[str] = set()   # validation keys of contents that passed in this process
+
+
+def _known_valid(key: str) -> bool:
+    if key in _VALIDATED:
+        return True
+    folder = cache_dir("validated")
+    if folder is not None and (folder / key).is_file():
+        _VALIDATED.add(key)
+        return True
+    return False
+
+
+def _remember_valid(key: str) -> None:
+    _VALIDATED.add(key)
+    folder = cache_dir("validated")
+    if folder is None:
+        return
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / key).touch()
+    except OSError:             # a read-only checkout: validate again next time
+        pass
+
+
 def load(path: Path | str) -> dict:
-    """Read and validate one result file.
+    """Read and validate one result file. A content that passed :func:`validate` before (in
+    this process, or in an earlier one with the same :func:`validation_key`) is not validated
+    again.
 
     Raises:
         ResultError: if the file is missing, is not JSON, or fails validation.
     """
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        text = path.read_text()
+        data = json.loads(text)
     except FileNotFoundError:
         raise ResultError(f"{path}: no such result file") from None
     except json.JSONDecodeError as exc:
         raise ResultError(f"{path}: not valid JSON: {exc}") from None
-    validate(data, str(path))
+    key = validation_key(text)
+    if not _known_valid(key):
+        validate(data, str(path))
+        _remember_valid(key)
     return data
 
 

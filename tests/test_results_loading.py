@@ -18,6 +18,12 @@ from labkit import model, results
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path_factory, monkeypatch):
+    """The build cache of this module's throwaway results stays out of the checkout's .cache/."""
+    monkeypatch.setenv("PCB_BUILD_CACHE", str(tmp_path_factory.getbasetemp() / "build-cache"))
+
+
 @pytest.fixture(scope="module")
 def reference() -> dict:
     """The smallest committed result (validation time grows with its size)."""
@@ -158,10 +164,21 @@ def test_a_result_in_the_wrong_folder_is_refused(tmp_path, reference, monkeypatc
 
 
 def test_an_invalid_result_fails_loud(tmp_path, reference, monkeypatch):
+    """Every time: a validation is remembered only when it passed (tests/test_build_speed.py),
+    so a second build, and a build after the file held a valid result, fail too."""
     monkeypatch.setenv("PERF_CASEBOOK_RESULTS", "")
     d = host_folder(tmp_path / "results", "h", reference)
     (d / "broken.json").write_text("{}")
-    with pytest.raises(model.ResultError, match="broken.json"):
+    for _ in range(2):
+        with pytest.raises(model.ResultError, match="broken.json"):
+            results.load_hosts(tmp_path)
+    (d / "broken.json").unlink()
+    assert [h.label for h in results.load_hosts(tmp_path)] == ["h"]
+    r = copy.deepcopy(reference)
+    r["host"]["label"] = "h"
+    r["measurements"][0]["n"] += 1
+    model.write_atomic(d / f"{r['lab']}.json", r)
+    with pytest.raises(model.ResultError, match=r"measurements/0: n="):
         results.load_hosts(tmp_path)
 
 

@@ -1,0 +1,225 @@
+"""What keeps a warm site build fast without letting it show stale or invalid data: the build's
+on-disk caches (labkit.model.cache_dir, ``.cache/`` of the checkout, git-ignored).
+
+- Chart SVGs (labkit.charts.chart_svg) are named by a hash of the measurements, the chart's
+  arguments, the drawing code and matplotlib's version: a second build reads them back without
+  importing matplotlib; a changed measurement, argument or drawing code draws anew; a chart
+  that fails to draw is never kept.
+- Result validations (labkit.model.load) are remembered by a hash of the file's content, the
+  schema, the model's invariants and jsonschema's version, in the process and on disk: a file
+  is validated once; a content that failed is never remembered, so an invalid result fails
+  every build, also after a valid version of the same file was remembered.
+- ``PCB_BUILD_CACHE=off`` reads and writes nothing.
+
+The numbers are drawing inputs, not measurements."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from labkit import charts, model, results
+from test_render_values import m
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch) -> Path:
+    """A fresh cache folder for this test, and a process that has validated nothing yet."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("PCB_BUILD_CACHE", str(folder))
+    monkeypatch.setattr(model, "_VALIDATED", set())
+    return folder
+
+
+@pytest.fixture
+def draws(monkeypatch) -> list:
+    """Every chart that is really drawn (labkit.charts._draw_svg), by its arguments."""
+    calls, real = [], charts._draw_svg
+
+    def spy(ms, x, series=None, **opts):
+        calls.append((x, series, opts))
+        return real(ms, x, series, **opts)
+    monkeypatch.setattr(charts, "_draw_svg", spy)
+    return calls
+
+
+@pytest.fixture
+def validations(monkeypatch) -> list:
+    """Every result validated against the schema and the invariants (labkit.model.validate)."""
+    calls, real = [], model.validate
+
+    def spy(result, source="<result>"):
+        calls.append(source)
+        return real(result, source)
+    monkeypatch.setattr(model, "validate", spy)
+    return calls
+
+
+def two_points(second=(2.0, 3.0, 4.0)) -> list[dict]:
+    return [m(case={"q": 1}), m(case={"q": 2}, samples=second)]
+
+
+def test_a_chart_is_drawn_once_then_read_back(cache, draws):
+    svg = charts.chart_svg(two_points(), "q", host="h")
+    assert len(draws) == 1
+    kept = list((cache / "charts").iterdir())
+    assert [p.name for p in kept] == [f"{charts.chart_key(two_points(), 'q', host='h')}.svg"]
+    assert kept[0].read_text() == svg
+    assert charts.chart_svg(two_points(), "q", host="h") == svg and len(draws) == 1
+
+
+def test_a_warm_chart_does_not_import_matplotlib(cache, tmp_path):
+    """A build whose charts are all cached never loads matplotlib (about 2 s of a build)."""
+    svg = charts.chart_svg(two_points(), "q", host="h")
+    (tmp_path / "ms.json").write_text(json.dumps(two_points()))
+    code = ("import json, sys; from labkit import charts; "
+            f"svg = charts.chart_svg(json.load(open({str(tmp_path / 'ms.json')!r})), 'q', host='h'); "
+            "print(json.dumps([svg, 'matplotlib' in sys.modules]))")
+    env = {"PCB_BUILD_CACHE": str(cache), "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
+                         timeout=120, check=True).stdout
+    assert json.loads(out) == [svg, False]
+
+
+def test_a_changed_measurement_or_argument_draws_a_changed_chart(cache, draws):
+    before = charts.chart_svg(two_points(), "q", host="h")
+    after = charts.chart_svg(two_points(second=(2.0, 3.5, 4.0)), "q", host="h")   # one median moved
+    assert after != before and len(draws) == 2
+    # what the cache returns for the changed data is what drawing it gives
+    assert after == charts._draw_svg(two_points(second=(2.0, 3.5, 4.0)), "q", host="h")
+    # the same samples in another order change no summary, and are still another chart's key
+    reordered = two_points(second=(4.0, 3.0, 2.0))
+    assert reordered[1]["median"] == two_points()[1]["median"]
+    assert charts.chart_key(reordered, "q") != charts.chart_key(two_points(), "q")
+    for opts in ({"host": "h", "dark": True}, {"host": "h", "title": "T"}, {"host": "h2"}, {"host": "h", "logy": True}):
+        charts.chart_svg(two_points(), "q", **opts)
+    assert len(draws) == 7           # the direct _draw_svg call above counts too
+    assert len(list((cache / "charts").iterdir())) == 6
+
+
+def test_changed_drawing_code_draws_again(cache, draws, monkeypatch):
+    charts.chart_svg(two_points(), "q", host="h")
+    key = charts.chart_key(two_points(), "q", host="h")
+    monkeypatch.setattr(charts, "_code_digest", lambda: b"another charts.py")
+    assert charts.chart_key(two_points(), "q", host="h") != key
+    charts.chart_svg(two_points(), "q", host="h")
+    assert len(draws) == 2
+    # the real digest covers charts.py, render.py and matplotlib's version
+    monkeypatch.undo()
+    assert len(charts._code_digest()) == 32
+
+
+def test_a_chart_that_fails_is_never_kept(cache):
+    for bad in ([], [m(case={"q": "a"})]):
+        for _ in range(2):
+            with pytest.raises(ValueError):
+                charts.chart_svg(bad, "q")
+    assert not (cache / "charts").exists() or not list((cache / "charts").iterdir())
+
+
+def test_off_reads_and_writes_nothing(monkeypatch, draws):
+    for off in ("off", "0", "OFF"):
+        monkeypatch.setenv("PCB_BUILD_CACHE", off)
+        assert model.cache_dir("charts") is None and model.cache_dir("validated") is None
+    a, b = charts.chart_svg(two_points(), "q"), charts.chart_svg(two_points(), "q")
+    assert a == b and len(draws) == 2
+
+
+def test_the_default_cache_is_in_the_checkout_and_git_ignored(monkeypatch):
+    monkeypatch.delenv("PCB_BUILD_CACHE", raising=False)
+    assert model.cache_dir("charts") == ROOT / ".cache" / "charts"
+    for kind in ("charts", "validated"):
+        probe = model.cache_dir(kind).relative_to(ROOT) / "0123.svg"
+        ignored = subprocess.run(["git", "check-ignore", "-q", str(probe)], cwd=ROOT)
+        assert ignored.returncode == 0, f"{probe} is not git-ignored"
+
+
+# ---- result validation ----
+
+@pytest.fixture(scope="module")
+def reference() -> dict:
+    """The smallest committed result, loaded without the cache."""
+    path = min((ROOT / "results").glob("*/*.json"), key=lambda p: p.stat().st_size)
+    data = json.loads(path.read_text())
+    model.validate(data, str(path))
+    return data
+
+
+def test_a_result_is_validated_once(cache, validations, tmp_path, reference):
+    f = tmp_path / "lab.json"
+    model.write_atomic(f, reference)
+    assert model.load(f) == reference and model.load(f) == reference
+    assert validations == [str(f)]                                  # once in the process
+    model._VALIDATED.clear()                                        # the next build, another process
+    assert model.load(f) == reference and validations == [str(f)]   # remembered on disk
+    assert [p.name for p in (cache / "validated").iterdir()] == [model.validation_key(f.read_text())]
+
+
+def test_load_hosts_twice_validates_each_file_once(cache, validations, tmp_path, reference, monkeypatch):
+    """A build asks for the hosts twice (labkit/mkdocs_hooks.py on_files, labkit.macros)."""
+    monkeypatch.setenv("PERF_CASEBOOK_RESULTS", "")
+    for label in ("h1", "h2"):
+        r = copy.deepcopy(reference)
+        r["host"]["label"] = label
+        model.write_atomic(tmp_path / "results" / label / f"{r['lab']}.json", r)
+    assert [h.label for h in results.load_hosts(tmp_path)] == ["h1", "h2"]
+    assert [h.label for h in results.load_hosts(tmp_path)] == ["h1", "h2"]
+    assert len(validations) == 2
+
+
+def test_an_invalid_result_fails_every_time_even_after_a_valid_one(cache, validations, tmp_path, reference):
+    f = tmp_path / "lab.json"
+    model.write_atomic(f, reference)
+    model.load(f)
+    bad = copy.deepcopy(reference)
+    m0 = next(x for x in bad["measurements"] if x["max"] > x["min"])
+    m0["median"] = m0["max"] * 2                                    # disagrees with its samples
+    model.write_atomic(f, bad)
+    for _ in range(2):
+        with pytest.raises(model.ResultError, match=r"measurements/\d+: median="):
+            model.load(f)
+    model._VALIDATED.clear()
+    with pytest.raises(model.ResultError, match="median="):
+        model.load(f)
+    assert len(validations) == 4
+    assert model.validation_key(f.read_text()) not in {p.name for p in (cache / "validated").iterdir()}
+    # the same result reformatted is another content: validated again, and still refused
+    f.write_text(json.dumps(bad))
+    with pytest.raises(model.ResultError, match="median="):
+        model.load(f)
+
+
+def test_a_changed_schema_or_model_validates_again(cache, validations, tmp_path, reference, monkeypatch):
+    f = tmp_path / "lab.json"
+    model.write_atomic(f, reference)
+    model.load(f)
+    key = model.validation_key(f.read_text())
+    monkeypatch.setattr(model, "_validator_digest", lambda: b"another schema.json")
+    model._VALIDATED.clear()
+    assert model.validation_key(f.read_text()) != key
+    model.load(f)
+    assert len(validations) == 2
+
+
+def test_the_chart_cache_keeps_the_most_recently_used(cache, monkeypatch):
+    folder = cache / "charts"
+    folder.mkdir(parents=True)
+    for i in range(5):
+        (folder / f"old{i}.svg").write_text("<svg/>")
+        os.utime(folder / f"old{i}.svg", (1000 + i, 1000 + i))
+    monkeypatch.setattr(charts, "CACHE_KEEP", 3)
+    monkeypatch.setattr(charts, "_PRUNED", set())
+    svg = charts.chart_svg(two_points(), "q", host="h")          # drawn and added: the newest
+    new = folder / f"{charts.chart_key(two_points(), 'q', host='h')}.svg"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["old3.svg", "old4.svg", new.name])
+    # a file read back counts as used
+    os.utime(new, (1, 1))
+    assert charts.chart_svg(two_points(), "q", host="h") == svg and new.stat().st_mtime > 1000
