@@ -81,6 +81,10 @@ Exercises (``labs/<lab>/exercises.toml``) use the same evaluator: :func:`load_ex
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.metadata
+import json
+import os
 import statistics
 import warnings
 from pathlib import Path
@@ -505,6 +509,57 @@ def _increasing(claim: dict, result: dict) -> dict:
               f"the {round(LEVEL * 100)}% interval of last/first, {_fmt(lo)}–{_fmt(hi)}, straddles {f:g}"
               if np.isfinite(lo) else effect["method"])
     return _verdict(claim, "inconclusive", evidence, reason=reason, effect=effect, flags=flags, emulated_machine=emu)
+
+
+_DIGESTS: dict[int, tuple[dict, str]] = {}  # id(result) -> (the result, kept alive; its digest)
+
+
+def _result_digest(result: dict) -> str:
+    """sha256 of a result's canonical JSON, computed once per result object."""
+    hit = _DIGESTS.get(id(result))
+    if hit is not None and hit[0] is result:
+        return hit[1]
+    digest = hashlib.sha256(json.dumps(result, sort_keys=True, default=str).encode()).hexdigest()
+    _DIGESTS[id(result)] = (result, digest)
+    return digest
+
+
+@functools.lru_cache(maxsize=1)
+def _engine_digest() -> str:
+    """sha256 of what decides a verdict besides the claim and the result: this module's source
+    and SciPy's version (its bootstrap draws the interval)."""
+    try:
+        scipy_version = importlib.metadata.version("scipy")
+    except importlib.metadata.PackageNotFoundError:
+        scipy_version = "none"
+    return hashlib.sha256(Path(__file__).read_bytes() + scipy_version.encode()).hexdigest()
+
+
+def evaluate_cached(claim: dict, result: dict) -> dict:
+    """:func:`evaluate_one`, remembered on disk (``.cache/verdicts``, :func:`labkit.model.cache_dir`)
+    under the hash of the claim, the result and the engine (:func:`_engine_digest`), so that a
+    site build does not draw the same bootstrap again. Used by the pages; the lab's own record
+    and ``labkit check`` evaluate afresh."""
+    from .model import cache_dir
+    folder = cache_dir("verdicts")
+    if folder is None:
+        return evaluate_one(claim, result)
+    key = hashlib.sha256("\0".join([json.dumps(claim, sort_keys=True, default=str), _result_digest(result),
+                                     _engine_digest()]).encode()).hexdigest()
+    path = folder / f"{key}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    verdict = evaluate_one(claim, result)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(verdict))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only checkout builds without the cache
+    return verdict
 
 
 def evaluate(claims: list[dict], result: dict) -> list[dict]:

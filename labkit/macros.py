@@ -362,7 +362,7 @@ def claims(lab: str) -> str:
         stored = {c["id"]: c for c in result["claims"]}
         rows, count = [], {}
         for c in spec:
-            v = claims_mod.evaluate_one(c, result)
+            v = claims_mod.evaluate_cached(c, result)
             count[v["verdict"]] = count.get(v["verdict"], 0) + 1
             statement = f'<span class="pc-role">{_ROLE_WORD[c["role"]]}</span>: ' + html.escape(c["statement"], quote=False)
             if c.get("source"):
@@ -443,7 +443,7 @@ def verdicts(lab: str) -> str:
                               f"{html.escape(con.get('untestable', 'no claim yet'), quote=False)}*")
             continue
         for k, c in enumerate(tested):
-            cells = [_verdict_cell(c, claims_mod.evaluate_one(c, r)) for _, r in pairs]
+            cells = [_verdict_cell(c, claims_mod.evaluate_cached(c, r)) for _, r in pairs]
             rows.append([html.escape(con["text"], quote=False) if k == 0 else "″",
                          html.escape(c["statement"], quote=False)] + cells)
     out = stacked_table(header, rows)
@@ -1145,7 +1145,7 @@ def tool_exercises(tool: str) -> str:
             claim = claims_mod.exercise_claim(ex)
             rows = []
             for host, r in pairs:  # a list, not a table: the evidence is long and pages are read on phones
-                v = claims_mod.evaluate_one(claim, r)
+                v = claims_mod.evaluate_cached(claim, r)
                 rows.append(f"- **{render.host_label(r['host'], host.title)}**: {render.VERDICT_MARK[v['verdict']]}. "
                             f"{render.esc(commands.display_text(v['evidence'], r))}")
             ours = render.admonition("success", f"Checked on the {lab} results of this site",

@@ -223,3 +223,22 @@ def test_the_chart_cache_keeps_the_most_recently_used(cache, monkeypatch):
     # a file read back counts as used
     os.utime(new, (1, 1))
     assert charts.chart_svg(two_points(), "q", host="h") == svg and new.stat().st_mtime > 1000
+
+
+def test_verdicts_are_remembered_and_follow_the_result(tmp_path, monkeypatch):
+    """A verdict comes from the disk cache the second time; a changed sample gives a new one."""
+    import copy
+    import json as _json
+    from labkit import claims, model
+    monkeypatch.setenv(model.CACHE_ENV, str(tmp_path))
+    result = _json.loads((ROOT / "results" / "epyc-kvm-2vcpu" / "lat_tcp.json").read_text())
+    claim = next(c for c in claims.load(ROOT / "labs" / "lat_tcp" / "claims.toml") if c["kind"] == "compare")
+    first = claims.evaluate_cached(claim, result)
+    assert first == claims.evaluate_one(claim, result)
+    assert len(list((tmp_path / "verdicts").glob("*.json"))) == 1
+    calls = []
+    monkeypatch.setattr(claims, "evaluate_one", lambda c, r: calls.append(1) or {"id": c["id"]})
+    assert claims.evaluate_cached(claim, result) == first and not calls
+    changed = copy.deepcopy(result)
+    changed["measurements"][0]["samples"][0] *= 2
+    assert claims.evaluate_cached(claim, changed) == {"id": claim["id"]} and calls == [1]
