@@ -254,7 +254,33 @@ def _rng_arg() -> str:
 @functools.lru_cache(maxsize=4096)
 def _interval(a: tuple, b: tuple | None, statistic: str, paired: bool) -> tuple[float, float, float, str]:
     """(estimate, low, high, method) of stat(a) ÷ stat(b), or of stat(a) alone when ``b`` is
-    None (``a`` holds per-pair ratios). Cached: a page build asks for the same pairs often."""
+    None (``a`` holds per-pair ratios). Cached in the process and on disk (``.cache/intervals``,
+    keyed by the samples, the settings, this module's source and SciPy's version): a page build
+    asks for the same pairs often, and each is a bootstrap of :data:`RESAMPLES` draws."""
+    from .model import cache_dir
+    folder = cache_dir("intervals")
+    if folder is None:
+        return _interval_now(a, b, statistic, paired)
+    key = hashlib.sha256(json.dumps([a, b, statistic, paired, RESAMPLES, SEED, LEVEL, _engine_digest()]).encode()).hexdigest()
+    path = folder / f"{key}.json"
+    try:
+        est, lo, hi, method = json.loads(path.read_text())
+        return est, lo, hi, method
+    except (OSError, ValueError, TypeError):
+        pass
+    out = _interval_now(a, b, statistic, paired)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(out))   # NaN is written as NaN, which json reads back
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only checkout works without the cache
+    return out
+
+
+def _interval_now(a: tuple, b: tuple | None, statistic: str, paired: bool) -> tuple[float, float, float, str]:
+    """:func:`_interval` without its caches: the bootstrap itself."""
     from scipy import stats   # imported here: the site's macros load this module for every page
     f = _stat(statistic)
     if b is None:
