@@ -431,7 +431,7 @@ group_tried() {
 # kernel saw (copied back from its /proc/device-tree): how much RAM lies outside the window.
 group_guest() {
   lab_require guest cmd:qemu-system-aarch64 cmd:mmdebstrap cmd:dtc cmd:mke2fs cmd:cpio || return 0
-  local job="$LAB_SCRATCH/guest-job" mb=512 kr dt work check tree
+  local job="$LAB_SCRATCH/guest-job" mb=512 kr dt work rdt check
   mkdir -p "$job" "$LAB_RUN/raw/guest"
   cp "$LAB_DIR/guest_job.sh" "$job/run"
   # MiB per read (the original read 512 MiB), direct dd reads (the claims compare their MB/s across
@@ -453,22 +453,22 @@ group_guest() {
     # the minutes of the run then weighs on both comparisons alike); the widened tree is made from
     # the dma-ranges boot's tree, so that boot comes first.
     for dt in dma-ranges plain dma-ranges-wide; do
-      work="$LAB_SCRATCH/guest/$kr-$dt" tree=(--dt "$dt")
+      work="$LAB_SCRATCH/guest/$kr-$dt" rdt=$dt
       if [[ $dt == dma-ranges-wide ]]; then
-        # labkit.guest builds the plain and dma-ranges trees itself, into the run's work directory;
-        # the widened tree, made from the dma-ranges one, is booted as a file (--dtb).
+        # labkit.guest builds the plain and dma-ranges trees itself, into the run's work directory,
+        # and boots a tree it finds there; the widened tree is put there under the dma-ranges name.
         if [[ ! -f "$LAB_SCRATCH/guest/$kr-dma-ranges/dma-ranges.dtb" ]]; then
           lab_skip "guest.$kr.$dt" "no dma-ranges device tree to widen (the dma-ranges boot did not run)"
           continue
         fi
         mkdir -p "$work"
         lab_run "guest.$kr.$dt.dtb" -- "$LAB_PY" "$LAB_DIR/dt_widen.py" \
-          "$LAB_SCRATCH/guest/$kr-dma-ranges/dma-ranges.dtb" "$work/dma-ranges-wide.dtb" || continue
-        tree=(--dtb "$work/dma-ranges-wide.dtb")
+          "$LAB_SCRATCH/guest/$kr-dma-ranges/dma-ranges.dtb" "$work/dma-ranges.dtb" || continue
+        rdt=dma-ranges
       fi
       lab_run --case tool=labkit.guest --case experiment=guest --case "release=$kr" --case "dt=$dt" \
         --case "out=raw/guest/$kr-$dt" \
-        "guest.$kr.$dt" -- "$LAB_PY" -m labkit.guest run --arch arm64 --kernel-release "$kr" "${tree[@]}" \
+        "guest.$kr.$dt" -- "$LAB_PY" -m labkit.guest run --arch arm64 --kernel-release "$kr" --dt "$rdt" \
         --job "$job" --out "$LAB_RUN/raw/guest/$kr-$dt" --work "$work" \
         --nvme "$LAB_SCRATCH/nvme.img" --timeout 900 || continue
       if [[ -d "$LAB_RUN/raw/guest/$kr-$dt/device-tree" ]]; then
