@@ -35,6 +35,18 @@ def last_change(root: Path, lab: str) -> str | None:
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
+@lru_cache(maxsize=64)
+def _same_code(root: Path, lab: str, commit: str) -> bool:
+    """True when the lab's code (its folder less :data:`PAGE_DATA`) at ``commit`` is the same as
+    in the work tree's HEAD, whatever commits touched it in between (a change and its revert)."""
+    try:
+        proc = _git(root, "diff", "--quiet", commit, "HEAD", "--", f"labs/{lab}",
+                    *(f":(exclude)labs/{lab}/{name}" for name in PAGE_DATA))
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
 def staleness(result: dict, root: Path) -> tuple[str, str]:
     """(state, explanation) with state one of ``fresh``, ``stale``, ``unknown``.
 
@@ -53,8 +65,11 @@ def staleness(result: dict, root: Path) -> tuple[str, str]:
         ancestor = _git(Path(root), "merge-base", "--is-ancestor", change, run_commit).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return "unknown", "git did not answer"
-    if not ancestor:
+    same = not ancestor and _same_code(Path(root), result["lab"], run_commit)  # changed, then changed back
+    if not ancestor and not same:
         return "stale", f"labs/{result['lab']} changed in {change[:12]}, after this run's commit {run_commit[:12]}: rerun the lab"
     if result["run"].get("git_dirty"):
         return "unknown", f"run from commit {run_commit[:12]} with uncommitted changes to the lab"
+    if same:
+        return "fresh", f"run from commit {run_commit[:12]}; the lab's code is the same here (changed since, and changed back)"
     return "fresh", f"run from commit {run_commit[:12]}, which includes the lab's latest change {change[:12]}"

@@ -299,3 +299,29 @@ def test_search_path_defaults(tmp_path, monkeypatch):
     assert results.search_path(tmp_path) == [(tmp_path / "results", False), (Path("/a"), False), (Path("/b"), False)]
     h = results.Host("x", tmp_path)
     assert h.local is False and h.title == "x"
+
+
+def test_a_change_and_its_revert_leave_a_result_fresh(tmp_path):
+    """Staleness compares the lab's code, not the commits that touched it."""
+    import subprocess
+    from labkit import stale
+
+    def git(*a):
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *a],
+                       check=True, capture_output=True)
+    (tmp_path / "labs" / "x").mkdir(parents=True)
+    (tmp_path / "labs" / "x" / "run.sh").write_text("echo 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "lab")
+    run = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    result = {"lab": "x", "run": {"git_commit": run, "git_dirty": False}}
+    (tmp_path / "labs" / "x" / "run.sh").write_text("echo 2\n")
+    git("commit", "-qam", "change")
+    stale.last_change.cache_clear()
+    assert stale.staleness(result, tmp_path)[0] == "stale"
+    git("revert", "--no-edit", "HEAD")
+    stale.last_change.cache_clear()
+    stale._same_code.cache_clear()
+    state, why = stale.staleness(result, tmp_path)
+    assert state == "fresh" and "changed back" in why
