@@ -113,6 +113,29 @@ def kvm_usable(arch: str) -> tuple[bool, str]:
     return True, "/dev/kvm opens"
 
 
+def _kill_on_signals(proc) -> dict:
+    """Make SIGINT, SIGTERM and SIGHUP kill ``proc`` (QEMU) and raise KeyboardInterrupt here, so
+    that the caller's ``finally`` cleans up; returns the old handlers for :func:`_restore_signals`.
+    Outside the main thread (where handlers cannot be set) nothing changes."""
+    def stop(signum, _frame):
+        proc.kill()
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    old = {}
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        try:
+            old[s] = signal.signal(s, stop)
+        except ValueError:  # not the main thread
+            pass
+    return old
+
+
+def _restore_signals(old: dict) -> None:
+    """Put back the handlers :func:`_kill_on_signals` replaced."""
+    for s, h in old.items():
+        signal.signal(s, h)
+
+
 def boot(cmd: list[str], timeout: float, console_log: Path, say: Say, ready_marker: str | None = None,
          ready_timeout: float | None = None, job_line: Say | None = None) -> dict:
     """Run QEMU (``cmd``) until it exits, bounded by ``timeout`` seconds; every console line goes to
@@ -132,17 +155,7 @@ def boot(cmd: list[str], timeout: float, console_log: Path, say: Say, ready_mark
     result = {"exit": None, "seconds": None, "boot_seconds": None, "qemu_status": None, "timed_out": False}
     job = False
     buf = b""
-    old = {}
-
-    def stop(signum, _frame):
-        proc.kill()
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        try:
-            old[s] = signal.signal(s, stop)
-        except ValueError:  # not the main thread
-            pass
+    old = _kill_on_signals(proc)
     try:
         with open(console_log, "ab") as log:
             while True:
@@ -189,8 +202,7 @@ def boot(cmd: list[str], timeout: float, console_log: Path, say: Say, ready_mark
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-        for s, h in old.items():
-            signal.signal(s, h)
+        _restore_signals(old)
     result["qemu_status"] = proc.returncode
     result["seconds"] = round(time.monotonic() - start, 2)
     return result
@@ -221,17 +233,7 @@ def boot_interactive(cmd: list[str], timeout: float | None = None) -> dict:
     start = time.monotonic()
     proc = subprocess.Popen(cmd, preexec_fn=_die_with_parent)
     result = {"exit": None, "seconds": None, "boot_seconds": None, "qemu_status": None, "timed_out": False}
-    old = {}
-
-    def stop(signum, _frame):
-        proc.kill()
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        try:
-            old[s] = signal.signal(s, stop)
-        except ValueError:  # not the main thread
-            pass
+    old = _kill_on_signals(proc)
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -240,8 +242,7 @@ def boot_interactive(cmd: list[str], timeout: float | None = None) -> dict:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-        for s, h in old.items():
-            signal.signal(s, h)
+        _restore_signals(old)
         if saved is not None:
             try:
                 termios.tcsetattr(sys.stdin.fileno(), termios.TCSADRAIN, saved)
