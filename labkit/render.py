@@ -139,14 +139,25 @@ def fmt_fixed(x: float | None, decimals: int) -> str:
     return f"{x:,.{decimals}f}"
 
 
+def figure_first(keys: list, figures: list) -> list:
+    """The columns of a site table in the order a phone shows them: the first case column, the
+    figure columns, the other case columns. A 390 px screen shows about three columns before
+    the table scrolls sideways: the figure stays among them whatever the number of case keys.
+    ``figure_first(["e", "d"], ["median"])`` → ``["e", "median", "d"]``."""
+    return list(keys[:1]) + list(figures) + list(keys[1:])
+
+
 def measurement_table(ms: list[dict], keys: list[str], *, page: bool = False) -> tuple[list[str], list[list[str]]]:
     """(header, rows) for measurements: case columns, median, min–max, samples, unit.
 
-    With ``page=True`` (the site's tables): the unit goes into the headers ("median (µs)")
-    when every row has the same unit (else a unit column stays), byte counts are shown in
-    KiB/MiB/GiB (measured values, and the sizes in :func:`byte_keys` case columns), and each
-    number column has one precision (:func:`column_decimals`) with thousands separators (:func:`markdown_table` right-aligns them). Without it (the
-    terminal): every number as :func:`fmt` writes it and a unit column.
+    With ``page=True`` (the site's tables): the median comes right after the first case column
+    (:func:`figure_first`, then the other case columns, min–max and samples); the unit goes
+    into the headers ("median (µs)") when every row has the same unit (else a unit column
+    follows the median), byte counts are shown in KiB/MiB/GiB (measured values, and the sizes
+    in :func:`byte_keys` case columns), and each number column has one precision
+    (:func:`column_decimals`) with thousands separators (:func:`markdown_table` right-aligns
+    them). Without it (the terminal): case columns, then every number as :func:`fmt` writes
+    it and a unit column.
     """
     if not page:
         header = keys + ["median", "min – max", "samples", "unit"]
@@ -161,19 +172,20 @@ def measurement_table(ms: list[dict], keys: list[str], *, page: bool = False) ->
     scaled = [(m["median"] / div, m["min"] / div, m["max"] / div) for m in ms]
     d = column_decimals([v for t in scaled for v in t])
     suffix = f" ({shown})" if one_unit and shown else ""
-    header = keys + [f"median{suffix}", f"min – max{suffix}", "samples"] + ([] if one_unit else ["unit"])
+    header = figure_first(keys, [f"median{suffix}"] + ([] if one_unit else ["unit"])) + [f"min – max{suffix}", "samples"]
     rows = []
     for m, (med, lo, hi) in zip(ms, scaled):
-        rows.append([case_cell(k, m["case"].get(k, "")) for k in keys]
-                    + [fmt_fixed(med, d), f"{fmt_fixed(lo, d)} – {fmt_fixed(hi, d)}", f"{m['n']:,}"]
-                    + ([] if one_unit else [unit(m["unit"])]))
+        rows.append(figure_first([case_cell(k, m["case"].get(k, "")) for k in keys],
+                                 [fmt_fixed(med, d)] + ([] if one_unit else [unit(m["unit"])]))
+                    + [f"{fmt_fixed(lo, d)} – {fmt_fixed(hi, d)}", f"{m['n']:,}"])
     return header, rows
 
 
 def metrics_table(columns: list[tuple[str, list[dict]]], keys: list[str]) -> tuple[list[str], list[list[str]]]:
     """(header, rows) for several metrics of the same cases side by side, as the site shows them:
     one row per case (its values of ``keys``, first-seen order over all columns), one column
-    per (label, measurements) pair holding each case's median, then ``samples``.
+    per (label, measurements) pair holding each case's median, then ``samples``. The metric
+    columns come right after the first case column (:func:`figure_first`).
 
     Each metric column has its unit in the header ("IOPS", "bandwidth (MiB/s)"), byte counts
     in KiB/MiB/GiB and one precision (as :func:`measurement_table` with ``page=True``); a case
@@ -197,7 +209,7 @@ def metrics_table(columns: list[tuple[str, list[dict]]], keys: list[str]) -> tup
             if case not in order:
                 order.append(case)
         cells.append(by_case)
-    header = list(keys)
+    labels: list[str] = []
     formatted: list[dict[tuple, str]] = []
     for (label, ms), by_case in zip(columns, cells):
         units = {m["unit"] for m in ms}
@@ -206,14 +218,14 @@ def metrics_table(columns: list[tuple[str, list[dict]]], keys: list[str]) -> tup
         u = next(iter(units), "")
         div, shown = display_scale(u, [m["median"] for m in ms])
         d = column_decimals([m["median"] / div for m in ms])
-        header.append(f"{label} ({shown})" if shown and shown not in label else label)
+        labels.append(f"{label} ({shown})" if shown and shown not in label else label)
         formatted.append({c: fmt_fixed(m["median"] / div, d) for c, m in by_case.items()})
-    header.append("samples")
+    header = figure_first(keys, labels) + ["samples"]
     rows = []
     for case in order:
         ns = [by[case]["n"] for by in cells if case in by]
         lo, hi = min(ns), max(ns)
-        rows.append(list(case) + [f.get(case, "–") for f in formatted] + [f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}"])
+        rows.append(figure_first(case, [f.get(case, "–") for f in formatted]) + [f"{lo:,}" if lo == hi else f"{lo:,}–{hi:,}"])
     return header, rows
 
 
@@ -260,8 +272,8 @@ def tabs(items: list[tuple[str, str]]) -> str:
     """pymdownx.tabbed content tabs: one per (title, markdown body), bodies indented 4 spaces,
     or, for a single item, no tab strip: the title as a caption line over the body.
 
-    Tabs with the same title are linked across the site (docs/assets/casebook.js, not mkdocs-material's
-    ``content.tabs.link``), so picking a host once switches every table. The block is marked
+    Tabs with the same title are linked across the site (mkdocs-material's ``content.tabs.link``),
+    so picking a host once switches every table. The block is marked
     with the comments :data:`DATA_OPEN` / :data:`DATA_CLOSE`, which ``labkit/mkdocs_hooks.py``
     turns into ``<div class="pc-data" data-search-exclude>``: measured data stay out of the
     search index, which every page downloads; the prose around them is indexed. (Comments,

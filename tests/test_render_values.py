@@ -69,9 +69,10 @@ def test_measurement_table_terminal_and_page():
     header, rows = render.measurement_table(ms, keys)
     assert header == ["q", "io", "median", "min – max", "samples", "unit"]
     assert rows == [["1", "yes", "12.50", "10 – 15", "3", "µs"], ["32", "", "1100", "1000 – 1500", "3", "µs"]]
-    header, rows = render.measurement_table(ms, keys, page=True)
-    assert header == ["q", "io", "median (µs)", "min – max (µs)", "samples"]
-    assert rows == [["1", "yes", "12.5", "10.0 – 15.0", "3"], ["32", "", "1,100.0", "1,000.0 – 1,500.0", "3"]]
+    header, rows = render.measurement_table(ms, keys, page=True)   # the median after the first case column
+    assert header == ["q", "median (µs)", "io", "min – max (µs)", "samples"]
+    assert rows == [["1", "12.5", "yes", "10.0 – 15.0", "3"], ["32", "1,100.0", "", "1,000.0 – 1,500.0", "3"]]
+    assert render.measurement_table(ms, [], page=True)[0] == ["median (µs)", "min – max (µs)", "samples"]
 
 
 def test_measurement_table_page_bytes_and_mixed_units():
@@ -81,8 +82,8 @@ def test_measurement_table_page_bytes_and_mixed_units():
     assert rows[1] == ["2", "3.000", "3.000 – 3.000", "3"] and rows[0][1] == "0.002"
     mixed = [m(unit="us"), m(unit="ms", case={"k": 1})]
     header, rows = render.measurement_table(mixed, ["k"], page=True)
-    assert header == ["k", "median", "min – max", "samples", "unit"] and [r[-1] for r in rows] == ["µs", "ms"]
-    assert rows == [["", "2", "1 – 3", "3", "µs"], ["1", "2", "1 – 3", "3", "ms"]]     # mixed units: unscaled
+    assert header == ["k", "median", "unit", "min – max", "samples"] and [r[2] for r in rows] == ["µs", "ms"]
+    assert rows == [["", "2", "µs", "1 – 3", "3"], ["1", "2", "ms", "1 – 3", "3"]]     # mixed units: unscaled
     # a dimensionless metric: no empty "()" in the headers
     header, rows = render.measurement_table([m(unit="", case={"k": 1}, samples=(0.5, 0.25, 1.0))], ["k"], page=True)
     assert header == ["k", "median", "min – max", "samples"] and rows == [["1", "0.500", "0.250 – 1.000", "3"]]
@@ -161,7 +162,9 @@ def test_emulated_hosts_are_badged():
 
 @pytest.fixture
 def drawn(monkeypatch):
-    """What chart_svg asks matplotlib to draw: errorbar and bar calls (x, heights, yerr, label)."""
+    """What chart_svg asks matplotlib to draw: errorbar and bar calls (x, heights, yerr, label).
+    The build's chart cache is off: every chart is drawn."""
+    monkeypatch.setenv("PCB_BUILD_CACHE", "off")
     calls, inside_bar = [], []
     real_errorbar, real_bar = matplotlib.axes.Axes.errorbar, matplotlib.axes.Axes.bar
 
@@ -219,12 +222,13 @@ def test_chart_refuses_what_it_cannot_draw():
         charts.chart_svg([m(case={"q": "a"})], "q")
 
 
-def test_same_data_same_svg_and_sizes():
+def test_same_data_same_svg_and_sizes(monkeypatch):
+    monkeypatch.setenv("PCB_BUILD_CACHE", "off")      # drawn twice, not read back from the cache
     ms = [m(case={"q": 1}), m(case={"q": 2}, samples=(2.0, 3.0, 4.0))]
     a, b = charts.chart_svg(ms, "q"), charts.chart_svg(ms, "q")
     assert a == b and a != charts.chart_svg(ms, "q", dark=True)
     w, h = charts.svg_size(a)
-    assert (w, h) == (576, 346)              # 6 x 3.6 inches at 96 px per inch
+    assert (w, h) == (461, 327)              # 4.8 x 3.41 inches at 96 px per inch
     assert charts.svg_size('<svg width="10px" height="20px">') == (10, 20)
     assert charts.svg_size('<svg width="72pt" height="36pt">') == (96, 48)
     with pytest.raises(ValueError, match="no width/height"):
@@ -246,10 +250,10 @@ def test_metrics_table_puts_metrics_side_by_side():
            m("clat", "us", {"e": "io_uring", "d": 4}, (50.0, 60.0, 70.0))]
     rss = [m("rss", "bytes", {"e": "psync", "d": 1}, (3 * 2**20,) * 3)]
     header, rows = render.metrics_table([("IOPS", iops), ("clat p50", lat), ("RSS", rss)], ["e", "d"])
-    assert header == ["e", "d", "IOPS", "clat p50 (µs)", "RSS (MiB)", "samples"]
-    assert rows == [["psync", "1", "1,000", "120.00", "3", "3"],
-                    ["libaio", "32", "25,000", "1.75", "–", "3–4"],
-                    ["io_uring", "4", "–", "60.00", "–", "3"]]
+    assert header == ["e", "IOPS", "clat p50 (µs)", "RSS (MiB)", "d", "samples"]   # figures after the first key
+    assert rows == [["psync", "1,000", "120.00", "3", "1", "3"],
+                    ["libaio", "25,000", "1.75", "–", "32", "3–4"],
+                    ["io_uring", "–", "60.00", "–", "4", "3"]]
     assert render.table_align(rows) == ["left", "right", "right", "right", "right", "right"]
 
 
@@ -269,7 +273,7 @@ def test_sizes_in_bytes_read_as_kib_in_site_tables():
         ["4 KiB", "1 KiB", "4 MiB", "14 B", "1.5 KiB"]
     assert [render.case_cell(k, v) for k, v in (("iodepth", 4096), ("bs", "4k"), ("msize", True))] == ["4096", "4k", "yes"]
     ms = [m(case={"bs": 65536, "iodepth": 32})]
-    assert render.measurement_table(ms, ["bs", "iodepth"], page=True)[1][0][:2] == ["64 KiB", "32"]
+    assert render.measurement_table(ms, ["bs", "iodepth"], page=True)[1][0][:3] == ["64 KiB", "2", "32"]
     assert render.measurement_table(ms, ["bs", "iodepth"])[1][0][:2] == ["65536", "32"]
     assert render.metrics_table([("lat", ms)], ["bs"])[1] == [["64 KiB", "2", "3"]]
     # every byte key the manifests declare: fio's bs, fstime's bufsize, lat_tcp's msize, the nvme lab's block
@@ -283,6 +287,6 @@ def test_metrics_table_precision_missing_keys_and_empty_columns():
     size = [m("size", "bytes", {"k": 1}, (1536.0,) * 3)]
     header, rows = render.metrics_table([("size", size)], ["k"])
     assert header == ["k", "size (KiB)", "samples"] and rows == [["1", "1.50", "3"]]
-    assert render.metrics_table([("lat", [m(case={"k": 1})])], ["k", "j"])[1] == [["1", "", "2", "3"]]
+    assert render.metrics_table([("lat", [m(case={"k": 1})])], ["k", "j"])[1] == [["1", "2", "", "3"]]
     header, rows = render.metrics_table([("lat", [m(case={"k": 1})]), ("none", [])], ["k"])
     assert header == ["k", "lat (µs)", "none", "samples"] and rows == [["1", "2", "–", "3"]]

@@ -49,8 +49,9 @@ def page_and_fragments(page_dir: Path) -> str:
 
 
 def test_medians_of_the_result_are_on_the_page(site):
-    """Every median is on the page or in one of its fragments (fetched when shown)."""
-    html = page_and_fragments(site / "cases" / "lat_tcp")
+    """Every median, every host's, is on the chapter or on its evidence page, or in one of their
+    fragments (fetched when shown): the chapter shows what each step needs, the evidence page all."""
+    html = page_and_fragments(site / "cases" / "lat_tcp") + page_and_fragments(site / "evidence" / "lat_tcp")
     for path in sorted((ROOT / "results").glob("*/lat_tcp.json")):
         r = model.load(path)
         for experiment in ("pinned", "msize", "free"):
