@@ -151,6 +151,7 @@ def test_player_only_where_a_recording_is(site):
         if "data-pc-cast=" in text:
             with_cast += 1
             assert re.search(r'<template id="pc-player-js" data-src="[^"]*asciinema-player\.min\.js">', text), page
+            assert re.search(r'<link rel="stylesheet" href="[^"]*asciinema-player\.css">', text), page
             assert not re.search(r'<script[^>]*asciinema-player', text), page
         else:
             assert "asciinema-player" not in text, page
@@ -228,10 +229,23 @@ def test_lazy_tabs_moves_every_large_tab_but_the_first():
 
 def test_large_folds_are_fetched_when_opened(site):
     """A large closed block keeps only a placeholder in its page; its contents are a file next
-    to the page, exactly the HTML that was folded (the lab's source listing, here)."""
-    html = (site / "cases" / "lat_tcp" / "index.html").read_text()
+    to the page, exactly the HTML that was folded (the lab's source listing on its evidence page)."""
+    html = (site / "evidence" / "lat_tcp" / "index.html").read_text()
     names = re.findall(r'<div class="pc-fold" data-pc-fold="(fold-[0-9a-f]{12}\.html)">', html)
-    assert names
-    texts = [(site / "cases" / "lat_tcp" / n).read_text() for n in names]
+    assert names and 'class="pc-lazy-page"' in html   # a data page (mkdocs_hooks.LAZY_PAGES)
+    texts = [(site / "evidence" / "lat_tcp" / n).read_text() for n in names]
     assert any("labs/lat_tcp/run.sh: TCP round-trip" in t for t in texts)
     assert "labs/lat_tcp/run.sh: TCP round-trip" not in html
+
+
+def test_chapters_and_cards_are_whole(site):
+    """A chapter, a tool card, the home and method pages hold all their content (only data
+    pages, mkdocs_hooks.LAZY_PAGES, fetch fragments): no placeholder, no fragment file, no
+    block left unrendered until the reader nears it (``pc-lazy-page``)."""
+    pages = [site / "index.html", site / "method" / "index.html",
+             *site.glob("cases/*/index.html"), *site.glob("tools/*/index.html")]
+    assert len(pages) > 10
+    for page in pages:
+        html = page.read_text()
+        assert "data-pc-fold" not in html and "pc-lazy-page" not in html, page
+        assert not list(page.parent.glob("fold-*.html")), page
