@@ -1,8 +1,10 @@
 """mkdocs hooks: serve every result's artifacts (flame graphs, folded stacks, casts, logs)
 at ``results/<host>/<path>`` in the built site, fail the build on an invalid result, write the
-chart figures the macros drew next to their pages, keep the terminal player's script and
-styles off the pages without a recording, and under ``mkdocs serve`` rebuild when a lab
-writes a result (``local-results/`` and ``$PERF_CASEBOOK_RESULTS`` are watched too).
+chart figures the macros drew next to their pages, keep measured data out of the search index,
+fetch a data page's other hosts' tabs and large closed blocks when shown, leave the terminal
+player's files to the pages with a recording (labkit/theme/main.html), and
+under ``mkdocs serve`` rebuild when a lab writes a result (``local-results/`` and
+``$PERF_CASEBOOK_RESULTS`` are watched too).
 """
 
 from __future__ import annotations
@@ -23,11 +25,8 @@ from pygments.util import ClassNotFound
 from labkit import charts, evidence, lesson, render, results
 
 _PLAYER = re.compile(r"```asciinema-player\n(.*?)\n```", re.S)
-# What mkdocs-asciinema-player adds to every page (its on_config puts them in extra_css/js).
-_PLAYER_ASSETS = re.compile(r'\s*<link rel="stylesheet" href="[^"]*css/(?:terminal-player|asciinema-player)\.css">'
-                            r'|\s*<script (?:defer )?src="[^"]*js/asciinema-player\.min\.js"></script>')
-# labkit/theme/main.html defers every script of material's scripts block
-_PLAYER_SCRIPT = re.compile(r'<script (?:defer )?src="([^"]*js/asciinema-player\.min\.js)"></script>')
+# What mkdocs-asciinema-player's on_config adds to extra_css / extra_javascript, for every page.
+_PLAYER_FILES = {"css": ("css/terminal-player.css", "css/asciinema-player.css"), "js": ("js/asciinema-player.min.js",)}
 
 
 def on_config(config):
@@ -89,7 +88,10 @@ def on_page_markdown(markdown, page, config, files):
 
 
 def on_pre_build(config):
-    """Forget figures and folds of an earlier build (``mkdocs serve`` builds again in one process).
+    """Forget the figures and folds of an earlier build (``mkdocs serve`` builds again in one process), and
+    take the terminal player's files (:data:`_PLAYER_FILES`, ~200 KB, 65 KB compressed) out of
+    every page: ``config.extra.pc_player`` (``{"css": [...], "js": [...]}``, site paths) keeps
+    them for labkit/theme/main.html, which names them on a page with a recording only.
 
     Raises:
         PluginError: Pygments does not know the ``pcb-step`` lexer (labkit/lexer.py, registered by
@@ -103,18 +105,27 @@ def on_pre_build(config):
                           "(make setup, or pip install --no-deps -e .)") from None
     charts.take()
     _FOLDS.clear()
+    player = {}
+    for kind, key in (("css", "extra_css"), ("js", "extra_javascript")):
+        player[kind] = [str(x) for x in config[key] if str(x) in _PLAYER_FILES[kind]]
+        config[key] = [x for x in config[key] if str(x) not in _PLAYER_FILES[kind]]
+    config["extra"]["pc_player"] = player
 
 
-_DETAILS = re.compile(r"<details(?![^>]*data-search-exclude)")
 _DETAILS_TAG = re.compile(r"<details\b[^>]*>|</details>")
 FOLD_MIN_CHARS = 4_000  # a closed block with more HTML than this (a table of a dozen rows) is fetched when opened
 _FOLDS: dict[str, str] = {}  # site path -> HTML fragment, written by on_post_build
+# Data pages: the evidence pages (labkit/evidence.py) hold every measurement of every host, 0.5-1.9
+# MB of HTML and up to 59,000 elements; the host comparison, every lab's. Whole, fio_engines'
+# evidence page took 4.3 s to load on the development VM (13 s with the CPU slowed 4x) and
+# Lighthouse timed out on it; with other hosts' tabs and large closed blocks fetched when shown
+# (lazy_tabs, lazy_folds) it has 27,500 elements. Chapters and the other pages are whole.
+LAZY_PAGES = (f"{evidence.PREFIX}/", "compare.md")
 # What mkdocs-material turns into code annotations (content.code.annotate): a code block followed
 # by an ordered list (its findList: the list may come after empty paragraphs), or a block of class
 # "annotate". Material builds them once, at page load, on the blocks in the page (mountContent):
 # a block fetched later would show its markers as literal "# (1)!" and its notes as a plain list.
-# So such a block is never folded or fetched; the cost is small (a tool card's other host's
-# annotated outputs: 1-5 KB compressed per card).
+# So such a block is never folded or fetched.
 _ANNOTATED = re.compile(r'</code></pre></div>\s*(?:<p>\s*</p>\s*)*<ol\b|class="(?:[^"]*\s)?annotate[\s"]')
 
 
@@ -179,10 +190,9 @@ def lazy_tabs(html: str, page_dir: str, store: dict[str, str], min_chars: int = 
     ``_ANNOTATED``). Only the first host's tables are in the page at load;
     docs/assets/casebook.js fetches another host's when its tab is shown.
 
-    A hidden tab is not drawn, but its HTML is downloaded and parsed at load: on the
-    fio_engines chapter with two hosts, the page's HTML went from 249 KB to 200 KB. Its
-    main-thread time at 390 px moved within the noise of the development VM (582 ms before,
-    557 ms after: Chromium's CDP ``Performance.getMetrics``, median of 7 loads)."""
+    A hidden tab is not drawn, but its HTML is downloaded and parsed, and mkdocs-material's
+    start-up walks it, at load: on fio_engines' evidence page, the other host's measurement
+    tables are half of its 59,000 elements."""
     out, last, pos = [], 0, 0
     while True:
         start = html.find('<div class="tabbed-set tabbed-alternate" data-pc-tabs=', pos)
@@ -214,51 +224,37 @@ def lazy_tabs(html: str, page_dir: str, store: dict[str, str], min_chars: int = 
 
 
 # pymdownx.tabbed marks each tab set with data-tabs, which mkdocs-material's runtime mounts: per
-# set a ResizeObserver, an IntersectionObserver and offset reads between style writes. With
-# 40-odd sets on a chapter that is a second of forced layouts at load on a phone (Lighthouse's
-# total blocking time). Renamed, the sets work by CSS alone (radio inputs), and
-# docs/assets/casebook.js links and remembers the reader's pick of host.
-_TABS = re.compile(r'(?<=<div class="tabbed-set tabbed-alternate")\s+data-tabs=')
+# set a ResizeObserver, an IntersectionObserver and offset reads between style writes. On the
+# lat_tcp chapter (7 sets) that was 140 ms of Lighthouse's total blocking time, its mobile score
+# 94 with it, 98 without (median of 5); on an evidence page of 80 sets, Lighthouse timed out.
+# Renamed, the sets work by CSS alone (radio inputs), and docs/assets/casebook.js links them.
+_TABS = ('<div class="tabbed-set tabbed-alternate" data-tabs="', '<div class="tabbed-set tabbed-alternate" data-pc-tabs="')
 
 
 def on_page_content(html, page, config, files):
-    """Keep measured data (the blocks :func:`labkit.render.tabs` marks) and folded blocks
-    (``<details>``: source listings, long outputs, predictions) out of the search index that
-    every page downloads; the prose stays searchable. Tab sets become ``data-pc-tabs`` sets,
-    left to docs/assets/casebook.js instead of mkdocs-material's runtime (see ``_TABS``)."""
+    """Fill in the chapter's reading time (:func:`labkit.lesson.fill`); keep measured data (the
+    blocks :func:`labkit.render.tabs` marks) and folded blocks (``<details>``: exercises'
+    predictions and verdicts, long outputs) out of the search index that every page downloads
+    (material's search plugin skips elements marked ``data-search-exclude``; pymdownx.details
+    has no attribute syntax), the prose staying searchable; and leave tab sets to CSS and
+    docs/assets/casebook.js (:data:`_TABS`)."""
     html = lesson.fill(html)
     html = html.replace(render.DATA_OPEN, '<div class="pc-data" data-search-exclude>')
     html = html.replace(render.DATA_CLOSE, "</div>")
-    html = _TABS.sub(" data-pc-tabs=", html)
-    return _DETAILS.sub("<details data-search-exclude", html)
+    html = html.replace(*_TABS)
+    return html.replace("<details", "<details data-search-exclude")
 
 
 def on_page_context(context, page, config, nav):
-    """Fetch large folded blocks and other hosts' tabs on demand (:func:`lazy_folds`,
-    :func:`lazy_tabs`), once the search plugin has indexed the page (it runs on this event
-    before us: the folds are excluded from it anyway)."""
-    page.content = lazy_tabs(lazy_folds(page.content, _page_dir(page), _FOLDS), _page_dir(page), _FOLDS)
+    """On a data page (:data:`LAZY_PAGES`), fetch large closed blocks and other hosts' tabs on
+    demand (:func:`lazy_folds`, :func:`lazy_tabs`), once the search plugin has indexed the page
+    (it runs on this event before us: both are excluded from it anyway), and put the page in a
+    ``<div class="pc-lazy-page">``, whose blocks far from the viewport skip rendering
+    (docs/assets/casebook.css)."""
+    if page.file.src_uri.startswith(LAZY_PAGES):
+        body = lazy_tabs(lazy_folds(page.content, _page_dir(page), _FOLDS), _page_dir(page), _FOLDS)
+        page.content = f'<div class="pc-lazy-page">\n{body}\n</div>'
     return context
-
-
-def on_post_page(output, page, config):
-    """Load only what the page uses, and name what mkdocs-material leaves unnamed.
-
-    - The asciinema player's script and styles (~200 KB) stay only on pages with a
-      recording; elsewhere they are removed. Its script is loaded by docs/assets/casebook.js
-      when a recording comes near the viewport (the tag becomes a ``<template
-      id="pc-player-js">`` naming it).
-    - The search dialog gets an accessible name (``aria-label="Search"``; axe:
-      aria-dialog-name).
-    """
-    if "AsciinemaPlayer.create(" in output:  # a hand-written player block: it needs the script now
-        output = _PLAYER_SCRIPT.sub(r'<script defer src="\1"></script>', output)
-    elif "data-pc-cast=" in output:
-        output = _PLAYER_SCRIPT.sub(r'<template id="pc-player-js" data-src="\1"></template>', output)
-    else:
-        output = _PLAYER_ASSETS.sub("", output)
-    return output.replace('<div class="md-search" data-md-component="search" role="dialog">',
-                          '<div class="md-search" data-md-component="search" role="dialog" aria-label="Search">')
 
 
 @event_priority(-100)  # after the search plugin has written its index

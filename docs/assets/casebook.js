@@ -1,54 +1,52 @@
-/* Perf Casebook: what the pages need beyond mkdocs-material, loaded at the end of every page.
+/* Perf Casebook: what the pages need beyond mkdocs-material (deferred: labkit/theme/main.html).
  *
  * - Flame graphs (<object data-pc-src>) load when they come near the viewport, so a page's
  *   weight does not count figures a reader never scrolls to (labkit/macros.py flamegraph()).
  * - Recordings (<div data-pc-cast>) get an asciinema player with the options the macro wrote
  *   (labkit/macros.py cast()) when they come near the viewport; the player's script is named
- *   only on pages with a recording (<template id="pc-player-js">) and loaded then.
- * - Large folded blocks (<details> with a <div data-pc-fold>) are fetched when opened
- *   (labkit/mkdocs_hooks.py lazy_folds), with copy buttons on their code blocks and their tables
- *   wrapped as mkdocs-material wraps a page's; so is the content of a host tab other than the
- *   first when the reader shows it (lazy_tabs). Code annotations are never fetched: material
- *   builds them at load only (mkdocs_hooks.py _ANNOTATED).
- * - Names and keyboard access that mkdocs-material's runtime markup lacks: code annotation
- *   markers get a label, and a box that scrolls sideways (a table, a flame graph, a fetched code
- *   block) can be focused to scroll it.
+ *   only on pages with a recording (<template id="pc-player-js">, labkit/theme/main.html) and
+ *   loaded then.
+ * - On evidence pages (labkit/mkdocs_hooks.py LAZY_PAGES), another host's tab and a large
+ *   closed block are fragments fetched when the tab is shown or the block opened, their code
+ *   and tables given the copy buttons and scroll wrappers mkdocs-material gives a page's at load.
+ * - Names and keyboard access that mkdocs-material's markup lacks: the search dialog and code
+ *   annotation markers get a name, and a box that scrolls sideways (a table, a flame graph) can
+ *   be focused to scroll it (axe: scrollable-region-focusable).
  * - Host tabs (tab sets marked data-pc-tabs by labkit/mkdocs_hooks.py, which keeps
  *   mkdocs-material's runtime off them): they switch by CSS alone; here a pick is followed by
  *   every set with a tab of the same title, the set the reader clicked stays where it was on
  *   screen, and the pick is remembered (localStorage) for the next page.
  * - The light/dark toggle (labkit/theme/partials/palette.html, kept from mkdocs-material's
  *   runtime): a pick sets <body>'s data-md-color-* and is stored as material stores it
- *   (__md_set("__palette")), so material's inline start-up script applies it on every page.
+ *   (__md_set("__palette")), so material's inline script applies it before the next page's
+ *   first paint (labkit/theme/partials/javascripts/palette.html); the option
+ *   "(prefers-color-scheme)" follows the system's scheme, also when the system changes it.
  */
 (function () {
   "use strict";
 
-  var lazyObserver = "IntersectionObserver" in window
-    ? new IntersectionObserver(function (entries) {
-        entries.forEach(function (e) {
-          if (e.isIntersecting) {
-            load(e.target);
-            lazyObserver.unobserve(e.target);
-          }
-        });
-      }, { rootMargin: "300px 0px" })
-    : null;
-
-  function load(obj) {
-    var src = obj.getAttribute("data-pc-src");
-    if (src && !obj.getAttribute("data")) {
-      obj.setAttribute("data", src);
+  // Call fn(element) once for each element when it comes within margin of the viewport (at
+  // once without IntersectionObserver).
+  function whenNear(elements, margin, fn) {
+    if (!("IntersectionObserver" in window)) {
+      elements.forEach(fn);
+      return;
     }
+    var observer = new IntersectionObserver(function (entries) {
+      entries.forEach(function (e) {
+        if (e.isIntersecting) {
+          observer.unobserve(e.target);
+          fn(e.target);
+        }
+      });
+    }, { rootMargin: margin + " 0px" });
+    elements.forEach(function (el) { observer.observe(el); });
   }
 
-  function flameGraphs(root) {
-    root.querySelectorAll("object[data-pc-src]:not([data])").forEach(function (obj) {
-      if (lazyObserver) {
-        lazyObserver.observe(obj);
-      } else {
-        load(obj);
-      }
+  function flameGraphs() {
+    var objects = Array.prototype.slice.call(document.querySelectorAll("object[data-pc-src]:not([data])"));
+    whenNear(objects, "300px", function (obj) {
+      obj.setAttribute("data", obj.getAttribute("data-pc-src"));
     });
   }
 
@@ -79,10 +77,6 @@
   var CAST_MIN_PX = 10, CAST_COLUMN_EM = 0.6;
 
   function createPlayer(el) {
-    if (el.hasAttribute("data-pc-ready")) {
-      return;
-    }
-    el.setAttribute("data-pc-ready", "");
     withPlayer(function () {
       var opts = JSON.parse(el.getAttribute("data-pc-options") || "{}");
       if (opts.cols && el.clientWidth < opts.cols * CAST_MIN_PX * CAST_COLUMN_EM) {
@@ -96,180 +90,125 @@
     });
   }
 
-  var castObserver = "IntersectionObserver" in window
+  function players() {
+    var casts = Array.prototype.slice.call(document.querySelectorAll("[data-pc-cast]:not([data-pc-ready])"));
+    casts.forEach(function (el) { el.setAttribute("data-pc-ready", ""); });
+    whenNear(casts, "600px", createPlayer);
+  }
+
+  // Boxes that may scroll sideways, each named by what it holds: table wrappers, flame graphs,
+  // and the code blocks of fetched fragments (material makes its own focusable at load).
+  var SCROLL_BOXES = [[".md-typeset__scrollwrap", "Table"], [".pc-flamegraph-wrap", "Flame graph"],
+                      ["pre > code[data-pc-fetched]", "Code"]];
+
+  // A box that scrolls sideways is focusable, as a named region; one that does not, is not.
+  // All sizes are read first, then all attributes written: one layout.
+  function measure(boxes) {
+    var scrolls = boxes.map(function (el) { return el.scrollWidth > el.clientWidth + 1; });
+    boxes.forEach(function (el, i) {
+      if (scrolls[i]) {
+        el.setAttribute("tabindex", "0");
+        el.setAttribute("role", "region");
+        el.setAttribute("aria-label", el.getAttribute("data-pc-scrollbox") + " (scrolls sideways)");
+      } else if (el.hasAttribute("tabindex")) {
+        el.removeAttribute("tabindex");
+        el.removeAttribute("role");
+        el.removeAttribute("aria-label");
+      }
+    });
+  }
+
+  // A box is measured when it comes near the viewport (a hidden tab's or a closed block's, once
+  // shown): the observer's callback runs after the browser's own layout, and reading the size
+  // of a box far away would lay out the blocks a data page leaves unrendered until then
+  // (content-visibility, docs/assets/casebook.css). Until measured, a box can be focused.
+  var near = new Set();
+  var boxObserver = "IntersectionObserver" in window
     ? new IntersectionObserver(function (entries) {
+        var fresh = [];
         entries.forEach(function (e) {
           if (e.isIntersecting) {
-            createPlayer(e.target);
-            castObserver.unobserve(e.target);
+            near.add(e.target);
+            fresh.push(e.target);
+          } else {
+            near.delete(e.target);
           }
         });
+        measure(fresh);
       }, { rootMargin: "600px 0px" })
     : null;
 
-  function players(root) {
-    root.querySelectorAll("[data-pc-cast]:not([data-pc-ready])").forEach(function (el) {
-      if (castObserver) {
-        castObserver.observe(el);
-      } else {
-        createPlayer(el);
-      }
-    });
-  }
-
-  // Boxes that may scroll sideways, each named by what it holds (data-pc-scrollbox): material's
-  // table wrappers and flame graphs here; code blocks of fetched content are marked when they
-  // arrive (fetchFold: material gives its own code blocks a tabindex when they scroll, at load).
-  var SCROLL_BOXES = [[".md-typeset__scrollwrap", "Table"], [".pc-flamegraph-wrap", "Flame graph"]];
-
-  // A box that scrolls sideways can be focused to scroll it (axe: scrollable-region-focusable).
-  function markScroll(wraps, scrolls) {
-    wraps.forEach(function (wrap, i) {
-      var label = wrap.getAttribute("data-pc-scrollbox") + " (scrolls sideways)";
-      if (scrolls[i]) {
-        if (wrap.getAttribute("aria-label") !== label) {
-          wrap.setAttribute("tabindex", "0");
-          wrap.setAttribute("role", "region");
-          wrap.setAttribute("aria-label", label);
-        }
-      } else if (wrap.getAttribute("tabindex") === "0") {
-        wrap.removeAttribute("tabindex");
-        wrap.removeAttribute("role");
-        wrap.removeAttribute("aria-label");
-      }
-    });
-  }
-
-  // All sizes first, then all writes: one layout, not one per table.
-  function checkScroll(wraps) {
-    markScroll(wraps, wraps.map(function (wrap) { return wrap.scrollWidth > wrap.clientWidth + 1; }));
-  }
-
-  // At load, a box is measured when it comes near the viewport: the observer's callback runs
-  // after the browser's own layout, so it reads sizes without forcing one. Measuring every
-  // table at once forced a layout of the whole chapter, a 350 ms task on Lighthouse's
-  // simulated phone (fio_engines).
-  var wrapObserver = "IntersectionObserver" in window
-    ? new IntersectionObserver(function (entries) {
-        checkScroll(entries.filter(function (e) { return e.isIntersecting; }).map(function (e) { return e.target; }));
-      }, { rootMargin: "600px 0px" })
-    : null;
-
-  function accessibility(root) {
-    root.querySelectorAll(".md-annotation__index:not([aria-label])").forEach(function (a) {
-      var id = a.querySelector("[data-md-annotation-id]");
-      a.setAttribute("aria-label", "Annotation " + (id ? id.getAttribute("data-md-annotation-id") : ""));
-    });
+  function scrollBoxes() {
+    var fresh = [];
     SCROLL_BOXES.forEach(function (box) {
-      root.querySelectorAll(box[0] + ":not([data-pc-scrollbox])").forEach(function (el) {
+      document.querySelectorAll(box[0] + ":not([data-pc-scrollbox])").forEach(function (el) {
         el.setAttribute("data-pc-scrollbox", box[1]);
+        el.setAttribute("tabindex", "0");
+        el.setAttribute("role", "region");
+        el.setAttribute("aria-label", box[1]);
+        fresh.push(el);
       });
     });
-    var fresh = Array.prototype.slice.call(root.querySelectorAll("[data-pc-scrollbox]:not([data-pc-watched])"));
-    // Until it is measured, a box can be focused (writes only: no layout); measured, it
-    // stays focusable only if it scrolls.
-    fresh.forEach(function (wrap) {
-      wrap.setAttribute("data-pc-watched", "");
-      wrap.setAttribute("tabindex", "0");
-      wrap.setAttribute("role", "region");
-      wrap.setAttribute("aria-label", wrap.getAttribute("data-pc-scrollbox"));
-    });
-    if (wrapObserver) {
-      fresh.forEach(function (wrap) { wrapObserver.observe(wrap); });
+    if (boxObserver) {
+      fresh.forEach(function (el) { boxObserver.observe(el); });
     } else {
-      checkScroll(fresh);
+      measure(fresh);
     }
   }
 
-  // The reader changed something (a tab, the window's width): measure the boxes shown again.
-  function recheckScroll() {
-    checkScroll(Array.prototype.slice.call(document.querySelectorAll("[data-pc-scrollbox]")));
+  // The reader changed something (a tab, a block, the window's width): measure the boxes near.
+  function remeasure() {
+    measure(boxObserver ? Array.from(near) : Array.prototype.slice.call(document.querySelectorAll("[data-pc-scrollbox]")));
+  }
+
+  function names() {
+    var search = document.querySelector('.md-search[role="dialog"]:not([aria-label])');
+    if (search) {
+      search.setAttribute("aria-label", "Search");
+    }
+    document.querySelectorAll(".md-annotation__index:not([aria-label])").forEach(function (a) {
+      var id = a.querySelector("[data-md-annotation-id]");
+      a.setAttribute("aria-label", "Annotation " + (id ? id.getAttribute("data-md-annotation-id") : ""));
+    });
   }
 
   var TAB_KEY = "pc-host-tab";
   var picked = null; // the title of the reader's pick, on this page or remembered
+  var hold = null;   // the set the reader just clicked ({set, top, until}): fetches keep it in place
 
-  function tabTitle(set, input) {
-    var label = set.querySelector(':scope > .tabbed-labels > label[for="' + input.id + '"]');
-    return label ? label.textContent.trim() : "";
-  }
-
-  // Check, in every tab set but ``except``, the tab titled ``title`` (by the labels' text
-  // content, so sets inside a closed <details> follow too). Writes only: no layout.
+  // Check, in every tab set but except, the tab titled title (the labels' text content: no
+  // layout; sets inside a closed <details> follow too).
   function pickEverywhere(title, except) {
     document.querySelectorAll(".tabbed-set[data-pc-tabs]").forEach(function (set) {
       if (set === except) {
         return;
       }
-      set.querySelectorAll(":scope > .tabbed-labels > label").forEach(function (l) {
-        var target = document.getElementById(l.htmlFor);
-        if (l.textContent.trim() === title && target && !target.checked) {
-          target.checked = true;
+      set.querySelectorAll(":scope > .tabbed-labels > label").forEach(function (label) {
+        var input = document.getElementById(label.htmlFor);
+        if (input && !input.checked && label.textContent.trim() === title) {
+          input.checked = true;
         }
       });
     });
   }
 
-  // After a pick, heights above the clicked set keep changing for a moment: a tab fetched when
-  // shown (lazy_tabs) arrives, blocks render as they near the viewport (content-visibility).
-  // Browsers with scroll anchoring keep the set in place; Safari has none. So for two seconds,
-  // or until the reader scrolls or presses a key, each change of the content's size moves the page back by
-  // what the clicked set moved. (A ResizeObserver runs after layout, before paint: no flicker.)
-  var hold = null;
-  var holdObserver = "ResizeObserver" in window
-    ? new ResizeObserver(function () {
-        if (!hold) {
-          return;
-        }
-        if (performance.now() > hold.until) {
-          releaseHold();
-          return;
-        }
-        var d = hold.set.getBoundingClientRect().top - hold.top;
-        if (Math.abs(d) > 1) {
-          window.scrollBy(0, d);
-        }
-      })
-    : null;
-
-  function releaseHold() {
-    hold = null;
-    if (holdObserver) {
-      holdObserver.disconnect();
-    }
-  }
-
-  ["wheel", "touchmove", "keydown"].forEach(function (type) {
-    window.addEventListener(type, function () {
-      if (hold) {
-        releaseHold();
-      }
-    }, { passive: true });
-  });
-
   // The reader picked a tab: every set follows, and the set clicked keeps its place on screen
-  // (tables above it change height as they switch).
+  // (sets above it change height as they switch).
   function followTab(input) {
     var set = input.closest(".tabbed-set[data-pc-tabs]");
-    if (!set || !input.checked) {
+    var label = set && set.querySelector(':scope > .tabbed-labels > label[for="' + input.id + '"]');
+    if (!label || !input.checked) {
       return;
     }
-    var title = tabTitle(set, input);
-    if (!title) {
-      return;
-    }
-    picked = title;
+    var title = label.textContent.trim();
     var before = set.getBoundingClientRect().top;
+    picked = title;
     pickEverywhere(title, set);
     var shift = set.getBoundingClientRect().top - before;
     if (Math.abs(shift) > 1) {
       window.scrollBy(0, shift);
     }
-    if (holdObserver) {
-      releaseHold();
-      hold = { set: set, top: before, until: performance.now() + 2000 };
-      holdObserver.observe(set.closest(".md-content") || document.body);
-    }
+    hold = { set: set, top: before, until: performance.now() + 2000 };
     try {
       window.localStorage.setItem(TAB_KEY, title);
     } catch (e) { /* storage refused: the pick holds on this page only */ }
@@ -286,86 +225,30 @@
     }
   }
 
-  function palette() {
-    var form = document.querySelector("form[data-pc-palette]");
-    if (!form) {
-      return;
-    }
-    var inputs = Array.prototype.slice.call(form.querySelectorAll("input[name='__palette']"));
-    if (!inputs.length) {
-      return;
-    }
-    // Each option's label (its icon) switches to the next option: show the current one's.
-    function show(index) {
-      inputs.forEach(function (input, i) {
-        var label = input.nextElementSibling;
-        if (label && label.tagName === "LABEL") {
-          label.hidden = i !== index;
-        }
-      });
-    }
-    var saved = typeof __md_get === "function" ? __md_get("__palette") : null;
-    var index = saved && typeof saved.index === "number" && saved.index < inputs.length ? saved.index : 0;
-    inputs[index].checked = true;
-    show(index);
-    form.addEventListener("change", function (e) {
-      var i = inputs.indexOf(e.target);
-      if (i < 0) {
-        return;
-      }
-      var color = {};
-      ["media", "scheme", "primary", "accent"].forEach(function (key) {
-        color[key] = e.target.getAttribute("data-md-color-" + key);
-        document.body.setAttribute("data-md-color-" + key, color[key]);
-      });
-      show(i);
-      if (typeof __md_set === "function") {
-        __md_set("__palette", { index: i, color: color });
-      }
-    });
-    // As material does: Enter on the toggle picks the next scheme.
-    form.addEventListener("keydown", function (e) {
-      if (e.key !== "Enter") {
-        return;
-      }
-      var i = inputs.findIndex(function (input) { return input.checked; });
-      var next = inputs[(i + 1) % inputs.length];
-      next.click();
-      next.focus();
-      e.preventDefault();
-    });
-  }
+  var fetchedCode = 0;
 
-  var foldCode = 0;
-
-  // Copy buttons as mkdocs-material puts them on code blocks at page load (its clipboard
-  // handler is delegated, so the same markup works on code fetched later).
-  function copyButtons(root) {
-    root.querySelectorAll(".highlight > pre").forEach(function (pre) {
-      if (pre.querySelector(".md-code__nav") || !pre.querySelector("code")) {
+  // What mkdocs-material does to a page's code and tables at load, done to a fetched fragment:
+  // a copy button on each code block (material's clipboard handler is delegated, so it works)
+  // and a scroll wrapper around each table.
+  function asMaterialDoes(box) {
+    box.querySelectorAll(".highlight > pre").forEach(function (pre) {
+      var code = pre.querySelector(":scope > code");
+      if (!code || pre.querySelector(".md-code__nav")) {
         return;
       }
-      if (!pre.id) {
-        pre.id = "__pc_fold_code_" + (foldCode += 1);
-      }
-      var nav = document.createElement("nav");
+      code.setAttribute("data-pc-fetched", "");
+      pre.id = pre.id || "__pc_code_" + (fetchedCode += 1);
+      var nav = document.createElement("nav"), button = document.createElement("button");
       nav.className = "md-code__nav";
-      var button = document.createElement("button");
       button.className = "md-code__button";
       button.title = "Copy to clipboard";
       button.setAttribute("data-clipboard-target", "#" + pre.id + " > code");
       button.setAttribute("data-md-type", "copy");
       nav.appendChild(button);
-      pre.insertBefore(nav, pre.firstChild);
+      pre.insertBefore(nav, code);
     });
-  }
-
-  // Wrap the tables of fetched content as mkdocs-material wraps a page's tables at load (its
-  // renderTable): the wrapper scrolls, and casebook.css and accessibility() expect it.
-  function wrapTables(root) {
-    root.querySelectorAll("table:not([class])").forEach(function (table) {
-      var wrap = document.createElement("div");
-      var inner = document.createElement("div");
+    box.querySelectorAll("table:not([class])").forEach(function (table) {
+      var wrap = document.createElement("div"), inner = document.createElement("div");
       wrap.className = "md-typeset__scrollwrap";
       inner.className = "md-typeset__table";
       table.parentNode.insertBefore(wrap, table);
@@ -375,7 +258,7 @@
   }
 
   // Replace a placeholder (<div class="pc-fold" data-pc-fold="fold-....html">) with the
-  // fragment it names: a folded block's contents or another host's tab.
+  // fragment it names: another host's tab, or a closed block's contents.
   function fetchFold(holder) {
     if (!holder || holder.hasAttribute("data-pc-loading")) {
       return;
@@ -386,18 +269,18 @@
       .then(function (html) {
         var box = document.createElement("div");
         box.innerHTML = html;
-        copyButtons(box);
-        wrapTables(box);
-        box.querySelectorAll("pre > code").forEach(function (code) {
-          code.setAttribute("data-pc-scrollbox", "Code");
-        });
-        var parent = holder.parentNode;
+        asMaterialDoes(box);
+        var held = hold && performance.now() < hold.until ? hold : null;
+        var before = held ? held.set.getBoundingClientRect().top : 0;
         while (box.firstChild) {
-          parent.insertBefore(box.firstChild, holder);
+          holder.parentNode.insertBefore(box.firstChild, holder);
         }
         holder.remove();
         if (picked) {
-          pickEverywhere(picked, null); // tab sets in the fetched block follow the pick too
+          pickEverywhere(picked, null); // tab sets in the fragment follow the pick too
+        }
+        if (held) { // a tab fetched above the set the reader clicked: keep that set in place
+          window.scrollBy(0, held.set.getBoundingClientRect().top - before);
         }
         all();
       })
@@ -407,62 +290,119 @@
       });
   }
 
-  function openFold(details) {
-    fetchFold(details.querySelector(":scope > .pc-fold[data-pc-fold]"));
+  // Another host's tab is fetched once shown near the viewport (a hidden tab never intersects).
+  function lazyTabs() {
+    var holders = Array.prototype.slice.call(document.querySelectorAll(".tabbed-block > .pc-fold:not([data-pc-watched])"));
+    holders.forEach(function (h) { h.setAttribute("data-pc-watched", ""); });
+    whenNear(holders, "600px", fetchFold);
   }
 
-  // Another host's tab (labkit/mkdocs_hooks.py lazy_tabs) is fetched when it is shown: a hidden
-  // tab (display: none) never intersects the viewport, a shown one does once near it.
-  var tabObserver = "IntersectionObserver" in window
-    ? new IntersectionObserver(function (entries) {
-        entries.forEach(function (e) {
-          if (e.isIntersecting) {
-            tabObserver.unobserve(e.target);
-            fetchFold(e.target);
-          }
-        });
-      }, { rootMargin: "600px 0px" })
-    : null;
-
-  function lazyTabs(root) {
-    root.querySelectorAll(".tabbed-block > .pc-fold[data-pc-fold]:not([data-pc-watched])").forEach(function (holder) {
-      holder.setAttribute("data-pc-watched", "");
-      if (tabObserver) {
-        tabObserver.observe(holder);
-      } else {
-        fetchFold(holder);
+  function palette() {
+    var form = document.querySelector("form[data-pc-palette]");
+    var inputs = form ? Array.prototype.slice.call(form.querySelectorAll("input[name='__palette']")) : [];
+    if (!inputs.length) {
+      return;
+    }
+    var light = window.matchMedia("(prefers-color-scheme: light)");
+    // An option's colours; "(prefers-color-scheme)" takes the light or the dark option's, as
+    // material resolves it.
+    function colorOf(input) {
+      var color = {}, from = input;
+      if (input.getAttribute("data-md-color-media") === "(prefers-color-scheme)") {
+        from = form.querySelector(light.matches ? "[data-md-color-media='(prefers-color-scheme: light)']"
+                                                : "[data-md-color-media='(prefers-color-scheme: dark)']") || input;
+      }
+      ["media", "scheme", "primary", "accent"].forEach(function (key) {
+        color[key] = (key === "media" ? input : from).getAttribute("data-md-color-" + key);
+      });
+      return color;
+    }
+    // Each option's label (its icon) switches to the next option: show the current one's.
+    function show(index) {
+      inputs.forEach(function (input, i) {
+        var label = input.nextElementSibling;
+        if (label && label.tagName === "LABEL") {
+          label.hidden = i !== index;
+        }
+      });
+    }
+    var current;
+    function apply(index) {
+      var color = colorOf(inputs[index]);
+      current = index;
+      Object.keys(color).forEach(function (key) {
+        document.body.setAttribute("data-md-color-" + key, color[key]);
+      });
+      show(index);
+      if (typeof __md_set === "function") {
+        __md_set("__palette", { index: index, color: color });
+      }
+    }
+    // <body> already has the scheme (material's inline script): only the toggle is shown here.
+    var saved = typeof __md_get === "function" ? __md_get("__palette") : null;
+    current = saved && typeof saved.index === "number" && saved.index < inputs.length ? saved.index
+      : Math.max(0, inputs.findIndex(function (input) {
+        return window.matchMedia(input.getAttribute("data-md-color-media")).matches;
+      }));
+    inputs[current].checked = true;
+    show(current);
+    form.addEventListener("change", function (e) {
+      var i = inputs.indexOf(e.target);
+      if (i >= 0) {
+        apply(i);
+      }
+    });
+    // As material does: Enter on the toggle picks the next option.
+    form.addEventListener("keydown", function (e) {
+      if (e.key !== "Enter") {
+        return;
+      }
+      var next = inputs[(current + 1) % inputs.length];
+      next.click();
+      next.focus();
+      e.preventDefault();
+    });
+    light.addEventListener("change", function () {
+      if (inputs[current].getAttribute("data-md-color-media") === "(prefers-color-scheme)") {
+        apply(current);
       }
     });
   }
 
   function all() {
-    lazyTabs(document);
-    flameGraphs(document);
-    players(document);
-    accessibility(document);
+    lazyTabs();
+    flameGraphs();
+    players();
+    names();
+    scrollBoxes();
   }
 
-  // mkdocs-material builds annotations and table wrappers when its document$ emits; run after it.
-  if (typeof document$ !== "undefined" && document$.subscribe) {
-    document$.subscribe(function () { setTimeout(all, 0); });
-  }
-  // The script runs at the end of <body>: every tab set is parsed; pick before the first paint.
+  // The script runs once the document is parsed (deferred): pick before material's start-up.
   restoreTab();
   palette();
-  document.addEventListener("DOMContentLoaded", function () { setTimeout(all, 0); });
-  window.addEventListener("load", all);
-  // <details> fires "toggle" on itself only: listen in the capture phase.
-  document.addEventListener("toggle", function (e) {
-    if (e.target.tagName === "DETAILS" && e.target.open) {
-      openFold(e.target);
-    }
-  }, true);
-  // A tab shown or a window resized can make a table scroll (or stop scrolling).
+  // mkdocs-material builds table wrappers and annotations when its document$ emits; run after it.
+  if (typeof document$ !== "undefined" && document$.subscribe) {
+    document$.subscribe(function () { setTimeout(all, 0); });
+  } else {
+    document.addEventListener("DOMContentLoaded", all);
+  }
+  // A tab shown, a block opened or a window resized can make a box scroll (or stop scrolling).
+  var pending = 0;
+  function later() {
+    clearTimeout(pending);
+    pending = setTimeout(remeasure, 50);
+  }
   document.addEventListener("change", function (e) {
     if (e.target && e.target.matches && e.target.matches(".tabbed-set[data-pc-tabs] > input")) {
       followTab(e.target);
     }
-    setTimeout(recheckScroll, 50);
+    later();
   });
-  window.addEventListener("resize", recheckScroll);
+  document.addEventListener("toggle", function (e) { // <details> fires "toggle" on itself only
+    if (e.target.tagName === "DETAILS" && e.target.open) {
+      fetchFold(e.target.querySelector(":scope > .pc-fold"));
+    }
+    later();
+  }, true);
+  window.addEventListener("resize", later);
 })();
