@@ -360,13 +360,16 @@ def _guest_one(run, host_step: dict, d: Path) -> None:
         if lat:
             rt.add({**case, **_measured(c)}, lat, step)
     rt.emit(run, "read_time", "us", emu)
-    traces = [d / f"{n}.trace" for n, _ in of("function_graph") if (d / f"{n}.trace").exists()]
+    # A trace is gzipped once counted (2 MB of text each); record.py also runs on a partial run
+    # after each group, so a later run reads the .gz it left.
+    traces = [t for n, _ in of("function_graph") for t in (d / f"{n}.trace", d / f"{n}.trace.gz") if t.exists()]
     if traces:
-        run.add("fgraph_swiotlb_calls", "calls", case, [len(_FG_SWIOTLB.findall(t.read_text())) for t in traces], step, emu)
-        (d / "fgraph.excerpt.txt").write_text(fgraph_excerpt(traces[0].read_text()))
+        texts = [gzip.decompress(t.read_bytes()).decode() if t.suffix == ".gz" else t.read_text() for t in traces]
+        run.add("fgraph_swiotlb_calls", "calls", case, [len(_FG_SWIOTLB.findall(t)) for t in texts], step, emu)
+        (d / "fgraph.excerpt.txt").write_text(fgraph_excerpt(texts[0]))
         run.artifact("log", {"experiment": "guest", "kernel": case["kernel"], "dt": case["dt"], "what": "function_graph"},
                      f"{d.relative_to(run.dir)}/fgraph.excerpt.txt", "function_graph of one ksys_read: the DMA mapping")
-        for t in traces:  # a whole trace is 2 MB of text; the count and the excerpt are what pages use
+        for t in (t for t in traces if t.suffix == ".trace"):  # pages use the count and the excerpt
             with open(t, "rb") as src, gzip.open(f"{t}.gz", "wb") as dst:
                 shutil.copyfileobj(src, dst)
             t.unlink()
@@ -387,17 +390,18 @@ def _guest_one(run, host_step: dict, d: Path) -> None:
 
 def _guest_flamegraph(run, d: Path, script: Path, case: dict, info: dict) -> None:
     """Fold ``script`` (perf script of a guest's perf record -g) and draw its flame graph with inferno."""
-    if not script.exists() or not script.stat().st_size:
-        return
     rel = d.relative_to(run.dir)
     folded, svg = d / "perf.folded", d / "perf.svg"
-    try:
-        fold(script, folded)
-        flamegraph(folded, svg, f"arm64 guest (QEMU {info['accelerator']}), kernel {case['kernel']}, "
-                                f"device tree {case['dt']}: direct read of the NVMe drive")
-    except FileNotFoundError:
-        return  # inferno missing on this host: the folded stacks are not drawn (the page says so)
-    script.unlink()  # the folded stacks keep what the page uses; perf script text is 10x their size
+    if script.exists() and script.stat().st_size:
+        try:
+            fold(script, folded)
+            flamegraph(folded, svg, f"arm64 guest (QEMU {info['accelerator']}), kernel {case['kernel']}, "
+                                    f"device tree {case['dt']}: direct read of the NVMe drive")
+        except FileNotFoundError:
+            return  # inferno missing on this host: the folded stacks are not drawn (the page says so)
+        script.unlink()  # the folded stacks keep what the page uses; perf script text is 10x their size
+    elif not (folded.exists() and svg.exists()):
+        return  # no profile; or an earlier record.py of this run (they run after each group) drew it
     fcase = {"experiment": "guest", "kernel": case["kernel"], "dt": case["dt"]}
     run.artifact("folded", fcase, f"{rel}/perf.folded", "folded stacks (inferno-collapse-perf on the host)")
     run.artifact("flamegraph", fcase, f"{rel}/perf.svg",
