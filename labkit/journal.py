@@ -89,8 +89,15 @@ def starttime(pid: int) -> str | None:
 
 
 def running(j: Journal) -> bool:
-    """Whether the run that wrote ``j`` is still running (same PID, same start time)."""
-    return starttime(j.pid) == j.start
+    """Whether the run that wrote ``j`` is still running (same PID, same start time, and not a
+    zombie: a killed run's shell keeps its PID until its parent reaps it)."""
+    if starttime(j.pid) != j.start:
+        return False
+    try:
+        state = Path(f"/proc/{j.pid}/stat").read_text().rsplit(") ", 1)[1][:1]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
 
 
 def find(out_dirs: list[Path], scratch_parents: list[Path]) -> list[Path]:

@@ -400,3 +400,38 @@ def test_signal_dispositions_are_reset_for_labs():
     ignored = int(proc.stdout.split()[1], 16)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         assert not ignored & (1 << (sig - 1)), f"{sig.name} still ignored"
+
+
+def test_recover_right_after_a_kill_waits_for_the_lock_and_ignores_a_zombie(tmp_path, host):
+    """--recover right after SIGKILL: a process of the killed run that still holds the lock for a
+    moment makes it wait, not refuse; a journal whose run is a zombie (killed, not yet reaped by
+    its parent) is a killed run, not a running one."""
+    env = dict(os.environ, **fake_env(tmp_path, host, FAKELAB_SLEEP=20))
+    got = signal_at(lab_command(FAKE, "--only", "work", "--host", "fake", "--out", str(tmp_path / "out"),
+                                "--scratch", str(tmp_path / "scratch")),
+                    progress_boundary("work", 1), signal.SIGKILL, env=env)
+    assert got.rc == -signal.SIGKILL and (host / "knob").read_text() == "changed\n"
+    journal = next((tmp_path / "out").glob(".*.journal"))
+    zombie = subprocess.Popen(["true"])          # exits at once; not waited for: a zombie
+    deadline = time.time() + 10
+    while Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(") ", 1)[1][:1] != "Z":
+        assert time.time() < deadline
+        time.sleep(0.05)
+    start = Path(f"/proc/{zombie.pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
+    lines = journal.read_text().splitlines()
+    run = next(i for i, line in enumerate(lines) if line.startswith("run\t"))
+    fields = lines[run].split("\t")
+    fields[2], fields[3] = str(zombie.pid), start
+    lines[run] = "\t".join(fields)
+    journal.write_text("\n".join(lines) + "\n")
+    holder = subprocess.Popen(["flock", str(FAKE), "sleep", "2"])   # the lock, held 2 s more
+    time.sleep(0.3)
+    try:
+        rec = subprocess.run(lab_command(FAKE, "--recover", "--out", str(tmp_path / "out")), capture_output=True,
+                             text=True, env=env, timeout=60)
+    finally:
+        holder.wait(timeout=30)
+        zombie.wait(timeout=5)
+    assert rec.returncode == 0, rec.stderr
+    assert not journal.exists()
+    assert_host_as_before(tmp_path, host)

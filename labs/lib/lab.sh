@@ -858,11 +858,13 @@ lab_quick() { if ((LAB_QUICK)); then echo "$1"; else echo "$2"; fi; }
 
 # lab__lock: one run of this lab at a time (flock on its run.sh, held by this shell; closed in
 # every step's process so that a killed run frees it). Refuses with the holder's PID.
+# With WAIT (seconds), waits that long first: --recover right after a kill, while processes of the
+# killed run that still hold the lock are on their way out.
 lab__lock() {
   [[ -z "$LAB_LOCK" ]] || return 0
   command -v flock >/dev/null || lab__refuse "flock (util-linux) is needed to keep two runs of $LAB_NAME apart"
   exec {LAB_LOCK}<"$LAB_SCRIPT"
-  flock -n "$LAB_LOCK" && return 0
+  if [[ -n "${1:-}" ]]; then flock -w "$1" "$LAB_LOCK" && return 0; else flock -n "$LAB_LOCK" && return 0; fi
   local holder; holder=$(lab__lock_holder)
   lab__refuse "another run of $LAB_NAME is in progress (pid ${holder:-unknown}); wait for it to end, or stop it with: kill ${holder:-PID}"
 }
@@ -908,11 +910,15 @@ lab__journals() {
 # lab__journal_field JOURNAL N: field N of the journal's run line (2 lab, 3 pid, 4 start, 5 tag, 6 out).
 lab__journal_field() { awk -F'\t' -v n="$2" '$1 == "run" { print $n; exit }' "$1"; }
 
-# lab__journal_live JOURNAL: status 0 when the run that wrote JOURNAL is still running.
+# lab__journal_live JOURNAL: status 0 when the run that wrote JOURNAL is still running. A killed
+# run's shell is a zombie until its parent reaps it (same PID, same start time): that is not running.
 lab__journal_live() {
-  local pid start now
+  local pid start now s
   pid=$(lab__journal_field "$1" 3); start=$(lab__journal_field "$1" 4)
-  [[ -n "$pid" ]] && now=$(lab__starttime "$pid") && [[ "$now" == "$start" ]]
+  [[ -n "$pid" ]] && now=$(lab__starttime "$pid") && [[ "$now" == "$start" ]] || return 1
+  { read -r s < "/proc/$pid/stat"; } 2>/dev/null || return 1
+  s=${s##*) }
+  [[ ${s:0:1} != [ZX] ]]
 }
 
 # lab__begin KIND: take the lock, create the out directory, refuse a stale journal, open the
@@ -1040,7 +1046,7 @@ lab__recover_main() {
     LAB_OUT="$LAB_ROOT/local-results/$LAB_HOST"
   fi
   if [[ -d "$LAB_OUT" ]]; then LAB_OUT=$(cd "$LAB_OUT" && pwd); fi
-  lab__lock
+  lab__lock 10
   local -a journals=()
   mapfile -t journals < <(if [[ -d "$LAB_OUT" ]]; then lab__journals; else LAB_OUT=/nonexistent lab__journals; fi)
   if ((${#journals[@]} == 0)); then
