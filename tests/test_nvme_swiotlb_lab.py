@@ -261,7 +261,7 @@ def test_guest_group_reproduces_the_root_cause(guest_run):
     for s in r["steps"]:
         if s.get("case", {}).get("tool") == "labkit.guest":
             d = out / LAB / s["case"]["out"]
-            assert (d / "dd.1.direct.case").read_text().split() == ["tool=dd", "io=direct", "rep=1"]
+            assert (d / "dd.1.direct.case").read_text().split() == ["tool=dd", "io=direct", "knob=none", "rep=1"]
     windows = {m["case"]["dt"]: m["samples"][0] for m in guest if m["metric"] == "ram_outside_dma_window"}
     assert windows["dma-ranges"] > 0 and windows["dma-ranges-wide"] == 0
     verdicts = {v["id"]: v["verdict"] for v in claims_mod.evaluate(claims_mod.load(

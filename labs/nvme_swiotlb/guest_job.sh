@@ -8,13 +8,17 @@
 # drop_caches), COUNTED (direct reads counted with perf stat, reads traced with function_graph),
 # BUFFERED (1: buffered reads counted with perf stat too), STRACE (1: strace -c -w of a direct
 # read), TRACE_MB (MiB read under blktrace; 0: none), PERF_MB (MiB read under perf record -g;
-# 0: none).
+# 0: none), KNOBS (rounds of direct reads with each run-time knob the original tried, against
+# none, interleaved; 0: none), KNOB (the knob this boot carries on its kernel command line, such
+# as threadirqs: the case of its dd reads; none by default).
 # Each step keeps <step>.cmd (the command as typed), <step>.out, <step>.err and <step>.rc, and a
 # measuring step its case in <step>.case (KEY=VALUE lines, as lab_run --case writes on the host):
 # the lab's record.py reads those, never a step's name.
 set -u
+KNOBS=0 KNOB=none
 . /job/job.env
 OUT=$PCB_OUT
+cp /job/job.env "$OUT/job.env"
 DEV=/dev/nvme0n1
 T=/sys/kernel/tracing
 W=/tmp/pcb
@@ -74,7 +78,7 @@ swiotlb_state > "$OUT/swiotlb-before.txt"
 # (interleaved while both kinds have repetitions left).
 i=1
 while [ $i -le "$REPS" ] || [ $i -le "$BREPS" ]; do
-  [ $i -gt "$REPS" ] || step "dd.$i.direct" tool=dd io=direct rep=$i -- dd if=$DEV of=/dev/null bs=1M count="$MB" iflag=direct
+  [ $i -gt "$REPS" ] || step "dd.$i.direct" tool=dd io=direct knob=$KNOB rep=$i -- dd if=$DEV of=/dev/null bs=1M count="$MB" iflag=direct
   if [ $i -le "$BREPS" ]; then
     drop "dd.$i.drop"
     step "dd.$i.buffered" tool=dd io=buffered rep=$i -- dd if=$DEV of=/dev/null bs=1M count="$MB"
@@ -176,5 +180,42 @@ fi
 if [ "$PERF_MB" -gt 0 ]; then
   step perf.record -- perf record -e cpu-clock -F 999 -g -a -o "$W/perf.data" -- dd if=$DEV of=/dev/null bs=1M count="$PERF_MB" iflag=direct
   step perf.script tool=perf-script -- perf script -i "$W/perf.data"
+fi
+# 8. The knobs the original tried at run time (its section 3), on the faulty board itself, in
+# rounds, each knob put back after its read (the reads without a knob are step 1's):
+# read_ahead_kb 128 -> 1024, nice -n -20, transparent_hugepage=always (which the original also
+# switched at run time) and the I/O scheduler (mq-deadline, kyber where the kernel has them).
+# The job's PATH has busybox's applets, not Debian's sed.
+if [ "$KNOBS" -gt 0 ]; then
+  Q=/sys/block/nvme0n1/queue
+  THP=/sys/kernel/mm/transparent_hugepage/enabled
+  modprobe kyber-iosched 2>/dev/null
+  picked() { busybox sed 's/.*\[\(.*\)\].*/\1/' "$1"; }   # the [selected] word of a sysfs choice
+  ra0=$(cat $Q/read_ahead_kb) sched0=$(picked $Q/scheduler) thp0=""
+  [ -w $THP ] && thp0=$(picked $THP)
+  knobs="read_ahead_kb=1024 nice=-20"
+  if [ -n "$thp0" ]; then knobs="$knobs transparent_hugepage=always"; else echo "no $THP" > "$OUT/knobs.skipped"; fi
+  for s in mq-deadline kyber; do grep -qw $s $Q/scheduler && knobs="$knobs scheduler=$s"; done
+  echo "$knobs" > "$OUT/knobs.txt"
+  i=1
+  while [ $i -le "$KNOBS" ]; do
+    for k in $knobs; do
+      name=${k%%=*} value=${k#*=} pre=""
+      case $name in
+        read_ahead_kb) echo "$value" > $Q/read_ahead_kb ;;
+        scheduler) echo "$value" > $Q/scheduler ;;
+        transparent_hugepage) echo "$value" > $THP ;;
+        nice) pre="nice -n $value" ;;
+      esac
+      step "knob.$i.$name.$value" tool=dd io=direct knob=$name setting=$value rep=$i -- $pre dd if=$DEV of=/dev/null bs=1M count="$MB" iflag=direct
+      echo "$ra0" > $Q/read_ahead_kb
+      echo "$sched0" > $Q/scheduler
+      [ -z "$thp0" ] || echo "$thp0" > $THP
+    done
+    i=$((i + 1))
+  done
+  for f in max_sectors_kb max_segments nr_requests scheduler read_ahead_kb; do
+    echo "$f $(cat $Q/$f)"
+  done > "$OUT/queue-after-knobs.txt"
 fi
 exit 0

@@ -33,7 +33,10 @@ kernel × device tree; case keys ``guest_arch``, ``guest_kernel`` (uname -r and 
 ``kernel`` ("5.10" | "6.1": the series of the booted kernel's uname -r), ``dt`` ("plain" |
 "dma-ranges" | "dma-ranges-wide", from the host step's case), ``accelerator`` ("tcg" | "kvm")):
 
-``bandwidth`` (MB/s as dd prints, emulated): ``io`` direct|buffered (buffered after drop_caches).
+``bandwidth`` (MB/s as dd prints, emulated): ``io`` direct|buffered (buffered after drop_caches);
+    direct reads carry ``knob``: "none", a run-time knob the original tried (dma-ranges boots:
+    "read_ahead_kb", "scheduler", "nice", "transparent_hugepage", with its ``setting``) or the
+    boot-time knob of a boot whose case has ``boot_args`` ("threadirqs", "isolcpus").
 ``swiotlb_bounced`` (events per read, perf stat -a: only the NVMe drive is behind the PCIe host
     bridge) and ``rq_complete`` (the drive's block requests per read: block_rq_complete filtered on
     its dev_t): ``io``.
@@ -315,6 +318,8 @@ def _guest_one(run, host_step: dict, d: Path) -> None:
     debian = (d / "uname-v.txt").read_text().split(" Debian ")[-1].split(" ")[0]
     case = {"experiment": "guest", "guest_arch": info["arch"], "guest_kernel": f"{uname_r} ({debian})",
             "kernel": kernel_series(uname_r), "dt": host_step["case"]["dt"], "accelerator": info["accelerator"]}
+    if "boot_args" in host_step["case"]:  # a boot with one of the original's boot-time knobs
+        case["boot_args"] = host_step["case"]["boot_args"]
     steps = guest_steps(d)
 
     def of(tool: str) -> list[tuple[str, dict]]:

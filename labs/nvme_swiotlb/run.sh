@@ -441,9 +441,16 @@ group_guest() {
   # under perf record -g (0: none). A quick run boots kernel 5.10 only, and no claim on 5.10 reads
   # the buffered reads, strace, btt or perf record: quick runs leave them out (their tables and
   # flame graphs come from full runs).
+  # The dma-ranges boots also try the original's run-time knobs (KNOBS rounds). Full runs boot the
+  # 5.10 dma-ranges tree twice more, each with one of the original's boot-time knobs on the kernel
+  # command line (BOOT_KNOBS), reading direct only.
   printf 'MB=%s\nREPS=%s\nTREPS=%s\nBREPS=%s\nCOUNTED=3\nBUFFERED=%s\nSTRACE=%s\nTRACE_MB=%s\nPERF_MB=%s\n' \
     "$mb" "$(lab_quick 5 7)" "$(lab_quick 3 5)" "$(lab_quick 0 5)" "$(lab_quick 0 1)" "$(lab_quick 0 1)" \
     "$(lab_quick 0 128)" "$(lab_quick 0 128)" > "$job/job.env"
+  cp -r "$job" "$job-knobs" && echo "KNOBS=$(lab_quick 3 5)" >> "$job-knobs/job.env"
+  mkdir -p "$job-boot" && cp "$job/run" "$job-boot/run" &&
+    printf 'MB=%s\nREPS=%s\nTREPS=0\nBREPS=0\nCOUNTED=0\nBUFFERED=0\nSTRACE=0\nTRACE_MB=0\nPERF_MB=0\n' "$mb" "$(lab_quick 5 7)" > "$job-boot/job.env"
+  local boot_knobs=(threadirqs isolcpus=1) knob
   cp "$job/job.env" "$LAB_RUN/raw/guest/job.env"
   # The drive's content: random data, so nothing below can shortcut zeros.
   lab_run guest.image -- dd if=/dev/urandom of="$LAB_SCRATCH/nvme.img" bs=1M count=$((mb + 16)) status=none || return 0
@@ -469,7 +476,7 @@ group_guest() {
       lab_run --case tool=labkit.guest --case experiment=guest --case "release=$kr" --case "dt=$dt" \
         --case "out=raw/guest/$kr-$dt" \
         "guest.$kr.$dt" -- "$LAB_PY" -m labkit.guest run --arch arm64 --kernel-release "$kr" --dt "$rdt" \
-        --job "$job" --out "$LAB_RUN/raw/guest/$kr-$dt" --work "$work" \
+        --job "$job$([[ $dt == dma-ranges ]] && echo -knobs)" --out "$LAB_RUN/raw/guest/$kr-$dt" --work "$work" \
         --nvme "$LAB_SCRATCH/nvme.img" --timeout 900 || continue
       if [[ -d "$LAB_RUN/raw/guest/$kr-$dt/device-tree" ]]; then
         check=(); [[ $dt == dma-ranges-wide ]] && check=(--fail-if-outside)
@@ -478,6 +485,21 @@ group_guest() {
       else
         lab_skip "guest.$kr.$dt.dt" "the guest did not copy its device tree back"
       fi
+    done
+    [[ $kr == bullseye ]] || continue
+    for knob in "${boot_knobs[@]}"; do
+      if ((LAB_QUICK)); then
+        lab_skip --case tool=labkit.guest --case experiment=guest --case "release=$kr" --case dt=dma-ranges \
+          --case "boot_args=$knob" "guest.$kr.dma-ranges.${knob%%=*}" "a boot-time knob costs a boot: full runs only"
+        continue
+      fi
+      sed -i '/^KNOB=/d' "$job-boot/job.env" && echo "KNOB=${knob%%=*}" >> "$job-boot/job.env"
+      work="$LAB_SCRATCH/guest/$kr-dma-ranges-${knob%%=*}"
+      lab_run --case tool=labkit.guest --case experiment=guest --case "release=$kr" --case dt=dma-ranges \
+        --case "boot_args=$knob" --case "out=raw/guest/$kr-dma-ranges-${knob%%=*}" \
+        "guest.$kr.dma-ranges.${knob%%=*}" -- "$LAB_PY" -m labkit.guest run --arch arm64 --kernel-release "$kr" \
+        --dt dma-ranges --append "$knob" --job "$job-boot" --out "$LAB_RUN/raw/guest/$kr-dma-ranges-${knob%%=*}" \
+        --work "$work" --nvme "$LAB_SCRATCH/nvme.img" --timeout 900 || continue
     done
   done
 }
