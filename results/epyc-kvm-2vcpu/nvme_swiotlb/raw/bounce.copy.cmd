@@ -1,1 +1,1 @@
-cp /tmp/pcb-nvme_swiotlb.knIeg0/data.img /tmp/pcb-nvme_swiotlb.knIeg0/tmpfs/data.img
+cp /tmp/pcb-nvme_swiotlb.GML3Nt/data.img /tmp/pcb-nvme_swiotlb.GML3Nt/tmpfs/data.img

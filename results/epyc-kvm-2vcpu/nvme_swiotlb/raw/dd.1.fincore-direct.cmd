@@ -1,1 +1,1 @@
-fincore --json --bytes /tmp/pcb-nvme_swiotlb.knIeg0/data.img
+fincore --json --bytes /tmp/pcb-nvme_swiotlb.GML3Nt/data.img

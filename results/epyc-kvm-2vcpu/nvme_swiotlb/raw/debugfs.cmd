@@ -1,1 +1,1 @@
-mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.knIeg0/debugfs
+mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.GML3Nt/debugfs

@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-19346
+mkdir /sys/kernel/tracing/instances/pcb-5830

@@ -1,1 +1,1 @@
-cat /sys/kernel/tracing/instances/pcb-19346/trace
+cat /sys/kernel/tracing/instances/pcb-5830/trace

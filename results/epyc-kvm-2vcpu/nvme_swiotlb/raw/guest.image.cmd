@@ -1,1 +1,1 @@
-dd if=/dev/urandom of=/tmp/pcb-nvme_swiotlb.knIeg0/nvme.img bs=1M count=528 status=none
+dd if=/dev/urandom of=/tmp/pcb-nvme_swiotlb.GML3Nt/nvme.img bs=1M count=528 status=none

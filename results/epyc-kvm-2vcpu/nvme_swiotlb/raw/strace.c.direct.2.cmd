@@ -1,1 +1,1 @@
-strace -c -w dd if=/tmp/pcb-nvme_swiotlb.knIeg0/data.img of=/dev/null bs=1M iflag=direct
+strace -c -w dd if=/tmp/pcb-nvme_swiotlb.GML3Nt/data.img of=/dev/null bs=1M iflag=direct
