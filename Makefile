@@ -158,8 +158,9 @@ test-all: setup
 # MUTATE=labkit/claims.py,labkit/model.py to run on some of them; SAMPLE=40 to test 40 mutants per
 # module drawn at random (all of them take hours on two CPUs). Prints the kill ratio (target >= 80 %).
 SAMPLE ?= 0
+comma := ,
 MUTMUT_VERSION := 2.5.1
-MUTATE ?= labkit/claims.py,labkit/model.py,labkit/results.py,labkit/render.py,labkit/charts.py,labkit/macros.py
+MUTATE ?= labkit/claims.py,labkit/model.py,labkit/results.py,labkit/render.py,labkit/charts.py,$(subst $(eval) ,$(comma),$(sort $(wildcard labkit/macros/*.py)))
 mutation: setup
 	@[ -x $(TOOLS)/mutmut/bin/mutmut ] || { python3 -m venv $(TOOLS)/mutmut && \
 	  $(TOOLS)/mutmut/bin/pip install -q --disable-pip-version-check mutmut==$(MUTMUT_VERSION); }

@@ -123,7 +123,7 @@ def sampled_cases(lab_names: list[str], seed: int = 15, per_group: int = 2) -> l
 
 # Files under labkit/ that no lab run uses: the site's build (mkdocs hooks, macros, lexer, theme).
 # tests/test_faults.py checks that no module a lab imports imports these.
-SITE_ONLY = ("labkit/mkdocs_hooks.py", "labkit/macros.py", "labkit/evidence.py", "labkit/lesson.py", "labkit/lexer.py",
+SITE_ONLY = ("labkit/mkdocs_hooks.py", "labkit/macros/", "labkit/evidence.py", "labkit/lesson.py", "labkit/lexer.py",
              "labkit/theme/")
 
 

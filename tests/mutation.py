@@ -35,8 +35,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = ROOT / ".venv" / "bin" / "python"
+MACROS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "labkit" / "macros").glob("*.py"))  # the page macros' modules
 DEFAULT_PATHS = ["labkit/claims.py", "labkit/model.py", "labkit/results.py", "labkit/render.py",
-                 "labkit/charts.py", "labkit/macros.py"]
+                 "labkit/charts.py", *MACROS]
 # The fast tier's unit tests of each module (no lab run, no site build, no browser), quickest
 # first: pytest stops at the first failure, so most mutants cost a second or two.
 CLAIMS_TESTS = ["tests/test_claims_handbuilt.py", "tests/test_claims_rules.py", "tests/test_results_loading.py",
@@ -47,7 +48,7 @@ TESTS = {"labkit/claims.py": CLAIMS_TESTS, "labkit/model.py": CLAIMS_TESTS,
          "labkit/results.py": ["tests/test_results_loading.py", "tests/test_cli.py", "tests/test_check.py"],
          "labkit/render.py": PAGE_TESTS, "labkit/charts.py": ["tests/test_charts_figure.py"] + PAGE_TESTS,
          # the tool cards' macros (annotated outputs, exercises, lab times) are tested on the cards
-         "labkit/macros.py": PAGE_TESTS + ["tests/test_tools_cards.py"]}
+         **{path: PAGE_TESTS + ["tests/test_tools_cards.py"] for path in MACROS}}
 # --thorough adds the fast tier's tests on every committed result (a minute per surviving mutant).
 THOROUGH = ["tests/test_tools_cards.py", "tests/test_claims_failable.py", "tests/test_model_claims.py",
             "tests/test_fio_engines_claims.py", "tests/test_fstime_claims.py", "tests/test_lat_tcp_claims.py",

@@ -114,7 +114,9 @@ def test_site_only_code_is_outside_what_labs_run():
     change does not start the day-long matrix over. That holds only while no lab-side module
     imports them (any import, also inside a function) and no lab names them."""
     import ast
-    site_modules = {p.removeprefix("labkit/").removesuffix(".py") for p in fm.SITE_ONLY if p.endswith(".py")}
+    # modules and packages (a folder with an __init__.py), as dotted names under labkit
+    site_modules = {p.removeprefix("labkit/").removesuffix(".py").removesuffix("/").replace("/", ".")
+                    for p in fm.SITE_ONLY if p.endswith(".py") or (ROOT / p / "__init__.py").is_file()}
     for path in sorted((ROOT / "labkit").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
         if rel.startswith(fm.SITE_ONLY):
@@ -129,7 +131,8 @@ def test_site_only_code_is_outside_what_labs_run():
             elif isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             for name in names:
-                assert name.removeprefix("labkit.") not in site_modules, (rel, name)
+                inner = name.removeprefix("labkit.")
+                assert not any(inner == m or inner.startswith(m + ".") for m in site_modules), (rel, name)
         assert "theme/" not in path.read_text(), rel
     for path in sorted((ROOT / "labs").rglob("*")):
         if path.is_file() and path.suffix in {".sh", ".py", ""}:

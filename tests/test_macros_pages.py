@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from labkit import macros, render
+from labkit import macros, render, results
 from test_macros_render import add_host, emulate, reference
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,7 +89,7 @@ def test_compare_hosts_every_pair_once(tree, monkeypatch):
     got = pairs(macros.compare_hosts())
     assert len(got) == len(set(got)) == (n + 1) * n // 2
     assert len([p for p in got if "third" in p.split(" vs ")]) == n
-    monkeypatch.setattr(macros, "_hosts", lambda: macros.results_mod.load_hosts(tree)[:1])
+    monkeypatch.setattr(macros, "_hosts", lambda: results.load_hosts(tree)[:1])
     assert macros.compare_hosts() == ('!!! info "One host so far"\n\n    Comparisons need results from at least two '
                                       'hosts with a lab in common. Run `make labs` to add this machine.\n')
 
@@ -183,7 +183,7 @@ def test_step_output_whole_output_limit_and_exit_status(tree, monkeypatch):
     step = next(s["name"] for s in r["steps"] if s["status"] == "ok")
 
     def only(*labels: str) -> None:
-        hosts = [x for x in macros.results_mod.load_hosts(tree) if x.label in labels]
+        hosts = [x for x in results.load_hosts(tree) if x.label in labels]
         monkeypatch.setattr(macros, "_hosts", lambda: hosts)
 
     def expect_failure(r):
@@ -276,7 +276,7 @@ def test_annotated_output_marks_a_step_expected_to_fail(tree, monkeypatch):
         next(s for s in r["steps"] if s["name"] == step).update(expect="failure", exit_code=1)
     _with_raw(tree, "xfail-host", step, 3, expect_failure)
     _with_raw(tree, "ok-host", step, 3)
-    hosts = [x for x in macros.results_mod.load_hosts(tree) if x.label in ("xfail-host", "ok-host")]
+    hosts = [x for x in results.load_hosts(tree) if x.label in ("xfail-host", "ok-host")]
     monkeypatch.setattr(macros, "_hosts", lambda: hosts)
     md = macros.annotated_output("lat_tcp", step, stream="out")
     assert md.split('"ok-host"', 1)[1].split("\n===", 1)[0].count("exit status 0, ") == 1

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import markdown
 import pytest
+from markupsafe import escape
 
 from labkit import claims as claims_mod
 from labkit import macros, model, original, render
@@ -181,7 +182,7 @@ def test_claims_table_shows_source_and_live_verdicts(tree):
     r = model.load(reference("lat_tcp"))
     for c, v in zip(spec, claims_mod.evaluate(spec, r)):
         # each statement is led by its role
-        assert f'<span class="pc-role">{macros._ROLE_WORD[c["role"]]}</span>: ' + html.escape(c["statement"], quote=False) in out
+        assert f'<span class="pc-role">{escape(macros._ROLE_WORD[c["role"]])}</span>: {escape(c["statement"])}' in out
         if c.get("source"):
             assert f'<span class="pc-source">Original: ' in out
         assert render.VERDICT_MARK[v["verdict"]] in out
@@ -253,7 +254,7 @@ def test_original_macros(tree):
     assert "Original: HP380, Xeon 2699v4, kernel 3.10.0-514.el7.x86_64 (4K)." in out
     for cell in ("8.2153", "11.3579", "12.8296", "#48(same core)"):
         assert f">{cell}<" in out
-    assert 'class="pc-original-note"' in out and 'Which CPU "other CPU" was is not given.' in out
+    assert 'class="pc-original-note"' in out and escape('Which CPU "other CPU" was is not given.') in out
     assert macros.original_tables("lat_tcp") == md
     assert md.startswith('<div class="pc-original" markdown>\n\n**') and md.endswith("\n\n</div>\n")
     with pytest.raises(original.OriginalError, match="no table 'nope'"):

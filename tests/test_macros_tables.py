@@ -13,9 +13,10 @@ import re
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
 
 from labkit import claims as claims_mod
-from labkit import macros, render
+from labkit import macros, render, stale
 from test_macros_render import TCG, add_host, emulate, reference
 from test_render_values import m
 
@@ -143,7 +144,7 @@ def test_cast_player_options_from_the_recording(tree):
         header, last = json.loads(lines[0]), json.loads(lines[-1])[0]
         conf = {"cols": header["width"], "rows": header["height"], "idleTimeLimit": macros.CAST_IDLE_LIMIT,
                 "poster": f"npt:{float(last):.1f}", "fit": "width", "terminalFontFamily": macros.CAST_FONTS}
-        assert html.escape(json.dumps(conf), quote=True) in md
+        assert escape(json.dumps(conf)) in md   # the player's options, escaped by the template
         assert f'data-pc-cast="results/{r["host"]["label"]}/{arts[0]["path"]}"' in md or \
             f'/{r["host"]["label"]}/{arts[0]["path"]}"' in md
 
@@ -217,7 +218,7 @@ def test_cast_refuses_a_recording_that_is_not_asciicast_2(tree):
         macros.cast("lat_tcp")
     path.write_text(json.dumps({"version": 2, "width": 100, "height": 30}) + "\n")  # a header alone: poster at 0
     md = macros.cast("lat_tcp")
-    assert html.escape('"cols": 100, "rows": 30', quote=True) in md and "npt:0.0" in md
+    assert escape('"cols": 100, "rows": 30') in md and "npt:0.0" in md
 
 
 def _m(case: dict, samples: tuple, emulation: dict | None = None) -> dict:
@@ -470,13 +471,13 @@ def test_verdict_cell_shows_flags_and_the_emulation_badge():
 
 
 def test_provenance_marks_a_stale_result_with_a_warning(tree, monkeypatch):
-    monkeypatch.setattr(macros.stale, "staleness", lambda r, root: ("stale", "labs/lat_tcp changed since"))
+    monkeypatch.setattr(stale, "staleness", lambda r, root: ("stale", "labs/lat_tcp changed since"))
     md = macros.provenance("lat_tcp")
     n = len(list((ROOT / "results").glob("*/lat_tcp.json")))
     # in each host's tab (indented 4), before its table
     assert md.count('    !!! warning "Stale result"\n\n        labs/lat_tcp changed since\n') == n
     assert md.count("| freshness | stale: labs/lat_tcp changed since |") == n
-    monkeypatch.setattr(macros.stale, "staleness", lambda r, root: ("fresh", "no change since"))
+    monkeypatch.setattr(stale, "staleness", lambda r, root: ("fresh", "no change since"))
     assert "Stale result" not in macros.provenance("lat_tcp")
 
 
