@@ -207,7 +207,8 @@ if [ "$KNOBS" -gt 0 ]; then
         transparent_hugepage) echo "$value" > $THP ;;
         nice) pre="nice -n $value" ;;
       esac
-      step "knob.$i.$name.$value" tool=dd io=direct knob=$name setting=$value rep=$i -- $pre dd if=$DEV of=/dev/null bs=1M count="$MB" iflag=direct
+      # shellcheck disable=SC2086  # $pre is empty or "nice -n VALUE": words on purpose
+      step "knob.$i.$name.$value" tool=dd io=direct "knob=$name" "setting=$value" "rep=$i" -- $pre dd if=$DEV of=/dev/null bs=1M count="$MB" iflag=direct
       echo "$ra0" > $Q/read_ahead_kb
       echo "$sched0" > $Q/scheduler
       [ -z "$thp0" ] || echo "$thp0" > $THP
