@@ -105,14 +105,24 @@ def open_everything(page, rounds: int = 4) -> None:
     page.evaluate(_FRAMES)
 
 
-@pytest.mark.parametrize("viewport", list(VIEWPORTS))
-@pytest.mark.parametrize("path", _pages())
+def _axe_cases() -> list[tuple[str, str]]:
+    """(path, viewport) of every page at both viewports, but the generated evidence pages at 390 px
+    only: they are built from the same blocks as the chapters (result and verdict tables, tabs,
+    folds, outputs), which are checked in the dark scheme there, and one pass of axe over
+    fio_engines' opened evidence page takes 150 s."""
+    from labkit import evidence
+    return [(path, vp) for path in _pages() for vp in VIEWPORTS
+            if vp == "phone" or not path.startswith(f"/{evidence.PREFIX}/")]
+
+
+@pytest.mark.parametrize(("path", "viewport"), _axe_cases())
 def test_page_accessibility(served, browser, path, viewport):
     """axe-core finds no serious or critical problem on the whole page (:func:`open_everything`)
     and nothing logs an error while it is opened. At 390 px in the light scheme and at 1280 px in
     the dark one: the scheme changes colours alone and the width layout alone (scroll boxes,
     wrapping), so each is checked once, and a pass of axe on a chapter takes 5-15 s, most of it
-    contrast (a third pass, 1280 px light, took the full suite past its 30 minutes)."""
+    contrast (a third pass, 1280 px light, took the full suite past its 30 minutes); evidence
+    pages once (:func:`_axe_cases`)."""
     if not AXE_JS.exists():
         pytest.skip(f"{AXE_JS} missing: `make setup` installs axe-core with npm")
     _, url = served

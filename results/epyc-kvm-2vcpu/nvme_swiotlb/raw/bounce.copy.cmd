@@ -1,1 +1,1 @@
-cp /tmp/pcb-nvme_swiotlb.GML3Nt/data.img /tmp/pcb-nvme_swiotlb.GML3Nt/tmpfs/data.img
+cp /tmp/pcb-nvme_swiotlb.jUoOhF/data.img /tmp/pcb-nvme_swiotlb.jUoOhF/tmpfs/data.img

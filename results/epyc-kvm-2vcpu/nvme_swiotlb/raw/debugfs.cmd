@@ -1,1 +1,1 @@
-mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.GML3Nt/debugfs
+mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.jUoOhF/debugfs

@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-5830
+mkdir /sys/kernel/tracing/instances/pcb-32395

@@ -1,1 +1,1 @@
-cat /sys/kernel/tracing/instances/pcb-5830/trace
+cat /sys/kernel/tracing/instances/pcb-32395/trace

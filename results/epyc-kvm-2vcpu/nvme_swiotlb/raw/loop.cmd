@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop0 /tmp/pcb-nvme_swiotlb.GML3Nt/data.img
+losetup --show --direct-io=on /dev/loop0 /tmp/pcb-nvme_swiotlb.jUoOhF/data.img
