@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import posixpath
 import re
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from labkit import charts, evidence, lesson, render, results
+from labkit.macros.hosts import page_dir
 
 _PLAYER = re.compile(r"```asciinema-player\n(.*?)\n```", re.S)
 # What mkdocs-asciinema-player's on_config adds to extra_css / extra_javascript, for every page.
@@ -127,11 +127,6 @@ LAZY_PAGES = (f"{evidence.PREFIX}/", "compare.md")
 # a block fetched later would show its markers as literal "# (1)!" and its notes as a plain list.
 # So such a block is never folded or fetched.
 _ANNOTATED = re.compile(r'</code></pre></div>\s*(?:<p>\s*</p>\s*)*<ol\b|class="(?:[^"]*\s)?annotate[\s"]')
-
-
-def _page_dir(page) -> str:
-    url = page.url
-    return url if url.endswith("/") or url == "" else posixpath.dirname(url) + "/"
 
 
 def lazy_folds(html: str, page_dir: str, store: dict[str, str], min_chars: int = FOLD_MIN_CHARS) -> str:
@@ -252,7 +247,8 @@ def on_page_context(context, page, config, nav):
     ``<div class="pc-lazy-page">``, whose blocks far from the viewport skip rendering
     (docs/assets/casebook.css)."""
     if page.file.src_uri.startswith(LAZY_PAGES):
-        body = lazy_tabs(lazy_folds(page.content, _page_dir(page), _FOLDS), _page_dir(page), _FOLDS)
+        folder = page_dir(page)
+        body = lazy_tabs(lazy_folds(page.content, folder, _FOLDS), folder, _FOLDS)
         page.content = f'<div class="pc-lazy-page">\n{body}\n</div>'
     return context
 
