@@ -79,25 +79,20 @@ def read(path: str | Path) -> Journal:
     return j
 
 
-def starttime(pid: int) -> str | None:
-    """The start time of process PID (clock ticks after boot, /proc/PID/stat field 22), or None."""
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name, or None: the state first, then at
+    index 19 the start time (clock ticks after boot, proc(5) field 22)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
     except OSError:
         return None
-    return stat.rsplit(") ", 1)[1].split()[19]
 
 
 def running(j: Journal) -> bool:
     """Whether the run that wrote ``j`` is still running (same PID, same start time, and not a
     zombie: a killed run's shell keeps its PID until its parent reaps it)."""
-    if starttime(j.pid) != j.start:
-        return False
-    try:
-        state = Path(f"/proc/{j.pid}/stat").read_text().rsplit(") ", 1)[1][:1]
-    except OSError:
-        return False
-    return state not in ("Z", "X")
+    fields = _stat(j.pid)
+    return bool(fields) and fields[19] == j.start and fields[0] not in ("Z", "X")
 
 
 def find(out_dirs: list[Path], scratch_parents: list[Path]) -> list[Path]:
