@@ -33,6 +33,8 @@ Optional on compare, within and increasing: ``statistic = "median"`` (the defaul
 ``"mean"`` (only where the original compared means, and the statement says so).
 ``emulated_ok = "<reason>"`` on a timing claim: evaluated on an emulated CPU too (a ratio within
 one emulated machine whose mechanism emulation preserves); shown with the emulation mark.
+``requires = {smt = true}``: the hardware the claim is about, as the result's host provenance
+records it (``host.smt``); on a host without it the claim is not applicable, with the reason.
 ``labkit/claims.schema.json`` describes every key and is checked on load: no other key is
 allowed, a typo fails loud (:class:`ClaimError`).
 
@@ -58,7 +60,8 @@ tried in this order:
 1. ``not applicable``: the claim is about time or speed (``timing``, default true for
    compare, within and increasing, false for step), the measuring machine has an emulated CPU
    (the result's host, or a measurement made in a TCG guest: its ``emulation``), and the claim
-   does not declare ``emulated_ok``.
+   does not declare ``emulated_ok``; or the host lacks what ``requires`` names (a claim about
+   SMT siblings on a host without SMT).
 2. ``untested``: a side has no measurement, fewer than two ``over`` points, the step was
    skipped or did not run (``reason`` says which). A claim never pretends to hold.
 3. ``inconclusive``: a side (for ``increasing``: any point) has fewer than 3 samples
@@ -405,12 +408,28 @@ def evaluate_one(claim: dict, result: dict) -> dict:
     Returns ``{"id", "verdict", "evidence", "role"?, "reason"?, "effect"?, "flags"?,
     "emulated"?}``; verdict one of :data:`VERDICTS`.
     """
+    lacking = _host_gate(claim, result)
+    if lacking:
+        return lacking
     kind = claim["kind"]
     if kind == "step":
         return _step(claim, result)
     if kind in ("compare", "within"):
         return _pair(claim, result)
     return _increasing(claim, result)
+
+
+def _host_gate(claim: dict, result: dict) -> dict | None:
+    """The not-applicable verdict when the result's host lacks what ``claim["requires"]``
+    names (keys of the host provenance, :mod:`labkit.probe`), else None."""
+    host = result.get("host") or {}
+    lacking = [f"{k} = {json.dumps(host.get(k))}" for k, want in (claim.get("requires") or {}).items()
+               if host.get(k) != want]
+    if not lacking:
+        return None
+    need = ", ".join(f"{k} = {json.dumps(v)}" for k, v in claim["requires"].items())
+    why = f"needs a host with {need}; this host has {', '.join(lacking)}"
+    return _verdict(claim, "not applicable", why, reason=why)
 
 
 def _emulation_gate(claim: dict, result: dict, ms: list[dict]) -> tuple[bool, dict | None]:

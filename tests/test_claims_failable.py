@@ -95,8 +95,10 @@ def _narrow(pool: list[float], factor: float) -> list[float]:
 
 def derive(claim: dict, path: Path, want: str) -> dict:
     """A result derived from the reference at ``path`` where ``claim`` must give ``want``
-    (``holds`` or ``fails``)."""
+    (``holds`` or ``fails``), on a host that has what the claim ``requires`` (the
+    not-applicable rule is tested in test_claims_handbuilt.py)."""
     r = _base(path)
+    r["host"].update(claim.get("requires") or {})
     kind = claim["kind"]
     if kind == "step":
         step = next((s for s in r["steps"] if s["name"] == claim["step"]), None)

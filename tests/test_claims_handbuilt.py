@@ -152,6 +152,24 @@ def test_timing_and_emulation():
         ["holds", "not applicable"]
 
 
+def test_a_claim_about_hardware_the_host_lacks_is_not_applicable(v):
+    """``requires`` is read from the host provenance: a claim about SMT siblings is not
+    applicable on a host without SMT (or whose SMT is unknown), and is evaluated where the
+    host has it."""
+    c = claim(relation="less", requires={"smt": True})
+    r = result("u", ({"side": "a"}, v), ({"side": "b"}, [x * 10 for x in v]))
+    r["host"]["smt"] = False
+    verdict, evidence = ev(c, r)
+    assert (verdict, evidence) == ("not applicable", "needs a host with smt = true; this host has smt = false")
+    assert claims.evaluate_one(c, r)["reason"] == evidence
+    r["host"]["smt"] = None
+    assert ev(c, r) == ("not applicable", "needs a host with smt = true; this host has smt = null")
+    r["host"]["smt"] = True
+    assert ev(c, r)[0] == "holds"
+    with pytest.raises(claims.ClaimError, match="requires"):
+        claim(relation="less", requires={"gpu": True})
+
+
 # ---- malformed claims and exercises: the one line a reader gets, exactly -----------------------
 
 BASE = {"id": "c", "statement": "s", "kind": "compare", "metric": "x", "a": {}, "b": {}, "relation": "less", "role": "ours"}

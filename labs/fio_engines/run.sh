@@ -107,7 +107,7 @@ fio_check_device() {
 ((FIO_YES == 0)) || [[ -n $FIO_DEVICE ]] || fio_die "--yes-destroy-data is only meaningful with --device DEV"
 
 # ---- state set by the setup group --------------------------------------------------------
-REPS=5 OTHER_REPS=3 SIZE="" RUNTIME="" ORIG_RUNTIME="" TARGET="" FS="" DISK="" LBS=512 SETUP_OK=0
+REPS=5 CLAIM_REPS=8 OTHER_REPS=3 SIZE="" RUNTIME="" ORIG_RUNTIME="" TARGET="" FS="" DISK="" LBS=512 SETUP_OK=0
 PERF_EVENTS=() PERF_WHY="" IOSTAT_WHY="" FALLOC_WHY="" IOSTAT_PID=""
 PIDSTAT_WHY="" PIDSTAT_PID="" FIO_PIDSTAT=0
 declare -A ENGINE_WHY=()
@@ -116,7 +116,10 @@ declare -A ENGINE_WHY=()
 kdev() { local mm=$1; echo $(( (${mm%%:*} << 20) | ${mm##*:} )); }
 
 group_setup() {
-  REPS=$(lab_quick 3 5)         # passes over the cases a claim reads (original, engines, layout)
+  REPS=$(lab_quick 3 5)         # passes over the engines group's cases, which claims read
+  # Passes over the original and layout groups: their claims compare IOPS and per-call times
+  # that vary by a third between runs on a shared virtual disk, and need more samples.
+  CLAIM_REPS=$(lab_quick 3 8)
   OTHER_REPS=$(lab_quick 1 3)   # passes over the groups no claim reads (buffered, blocksize, numjobs)
   SIZE=$(lab_quick 256m 1g)
   RUNTIME=$(lab_quick 500ms 2)        # fio's time units; a number alone is seconds
@@ -195,8 +198,8 @@ group_setup() {
     FALLOC_WHY="fallocate is not supported by $FS"
   fi
   rm -f "$LAB_SCRATCH/probe-falloc"
-  printf 'target=%s\nfs=%s\ndisk=%s\nsize=%s\nruntime=%s\noriginal_runtime=%s\nreps=%s\nlogical_block_size=%s\n' \
-    "$TARGET" "$FS" "$DISK" "$SIZE" "$RUNTIME" "$ORIG_RUNTIME" "$REPS" "$LBS" > "$LAB_RUN/target.txt"
+  printf 'target=%s\nfs=%s\ndisk=%s\nsize=%s\nruntime=%s\noriginal_runtime=%s\nreps=%s\nclaim_reps=%s\nlogical_block_size=%s\n' \
+    "$TARGET" "$FS" "$DISK" "$SIZE" "$RUNTIME" "$ORIG_RUNTIME" "$REPS" "$CLAIM_REPS" "$LBS" > "$LAB_RUN/target.txt"
   if [[ -n $FIO_DEVICE ]]; then
     lab_skip prepare "the target is the block device $TARGET: fio uses it as it is"
   else
@@ -343,17 +346,17 @@ group_original() {
   need_setup original || return 0
   local r e qd bs eq strace_ok=1
   lab_require original.strace cmd:strace || strace_ok=0
-  for ((r = 1; r <= REPS; r++)); do
+  for ((r = 1; r <= CLAIM_REPS; r++)); do
     FIO_PIDSTAT=1
-    # engine:iodepth; psync at iodepth 2 (fio caps it at 1) only in full mode, no claim reads it
+    # engine:iodepth; psync at iodepth 2 (fio caps it at 1) only in full mode, no claim reads it.
+    # The 1k job right after the 4k one: a claim pairs them, repetition by repetition.
     for eq in $(lab_quick "libaio:1 psync:1 libaio:2 libaio:32" "libaio:1 psync:1 libaio:2 psync:2 libaio:32"); do
       e=${eq%:*} qd=${eq#*:}
       original_job "original.write.$e.qd$qd.4k.direct.r$r" "$e" "$qd" 4k direct "$r"
+      [[ $eq != libaio:1 ]] || original_job "original.write.libaio.qd1.1k.direct.r$r" libaio 1 1k direct "$r"
     done
     original_job "original.write.libaio.qd1.4k.buffered.r$r" libaio 1 4k buffered "$r"
-    for bs in 1k 4m; do
-      original_job "original.write.libaio.qd1.$bs.direct.r$r" libaio 1 "$bs" direct "$r"
-    done
+    original_job "original.write.libaio.qd1.4m.direct.r$r" libaio 1 4m direct "$r"
     FIO_PIDSTAT=0
     ((strace_ok)) || continue
     for bs in $(lab_quick "1k 4m" "1k 4k 4m"); do
@@ -454,7 +457,7 @@ group_layout() {
   need_setup layout || return 0
   if [[ -n $FIO_DEVICE ]]; then lab_skip layout "the target is a block device: file layouts need a file"; return 0; fi
   local r kind f file name
-  for ((r = 1; r <= REPS; r++)); do
+  for ((r = 1; r <= CLAIM_REPS; r++)); do
     for f in $(lab_quick "0" "0 1"); do
       for kind in regular sparse fallocated; do
         name="layout.$kind.randwrite.fsync$f.r$r"
