@@ -8,8 +8,8 @@
 # drop_caches), COUNTED (direct reads counted with perf stat, reads traced with function_graph),
 # BUFFERED (1: buffered reads counted with perf stat too), STRACE (1: strace -c -w of a direct
 # read), TRACE_MB (MiB read under blktrace; 0: none), PERF_MB (MiB read under perf record -g;
-# 0: none), KNOBS (rounds of direct reads with each run-time knob the original tried, against
-# none, interleaved; 0: none), KNOB (the knob this boot carries on its kernel command line, such
+# 0: none), KNOBS (rounds of direct reads with each run-time knob the original tried, the knobs
+# interleaved; 0: none), KNOB (the knob this boot carries on its kernel command line, such
 # as threadirqs: the case of its dd reads; none by default).
 # Each step keeps <step>.cmd (the command as typed), <step>.out, <step>.err and <step>.rc, and a
 # measuring step its case in <step>.case (KEY=VALUE lines, as lab_run --case writes on the host):
