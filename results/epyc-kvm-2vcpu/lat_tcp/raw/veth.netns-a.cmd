@@ -1,1 +1,1 @@
-ip netns add pcb-lat-a-23819
+ip netns add pcb-lat-a-15524

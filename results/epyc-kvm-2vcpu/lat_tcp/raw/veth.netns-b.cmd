@@ -1,1 +1,1 @@
-ip netns add pcb-lat-b-23819
+ip netns add pcb-lat-b-15524
