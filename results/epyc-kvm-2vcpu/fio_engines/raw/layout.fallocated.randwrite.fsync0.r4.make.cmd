@@ -1,1 +1,1 @@
-fallocate -l 1g /tmp/pcb-fio_engines.nRuG2N/fallocated.dat
+fallocate -l 1g /tmp/pcb-fio_engines.q271HV/fallocated.dat

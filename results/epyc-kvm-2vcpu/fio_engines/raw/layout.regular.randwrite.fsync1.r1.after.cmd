@@ -1,1 +1,1 @@
-stat -c %s\ %b\ %B /tmp/pcb-fio_engines.nRuG2N/data.dat
+stat -c %s\ %b\ %B /tmp/pcb-fio_engines.q271HV/data.dat

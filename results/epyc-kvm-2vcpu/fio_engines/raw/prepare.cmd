@@ -1,1 +1,1 @@
-env FIO_FILE=/tmp/pcb-fio_engines.nRuG2N/data.dat FIO_SIZE=1g fio --output-format=json /work/main/labs/fio_engines/prepare.fio
+env FIO_FILE=/tmp/pcb-fio_engines.q271HV/data.dat FIO_SIZE=1g fio --output-format=json /work/main/labs/fio_engines/prepare.fio

@@ -1,1 +1,1 @@
-findmnt -T /tmp/pcb-fio_engines.nRuG2N
+findmnt -T /tmp/pcb-fio_engines.q271HV

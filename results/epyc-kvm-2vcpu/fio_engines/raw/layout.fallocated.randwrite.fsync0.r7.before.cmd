@@ -1,0 +1,1 @@
+stat -c %s\ %b\ %B /tmp/pcb-fio_engines.q271HV/fallocated.dat

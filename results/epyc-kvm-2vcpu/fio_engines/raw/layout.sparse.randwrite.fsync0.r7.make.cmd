@@ -1,0 +1,1 @@
+truncate -s 1g /tmp/pcb-fio_engines.q271HV/sparse.dat
