@@ -1,1 +1,1 @@
-cp /tmp/pcb-nvme_swiotlb.jUoOhF/data.img /tmp/pcb-nvme_swiotlb.jUoOhF/tmpfs/data.img
+cp /tmp/pcb-nvme_swiotlb.VOeKMc/data.img /tmp/pcb-nvme_swiotlb.VOeKMc/tmpfs/data.img

@@ -1,1 +1,1 @@
-btt -i /tmp/pcb-nvme_swiotlb.jUoOhF/blk.bin -l /work/main/results/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.d2c -q /work/main/results/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.q2c
+btt -i /tmp/pcb-nvme_swiotlb.VOeKMc/blk.bin -l /work/main/results/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.d2c -q /work/main/results/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.q2c

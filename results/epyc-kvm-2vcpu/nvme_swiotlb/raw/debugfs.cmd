@@ -1,1 +1,1 @@
-mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.jUoOhF/debugfs
+mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.VOeKMc/debugfs

@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-32395
+mkdir /sys/kernel/tracing/instances/pcb-25676

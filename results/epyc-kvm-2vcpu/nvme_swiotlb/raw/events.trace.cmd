@@ -1,1 +1,1 @@
-cat /sys/kernel/tracing/instances/pcb-32395/trace
+cat /sys/kernel/tracing/instances/pcb-25676/trace
