@@ -1,1 +1,1 @@
-ip netns add pcb-lat-a-15524
+ip netns add pcb-lat-a-27172

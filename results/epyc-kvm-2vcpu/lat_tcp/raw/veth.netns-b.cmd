@@ -1,1 +1,1 @@
-ip netns add pcb-lat-b-15524
+ip netns add pcb-lat-b-27172
