@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=272m\,mode=0700 tmpfs /tmp/pcb-optane_kyber.KrZqte/tmpfs
+mount -t tmpfs -o size=272m\,mode=0700 tmpfs /tmp/pcb-optane_kyber.22S1u9/tmpfs
