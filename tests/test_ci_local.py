@@ -82,8 +82,13 @@ def test_ci_runs_the_readme_full_suite_command():
     readme = (ROOT / "README.md").read_text()
     assert "$ make test-all" in readme and "$ make test " in readme
     makefile = (ROOT / "Makefile").read_text()
-    assert re.search(r"^test:.*\n\t\$\(PY\) -m pytest -m \"\$\(FAST\)\"( --durations=\d+)?$", makefile, re.M)
-    assert re.search(r"^test-all:.*\n\t\$\(PY\) -m pytest( --durations=\d+)?$", makefile, re.M)
+    # make test: the fast tier, on every CPU; make test-all: that tier, then everything else
+    # one test at a time (together, every test)
+    fast = r"\t\$\(PY\) -m pytest -m \"\$\(FAST\)\" \$\(XDIST\)( --durations=\d+)?\n"
+    assert re.search(r"^XDIST := -n auto --dist loadfile$", makefile, re.M)
+    assert re.search(r"^test:.*\n" + fast, makefile, re.M)
+    assert re.search(r"^test-all:.*\n" + fast + r"\t\$\(PY\) -m pytest -m \"not \(\$\(FAST\)\)\"( --durations=\d+)?$",
+                     makefile, re.M)
 
 
 @pytest.mark.lab

@@ -118,10 +118,21 @@ def _sides(claim, reference, wrong: bool) -> dict:
 
 @pytest.mark.parametrize("claim", [c for c in SPEC if c["kind"] != "step"], ids=lambda c: c["id"])
 def test_claim_can_fail_and_can_hold(claim, reference):
-    holds = claims.evaluate_one(claim, _sides(claim, reference, wrong=False))
-    fails = claims.evaluate_one(claim, _sides(claim, reference, wrong=True))
+    """On a host that has what the claim ``requires`` (SMT for the sibling claims)."""
+    results = [_sides(claim, reference, wrong=w) for w in (False, True)]
+    for r in results:
+        r["host"].update(claim.get("requires") or {})
+    holds, fails = (claims.evaluate_one(claim, r) for r in results)
     assert holds["verdict"] == "holds", holds
     assert fails["verdict"] == "fails", fails
+
+
+@pytest.mark.parametrize("claim", [c for c in SPEC if c.get("requires")], ids=lambda c: c["id"])
+def test_a_claim_about_smt_is_not_applicable_on_a_host_without_it(claim, reference):
+    r = _sides(claim, reference, wrong=False)
+    r["host"]["smt"] = False
+    v = claims.evaluate_one(claim, r)
+    assert (v["verdict"], v["reason"]) == ("not applicable", "needs a host with smt = true; this host has smt = false")
 
 
 def test_no_server_claim_fails_when_the_client_prints_a_number(reference):
