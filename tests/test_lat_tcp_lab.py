@@ -89,14 +89,16 @@ def test_samples_are_the_printed_medians(quick_run):
 
 
 def test_claimed_cases_run_three_times_interleaved(quick_run):
-    """Quick mode: every case a claim reads has 3 samples, and the pinned group's placements
-    (unpinned included) take turns within each repetition (ABAB, not AAA BBB)."""
+    """Quick mode: every case a claim reads has at least 3 samples (the message sizes the
+    msize claims compare on one CPU: 6), and the pinned group's placements (unpinned
+    included) take turns within each repetition (ABAB, not AAA BBB)."""
     _, out, _ = quick_run
     result = model.load(out / "lat_tcp.json")
     for c in claims.load(LAB / "claims.toml"):
         for side in (c.get("a"), c.get("b")):
             for m in claims.select(result, c.get("metric", ""), side or {}) if side else []:
-                assert m["n"] == 3, (c["id"], m["case"], m["n"])
+                want = 6 if m["case"].get("experiment") == "msize" else 3
+                assert m["n"] == want, (c["id"], m["case"], m["n"])
     order = [(s["case"]["rep"], s["case"]["pin"]) for s in result["steps"]
              if s["group"] == "pinned" and s["status"] == "ok" and s.get("case")]
     reps = [r for r, _ in order]
