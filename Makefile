@@ -154,8 +154,7 @@ XDIST := -n auto --dist loadfile
 test: setup
 	$(PY) -m pytest -m "$(FAST)" $(XDIST) --durations=15
 
-test-all: setup
-	$(PY) -m pytest -m "$(FAST)" $(XDIST) --durations=15
+test-all: test
 	$(PY) -m pytest -m "not ($(FAST))" --durations=40
 
 # Mutation testing (mutmut, in a copy of the checkout: the tree in use is never mutated) of the
