@@ -379,10 +379,13 @@ group_bounce() {
 
 group_tried() {
   need_loop tried || return 0
-  local qd="/sys/block/$LOOPN/queue" mark v i mb reps s f
-  # Eight repetitions in a full run: the claims compare pairs of one repetition, and a direct
-  # read's throughput varies by a fifth from one repetition to the next on a shared disk.
-  mb=$(lab_quick 64 256); reps=$(lab_quick 3 8)
+  local qd="/sys/block/$LOOPN/queue" mark v i mb ramb reps sreps s f
+  # Eight repetitions in quick runs as in full ones: the claims compare pairs of one repetition,
+  # and a direct read's throughput varies by a fifth from one repetition to the next on a shared
+  # disk (by up to a third for the 1 MiB reads of the scheduler and nice pairs: sreps, twice as
+  # many in full runs). A quick run reads less per read_ahead_kb setting (ramb) and sweeps fewer
+  # settings; its scheduler and nice reads read its whole 128 MiB device.
+  mb=$(lab_quick 128 256) ramb=$(lab_quick 64 256) reps=8 sreps=$(lab_quick 8 16)
   # read_ahead_kb: a buffered sequential read goes through the loop device's page cache, and its
   # readahead decides how large (and how far ahead) the requests to the device are; a direct read
   # has no readahead. Read in 4 KiB pieces, as an application that reads small records does: with
@@ -395,13 +398,13 @@ group_tried() {
       lab_set_knob "tried.ra$v.$i" "$qd/read_ahead_kb" "$v" || continue
       f=(--case tool=dd --case experiment=read_ahead --case "read_ahead_kb=$v" --case "rep=$i")
       lab_run "tried.ra$v.$i.flush" -- blockdev --flushbufs "$LOOP"
-      lab_run "${f[@]}" --case io=buffered "tried.ra$v.$i.buffered" -- dd if="$LOOP" of=/dev/null bs=4k count=$((mb * 256))
-      lab_run "${f[@]}" --case io=direct "tried.ra$v.$i.direct" -- dd if="$LOOP" of=/dev/null bs=4k count=$((mb * 64)) iflag=direct
+      lab_run "${f[@]}" --case io=buffered "tried.ra$v.$i.buffered" -- dd if="$LOOP" of=/dev/null bs=4k count=$((ramb * 256))
+      lab_run "${f[@]}" --case io=direct "tried.ra$v.$i.direct" -- dd if="$LOOP" of=/dev/null bs=4k count=$((ramb * 64)) iflag=direct
     done
   done
   lab_unwind "$mark"
   mark=$(lab_mark)
-  for ((i = 1; i <= reps; i++)); do
+  for ((i = 1; i <= sreps; i++)); do
     for s in none mq-deadline; do
       if ! grep -qw -- "$s" "$qd/scheduler"; then
         ((i > 1)) || lab_skip --case tool=dd --case experiment=scheduler --case "scheduler=$s" \
@@ -414,7 +417,7 @@ group_tried() {
     done
   done
   lab_unwind "$mark"
-  for ((i = 1; i <= reps; i++)); do
+  for ((i = 1; i <= sreps; i++)); do
     lab_run --case tool=dd --case experiment=nice --case nice=0 --case "rep=$i" \
       "tried.nice0.$i" -- dd if="$LOOP" of=/dev/null bs=1M count="$mb" iflag=direct
     lab_run --case tool=dd --case experiment=nice --case nice=-20 --case "rep=$i" \
@@ -433,26 +436,28 @@ group_tried() {
 # kernel saw (copied back from its /proc/device-tree): how much RAM lies outside the window.
 group_guest() {
   lab_require guest cmd:qemu-system-aarch64 cmd:mmdebstrap cmd:dtc cmd:mke2fs cmd:cpio || return 0
-  local job="$LAB_SCRATCH/guest-job" mb=512 kr dt work rdt check
+  local job="$LAB_SCRATCH/guest-job" mb kr dt work rdt check
   mkdir -p "$job" "$LAB_RUN/raw/guest"
   cp "$LAB_DIR/guest_job.sh" "$job/run"
-  # MiB per read (the original read 512 MiB), direct dd reads (the claims compare their MB/s across
-  # boots: more samples than elsewhere), direct reads with their read() calls traced, buffered dd
-  # reads, direct reads counted with perf stat and traced with function_graph, buffered reads
-  # counted too (1) or not, strace -c -w of a direct read (1) or not, MiB read under blktrace and
-  # under perf record -g (0: none). A quick run boots kernel 5.10 only, and no claim on 5.10 reads
-  # the buffered reads, strace, btt or perf record: quick runs leave them out (their tables and
-  # flame graphs come from full runs).
+  # MiB per read (the original read 512 MiB; a quick run reads half), direct dd reads (the claims
+  # compare their MB/s across boots: more samples than elsewhere, and most in the plain and widened
+  # trees, whose reads are fast and whose ratio is the fix's claim), direct reads with their read()
+  # calls traced, buffered dd reads, direct reads counted with perf stat and traced with
+  # function_graph, buffered reads counted too (1) or not, strace -c -w of a direct read (1) or not,
+  # MiB read under blktrace and under perf record -g (0: none). A quick run boots kernel 5.10 only,
+  # and no claim on 5.10 reads the buffered reads, strace, btt or perf record: quick runs leave them
+  # out (their tables and flame graphs come from full runs).
   # The dma-ranges boots also try the original's run-time knobs (KNOBS rounds). Full runs boot the
   # 5.10 dma-ranges tree twice more, each with one of the original's boot-time knobs on the kernel
   # command line (boot_knobs), reading direct only.
+  mb=$(lab_quick 256 512)
   printf 'MB=%s\nREPS=%s\nTREPS=%s\nBREPS=%s\nCOUNTED=3\nBUFFERED=%s\nSTRACE=%s\nTRACE_MB=%s\nPERF_MB=%s\n' \
-    "$mb" "$(lab_quick 5 7)" "$(lab_quick 3 5)" "$(lab_quick 0 5)" "$(lab_quick 0 1)" "$(lab_quick 0 1)" \
+    "$mb" "$(lab_quick 10 15)" "$(lab_quick 3 5)" "$(lab_quick 0 5)" "$(lab_quick 0 1)" "$(lab_quick 0 1)" \
     "$(lab_quick 0 128)" "$(lab_quick 0 128)" > "$job/job.env"
-  cp -r "$job" "$job-knobs" && echo "KNOBS=$(lab_quick 3 5)" >> "$job-knobs/job.env"
-  # A boot-time knob's boot: the direct reads alone (later assignments in job.env win).
+  # Later assignments in job.env win.
+  cp -r "$job" "$job-knobs" && printf 'REPS=%s\nKNOBS=%s\n' "$(lab_quick 5 7)" "$(lab_quick 3 5)" >> "$job-knobs/job.env"
   cp -r "$job" "$job-boot" &&
-    printf 'TREPS=0\nBREPS=0\nCOUNTED=0\nBUFFERED=0\nSTRACE=0\nTRACE_MB=0\nPERF_MB=0\n' >> "$job-boot/job.env"
+    printf 'REPS=%s\nTREPS=0\nBREPS=0\nCOUNTED=0\nBUFFERED=0\nSTRACE=0\nTRACE_MB=0\nPERF_MB=0\n' "$(lab_quick 5 7)" >> "$job-boot/job.env"
   local boot_knobs=(threadirqs isolcpus=1) knob
   cp "$job/job.env" "$LAB_RUN/raw/guest/job.env"
   # The drive's content: random data, so nothing below can shortcut zeros.
