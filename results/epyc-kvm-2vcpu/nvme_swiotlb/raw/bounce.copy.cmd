@@ -1,1 +1,1 @@
-cp /tmp/pcb-nvme_swiotlb.VOeKMc/data.img /tmp/pcb-nvme_swiotlb.VOeKMc/tmpfs/data.img
+cp /tmp/pcb-nvme_swiotlb.DCpej7/data.img /tmp/pcb-nvme_swiotlb.DCpej7/tmpfs/data.img

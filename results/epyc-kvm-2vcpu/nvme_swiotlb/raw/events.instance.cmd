@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-25676
+mkdir /sys/kernel/tracing/instances/pcb-17888

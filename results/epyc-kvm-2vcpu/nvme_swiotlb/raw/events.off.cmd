@@ -1,1 +1,1 @@
-sh -c echo\ \'0\'\ \>\ /sys/kernel/tracing/instances/pcb-25676/tracing_on
+sh -c echo\ \'0\'\ \>\ /sys/kernel/tracing/instances/pcb-17888/tracing_on

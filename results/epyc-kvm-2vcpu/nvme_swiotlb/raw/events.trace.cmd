@@ -1,1 +1,1 @@
-cat /sys/kernel/tracing/instances/pcb-25676/trace
+cat /sys/kernel/tracing/instances/pcb-17888/trace
