@@ -29,12 +29,19 @@ setup: venv debs inferno actionlint node-tools
 venv: $(VENV)/.stamp
 	@echo "setup [1/5] Python venv $(VENV): ready"
 
+# uv (from PyPI, pinned) installs the pinned packages: it downloads them in parallel and links them
+# from its cache, several times faster than pip. Where uv cannot run, pip does the same install.
+UV_VERSION := 0.13.9
 $(VENV)/.stamp: requirements.txt pyproject.toml
-	@echo "setup [1/5] Python venv $(VENV): installing the pinned packages of requirements.txt (about half a minute)"
+	@echo "setup [1/5] Python venv $(VENV): installing the pinned packages of requirements.txt (about 15 s)"
 	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "Python >= 3.11 is needed (python3 is $$(python3 -V))"; exit 1; }
 	@python3 -m venv $(VENV)
-	@$(PY) -m pip install -q --disable-pip-version-check --prefer-binary -r requirements.txt
-	@$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
+	@if $(PY) -m pip install -q --disable-pip-version-check uv==$(UV_VERSION) 2>/dev/null && \
+	    $(VENV)/bin/uv pip install -q --python $(PY) -r requirements.txt && \
+	    $(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .; then :; else \
+	  echo "setup [1/5] uv did not install the packages: pip instead"; \
+	  $(PY) -m pip install -q --disable-pip-version-check --prefer-binary -r requirements.txt && \
+	  $(PY) -m pip install -q --disable-pip-version-check --no-deps -e .; fi
 	@touch $@
 
 .PHONY: debs
