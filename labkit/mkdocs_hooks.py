@@ -52,6 +52,10 @@ def on_config(config):
     return config
 
 
+_EVIDENCE_TITLES: dict[str, str] = {}
+"""``{url: title}`` of the evidence pages (set by :func:`on_files`), for the search index."""
+
+
 def on_files(files, config):
     """Add each lab's evidence page (:func:`labkit.evidence.page_markdown`) and each artifact
     file of each host to the site (``results/<label>/<artifact path>``).
@@ -60,9 +64,11 @@ def on_files(files, config):
         FileNotFoundError: a result names an artifact that is not on disk.
     """
     from labkit import manifest
+    _EVIDENCE_TITLES.clear()
     for m in manifest.labs(results.ROOT):
-        files.append(File.generated(config, evidence.page_src(m["name"]),
-                                    content=evidence.page_markdown(m["name"], results.ROOT)))
+        f = File.generated(config, evidence.page_src(m["name"]), content=evidence.page_markdown(m["name"], results.ROOT))
+        files.append(f)
+        _EVIDENCE_TITLES[f.url] = evidence.page_title(m)
     for host in results.load_hosts(results.ROOT):
         for result in host.results.values():
             for art in result["artifacts"]:
@@ -257,9 +263,10 @@ def on_page_context(context, page, config, nav):
 def on_post_build(config):
     """Write the chart figures the macros drew (:func:`labkit.charts.store`) and the folded
     blocks' fragments (:func:`lazy_folds`) into the site, each next to its page, and keep the
-    evidence pages' text out of the search index (:func:`labkit.evidence.strip_search_index`)."""
+    evidence pages' titles to the search index, which skipped their text
+    (:func:`labkit.evidence.index_titles`)."""
     site = Path(config["site_dir"])
-    evidence.strip_search_index(site)
+    evidence.index_titles(site, _EVIDENCE_TITLES)
     for rel, text in [*charts.take().items(), *_FOLDS.items()]:
         dst = site / rel
         dst.parent.mkdir(parents=True, exist_ok=True)

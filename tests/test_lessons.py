@@ -76,15 +76,17 @@ def test_fill_replaces_the_mark_with_minutes():
     assert ">3 min<" in out and lesson.READING_MARK not in out  # 451 words / 200 = 2.3 → 3
 
 
-def test_strip_search_index_keeps_only_evidence_titles(tmp_path):
+def test_index_titles_adds_one_title_only_entry_per_evidence_page(tmp_path):
     (tmp_path / "search").mkdir()
     docs = [{"location": "cases/x/", "title": "X", "text": "prose"},
-            {"location": "evidence/x/", "title": "Evidence: X", "text": "lots of data"},
-            {"location": "evidence/x/#metric-iops", "title": "iops", "text": "1 2 3"}]
+            {"location": "evidence/x/", "title": "old", "text": "lots of data"}]
     (tmp_path / "search" / "search_index.json").write_text(json.dumps({"config": {}, "docs": docs}))
-    assert evidence.strip_search_index(tmp_path) == 1
+    titles = {"evidence/x/": "Evidence: X", "evidence/y/": "Evidence: Y"}
+    assert evidence.index_titles(tmp_path, titles) == 2
     kept = json.loads((tmp_path / "search" / "search_index.json").read_text())["docs"]
-    assert kept == [docs[0], {"location": "evidence/x/", "title": "Evidence: X", "text": ""}]
+    assert kept == [docs[0], {"location": "evidence/x/", "title": "Evidence: X", "text": ""},
+                    {"location": "evidence/y/", "title": "Evidence: Y", "text": ""}]
+    assert evidence.index_titles(tmp_path / "none", titles) == 0
 
 
 def test_evidence_link_fails_on_an_unknown_metric():
