@@ -339,6 +339,8 @@ def test_phone_shows_each_tables_figure_and_each_tab_title(committed, watched, p
     page.add_style_tag(content=".tabbed-set > .tabbed-content > .tabbed-block { display: block !important; }"
                                " * { content-visibility: visible !important; }")
     page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
+    # an opened block of a data page fetches its content (docs/assets/casebook.js): wait for all
+    page.wait_for_function("() => !document.querySelector('details .pc-fold')", timeout=15_000)
     page.evaluate(_FRAMES)
     got = page.evaluate("""() => {
         const tables = [...document.querySelectorAll('.pc-data table')].filter(t => !t.closest('.pc-stack')).map(t => {
