@@ -154,7 +154,7 @@ def index_titles(site_dir: Path, titles: dict[str, str]) -> int:
     """Add one title-only entry per evidence page to the search plugin's index
     (``search/search_index.json``), which skipped the pages (front matter ``search: exclude``):
     a reader finds an evidence page by its title, and the index every page downloads carries none
-    of its data tables. Parsing those pages for the index took about a quarter of a build.
+    of its data tables (nor does the build spend a quarter of its time parsing them for it).
 
     ``titles``: ``{location: title}``, e.g. ``{"evidence/lat_tcp/": "Evidence: ..."}``; an entry
     already at a location is replaced.

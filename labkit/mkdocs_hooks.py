@@ -262,7 +262,7 @@ def on_page_context(context, page, config, nav):
 @event_priority(-100)  # after the search plugin has written its index
 def on_post_build(config):
     """Write the chart figures the macros drew (:func:`labkit.charts.store`) and the folded
-    blocks' fragments (:func:`lazy_folds`) into the site, each next to its page, and keep the
+    blocks' fragments (:func:`lazy_folds`) into the site, each next to its page, and add the
     evidence pages' titles to the search index, which skipped their text
     (:func:`labkit.evidence.index_titles`)."""
     site = Path(config["site_dir"])
