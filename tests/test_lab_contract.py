@@ -218,6 +218,25 @@ def test_write_error_on_stderr_stops_and_undoes(tmp_path, host):
     assert "write error" in log and "cleanup: restore" in log
 
 
+def test_out_dir_removed_under_a_running_lab_stops_and_undoes_from_memory(tmp_path, host):
+    """`rm -rf OUT` while the lab runs: its next journal write fails and it stops; the undo
+    actions the journal held are still in the lab's memory, and they run."""
+    env = dict(os.environ, **fake_env(tmp_path, host, FAKELAB_SLEEP=0.5))
+    lab = subprocess.Popen(lab_command(FAKE, "--host", "fake", "--out", str(tmp_path / "out"), "--scratch",
+                                       str(tmp_path / "scratch")), stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    for line in lab.stderr:
+        if "work.1:" in line:
+            break
+    assert (host / "knob").read_text() != "before\n" and (host / "instance").is_dir()
+    shutil.rmtree(tmp_path / "out")
+    err = lab.stderr.read()
+    assert lab.wait(timeout=60) == 1, err
+    assert "cannot write the journal" in err and "is gone: undoing" in err, err
+    assert "cleanup: restore" in err and "cleanup: stop setup.server" in err, err
+    assert_host_as_before(tmp_path, host)
+
+
 def test_full_stderr_stops_and_undoes(tmp_path, host):
     """stderr on a full disk (/dev/full): the first progress line fails, the lab undoes and exits 141."""
     with open("/dev/full", "w") as full:

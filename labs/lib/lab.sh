@@ -419,11 +419,16 @@ lab__kill_tagged() {
   return 1
 }
 
-# lab__undo_all: stop the run's processes, then undo everything the journal still holds.
+# lab__undo_all: stop the run's processes, then undo everything the journal still holds. A
+# journal that is gone (its out dir removed under the running lab) leaves the memory's record:
+# what is still pending there is undone, newest first.
 # Status 1 when something could not be undone (the journal then stays for --recover).
 lab__undo_all() {
-  local failed=0
-  [[ -n "$LAB_JOURNAL" && -f "$LAB_JOURNAL" ]] || return 0
+  local failed=0 lost=0 k id
+  if [[ -z "$LAB_JOURNAL" || ! -f "$LAB_JOURNAL" ]]; then
+    ((${#LAB_PENDING[@]})) || return 0
+    lost=1
+  fi
   # A signal between `cmd &` and the next command: bash has set $! (the child exists) but no
   # variable or journal entry holds it, and until it execs it carries no run tag (its
   # /proc/PID/environ is still the lab shell's own). Seen in the fault matrix as a strace and
@@ -435,9 +440,22 @@ lab__undo_all() {
   if [[ -n "$LAB_TAG" ]] && [[ -n "$(lab__tagged "$LAB_TAG")" ]]; then
     lab__undo_one 0 "stop every process of this run" "lab__kill_tagged $(printf '%q' "$LAB_TAG")" || failed=1
   fi
-  lab__replay "$LAB_JOURNAL" || failed=1
+  if ((lost)); then
+    lab__say "the journal $LAB_JOURNAL is gone: undoing what this run still holds in memory"
+    for ((k = ${#LAB_PENDING[@]} - 1; k >= 0; k--)); do
+      id=${LAB_PENDING[$k]}
+      lab__undo_one "$id" "${LAB_UNDO_DESC[$id]}" "${LAB_UNDO[$id]}" || failed=1
+    done
+    LAB_PENDING=()
+  else
+    lab__replay "$LAB_JOURNAL" || failed=1
+  fi
   if ((failed)); then
-    lab__say "some host changes could not be undone (above); once their cause is fixed: $(lab__recover_cmd)"
+    if ((lost)); then
+      lab__say "some host changes could not be undone (above), and without the journal --recover cannot retry them: undo them by hand"
+    else
+      lab__say "some host changes could not be undone (above); once their cause is fixed: $(lab__recover_cmd)"
+    fi
     return 1
   fi
   rm -f "$LAB_JOURNAL"
