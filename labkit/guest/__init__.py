@@ -330,10 +330,13 @@ def prepare(spec: GuestSpec, say: Say = stderr_say, refresh: bool = False) -> di
             "built": round(time.monotonic() - t0, 1), "new": made}
 
 
-def _drive(arch: str, path: Path, serial: str, readonly: bool = False, snapshot: bool = False) -> list[str]:
+def _drive(arch: str, path: Path, serial: str, readonly: bool = False, snapshot: bool = False,
+           unlocked: bool = False) -> list[str]:
     opts = f"file={path},if=none,id={serial},format=raw"
     if readonly:
         opts += ",readonly=on"
+    if unlocked:  # the file may also be another drive's (QEMU's image locking would refuse it)
+        opts += ",file.locking=off"
     if snapshot:
         opts += ",snapshot=on"
     return ["-drive", opts, "-device", f"{ARCHS[arch]['blk']},drive={serial},serial={serial}"]
@@ -397,7 +400,7 @@ def _device_tree(spec: GuestSpec, work: Path, accel: str) -> tuple[Path | None, 
 
 def _boot(spec: GuestSpec, prep: dict, job_dir: Path, out_dir: Path, work: Path, accel: str, nvme_image: Path | None,
           timeout: float | None, say: Say, out_mib: int = 256, probe: bool = False, scratch_mib: int = 0,
-          job_line: Say | None = None, interactive: bool = False) -> dict:
+          job_line: Say | None = None, interactive: bool = False, drives: dict[str, Path] | None = None) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     job_tar, out_img, scratch = work / "job.tar", work / "out.img", work / "scratch.img"
@@ -425,6 +428,8 @@ def _boot(spec: GuestSpec, prep: dict, job_dir: Path, out_dir: Path, work: Path,
             with open(scratch, "wb") as f:
                 f.truncate(scratch_mib * 1024 * 1024)
             cmd += _drive(spec.arch, scratch, "pcbscratch")
+        for serial, image in sorted((drives or {}).items()):
+            cmd += _drive(spec.arch, Path(image), serial, readonly=True, unlocked=True)
         if nvme_image is not None:
             cmd += ["-drive", f"file={nvme_image},if=none,id=nvm,format=raw", "-device", "nvme,drive=nvm,serial=pcbnvme"]
         (work / "qemu.cmd").write_text(" ".join(cmd) + "\n")
@@ -450,12 +455,16 @@ def _boot(spec: GuestSpec, prep: dict, job_dir: Path, out_dir: Path, work: Path,
 def run(spec: GuestSpec, job_dir: Path | str, out_dir: Path | str, work_dir: Path | str, *,
         nvme_image: Path | str | None = None, timeout: float | None = 600, say: Say = stderr_say,
         out_mib: int = 256, refresh: bool = False, host_label: str | None = None, scratch_mib: int = 0,
-        job_line: Say | None = None, interactive: bool = False, extra: dict | None = None) -> dict:
+        job_line: Say | None = None, interactive: bool = False, extra: dict | None = None,
+        drives: dict[str, Path | str] | None = None) -> dict:
     """Boot ``spec``, run ``job_dir/run`` (POSIX sh, as root, cwd /job, ``$PCB_OUT`` = /out) and
     bring ``/out`` back into ``out_dir``. ``work_dir`` (in the lab's scratch) holds the per-run
     disks, the device tree and ``console.log``; ``nvme_image``: a raw file the guest sees as an NVMe
     drive (/dev/nvme0n1); ``scratch_mib``: an empty disk of that size for the job's scratch
-    (``$PCB_SCRATCH_DEV`` in the guest). Also writes ``out_dir/guest.json`` (the returned dict), and
+    (``$PCB_SCRATCH_DEV`` in the guest); ``drives``: {serial: raw image} attached read-only as
+    virtio disks (not behind the PCIe host bridge: a control for the NVMe drive's reads, which may
+    be the same file); the job finds each as the /dev/vdX whose /sys/block/vdX/serial is the
+    serial. Also writes ``out_dir/guest.json`` (the returned dict), and
     ``job_dir/emulation.json`` (the ``host.emulation`` record of results made in the guest:
     labkit's probe reads it through ``$PCB_EMULATION_FILE``; ``host_label`` names this host).
     ``job_line``: receives every line the job prints, as it is (instead of progress through
@@ -468,7 +477,7 @@ def run(spec: GuestSpec, job_dir: Path | str, out_dir: Path | str, work_dir: Pat
     "kernel_source" (a reader's kernel: {"kind", "path", "sha256"}, else None), "userspace_release",
     "profile", "packages", "dt", "device_tree" (see :func:`_device_tree`; None without one),
     "dma_ranges" (the PCIe host bridge's window in the booted tree, or None), "append",
-    "nvme_image", "exit", "boot_seconds", "seconds", "prepare_seconds", "cache_built" (cache
+    "nvme_image", "drives" ({serial: path}), "exit", "boot_seconds", "seconds", "prepare_seconds", "cache_built" (cache
     entries this run had to make), "timed_out"}; "exit" is the job's exit status.
 
     Raises:
@@ -490,7 +499,7 @@ def run(spec: GuestSpec, job_dir: Path | str, out_dir: Path | str, work_dir: Pat
     say(f"booting {spec.arch} ({accel}) kernel {prep['kernel']['release']}"
         + (f", device tree {tree_name}" if tree_name else "") + (f", append '{spec.append}'" if spec.append else ""))
     res = _boot(spec, prep, Path(job_dir), out_dir, work, accel, Path(nvme_image) if nvme_image else None, timeout,
-                say, out_mib, scratch_mib=scratch_mib, job_line=job_line, interactive=interactive)
+                say, out_mib, scratch_mib=scratch_mib, job_line=job_line, interactive=interactive, drives=drives)
     if interactive:
         status = out_dir / ".pcb-exit"
         if status.exists():
@@ -507,6 +516,7 @@ def run(spec: GuestSpec, job_dir: Path | str, out_dir: Path | str, work_dir: Pat
             "packages": prep["rootfs"]["packages"], "dt": spec.dt, "device_tree": tree,
             "dma_ranges": tree["pcie_dma_ranges"] if tree else None, "append": spec.append,
             "nvme_image": str(nvme_image) if nvme_image else None,
+            "drives": {k: str(v) for k, v in sorted((drives or {}).items())},
             "exit": res["exit"], "boot_seconds": res["boot_seconds"], "seconds": res["seconds"],
             "prepare_seconds": prep["built"], "cache_built": prep["new"], "timed_out": res["timed_out"], **(extra or {})}
     (out_dir / "guest.json").write_text(json.dumps(info, indent=1) + "\n")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 
@@ -85,6 +86,9 @@ def _parser(prog: str) -> _Parser:
     r.add_argument("--out-mib", type=int, default=256, help="size of the disk that carries /out back (MiB)")
     r.add_argument("--host-label", help="label of this host, recorded in the guest's emulation record")
     r.add_argument("--scratch-mib", type=int, default=0, help="an empty disk of this size for the job's scratch")
+    r.add_argument("--drive", action="append", default=[], metavar="SERIAL=IMG",
+                   help="attach raw image IMG read-only as a virtio disk with this serial (repeatable; "
+                        "IMG may be the --nvme image: a control drive outside the PCIe host bridge)")
     sh = sub.add_parser("shell", help="boot a guest with a shell on this terminal (the NVMe drive attached, tracefs mounted)")
     _spec_args(sh)
     _boot_args(sh)
@@ -155,6 +159,16 @@ def main(argv: list[str] | None = None, prog: str = "python -m labkit.guest") ->
         spec.check()
         if getattr(a, "nvme", None) and not os.path.isfile(a.nvme):
             raise ValueError(f"--nvme {a.nvme}: no such file")
+        drives = {}
+        for d in getattr(a, "drive", []):
+            serial, _, img = d.partition("=")
+            if not re.fullmatch(r"[a-z][a-z0-9]{0,19}", serial) or not img:
+                raise ValueError(f"--drive {d}: give SERIAL=IMG, SERIAL lowercase letters and digits (at most 20)")
+            if serial in {"pcbroot", "pcbjob", "pcbout", "pcbmods", "pcbscratch"}:
+                raise ValueError(f"--drive {d}: {serial} is a serial of the runner's own disks")
+            if not os.path.isfile(img):
+                raise ValueError(f"--drive {d}: no such file")
+            drives[serial] = img
         if a.cmd == "shell" and not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise ValueError("shell needs a terminal on stdin and stdout (to run one command: "
                              f"{prog} run [options] -- CMD)")
@@ -182,7 +196,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m labkit.guest") ->
                                refresh=a.refresh)
         else:
             info = run(spec, a.job, a.out, a.work, nvme_image=a.nvme, timeout=a.timeout, refresh=a.refresh,
-                       out_mib=a.out_mib, host_label=a.host_label, scratch_mib=a.scratch_mib)
+                       out_mib=a.out_mib, host_label=a.host_label, scratch_mib=a.scratch_mib, drives=drives)
     except ValueError as exc:
         return usage(str(exc))
     except (GuestBuildError, GuestRunError, OSError) as exc:

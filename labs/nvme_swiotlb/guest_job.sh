@@ -10,12 +10,14 @@
 # read), TRACE_MB (MiB read under blktrace; 0: none), PERF_MB (MiB read under perf record -g;
 # 0: none), KNOBS (rounds of direct reads with each run-time knob the original tried, the knobs
 # interleaved; 0: none), KNOB (the knob this boot carries on its kernel command line, such
-# as threadirqs: the case of its dd reads; none by default).
+# as threadirqs: the case of its dd reads; none by default), CONTROL (1: each direct read of step
+# 1 is followed by the same read of the control drive, a virtio disk with serial pcbctl outside
+# the PCIe host bridge that labkit.guest attaches read-only from the NVMe drive's own image).
 # Each step keeps <step>.cmd (the command as typed), <step>.out, <step>.err and <step>.rc, and a
 # measuring step its case in <step>.case (KEY=VALUE lines, as lab_run --case writes on the host):
 # the lab's record.py reads those, never a step's name.
 set -u
-KNOBS=0 KNOB=none
+KNOBS=0 KNOB=none CONTROL=0
 . /job/job.env
 OUT=$PCB_OUT
 cp /job/job.env "$OUT/job.env"
@@ -77,12 +79,25 @@ for f in max_sectors_kb max_hw_sectors_kb max_segments scheduler read_ahead_kb; 
 done > "$OUT/queue.txt"
 swiotlb_state() { for f in /sys/kernel/debug/swiotlb/*; do [ -f "$f" ] && echo "${f##*/} $(cat "$f")"; done; }
 swiotlb_state > "$OUT/swiotlb-before.txt"
+CTL=""
+if [ "$CONTROL" = 1 ]; then
+  for f in /sys/block/vd*/serial; do
+    serial=""; read -r serial < "$f"   # sysfs ends the serial without a newline: read says 1, serial is set
+    [ "$serial" = pcbctl ] && { f=${f%/serial}; CTL=/dev/${f##*/}; }
+  done
+  [ -n "$CTL" ] || echo "no virtio disk with serial pcbctl" > "$OUT/control.skipped"
+fi
 
 # 1. Bandwidth: dd direct reads of the drive, and buffered reads after dropping the page cache
-# (interleaved while both kinds have repetitions left).
+# (interleaved while both kinds have repetitions left). With a control drive, each direct read is
+# followed by the same read of the control: the emulator's speed drifts within a boot, and the
+# control, which no device tree window touches, drifts with it.
 i=1
 while [ $i -le "$REPS" ] || [ $i -le "$BREPS" ]; do
-  [ $i -gt "$REPS" ] || step "dd.$i.direct" tool=dd io=direct knob=$KNOB rep=$i -- dd if=$DEV of=/dev/null bs=1M count="$MB" iflag=direct
+  if [ $i -le "$REPS" ]; then
+    step "dd.$i.direct" tool=dd io=direct knob=$KNOB rep=$i -- dd if=$DEV of=/dev/null bs=1M count="$MB" iflag=direct
+    [ -z "$CTL" ] || step "dd.$i.control" tool=dd-control io=direct rep=$i -- dd if="$CTL" of=/dev/null bs=1M count="$MB" iflag=direct
+  fi
   if [ $i -le "$BREPS" ]; then
     drop "dd.$i.drop"
     step "dd.$i.buffered" tool=dd io=buffered rep=$i -- dd if=$DEV of=/dev/null bs=1M count="$MB"
