@@ -154,15 +154,18 @@ ci-labs: setup
 # The fast tier (no lab run for real, no guest boot, no browser, no site build: under 150 s), and
 # everything (markers by rule in tests/conftest.py; every test has a pytest-timeout).
 # The fast tier runs on every CPU (pytest-xdist; one worker runs all the tests of a file, so
-# tests that share the fake lab's lock stay in one file); the labs, guests and browsers run
-# one at a time, since two labs at once would measure each other.
-FAST := not lab and not guest and not slow
+# tests that share the fake lab's lock stay in one file). The rest of the suite: first what
+# measures nothing (site builds, browsers checking pages, the fake lab) on every CPU, the fake
+# lab's tests on one worker (their xdist_group); then the labs, the guests and what measures
+# time (Lighthouse), one at a time, since two at once would measure each other.
+FAST := not lab and not guest and not slow and not timing
 XDIST := -n auto --dist loadfile
 test: setup
 	$(PY) -m pytest -m "$(FAST)" $(XDIST) --durations=15
 
 test-all: test
-	$(PY) -m pytest -m "not ($(FAST))" --durations=40
+	$(PY) -m pytest -m "not ($(FAST)) and not lab and not guest and not timing" -n auto --dist loadgroup --durations=20
+	$(PY) -m pytest -m "not ($(FAST)) and (lab or guest or timing)" --durations=40
 
 # Mutation testing (mutmut, in a copy of the checkout: the tree in use is never mutated) of the
 # modules that turn results into verdicts and pages, against the fast tier's unit tests.

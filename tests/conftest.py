@@ -99,13 +99,15 @@ def lat_tcp_quick(tmp_path_factory):
 
 # ---- test tiers ------------------------------------------------------------------------------
 #
-# make test      the fast tier: -m "not lab and not guest and not slow" (no lab run for real, no
-#                guest boot, no browser, no site build; at most 150 s on 2 cores)
+# make test      the fast tier: -m "not lab and not guest and not slow and not timing" (no lab
+#                run for real, no guest boot, no browser, no site build; at most 150 s on 2 cores)
 # make test-all  everything (what .ci/run runs)
 #
 # Tiers are explicit marks: `lab` (runs a lab for real), `guest` (boots a QEMU guest), `browser`
 # (drives Chromium; every browser test is also `slow`), `slow` (a whole site build, or long
-# otherwise); `no_run` lets a fast test start a lab for its --help or a refused bad usage. A test file or test says its own; nothing reads test source to guess it. What a
+# otherwise), `timing` (measures speed, as Lighthouse does: run alone); `no_run` lets a fast test
+# start a lab for its --help or a refused bad usage. A test file or test says its own; nothing
+# reads test source to guess it. What a
 # test starts is checked while it runs (:func:`tier_of`, the guard in pytest_runtest_*): a test
 # that starts a lab, a guest, a browser or a site build without its mark fails, naming the mark.
 # Every test gets a pytest-timeout: its own @pytest.mark.timeout, else TIMEOUTS by tier.
@@ -115,7 +117,8 @@ _STARTS = [
     (re.compile(r"(^|/)labs/[^/]+/run\.sh$"), "lab"),
     (re.compile(r"(^|/)\.github/(ci-labs|lab-job)\.sh$"), "lab"),
     (re.compile(r"(^|/)qemu-system-[\w-]+$"), "guest"),
-    (re.compile(r"(^|/)(chromium|chromium-browser|google-chrome)$|playwright/driver|lighthouse"), "browser"),
+    (re.compile(r"(^|/)lighthouse$"), "timing"),
+    (re.compile(r"(^|/)(chromium|chromium-browser|google-chrome)$|playwright/driver"), "browser"),
 ]
 
 
@@ -125,7 +128,8 @@ _WRAPPERS = {"env", "timeout", "setsid", "sudo", "bash", "sh", "nohup", "nice", 
 def tier_of(argv) -> str | None:
     """The mark a test needs to start ``argv`` (a command as subprocess takes it): ``lab`` for a
     lab's run.sh (``guest`` when given ``--guest``), ``guest`` for QEMU, ``browser`` for
-    Chromium, Playwright's driver or Lighthouse, ``slow`` for ``mkdocs build``; None otherwise."""
+    Chromium or Playwright's driver, ``timing`` for Lighthouse (it scores speed: never beside
+    another test), ``slow`` for ``mkdocs build``; None otherwise."""
     args = [str(a) for a in (argv if isinstance(argv, (list, tuple)) else str(argv).split())]
     # The program that runs: past wrappers (env, timeout, setsid, sudo, bash, sh), their options
     # and VAR=value words; an argument of another program (shellcheck run.sh) is not a start.
@@ -187,6 +191,7 @@ def pytest_configure(config):
                  "guest: boots a QEMU guest (minutes under TCG); not in the fast tier",
                  "slow: takes long without running a lab (site builds, a browser); not in the fast tier",
                  "browser: drives headless Chromium (also slow)",
+                 "timing: measures speed or time (Lighthouse): runs alone, never beside another test",
                  "no_run: starts a lab only for its --help or a bad-usage refusal (nothing runs: fast tier)"):
         config.addinivalue_line("markers", line)
 

@@ -54,7 +54,7 @@ THOROUGH = ["tests/test_tools_cards.py", "tests/test_claims_failable.py", "tests
             "tests/test_fio_engines_claims.py", "tests/test_fstime_claims.py", "tests/test_lat_tcp_claims.py",
             "tests/test_optane_kyber_claims.py"]
 PYTEST = [str(PY), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:playwright", "-p", "no:base_url",
-          "-m", "not lab and not guest and not slow"]
+          "-m", "not lab and not guest and not slow and not timing"]
 
 
 def copy_tree(dest: Path) -> None:

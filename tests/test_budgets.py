@@ -238,6 +238,7 @@ def lighthouse_median(url: str, runs: int = 5, at_least: int = MIN_LIGHTHOUSE) -
 FLOOR_LIGHTHOUSE = 80   # a page's performance median below this fails outright
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("path", LIGHTHOUSE_PAGES)
 def test_lighthouse_scores(served, path):
     """Lighthouse accessibility is at least 95 on every run, and mobile performance (the median

@@ -82,13 +82,23 @@ def test_ci_runs_the_readme_full_suite_command():
     readme = (ROOT / "README.md").read_text()
     assert "$ make test-all" in readme and "$ make test " in readme
     makefile = (ROOT / "Makefile").read_text()
-    # make test: the fast tier, on every CPU; make test-all: that tier, then everything else
-    # one test at a time (together, every test)
-    fast = r"\t\$\(PY\) -m pytest -m \"\$\(FAST\)\" \$\(XDIST\)( --durations=\d+)?\n"
+    # make test: the fast tier, on every CPU; make test-all: that tier, then the rest in two
+    # parts, the second (labs, guests, timing) one test at a time: together, every test once.
+    fast = re.search(r"^FAST := (.+)$", makefile, re.M)[1]
     assert re.search(r"^XDIST := -n auto --dist loadfile$", makefile, re.M)
-    assert re.search(r"^test:.*\n" + fast, makefile, re.M)
-    assert re.search(r"^test-all: test\n\t\$\(PY\) -m pytest -m \"not \(\$\(FAST\)\)\"( --durations=\d+)?$",
-                     makefile, re.M)
+    assert re.search(r"^test:.*\n\t\$\(PY\) -m pytest -m \"\$\(FAST\)\" \$\(XDIST\)", makefile, re.M)
+    body = re.search(r"^test-all: test\n((?:\t.*\n)+)", makefile, re.M)[1].splitlines()
+    parts = [(re.search(r'-m "([^"]+)"', line)[1].replace("$(FAST)", fast), line) for line in body]
+    assert len(parts) == 2 and "-n auto" in parts[0][1] and " -n " not in parts[1][1], body
+    from itertools import product
+    from _pytest.mark.expression import Expression
+    marks = ("lab", "guest", "slow", "browser", "timing")
+    for present in product((False, True), repeat=len(marks)):
+        on = {m for m, p in zip(marks, present) if p}
+        chosen = [e for e in (fast, *(p for p, _ in parts)) if Expression.compile(e).evaluate(lambda m, **_: m in on)]
+        assert len(chosen) == 1, (on, chosen)
+        if on & {"lab", "guest", "timing"}:
+            assert chosen[0] == parts[1][0], on    # never beside another test
 
 
 @pytest.mark.lab

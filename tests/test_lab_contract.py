@@ -28,6 +28,10 @@ import pytest
 import fault_matrix as fm
 from labrun import DEFAULT_SIGNALS, is_root, lab_command, progress_boundary, run_lab, signal_at, tagged_processes
 
+# The fake lab's runs share its lock and its processes' tag: under xdist they stay on one worker
+# (--dist loadfile in the fast tier, --dist loadgroup in the full suite's parallel part).
+pytestmark = pytest.mark.xdist_group("fakelab")
+
 ROOT = Path(__file__).resolve().parent.parent
 LABS = sorted(p.parent.name for p in ROOT.glob("labs/*/run.sh"))
 FAKE = ROOT / "tests" / "fakelab" / "run.sh"

@@ -19,6 +19,7 @@ import conftest
     (["/usr/bin/qemu-system-aarch64", "-M", "virt"], "guest"),
     (["/usr/bin/chromium", "--headless"], "browser"),
     (["/x/site-packages/playwright/driver/node", "run-driver"], "browser"),
+    (["/w/.tools/node_modules/.bin/lighthouse", "http://127.0.0.1:8000/"], "timing"),
     ([sys.executable, "-m", "mkdocs", "build", "--strict"], "slow"),
     (["bash", "tests/fakelab/run.sh"], None),
     (["env", "--default-signal=INT", "bash", "labs/fstime/run.sh", "--help"], "lab"),

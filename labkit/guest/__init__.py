@@ -609,11 +609,12 @@ def _console_tail(work: Path, lines: int = 15) -> str:
 def run_command(spec: GuestSpec, command: list[str], *, nvme_image: Path | str | None = None,
                 out_dir: Path | str | None = None, work_dir: Path | str | None = None, timeout: float = 600,
                 say: Say = stderr_say, output: Say | None = None, refresh: bool = False,
-                nvme_mib: int = SCRATCH_NVME_MIB) -> dict:
+                nvme_mib: int = SCRATCH_NVME_MIB, drives: dict[str, Path | str] | None = None) -> dict:
     """Boot ``spec`` and run one command in it (``labkit guest run -- CMD``): the job is
     :func:`command_job`; every line the guest prints while it runs goes to ``output`` (default:
     this process's stdout; the command's stdout and stderr share the console). ``nvme_image``:
-    the NVMe drive's image, else a sparse scratch image of ``nvme_mib`` MiB. ``out_dir``: where
+    the NVMe drive's image, else a sparse scratch image of ``nvme_mib`` MiB; ``drives``: as
+    :func:`run`. ``out_dir``: where
     ``/out`` and ``guest.json`` land (default: nowhere, removed). The job, the disks, the scratch
     image and the console log live in a private ``pcb-guest.*`` directory in ``work_dir`` (default
     $TMPDIR), removed on return, on an error and on KeyboardInterrupt (which the runner raises on
@@ -637,7 +638,7 @@ def run_command(spec: GuestSpec, command: list[str], *, nvme_image: Path | str |
         nvme = Path(nvme_image) if nvme_image else scratch_nvme(base / "nvme-scratch.img", nvme_mib)
         try:
             return run(spec, job, Path(out_dir) if out_dir else base / "out", base / "work", nvme_image=nvme,
-                       timeout=timeout, say=say, refresh=refresh, job_line=output,
+                       timeout=timeout, say=say, refresh=refresh, job_line=output, drives=drives,
                        extra={"command": list(command), "nvme_scratch": None if nvme_image else nvme_mib})
         except GuestRunError as exc:
             tail = _console_tail(base / "work")

@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m labkit.guest") ->
             info = shell(spec, nvme_image=a.nvme, out_dir=a.out, work_dir=a.work, timeout=a.timeout, refresh=a.refresh)
         elif command:
             info = run_command(spec, command, nvme_image=a.nvme, out_dir=a.out, work_dir=a.work, timeout=a.timeout,
-                               refresh=a.refresh)
+                               refresh=a.refresh, drives=drives)
         else:
             info = run(spec, a.job, a.out, a.work, nvme_image=a.nvme, timeout=a.timeout, refresh=a.refresh,
                        out_mib=a.out_mib, host_label=a.host_label, scratch_mib=a.scratch_mib, drives=drives)

@@ -10,14 +10,15 @@
 # read), TRACE_MB (MiB read under blktrace; 0: none), PERF_MB (MiB read under perf record -g;
 # 0: none), KNOBS (rounds of direct reads with each run-time knob the original tried, the knobs
 # interleaved; 0: none), KNOB (the knob this boot carries on its kernel command line, such
-# as threadirqs: the case of its dd reads; none by default), CONTROL (1: each direct read of step
-# 1 is followed by the same read of the control drive, a virtio disk with serial pcbctl outside
-# the PCIe host bridge that labkit.guest attaches read-only from the NVMe drive's own image).
+# as threadirqs: the case of its dd reads; none by default), ALT (rounds of alternate.py: the
+# NVMe drive and the control drive read 1 MiB at a time in alternation, ALT_MB MiB of each per
+# round; 0: none). The control drive is a virtio disk with serial pcbctl outside the PCIe host
+# bridge, which labkit.guest attaches read-only from the NVMe drive's own image.
 # Each step keeps <step>.cmd (the command as typed), <step>.out, <step>.err and <step>.rc, and a
 # measuring step its case in <step>.case (KEY=VALUE lines, as lab_run --case writes on the host):
 # the lab's record.py reads those, never a step's name.
 set -u
-KNOBS=0 KNOB=none CONTROL=0
+KNOBS=0 KNOB=none ALT=0 ALT_MB=0
 . /job/job.env
 OUT=$PCB_OUT
 cp /job/job.env "$OUT/job.env"
@@ -80,7 +81,7 @@ done > "$OUT/queue.txt"
 swiotlb_state() { for f in /sys/kernel/debug/swiotlb/*; do [ -f "$f" ] && echo "${f##*/} $(cat "$f")"; done; }
 swiotlb_state > "$OUT/swiotlb-before.txt"
 CTL=""
-if [ "$CONTROL" = 1 ]; then
+if [ "$ALT" -gt 0 ]; then
   for f in /sys/block/vd*/serial; do
     serial=""; read -r serial < "$f"   # sysfs ends the serial without a newline: read says 1, serial is set
     [ "$serial" = pcbctl ] && { f=${f%/serial}; CTL=/dev/${f##*/}; }
@@ -89,21 +90,23 @@ if [ "$CONTROL" = 1 ]; then
 fi
 
 # 1. Bandwidth: dd direct reads of the drive, and buffered reads after dropping the page cache
-# (interleaved while both kinds have repetitions left). With a control drive, each direct read is
-# followed by the same read of the control: the emulator's speed drifts within a boot, and the
-# control, which no device tree window touches, drifts with it.
+# (interleaved while both kinds have repetitions left).
 i=1
 while [ $i -le "$REPS" ] || [ $i -le "$BREPS" ]; do
-  if [ $i -le "$REPS" ]; then
-    step "dd.$i.direct" tool=dd io=direct knob=$KNOB rep=$i -- dd if=$DEV of=/dev/null bs=1M count="$MB" iflag=direct
-    [ -z "$CTL" ] || step "dd.$i.control" tool=dd-control io=direct rep=$i -- dd if="$CTL" of=/dev/null bs=1M count="$MB" iflag=direct
-  fi
+  [ $i -gt "$REPS" ] || step "dd.$i.direct" tool=dd io=direct knob=$KNOB rep=$i -- dd if=$DEV of=/dev/null bs=1M count="$MB" iflag=direct
   if [ $i -le "$BREPS" ]; then
     drop "dd.$i.drop"
     step "dd.$i.buffered" tool=dd io=buffered rep=$i -- dd if=$DEV of=/dev/null bs=1M count="$MB"
   fi
   i=$((i + 1))
 done
+
+# 1b. The drive against the control: the emulator's read speed drifts within a boot, by a third
+# from one dd to the next; read in alternation, 1 MiB of each at a time, both see the same drift,
+# and their ratio is the drive's speed with the drift taken out.
+if [ -n "$CTL" ]; then
+  step alternate tool=alternate io=direct -- python3 /job/alternate.py --mib "$ALT_MB" --rounds "$ALT" $DEV "$CTL"
+fi
 
 # 2. Bounces: swiotlb_bounced (every device: only the NVMe drive is behind the PCIe host bridge) and
 # the drive's block_rq_complete (filtered on its dev_t) counted during whole reads (perf stat -a).

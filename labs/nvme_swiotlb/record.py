@@ -43,11 +43,11 @@ kernel × device tree; case keys ``guest_arch``, ``guest_kernel`` (uname -r and 
 ``read_events`` (the same two counts, per read, in repetition order, so that both events of one
     read pair by position): ``io``, ``event`` "swiotlb:swiotlb_bounced"|"block:block_rq_complete".
 ``swiotlb_pool`` (MiB: io_tlb_nslabs × 2 KiB slabs, debugfs) and ``swiotlb_used`` (slabs in use after the reads).
-``control_bandwidth`` (MB/s, emulated, boots with a control drive): the same direct read of a
-    virtio disk outside the PCIe host bridge (same image as the NVMe drive) right after each
-    direct read of step 1; ``io`` direct, ``drive`` control. ``bandwidth_vs_control`` (×, per rep): the
-    NVMe drive's direct MB/s ÷ the control's in the read that followed: the emulator's speed,
-    which drifts within a boot, cancels out.
+``alternating_bandwidth`` (MB/s, emulated, the plain and widened boots; one sample per round of
+    alternate.py): direct reads of the NVMe drive and of a control drive (a virtio disk outside
+    the PCIe host bridge, same image), 1 MiB of each in alternation; ``io`` direct, ``drive``
+    nvme|control. ``bandwidth_vs_control`` (×, per round): the drive's MB/s ÷ the control's in
+    the same round: the emulator's speed, which drifts within a boot, cancels out.
 ``syscalls`` (calls) and ``time_per_call`` (µs) of read(2), strace -c -w of a direct read (under
     TCG ptrace's own stops dominate the time per call).
 ``read_time`` (µs, every read(2) of dd's input in direct reads, from the raw_syscalls sys_enter and
@@ -334,18 +334,14 @@ def _guest_one(run, host_step: dict, d: Path) -> None:
     for n, c in of("dd"):
         bw.add({**case, **_measured(c)}, [dd_summary((d / f"{n}.err").read_text())["mb_per_s"]], step)
     bw.emit(run, "bandwidth", "MB/s", emu)
-    # Each direct read (no knob) with the control drive's read that followed it, paired by rep.
-    direct = {c["rep"]: n for n, c in of("dd") if c.get("io") == "direct" and c.get("knob", "none") == "none"}
-    ctl, rel = _Series(), _Series()
-    for n, c in of("dd-control"):
-        if c["rep"] in direct:
-            nvme = dd_summary((d / f"{direct[c['rep']]}.err").read_text())["mb_per_s"]
-            control = dd_summary((d / f"{n}.err").read_text())["mb_per_s"]
+    for n, c in of("alternate"):
+        rounds = json_lines((d / f"{n}.out").read_text(), "alternate")
+        if rounds:
             where = {**case, **_measured(c)}
-            ctl.add({**where, "drive": "control"}, [control], step)
-            rel.add(where, [nvme / control], step)
-    ctl.emit(run, "control_bandwidth", "MB/s", emu)
-    rel.emit(run, "bandwidth_vs_control", "x", emu)
+            for k, drive in enumerate(("nvme", "control")):
+                run.add("alternating_bandwidth", "MB/s", {**where, "drive": drive},
+                        [r["mb_per_s"][k] for r in rounds], step, emu)
+            run.add("bandwidth_vs_control", "x", where, [r["ratio"] for r in rounds], step, emu)
     counts = {"swiotlb_bounced": _Series(), "rq_complete": _Series(), "read_events": _Series()}
     for n, c in of("perf-stat"):
         stat = perf_stat_csv((d / f"{n}.csv").read_text())

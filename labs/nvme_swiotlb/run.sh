@@ -440,28 +440,27 @@ group_guest() {
   lab_require guest cmd:qemu-system-aarch64 cmd:mmdebstrap cmd:dtc cmd:mke2fs cmd:cpio || return 0
   local job="$LAB_SCRATCH/guest-job" mb kr dt work rdt check
   mkdir -p "$job" "$LAB_RUN/raw/guest"
-  cp "$LAB_DIR/guest_job.sh" "$job/run"
+  cp "$LAB_DIR/guest_job.sh" "$job/run" && cp "$LAB_DIR/alternate.py" "$job/"
   # MiB per read (the original read 512 MiB; a quick run reads half), direct dd reads (the claims
-  # compare their MB/s across boots: more samples than elsewhere, and most in the plain and widened
-  # trees, whose reads are fast and whose ratio is the fix's claim), direct reads with their read()
-  # calls traced, buffered dd reads, direct reads counted with perf stat and traced with
-  # function_graph, buffered reads counted too (1) or not, strace -c -w of a direct read (1) or not,
-  # MiB read under blktrace and under perf record -g (0: none), and a read of the control drive
-  # after each direct read (1, in the plain and widened boots: the fix's claim reads each NVMe read
-  # relative to the control's, which cancels the emulator's drift within a boot). A quick run boots kernel 5.10 only,
-  # and no claim on 5.10 reads the buffered reads, strace, btt or perf record: quick runs leave them
+  # compare their MB/s across boots), direct reads with their read() calls traced, buffered dd
+  # reads, direct reads counted with perf stat and traced with function_graph, buffered reads
+  # counted too (1) or not, strace -c -w of a direct read (1) or not, MiB read under blktrace and
+  # under perf record -g (0: none), and rounds of alternate.py (ALT, ALT_MB MiB of each drive per
+  # round) in the plain and widened boots: the fix's claim compares the NVMe drive's speed
+  # relative to the control drive's, read in alternation. A quick run boots kernel 5.10 only, and
+  # no claim on 5.10 reads the buffered reads, strace, btt or perf record: quick runs leave them
   # out (their tables and flame graphs come from full runs).
   # The dma-ranges boots also try the original's run-time knobs (KNOBS rounds). Full runs boot the
   # 5.10 dma-ranges tree twice more, each with one of the original's boot-time knobs on the kernel
   # command line (boot_knobs), reading direct only.
   mb=$(lab_quick 256 512)
-  printf 'MB=%s\nREPS=%s\nTREPS=%s\nBREPS=%s\nCOUNTED=3\nBUFFERED=%s\nSTRACE=%s\nTRACE_MB=%s\nPERF_MB=%s\nCONTROL=1\n' \
-    "$mb" "$(lab_quick 10 15)" "$(lab_quick 3 5)" "$(lab_quick 0 5)" "$(lab_quick 0 1)" "$(lab_quick 0 1)" \
-    "$(lab_quick 0 128)" "$(lab_quick 0 128)" > "$job/job.env"
+  printf 'MB=%s\nREPS=%s\nTREPS=%s\nBREPS=%s\nCOUNTED=3\nBUFFERED=%s\nSTRACE=%s\nTRACE_MB=%s\nPERF_MB=%s\nALT=%s\nALT_MB=%s\n' \
+    "$mb" "$(lab_quick 7 10)" "$(lab_quick 3 5)" "$(lab_quick 0 5)" "$(lab_quick 0 1)" "$(lab_quick 0 1)" \
+    "$(lab_quick 0 128)" "$(lab_quick 0 128)" "$(lab_quick 6 10)" "$(lab_quick 128 256)" > "$job/job.env"
   # Later assignments in job.env win.
-  cp -r "$job" "$job-knobs" && printf 'REPS=%s\nKNOBS=%s\nCONTROL=0\n' "$(lab_quick 5 7)" "$(lab_quick 3 5)" >> "$job-knobs/job.env"
+  cp -r "$job" "$job-knobs" && printf 'REPS=%s\nKNOBS=%s\nALT=0\n' "$(lab_quick 5 7)" "$(lab_quick 3 5)" >> "$job-knobs/job.env"
   cp -r "$job" "$job-boot" &&
-    printf 'REPS=%s\nTREPS=0\nBREPS=0\nCOUNTED=0\nBUFFERED=0\nSTRACE=0\nTRACE_MB=0\nPERF_MB=0\nCONTROL=0\n' "$(lab_quick 5 7)" >> "$job-boot/job.env"
+    printf 'REPS=%s\nTREPS=0\nBREPS=0\nCOUNTED=0\nBUFFERED=0\nSTRACE=0\nTRACE_MB=0\nPERF_MB=0\nALT=0\n' "$(lab_quick 5 7)" >> "$job-boot/job.env"
   local boot_knobs=(threadirqs isolcpus=1) knob
   cp "$job/job.env" "$LAB_RUN/raw/guest/job.env"
   # The drive's content: random data, so nothing below can shortcut zeros.
