@@ -90,6 +90,12 @@ group_build() {
     lab_loop_attach loop "$DATA" --direct-io=on && LOOP=$LAB_LOOP
     if [[ -n "$LOOP" ]]; then
       LOOPN=${LOOP#/dev/}
+      # No I/O scheduler, as an NVMe drive has by default (the original's had none until it tried
+      # mq-deadline and kyber): a loop device keeps whatever its queue was given before (a udev
+      # rule, an earlier run), and blkparse then shows an extra action per request. Put back on exit.
+      if grep -qw none "/sys/block/$LOOPN/queue/scheduler"; then
+        lab_set_knob loop.scheduler "/sys/block/$LOOPN/queue/scheduler" none
+      fi
       local mm; mm=$(cat "/sys/block/$LOOPN/dev")
       DEVT=$(( (${mm%%:*} << 20) | ${mm##*:} )) # the kernel's dev_t (MKDEV), as trace event filters see it
       # A request the block layer splits (X events) is not followed by btt, so the traced reads use the
