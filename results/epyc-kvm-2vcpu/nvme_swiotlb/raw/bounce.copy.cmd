@@ -1,1 +1,1 @@
-cp /tmp/pcb-nvme_swiotlb.DCpej7/data.img /tmp/pcb-nvme_swiotlb.DCpej7/tmpfs/data.img
+cp /tmp/pcb-nvme_swiotlb.lugUlU/data.img /tmp/pcb-nvme_swiotlb.lugUlU/tmpfs/data.img

@@ -1,1 +1,1 @@
-fincore --json --bytes /tmp/pcb-nvme_swiotlb.DCpej7/data.img
+fincore --json --bytes /tmp/pcb-nvme_swiotlb.lugUlU/data.img

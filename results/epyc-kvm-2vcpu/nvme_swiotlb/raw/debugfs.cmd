@@ -1,1 +1,1 @@
-mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.DCpej7/debugfs
+mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.lugUlU/debugfs

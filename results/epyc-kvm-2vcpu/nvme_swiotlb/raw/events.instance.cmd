@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-17888
+mkdir /sys/kernel/tracing/instances/pcb-19944

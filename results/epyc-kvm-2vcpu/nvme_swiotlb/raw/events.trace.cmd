@@ -1,1 +1,1 @@
-cat /sys/kernel/tracing/instances/pcb-17888/trace
+cat /sys/kernel/tracing/instances/pcb-19944/trace
