@@ -212,7 +212,7 @@ def test_claim_names_its_source_and_timing(claim):
 
 
 def test_claims_compare_medians_not_means():
-    """The original quotes rounded figures and one mean; the claims compare medians (issue 13)."""
+    """The original quotes rounded figures and one mean; the claims compare medians."""
     assert all(c.get("statistic", "median") == "median" for c in SPEC)
     kyber = next(c for c in SPEC if c["id"] == "kyber-adds-latency")
     assert kyber["a"]["stat"] == kyber["b"]["stat"] == "p50"

@@ -108,7 +108,7 @@ def test_a_bad_file_name_or_a_repeated_id_fails_loud(tmp_path):
 
 @pytest.mark.parametrize("tool", cards.tools())
 def test_every_card_has_an_exercise_that_holds_on_a_committed_result(tool):
-    """Issue 16: each card has at least one exercise whose prediction holds on a committed
+    """Each card has at least one exercise whose prediction holds on a committed
     result. A timing exercise may be inconclusive on one rerun (its ranges overlap) or not
     applicable on an emulated host; the card still needs one that holds somewhere."""
     verdicts = {}
