@@ -12,8 +12,8 @@
  *
  * Method and source
  *   UnixBench fstime.c (BYTE UNIX Benchmarks, repository
- *   kdlucas/byte-unixbench, file UnixBench/src/fstime.c, commit
- *   65348657f10a54a1d95e8f02744776ea81fde372).  This is an independent
+ *   kdlucas/byte-unixbench, file UnixBench/src/fstime.c, master at
+ *   986b674a1e50 (release 6.0.0, May 2025)).  This is an independent
  *   re-implementation of that method:
  *   - Two files dummy0-<pid> and dummy1-<pid> in the directory, opened
  *     read-write (created/truncated); file size = (max_blocks*1024/bufsize)
@@ -22,9 +22,10 @@
  *       -w  write for -t s
  *       -r  write 2 s (creates the file), then read for -t s
  *       -c  write 2 s, read 2 s, then copy for -t s  (the default)
- *   - Before each phase: flush, sleep S, flush, sleep S (before the copy
+ *   - Before each phase: sync(), sleep S, sync(), sleep S (before the copy
  *     phase the second sleep is S/2).  UnixBench sleeps 2,2 / 2,2 / 2,1 s,
- *     i.e. our default -s 2.
+ *     i.e. our default -s 2.  sync() flushes the whole system, which can
+ *     take longer on a busy machine (outside the timed phase).
  *   - write: write the whole file buffer by buffer, rewind, repeat; the
  *     deadline is only looked at after a full pass.
  *   - read: read buffer by buffer, rewind at end of file; the deadline is
@@ -40,12 +41,6 @@
  *     256-byte units, printed truncated to an integer).
  *   Deliberate differences:
  *   - Elapsed time from CLOCK_MONOTONIC (UnixBench: gettimeofday).
- *   - The flush before a phase is sync(), as UnixBench did for years
- *     (e.g. commit f53eadaa3e62); the commit named above calls fsync() on
- *     the dummy files instead (the change of its PR #104, December 2024,
- *     for many parallel copies).  Both write back our
- *     dirty pages; sync() flushes the whole system too, which can take
- *     longer on a busy machine (outside the timed phase).
  *   - The buffer is a static array aligned to 64 bytes, so its cache-line
  *     alignment does not depend on the build (UnixBench's static buffer
  *     happened to sit at 32 mod 64 in our x86-64 build).
