@@ -1,1 +1,1 @@
-auditd -n -c /tmp/pcb-fstime.0FKeH6/audit
+auditd -n -c /tmp/pcb-fstime.gmcSFS/audit

@@ -1,1 +1,1 @@
-sed s\|@DIR@\|/tmp/pcb-fstime.0FKeH6/audit\|g /work/main/labs/fstime/auditd.conf.in
+sed s\|@DIR@\|/tmp/pcb-fstime.gmcSFS/audit\|g /work/main/labs/fstime/auditd.conf.in

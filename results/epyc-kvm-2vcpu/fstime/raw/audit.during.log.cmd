@@ -1,1 +1,1 @@
-du -b /tmp/pcb-fstime.0FKeH6/audit
+du -b /tmp/pcb-fstime.gmcSFS/audit

@@ -1,1 +1,1 @@
-gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -D_GNU_SOURCE -o /tmp/pcb-fstime.0FKeH6/fstime /work/main/labs/fstime/fstime.c -lm
+gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -D_GNU_SOURCE -o /tmp/pcb-fstime.gmcSFS/fstime /work/main/labs/fstime/fstime.c -lm

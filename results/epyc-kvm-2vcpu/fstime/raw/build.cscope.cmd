@@ -1,1 +1,1 @@
-cscope -bk -f /tmp/pcb-fstime.0FKeH6/cscope.out /work/main/labs/fstime/fstime.c
+cscope -bk -f /tmp/pcb-fstime.gmcSFS/cscope.out /work/main/labs/fstime/fstime.c

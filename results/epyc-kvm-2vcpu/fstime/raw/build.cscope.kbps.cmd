@@ -1,1 +1,1 @@
-cscope -dL -f /tmp/pcb-fstime.0FKeH6/cscope.out -4 KBps
+cscope -dL -f /tmp/pcb-fstime.gmcSFS/cscope.out -4 KBps

@@ -1,1 +1,1 @@
-/tmp/pcb-fstime.0FKeH6/fstime -c -t 2 -s 0.5 -d /tmp/pcb-fstime.0FKeH6/disk -b 4096 -m 8000
+/tmp/pcb-fstime.gmcSFS/fstime -c -t 2 -s 0.5 -d /tmp/pcb-fstime.gmcSFS/disk -b 4096 -m 8000

@@ -1,1 +1,1 @@
-/tmp/pcb-fstime.0FKeH6/fstime -c -t 2 -s 0.5 -d /tmp/pcb-fstime.0FKeH6/mnt-ext4-on-tmpfs -b 256 -m 500
+/tmp/pcb-fstime.gmcSFS/fstime -c -t 2 -s 0.5 -d /tmp/pcb-fstime.gmcSFS/mnt-ext4-on-tmpfs -b 256 -m 500

@@ -1,1 +1,1 @@
-/tmp/pcb-fstime.0FKeH6/fstime -c -t 600 -s 0.5 -d /tmp/pcb-fstime.0FKeH6/disk -b 1024 -m 2000
+/tmp/pcb-fstime.gmcSFS/fstime -c -t 600 -s 0.5 -d /tmp/pcb-fstime.gmcSFS/disk -b 1024 -m 2000

@@ -1,1 +1,1 @@
-/work/main/.venv/bin/python /work/main/labs/fstime/cpushare.py /work/main/results/epyc-kvm-2vcpu/.fstime.partial/raw/cpu.stat.3.out 26914
+/work/main/.venv/bin/python /work/main/labs/fstime/cpushare.py /tmp/runB/epyc-kvm-2vcpu/.fstime.partial/raw/cpu.stat.3.out 15831

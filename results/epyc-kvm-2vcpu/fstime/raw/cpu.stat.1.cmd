@@ -1,1 +1,1 @@
-sh /work/main/labs/fstime/cpusample.sh 26349 3
+sh /work/main/labs/fstime/cpusample.sh 15253 3

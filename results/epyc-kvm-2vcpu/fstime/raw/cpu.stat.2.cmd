@@ -1,1 +1,1 @@
-sh /work/main/labs/fstime/cpusample.sh 26631 3
+sh /work/main/labs/fstime/cpusample.sh 15541 3

@@ -1,1 +1,1 @@
-sh /work/main/labs/fstime/cpusample.sh 26914 3
+sh /work/main/labs/fstime/cpusample.sh 15831 3

@@ -1,1 +1,1 @@
-sh /work/main/labs/fstime/cpusample.sh 27191 3
+sh /work/main/labs/fstime/cpusample.sh 16121 3

@@ -1,1 +1,1 @@
-sh /work/main/labs/fstime/cpusample.sh 27468 3
+sh /work/main/labs/fstime/cpusample.sh 16409 3

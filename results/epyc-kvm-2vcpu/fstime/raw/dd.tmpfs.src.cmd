@@ -1,1 +1,1 @@
-dd if=/dev/zero of=/tmp/pcb-fstime.0FKeH6/tmpfs/files/dd-src bs=1M count=64 status=none
+dd if=/dev/zero of=/tmp/pcb-fstime.gmcSFS/tmpfs/files/dd-src bs=1M count=64 status=none

@@ -1,1 +1,1 @@
-perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.0FKeH6/perf-tmpfs.data -p 27755 -- sleep 3
+perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.gmcSFS/perf-tmpfs.data -p 16706 -- sleep 3

@@ -1,1 +1,1 @@
-perf report -i /tmp/pcb-fstime.0FKeH6/perf-tmpfs.data --stdio --no-children --sort sym -g none --percent-limit 2
+perf report -i /tmp/pcb-fstime.gmcSFS/perf-tmpfs.data --stdio --no-children --sort sym -g none --percent-limit 2

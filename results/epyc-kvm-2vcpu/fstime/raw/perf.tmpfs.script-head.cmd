@@ -1,1 +1,1 @@
-head -n 60 /tmp/pcb-fstime.0FKeH6/perf-tmpfs.script
+head -n 60 /tmp/pcb-fstime.gmcSFS/perf-tmpfs.script

@@ -1,1 +1,1 @@
-perf script -i /tmp/pcb-fstime.0FKeH6/perf-tmpfs.data
+perf script -i /tmp/pcb-fstime.gmcSFS/perf-tmpfs.data

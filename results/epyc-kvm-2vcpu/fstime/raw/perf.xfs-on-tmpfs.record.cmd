@@ -1,1 +1,1 @@
-perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.0FKeH6/perf-xfs-on-tmpfs.data -p 28043 -- sleep 3
+perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.gmcSFS/perf-xfs-on-tmpfs.data -p 17001 -- sleep 3

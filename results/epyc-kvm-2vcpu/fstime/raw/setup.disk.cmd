@@ -1,1 +1,1 @@
-mkdir /tmp/pcb-fstime.0FKeH6/disk
+mkdir /tmp/pcb-fstime.gmcSFS/disk

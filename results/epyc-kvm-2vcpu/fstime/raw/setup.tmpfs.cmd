@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=768m\,mode=0700 tmpfs /tmp/pcb-fstime.0FKeH6/tmpfs
+mount -t tmpfs -o size=768m\,mode=0700 tmpfs /tmp/pcb-fstime.gmcSFS/tmpfs

@@ -1,1 +1,1 @@
-mkdir /tmp/pcb-fstime.0FKeH6/tmpfs/files
+mkdir /tmp/pcb-fstime.gmcSFS/tmpfs/files

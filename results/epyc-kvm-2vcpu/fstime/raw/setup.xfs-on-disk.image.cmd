@@ -1,1 +1,1 @@
-truncate -s 512M /tmp/pcb-fstime.0FKeH6/xfs.img
+truncate -s 512M /tmp/pcb-fstime.gmcSFS/xfs.img

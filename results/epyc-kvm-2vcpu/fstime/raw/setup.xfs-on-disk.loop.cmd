@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop2 /tmp/pcb-fstime.0FKeH6/xfs.img
+losetup --show --direct-io=on /dev/loop2 /tmp/pcb-fstime.gmcSFS/xfs.img

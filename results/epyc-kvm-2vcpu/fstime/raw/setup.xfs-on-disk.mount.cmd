@@ -1,1 +1,1 @@
-mount -t xfs /dev/loop2 /tmp/pcb-fstime.0FKeH6/mnt-xfs-on-disk
+mount -t xfs /dev/loop2 /tmp/pcb-fstime.gmcSFS/mnt-xfs-on-disk

@@ -1,1 +1,1 @@
-mount -t xfs /dev/loop1 /tmp/pcb-fstime.0FKeH6/mnt-xfs-on-tmpfs
+mount -t xfs /dev/loop1 /tmp/pcb-fstime.gmcSFS/mnt-xfs-on-tmpfs
