@@ -243,8 +243,8 @@ def guest_run(tmp_path_factory):
 @pytest.mark.guest
 @pytest.mark.timeout(1000)
 def test_guest_group_reproduces_the_root_cause(guest_run):
-    """--quick --only guest: kernel 5.10 booted with the three device trees (plain, the 1 GiB
-    dma-ranges window, the window widened to all RAM), every guest measurement marked with the
+    """--quick --only guest: kernels 5.10 and 6.1 each booted with the three device trees (plain,
+    the 1 GiB dma-ranges window, the window widened to all RAM), every guest measurement marked with the
     guest's emulation, each guest step's case brought back, and the count claims hold: bounces
     (on every request) and swiotlb calls only with the 1 GiB window, none with the widened one."""
     from labkit import claims as claims_mod
@@ -253,7 +253,7 @@ def test_guest_group_reproduces_the_root_cause(guest_run):
     r = result(out)
     guest = [m for m in r["measurements"] if m["case"].get("experiment") == "guest"]
     seen = {(m["case"]["kernel"], m["case"]["dt"]) for m in guest if m["metric"] == "bandwidth"}
-    assert seen == {("5.10", dt) for dt in ("plain", "dma-ranges", "dma-ranges-wide")}
+    assert seen == {(k, dt) for k in ("5.10", "6.1") for dt in ("plain", "dma-ranges", "dma-ranges-wide")}
     for m in guest:
         assert m["case"]["guest_arch"] == "arm64" and m["case"]["accelerator"] in ("tcg", "kvm")
         assert m["case"]["guest_kernel"].startswith(m["case"]["kernel"])
@@ -268,8 +268,9 @@ def test_guest_group_reproduces_the_root_cause(guest_run):
         Path(__file__).parent.parent / "labs" / LAB / "claims.toml"), r)}
     for claim in ("guest-510-bounces-only-with-window", "guest-510-swiotlb-under-read",
                   "guest-510-every-request-bounces", "guest-510-wide-window-covers-ram",
-                  "guest-510-wide-window-no-bounces"):
+                  "guest-510-wide-window-no-bounces", "guest-61-bounces-only-with-window",
+                  "guest-61-swiotlb-under-read", "guest-61-wide-window-no-bounces"):
         assert verdicts[claim] == "holds", claim
-    assert verdicts["guest-61-bounces-only-with-window"] == "untested"   # quick: kernel 5.10 only
+    assert verdicts["guest-510-threadirqs-does-not-restore"] == "untested"   # quick: no boot-time knobs
     assert not [a for a in r["artifacts"] if a["kind"] == "flamegraph"]    # quick: no perf record
     assert seconds <= 600, f"--quick --only guest took {seconds:.0f} s (budget: 5 min warm, 10 cold)"
