@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=528m\,mode=0700 tmpfs /tmp/pcb-nvme_swiotlb.lugUlU/tmpfs
+mount -t tmpfs -o size=528m\,mode=0700 tmpfs /tmp/pcb-nvme_swiotlb.1Y1YkF/tmpfs

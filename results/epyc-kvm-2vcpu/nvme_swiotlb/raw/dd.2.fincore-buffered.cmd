@@ -1,1 +1,1 @@
-fincore --json --bytes /tmp/pcb-nvme_swiotlb.lugUlU/data.img
+fincore --json --bytes /tmp/pcb-nvme_swiotlb.1Y1YkF/data.img

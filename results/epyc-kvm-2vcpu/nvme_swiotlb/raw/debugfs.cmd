@@ -1,1 +1,1 @@
-mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.lugUlU/debugfs
+mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.1Y1YkF/debugfs

@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-19944
+mkdir /sys/kernel/tracing/instances/pcb-20644

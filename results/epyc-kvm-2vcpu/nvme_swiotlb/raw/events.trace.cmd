@@ -1,1 +1,1 @@
-cat /sys/kernel/tracing/instances/pcb-19944/trace
+cat /sys/kernel/tracing/instances/pcb-20644/trace
