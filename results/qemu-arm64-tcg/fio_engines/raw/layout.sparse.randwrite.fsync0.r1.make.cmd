@@ -1,1 +1,1 @@
-truncate -s 256m /scratch/pcb-fio_engines.pVZL8a/sparse.dat
+truncate -s 256m /scratch/pcb-fio_engines.QnngY5/sparse.dat

@@ -1,1 +1,1 @@
-findmnt -T /scratch/pcb-fio_engines.pVZL8a
+findmnt -T /scratch/pcb-fio_engines.QnngY5

@@ -1,1 +1,1 @@
-auditd -n -c /scratch/pcb-fstime.EN8yH0/audit
+auditd -n -c /scratch/pcb-fstime.WQsvjU/audit

@@ -1,1 +1,1 @@
-sed s\|@DIR@\|/scratch/pcb-fstime.EN8yH0/audit\|g /job/repo/labs/fstime/auditd.conf.in
+sed s\|@DIR@\|/scratch/pcb-fstime.WQsvjU/audit\|g /job/repo/labs/fstime/auditd.conf.in

@@ -1,1 +1,1 @@
-du -b /scratch/pcb-fstime.EN8yH0/audit
+du -b /scratch/pcb-fstime.WQsvjU/audit

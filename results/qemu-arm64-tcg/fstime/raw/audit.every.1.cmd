@@ -1,1 +1,1 @@
-sh /job/repo/labs/fstime/audit_exec.sh b64 /scratch/pcb-fstime.EN8yH0/audit/every.1.pid /scratch/pcb-fstime.EN8yH0/fstime -c -t 1 -s 0.1 -d /scratch/pcb-fstime.EN8yH0/tmpfs/files -b 1024 -m 2000
+sh /job/repo/labs/fstime/audit_exec.sh b64 /scratch/pcb-fstime.WQsvjU/audit/every.1.pid /scratch/pcb-fstime.WQsvjU/fstime -c -t 1 -s 0.1 -d /scratch/pcb-fstime.WQsvjU/tmpfs/files -b 1024 -m 2000

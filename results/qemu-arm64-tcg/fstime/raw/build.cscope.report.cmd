@@ -1,1 +1,1 @@
-cscope -dL -f /scratch/pcb-fstime.EN8yH0/cscope.out -3 report
+cscope -dL -f /scratch/pcb-fstime.WQsvjU/cscope.out -3 report

@@ -1,1 +1,1 @@
-perf record --no-buildid-cache -g -F 997 -o /scratch/pcb-fstime.EN8yH0/perf-tmpfs.data -p 512 -- sleep 1
+perf record --no-buildid-cache -g -F 997 -o /scratch/pcb-fstime.WQsvjU/perf-tmpfs.data -p 680 -- sleep 1

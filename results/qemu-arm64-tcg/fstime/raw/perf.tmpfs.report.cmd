@@ -1,1 +1,1 @@
-perf report -i /scratch/pcb-fstime.EN8yH0/perf-tmpfs.data --stdio --no-children --sort sym -g none --percent-limit 2
+perf report -i /scratch/pcb-fstime.WQsvjU/perf-tmpfs.data --stdio --no-children --sort sym -g none --percent-limit 2

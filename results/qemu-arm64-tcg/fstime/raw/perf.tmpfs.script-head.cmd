@@ -1,1 +1,1 @@
-head -n 60 /scratch/pcb-fstime.EN8yH0/perf-tmpfs.script
+head -n 60 /scratch/pcb-fstime.WQsvjU/perf-tmpfs.script

@@ -1,1 +1,1 @@
-perf record --no-buildid-cache -g -F 997 -o /scratch/pcb-fstime.EN8yH0/perf-xfs-on-tmpfs.data -p 597 -- sleep 1
+perf record --no-buildid-cache -g -F 997 -o /scratch/pcb-fstime.WQsvjU/perf-xfs-on-tmpfs.data -p 755 -- sleep 1

@@ -1,1 +1,1 @@
-perf script -i /scratch/pcb-fstime.EN8yH0/perf-xfs-on-tmpfs.data
+perf script -i /scratch/pcb-fstime.WQsvjU/perf-xfs-on-tmpfs.data

@@ -1,1 +1,1 @@
-mkdir /scratch/pcb-fstime.EN8yH0/disk
+mkdir /scratch/pcb-fstime.WQsvjU/disk

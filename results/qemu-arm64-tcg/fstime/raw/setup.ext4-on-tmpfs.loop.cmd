@@ -1,1 +1,1 @@
-losetup --find --show /scratch/pcb-fstime.EN8yH0/tmpfs/ext4.img
+losetup --show /dev/loop0 /scratch/pcb-fstime.WQsvjU/tmpfs/ext4.img

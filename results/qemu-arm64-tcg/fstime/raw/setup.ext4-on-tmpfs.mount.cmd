@@ -1,1 +1,1 @@
-mount -t ext4 /dev/loop0 /scratch/pcb-fstime.EN8yH0/mnt-ext4-on-tmpfs
+mount -t ext4 /dev/loop0 /scratch/pcb-fstime.WQsvjU/mnt-ext4-on-tmpfs

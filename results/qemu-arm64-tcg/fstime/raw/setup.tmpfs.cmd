@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=768m\,mode=0700 tmpfs /scratch/pcb-fstime.EN8yH0/tmpfs
+mount -t tmpfs -o size=768m\,mode=0700 tmpfs /scratch/pcb-fstime.WQsvjU/tmpfs

@@ -1,1 +1,1 @@
-mkdir /scratch/pcb-fstime.EN8yH0/tmpfs/files
+mkdir /scratch/pcb-fstime.WQsvjU/tmpfs/files

@@ -1,1 +1,1 @@
-truncate -s 512M /scratch/pcb-fstime.EN8yH0/xfs.img
+truncate -s 512M /scratch/pcb-fstime.WQsvjU/xfs.img

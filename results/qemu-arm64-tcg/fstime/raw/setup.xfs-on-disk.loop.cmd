@@ -1,1 +1,1 @@
-losetup --find --show --direct-io=on /scratch/pcb-fstime.EN8yH0/xfs.img
+losetup --show --direct-io=on /dev/loop2 /scratch/pcb-fstime.WQsvjU/xfs.img

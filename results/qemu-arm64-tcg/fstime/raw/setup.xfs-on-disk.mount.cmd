@@ -1,1 +1,1 @@
-mount -t xfs /dev/loop2 /scratch/pcb-fstime.EN8yH0/mnt-xfs-on-disk
+mount -t xfs /dev/loop2 /scratch/pcb-fstime.WQsvjU/mnt-xfs-on-disk

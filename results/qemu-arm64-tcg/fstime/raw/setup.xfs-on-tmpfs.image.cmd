@@ -1,1 +1,1 @@
-truncate -s 512M /scratch/pcb-fstime.EN8yH0/tmpfs/xfs.img
+truncate -s 512M /scratch/pcb-fstime.WQsvjU/tmpfs/xfs.img

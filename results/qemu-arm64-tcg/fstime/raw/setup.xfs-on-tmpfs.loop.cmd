@@ -1,1 +1,1 @@
-losetup --find --show /scratch/pcb-fstime.EN8yH0/tmpfs/xfs.img
+losetup --show /dev/loop1 /scratch/pcb-fstime.WQsvjU/tmpfs/xfs.img

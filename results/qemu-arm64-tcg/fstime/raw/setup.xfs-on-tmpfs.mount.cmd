@@ -1,1 +1,1 @@
-mount -t xfs /dev/loop1 /scratch/pcb-fstime.EN8yH0/mnt-xfs-on-tmpfs
+mount -t xfs /dev/loop1 /scratch/pcb-fstime.WQsvjU/mnt-xfs-on-tmpfs

@@ -1,1 +1,1 @@
-timeout -s INT 1 strace -c -p 696
+timeout -s INT 1 strace -c -p 838

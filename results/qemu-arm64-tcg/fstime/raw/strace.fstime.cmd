@@ -1,1 +1,1 @@
-/scratch/pcb-fstime.EN8yH0/fstime -c -t 600 -s 0.1 -d /scratch/pcb-fstime.EN8yH0/tmpfs/files -b 1024 -m 2000
+/scratch/pcb-fstime.WQsvjU/fstime -c -t 600 -s 0.1 -d /scratch/pcb-fstime.WQsvjU/tmpfs/files -b 1024 -m 2000

@@ -1,1 +1,1 @@
-/scratch/pcb-lat_tcp.t4rUWH/lat_tcp -N 3 -t 0.05 -p 31234 127.0.0.1
+/scratch/pcb-lat_tcp.kDyBvW/lat_tcp -N 3 -t 0.05 -p 31244 127.0.0.1

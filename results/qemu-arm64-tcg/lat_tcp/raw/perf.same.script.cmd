@@ -1,1 +1,1 @@
-perf script -i /scratch/pcb-lat_tcp.t4rUWH/perf-same.data
+perf script -i /scratch/pcb-lat_tcp.kDyBvW/perf-same-cpu-1.data

@@ -1,1 +1,1 @@
-cp /scratch/pcb-nvme_swiotlb.9r8acJ/data.img /scratch/pcb-nvme_swiotlb.9r8acJ/tmpfs/data.img
+cp /scratch/pcb-nvme_swiotlb.FHI0DO/data.img /scratch/pcb-nvme_swiotlb.FHI0DO/tmpfs/data.img

@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=144m\,mode=0700 tmpfs /scratch/pcb-nvme_swiotlb.9r8acJ/tmpfs
+mount -t tmpfs -o size=528m\,mode=0700 tmpfs /scratch/pcb-nvme_swiotlb.FHI0DO/tmpfs

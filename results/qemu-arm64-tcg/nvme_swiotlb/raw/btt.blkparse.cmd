@@ -1,1 +1,1 @@
-blkparse -i loop -D /scratch/pcb-nvme_swiotlb.9r8acJ/blktrace -d /scratch/pcb-nvme_swiotlb.9r8acJ/blk.bin -O
+blkparse -i loop -D /scratch/pcb-nvme_swiotlb.FHI0DO/blktrace -d /scratch/pcb-nvme_swiotlb.FHI0DO/blk.bin -O

@@ -1,1 +1,1 @@
-blktrace -r /sys/kernel/debug -d /dev/loop0 -o loop -D /scratch/pcb-nvme_swiotlb.9r8acJ/blktrace
+blktrace -r /sys/kernel/debug -d /dev/loop0 -o loop -D /scratch/pcb-nvme_swiotlb.FHI0DO/blktrace

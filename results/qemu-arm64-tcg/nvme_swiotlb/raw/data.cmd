@@ -1,1 +1,1 @@
-dd if=/dev/urandom of=/scratch/pcb-nvme_swiotlb.9r8acJ/data.img bs=1M count=128 conv=fsync
+dd if=/dev/urandom of=/scratch/pcb-nvme_swiotlb.FHI0DO/data.img bs=1M count=512 conv=fsync

@@ -1,1 +1,1 @@
-fincore --json --bytes /scratch/pcb-nvme_swiotlb.9r8acJ/data.img
+fincore --json --bytes /scratch/pcb-nvme_swiotlb.FHI0DO/data.img

@@ -1,1 +1,1 @@
-dd if=/scratch/pcb-nvme_swiotlb.9r8acJ/data.img of=/dev/null bs=1M
+dd if=/scratch/pcb-nvme_swiotlb.FHI0DO/data.img of=/dev/null bs=1M

@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-187
+mkdir /sys/kernel/tracing/instances/pcb-188

@@ -1,1 +1,1 @@
-cat /sys/kernel/tracing/instances/pcb-187/trace
+cat /sys/kernel/tracing/instances/pcb-188/trace

@@ -1,1 +1,1 @@
-losetup --find --show --direct-io=on /scratch/pcb-nvme_swiotlb.9r8acJ/data.img
+losetup --show --direct-io=on /dev/loop0 /scratch/pcb-nvme_swiotlb.FHI0DO/data.img

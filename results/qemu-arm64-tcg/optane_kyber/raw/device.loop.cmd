@@ -1,1 +1,1 @@
-losetup --find --show /scratch/pcb-optane_kyber.lPdlnr/tmpfs/disk.img
+losetup --show /dev/loop0 /scratch/pcb-optane_kyber.lWdXq1/tmpfs/disk.img

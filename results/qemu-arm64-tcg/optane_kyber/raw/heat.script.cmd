@@ -1,1 +1,1 @@
-perf script --max-stack 48 -i /scratch/pcb-optane_kyber.lPdlnr/heat.data
+perf script --max-stack 48 -i /scratch/pcb-optane_kyber.lWdXq1/heat.data

@@ -1,1 +1,0 @@
-fallocate -l 256m /scratch/pcb-fio_engines.pVZL8a/fallocated.dat

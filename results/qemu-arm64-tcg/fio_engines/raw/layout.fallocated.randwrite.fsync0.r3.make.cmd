@@ -1,0 +1,1 @@
+fallocate -l 256m /scratch/pcb-fio_engines.QnngY5/fallocated.dat

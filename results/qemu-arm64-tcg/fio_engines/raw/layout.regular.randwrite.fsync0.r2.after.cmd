@@ -1,0 +1,1 @@
+stat -c %s\ %b\ %B /scratch/pcb-fio_engines.QnngY5/data.dat

@@ -1,1 +1,0 @@
-env LC_ALL=C pidstat -u -r -h -H -l -C aux-path=/scratch/pcb-fio_engines\\.pVZL8a\  1

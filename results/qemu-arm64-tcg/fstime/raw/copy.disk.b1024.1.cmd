@@ -1,1 +1,0 @@
-/scratch/pcb-fstime.EN8yH0/fstime -c -t 1 -s 0.1 -d /scratch/pcb-fstime.EN8yH0/disk -b 1024 -m 2000

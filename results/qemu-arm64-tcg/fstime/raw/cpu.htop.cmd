@@ -1,1 +1,0 @@
-python3 /job/repo/labs/fstime/cpushare.py /out/results/qemu-arm64-tcg/.fstime.partial/raw/cpu.stat.out 426

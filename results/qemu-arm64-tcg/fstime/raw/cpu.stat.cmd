@@ -1,1 +1,0 @@
-sh /job/repo/labs/fstime/cpusample.sh 426 1

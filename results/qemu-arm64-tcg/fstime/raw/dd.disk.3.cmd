@@ -1,0 +1,1 @@
+env LC_ALL=C dd if=/scratch/pcb-fstime.WQsvjU/disk/dd-src of=/scratch/pcb-fstime.WQsvjU/disk/dd-dst bs=1k conv=notrunc

@@ -1,1 +1,0 @@
-python3 -m labkit flame --perf-script /scratch/pcb-lat_tcp.t4rUWH/perf-other.script --folded /out/results/qemu-arm64-tcg/.lat_tcp.partial/flame-other.folded --svg /out/results/qemu-arm64-tcg/.lat_tcp.partial/flame-other.svg --title lat_tcp\ client\,\ server\ on\ CPU\ 0\,\ client\ on\ CPU\ 1

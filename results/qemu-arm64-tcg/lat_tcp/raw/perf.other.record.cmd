@@ -1,1 +1,0 @@
-perf record -g -F 997 --no-buildid-cache -o /scratch/pcb-lat_tcp.t4rUWH/perf-other.data -- taskset -c 1 /scratch/pcb-lat_tcp.t4rUWH/lat_tcp -m 1 -N 3 -t 0.3 -p 31234 127.0.0.1

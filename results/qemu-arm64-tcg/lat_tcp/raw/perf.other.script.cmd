@@ -1,1 +1,0 @@
-perf script -i /scratch/pcb-lat_tcp.t4rUWH/perf-other.data

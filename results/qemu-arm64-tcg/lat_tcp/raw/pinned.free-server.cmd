@@ -1,0 +1,1 @@
+/scratch/pcb-lat_tcp.kDyBvW/lat_tcp -s -p 31235

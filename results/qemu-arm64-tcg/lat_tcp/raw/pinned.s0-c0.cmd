@@ -1,1 +1,0 @@
-taskset -c 0 /scratch/pcb-lat_tcp.t4rUWH/lat_tcp -m 1 -N 5 -t 0.05 -p 31234 127.0.0.1

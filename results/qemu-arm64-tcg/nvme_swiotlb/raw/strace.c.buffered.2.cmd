@@ -1,0 +1,1 @@
+strace -c -w dd if=/scratch/pcb-nvme_swiotlb.FHI0DO/data.img of=/dev/null bs=1M

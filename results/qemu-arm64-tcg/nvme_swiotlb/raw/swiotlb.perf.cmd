@@ -1,1 +1,0 @@
-perf stat -a -x\, -o /out/results/qemu-arm64-tcg/.nvme_swiotlb.partial/raw/swiotlb.perf.csv -e swiotlb:swiotlb_bounced\,block:block_rq_complete -- dd if=/scratch/pcb-nvme_swiotlb.9r8acJ/data.img of=/dev/null bs=1M iflag=direct

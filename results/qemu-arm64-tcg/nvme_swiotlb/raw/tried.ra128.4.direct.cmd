@@ -1,0 +1,1 @@
+dd if=/dev/loop0 of=/dev/null bs=4k count=4096 iflag=direct

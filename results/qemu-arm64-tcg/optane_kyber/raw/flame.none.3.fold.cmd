@@ -1,0 +1,1 @@
+inferno-collapse-perf --all /scratch/pcb-optane_kyber.lWdXq1/flame-none.3.script

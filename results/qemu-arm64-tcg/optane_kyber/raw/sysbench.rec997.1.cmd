@@ -1,1 +1,0 @@
-perf record --no-buildid-cache -g -F 997 -o /scratch/pcb-optane_kyber.lPdlnr/sysbench.data -- sysbench cpu --threads=1 --time=1 run
