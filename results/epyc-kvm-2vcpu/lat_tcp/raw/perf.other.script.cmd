@@ -1,1 +1,1 @@
-perf script -i /tmp/pcb-lat_tcp.95faSP/perf-other-core-1.data
+perf script -i /tmp/pcb-lat_tcp.oWQJka/perf-other-core-1.data

@@ -1,1 +1,1 @@
-perf script -i /tmp/pcb-lat_tcp.95faSP/perf-same-cpu-1.data
+perf script -i /tmp/pcb-lat_tcp.oWQJka/perf-same-cpu-1.data

@@ -1,1 +1,1 @@
-ip -n pcb-lat-a-27172 link set lo up
+ip -n pcb-lat-a-13714 link set lo up

@@ -1,1 +1,1 @@
-ip netns add pcb-lat-a-27172
+ip netns add pcb-lat-a-13714

@@ -1,1 +1,1 @@
-ip netns add pcb-lat-b-27172
+ip netns add pcb-lat-b-13714

@@ -1,1 +1,1 @@
-ip -n pcb-lat-a-27172 link set pcb-va up
+ip -n pcb-lat-a-13714 link set pcb-va up
