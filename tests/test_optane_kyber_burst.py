@@ -35,7 +35,8 @@ def test_bursts_start_at_the_phase_and_last_the_busy_time(burst):
     for a, b in out["bursts"]:
         offset_ms = (a - math.floor(a)) * 1000
         assert 100 <= offset_ms < 250, "a burst starts at (or, woken late, just after) its phase"
-        assert b - a >= 0.050, "it spins at least the busy time"
+        # the times are printed to the microsecond: 50 ms can come out as 0.049999... in binary
+        assert b - a >= 0.050 - 1e-6, "it spins at least the busy time"
     assert math.floor(a1) == math.floor(a0) + 1, "one burst per second, in consecutive seconds"
 
 
