@@ -128,7 +128,7 @@ def test_histogram_counts_every_read(quick_run):
         lat = next(m for m in r["measurements"] if m["metric"] == "read_latency" and m["case"]["io"] == io)
         hist = [m for m in r["measurements"] if m["metric"] == "read_latency_hist" and m["case"]["io"] == io]
         assert sum(m["samples"][0] for m in hist) == lat["n"]
-        assert lat["n"] == 128   # a 128 MiB file read with bs=1M in quick mode
+        assert lat["n"] == 512   # the 512 MiB file read with bs=1M (quick runs write it full size too)
 
 
 def test_block_trace_path_recorded_and_btt_parsed(quick_run):
