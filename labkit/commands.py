@@ -31,10 +31,14 @@ def machine_paths(result: dict) -> dict:
     """``{"scratch", "checkout", "out"}``: absolute paths of the machine that made ``result``
     (each None when the result does not show it), found in its step commands.
 
-    scratch: ``.../pcb-<lab>.XXXXXX``; out: the parent of the run directory
-    ``<out>/.<lab>.partial``; checkout: the parent of ``labs/<lab>/`` in a command, else the
-    out directory minus the relative ``--out`` of ``run.command``.
+    A result that records ``run.paths`` (labkit.record) gives them as they are. An older one
+    has them found in its commands: scratch ``.../pcb-<lab>.XXXXXX``; out, the parent of the run
+    directory ``<out>/.<lab>.partial``; checkout, the parent of ``labs/<lab>/`` in a command,
+    else the out directory minus the relative ``--out`` of ``run.command``.
     """
+    recorded = result["run"].get("paths")
+    if recorded:
+        return {k: recorded.get(k) for k in ("scratch", "checkout", "out")}
     return dict(_machine_paths(result["lab"], result["run"].get("command", ""),
                                tuple(s.get("command") or "" for s in result["steps"])))
 
@@ -77,6 +81,8 @@ def _sub_path(text: str, path: str, repl: str, relative: bool = False) -> str:
 def _replace_paths(text: str, paths: dict, marks: dict) -> str:
     if paths.get("scratch"):
         text = _sub_path(text, paths["scratch"], marks["SCRATCH"])
+        # as a regular expression in a command (pidstat -C 'aux-path=/tmp/pcb-fio_engines\.abc123 ')
+        text = _sub_path(text, paths["scratch"].replace(".", "\\."), marks["SCRATCH"])
     co, out = paths.get("checkout"), paths.get("out")
     if out and not (co and (out == co or out.startswith(co + "/"))):
         text = _sub_path(text, out, marks["OUT"])

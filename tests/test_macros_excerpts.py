@@ -91,6 +91,7 @@ def test_result_from_another_machine(tmp_path):
     text = src.read_text()
     elsewhere = "/home/reader/perf casebook"
     moved = json.loads(text.replace(paths["checkout"] + "/", "/home/reader/pcb-src/")
+                       .replace(f'"{paths["checkout"]}"', '"/home/reader/pcb-src"')   # run.paths
                        .replace(paths["scratch"], "/var/tmp/pcb-" + r["lab"] + ".Zz9Yy8"))
     got = commands.machine_paths(moved)
     assert got["checkout"] == "/home/reader/pcb-src" and got["scratch"] == f"/var/tmp/pcb-{r['lab']}.Zz9Yy8"
@@ -98,7 +99,8 @@ def test_result_from_another_machine(tmp_path):
         shown = commands.display_command(s["command"], moved)
         assert "/home/reader" not in shown and "/var/tmp" not in shown, shown
     # a checkout whose path holds a space is recorded escaped (printf %q); it is found and removed too
-    spaced = json.loads(text.replace(paths["checkout"] + "/", elsewhere.replace(" ", "\\\\ ") + "/"))
+    spaced = json.loads(text.replace(paths["checkout"] + "/", elsewhere.replace(" ", "\\\\ ") + "/")
+                        .replace(f'"{paths["checkout"]}"', f'"{elsewhere}"'))   # run.paths: as it is
     for s in spaced["steps"]:
         assert "/home/reader" not in commands.display_command(s["command"], spaced)
 
@@ -243,3 +245,15 @@ def test_the_build_stops_when_the_step_lexer_is_missing(monkeypatch):
     monkeypatch.setattr(mkdocs_hooks, "get_lexer_by_name", missing)
     with pytest.raises(PluginError, match=r"^Pygments has no 'pcb-step' lexer: labkit is not installed"):
         mkdocs_hooks.on_pre_build({})
+
+
+def test_scratch_written_as_a_regular_expression_is_replaced():
+    """A command may carry the scratch directory as a regular expression (fio_engines' pidstat
+    -C 'aux-path=<scratch with \\.> '): it is shown as $SCRATCH too, paths taken from run.paths."""
+    scratch = "/tmp/pcb-fio_engines.q2x1HV"
+    r = {"lab": "fio_engines", "steps": [], "run": {"command": "", "paths": {
+        "scratch": scratch, "out": "/tmp/out/h", "checkout": "/home/reader/casebook"}}}
+    cmd = "env LC_ALL=C pidstat -u -l -C 'aux-path=/tmp/pcb-fio_engines\\.q2x1HV ' 1"
+    for shown in (commands.display_command(cmd, r), commands.display_text(cmd, r)):
+        assert "/tmp/pcb-" not in shown and "aux-path=$SCRATCH" in shown, shown
+    assert commands.machine_paths(r) == {"scratch": scratch, "out": "/tmp/out/h", "checkout": "/home/reader/casebook"}
