@@ -62,9 +62,31 @@ def _cmd_record(a) -> int:
     return 0
 
 
+def headline(statement: str, min_chars: int = 60, max_chars: int = 160) -> str:
+    """The claim's statement shortened for a terminal line: without its parenthetical asides,
+    up to the first ": ", "; " or ". " that leaves at least ``min_chars`` characters, then at
+    most ``max_chars`` (cut at a space, with "…"). The whole statement is on the chapter and in
+    ``labkit show``."""
+    depth, kept = 0, []
+    for ch in statement:
+        if ch == "(":
+            depth += 1
+        elif ch == ")" and depth:
+            depth -= 1
+        elif depth == 0:
+            kept.append(ch)
+    text = " ".join("".join(kept).split()).replace(" ,", ",").replace(" :", ":").rstrip(" .")
+    cuts = [i for i in range(min_chars, len(text)) if text[i:i + 2] in (": ", "; ", ". ")]
+    if cuts:
+        text = text[:cuts[0]]
+    if len(text) > max_chars:
+        text = text[: text.rfind(" ", 0, max_chars - 1)] + "…"
+    return text
+
+
 def verdict_sentence(v: dict, statement: str | None) -> str:
-    """The end-of-run verdict line: ``holds: <the claim's statement> (ratio 0.455, 95% 0.33–0.519,
-    needs < 0.77)``; without a statement, :func:`verdict_line`."""
+    """The end-of-run verdict line: ``holds: <the statement's first clause, see headline> (ratio
+    0.455, 95% 0.33–0.519, needs < 0.77)``; without a statement, :func:`verdict_line`."""
     if not statement:
         return verdict_line(v)
     e = v.get("effect")
@@ -75,7 +97,7 @@ def verdict_sentence(v: dict, statement: str | None) -> str:
     elif v["verdict"] not in ("holds", "fails") and v.get("reason"):
         why = f" ({v['reason']})"
     flags = "".join(f" [{f}]" for f in v.get("flags", []))
-    return f"{v['verdict']}: {statement.rstrip('.')}{why}{flags}"
+    return f"{v['verdict']}: {headline(statement)}{why}{flags}"
 
 
 def verdict_line(v: dict) -> str:
