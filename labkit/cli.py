@@ -76,9 +76,8 @@ def headline(statement: str, min_chars: int = 60, max_chars: int = 160) -> str:
         elif depth == 0:
             kept.append(ch)
     text = " ".join("".join(kept).split()).replace(" ,", ",").replace(" :", ":").rstrip(" .")
-    cuts = [i for i in range(min_chars, len(text)) if text[i:i + 2] in (": ", "; ", ". ")]
-    if cuts:
-        text = text[:cuts[0]]
+    cut = next((i for i in range(min_chars, len(text)) if text[i:i + 2] in (": ", "; ", ". ")), None)
+    text = text[:cut]
     if len(text) > max_chars:
         text = text[: text.rfind(" ", 0, max_chars - 1)] + "…"
     return text

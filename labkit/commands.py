@@ -29,7 +29,7 @@ _MARK = {"SCRATCH": "\x00SCRATCH\x00", "OUT": "\x00OUT\x00"}
 
 def machine_paths(result: dict) -> dict:
     """``{"scratch", "checkout", "out"}``: absolute paths of the machine that made ``result``
-    (each None when the result does not show it), found in its step commands.
+    (each None when the result does not show it).
 
     A result that records ``run.paths`` (labkit.record) gives them as they are. An older one
     has them found in its commands: scratch ``.../pcb-<lab>.XXXXXX``; out, the parent of the run
