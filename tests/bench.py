@@ -45,6 +45,24 @@ RECORDING_SUFFIXES = (".cast",)
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--disable-quic"]
 VIEWPORTS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}
+# Two rendering frames, for IntersectionObserver callbacks and layout to run, or 250 ms if no frame
+# comes: headless Chromium can stop producing frames (requestAnimationFrame never fires), and an
+# await on a bare requestAnimationFrame then hangs the test until pytest-timeout kills it.
+FRAMES_JS = """() => new Promise(r => {
+    let done = false;
+    const end = () => { if (!done) { done = true; r(); } };
+    requestAnimationFrame(() => requestAnimationFrame(end));
+    setTimeout(end, 250);
+})"""
+# A screen at a time to the end (which moves as fetched blocks arrive), FRAMES_JS at each stop.
+SCROLL_THROUGH_JS = """async () => {
+    const frames = %s;
+    for (let y = 0; y < document.documentElement.scrollHeight; y += innerHeight) {
+        scrollTo(0, y);
+        await frames();
+    }
+}""" % FRAMES_JS
+AXE_TIMEOUT_MS = 300_000          # one axe-core pass; fio_engines' opened evidence page takes 20-150 s
 
 
 _COMPRESSIBLE = (".html", ".css", ".js", ".json", ".svg", ".xml", ".txt", ".cast", ".folded", ".map")
@@ -101,11 +119,12 @@ def _axe(page) -> dict:
     is; returns {impact: count of violating nodes} and the violations (id, impact, nodes)."""
     if not page.evaluate("() => typeof axe !== 'undefined'"):
         page.add_script_tag(content=AXE_JS.read_text())
-    res = page.evaluate("""async () => {
-        const r = await axe.run(document, {resultTypes: ['violations']});
+    res = page.evaluate("""async (ms) => {
+        const late = new Promise((_, no) => setTimeout(() => no(new Error(`axe-core took over ${ms} ms`)), ms));
+        const r = await Promise.race([axe.run(document, {resultTypes: ['violations']}), late]);
         return r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
             nodes: v.nodes.map(n => n.target.join(' ')).slice(0, 5), count: v.nodes.length}));
-    }""")
+    }""", AXE_TIMEOUT_MS)
     counts: dict[str, int] = {}
     for v in res:
         counts[v["impact"]] = counts.get(v["impact"], 0) + v["count"]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from bench import FRAMES_JS
 from conftest import build_site, serve
 from labkit import model, render
 
@@ -110,7 +111,7 @@ def test_chapter_tables_tabs_flamegraph(served, watched, artifacts_dir, root):
     assert foreign == [], foreign
 
 
-_FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+
 # For each tab set, the title of the tab shown.
 _PICKED_JS = """() => [...document.querySelectorAll('.tabbed-set')].map(set => {
     const i = [...set.querySelectorAll(':scope > input')].findIndex(x => x.checked);
@@ -145,7 +146,7 @@ def test_host_pick_keeps_its_place_and_is_remembered(committed, watched):
     for _ in range(2):
         sets.nth(near - 1).evaluate("e => e.scrollIntoView({block: 'start'})")
         page.wait_for_load_state("networkidle")
-        page.evaluate(_FRAMES)
+        page.evaluate(FRAMES_JS)
     top = target.evaluate("e => e.getBoundingClientRect().top")
     assert 0 <= top < 800 - 60, top   # the label is on screen: the click does not scroll to it
     label.click()
@@ -286,9 +287,9 @@ def _focusable_iff_scrolls(boxes: list[dict]) -> None:
 
 
 _SCROLL_THROUGH = """async () => {
-    const frames = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+    const frames = %s;
     for (let y = 0; y < document.documentElement.scrollHeight; y += 600) { scrollTo(0, y); await frames(); }
-}"""
+}""" % FRAMES_JS
 
 
 @pytest.mark.parametrize("width", [390, 1280])
@@ -345,7 +346,7 @@ def test_phone_shows_each_tables_figure_and_each_tab_title(committed, watched, p
     page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
     # an opened block of a data page fetches its content (docs/assets/casebook.js): wait for all
     page.wait_for_function("() => !document.querySelector('details .pc-fold')", timeout=15_000)
-    page.evaluate(_FRAMES)
+    page.evaluate(FRAMES_JS)
     got = page.evaluate("""() => {
         const tables = [...document.querySelectorAll('.pc-data table')].filter(t => !t.closest('.pc-stack')).map(t => {
             const wrap = t.closest('.md-typeset__scrollwrap'), ths = [...t.querySelectorAll('thead th')];
@@ -412,7 +413,7 @@ def test_the_page_keeps_its_length_and_annotations_are_not_clipped(committed, wa
     y = 0
     while y < length:
         page.evaluate(f"window.scrollTo(0, {y})")
-        page.evaluate(_FRAMES)
+        page.evaluate(FRAMES_JS)
         assert abs(page.evaluate("document.documentElement.scrollHeight") - length) <= 2, y   # subpixel rounding
         y += 700
     page.goto(f"{url}/tools/perf/", wait_until="networkidle")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import (AXE_JS, CHROMIUM, LIGHTHOUSE, MAX_PAGE_BYTES, MIN_LIGHTHOUSE, VIEWPORTS, _axe, lighthouse,
+from bench import (AXE_JS, CHROMIUM, FRAMES_JS, SCROLL_THROUGH_JS, LIGHTHOUSE, MAX_PAGE_BYTES, MIN_LIGHTHOUSE, VIEWPORTS, _axe, lighthouse,
                    page_budget, serve_site, site_pages)
 
 pytestmark = pytest.mark.browser
@@ -67,16 +67,6 @@ def test_page_budget(served, browser, path):
 # axe sees the dark scheme's end state.
 _RENDER_ALL = """*, *::before, *::after { content-visibility: visible !important; transition: none !important; }
 .tabbed-set > .tabbed-content > .tabbed-block { display: block !important; }"""
-_FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
-# A screen at a time to the end (which moves as fetched blocks arrive), two frames at each stop:
-# IntersectionObserver callbacks run after the frame's layout.
-_SCROLL_THROUGH = """async () => {
-    const frames = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
-    for (let y = 0; y < document.documentElement.scrollHeight; y += innerHeight) {
-        scrollTo(0, y);
-        await frames();
-    }
-}"""
 
 
 def open_everything(page, rounds: int = 4) -> None:
@@ -94,7 +84,7 @@ def open_everything(page, rounds: int = 4) -> None:
     left: list[str] = []
     for _ in range(rounds):
         page.evaluate("() => document.querySelectorAll('details:not([open])').forEach(d => { d.open = true; })")
-        page.evaluate(_SCROLL_THROUGH)
+        page.evaluate(SCROLL_THROUGH_JS)
         page.wait_for_function("() => !document.querySelector('.pc-fold[data-pc-loading]')")
         left = page.evaluate("() => [...document.querySelectorAll('.pc-fold, details:not([open])')]"
                              ".map(e => e.className + ': ' + e.textContent.trim().slice(0, 80))")
@@ -102,7 +92,7 @@ def open_everything(page, rounds: int = 4) -> None:
             break
     assert not left, left
     page.evaluate("() => window.scrollTo(0, 0)")
-    page.evaluate(_FRAMES)
+    page.evaluate(FRAMES_JS)
 
 
 def _axe_cases() -> list[tuple[str, str]]:
