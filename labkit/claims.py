@@ -47,7 +47,10 @@ point for drops) and its 95 % confidence interval from the bootstrap: BCa (bias-
 accelerated, Efron 1987), :func:`scipy.stats.bootstrap`, :data:`RESAMPLES` resamples from a fixed
 seed so that a page rebuilt from the same result gives the same interval. Independent sides are
 resampled independently; ``paired`` sides as pairs. Where BCa is undefined (too few distinct
-values), the percentile interval. This follows Kalibera & Jones, "Rigorous benchmarking in
+values), the percentile interval. Where some resamples divide by a statistic of 0 (a side of
+counts that are mostly 0), the ratio has no upper bound: the interval is the percentile one,
+read from the resampled ratios without interpolation, with ``high`` infinite (``null`` in a
+result, "∞" on a page); a ``greater`` claim can still hold on its low end. This follows Kalibera & Jones, "Rigorous benchmarking in
 reasonable time" (ISMM 2013: report an effect size, a ratio of means or medians, with a
 confidence interval, from repeated runs) and Georges, Buytaert & Eeckhout, "Statistically
 rigorous Java performance evaluation" (OOPSLA 2007: decide on confidence intervals, not on
@@ -306,7 +309,24 @@ def _interval_now(a: tuple, b: tuple | None, statistic: str, paired: bool) -> tu
         lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
         if np.isfinite(lo) and np.isfinite(hi):
             return est, min(lo, est), max(hi, est), f"{method} bootstrap, {RESAMPLES} resamples"
+        dist = np.asarray(getattr(res, "bootstrap_distribution", []), dtype=float)
+        if method == "percentile" and dist.size and not np.isnan(dist).any():
+            # ratios of x ÷ 0 are +inf: the quantiles are taken without interpolating towards them
+            lo = float(np.quantile(dist, (1 - LEVEL) / 2, method="inverted_cdf"))
+            hi = float(np.quantile(dist, 1 - (1 - LEVEL) / 2, method="inverted_cdf"))
+            if np.isfinite(lo):
+                return (est, min(lo, est), max(hi, est),
+                        f"percentile bootstrap, {RESAMPLES} resamples; no upper bound (some resamples divide by 0)")
     return est, float("nan"), float("nan"), "no interval: the bootstrap distribution is not finite (a side near 0)"
+
+
+def span_text(e: dict, fmt=None) -> str:
+    """"low–high" of an effect's interval (``e`` from :func:`ratio_interval` or a result's
+    ``effect``), each end through ``fmt`` (default 4 significant digits); "low–∞" when the
+    interval has no upper bound (``high`` infinite, or ``null`` in a result)."""
+    fmt = fmt or _fmt
+    hi = e["high"]
+    return f"{fmt(e['low'])}–{'∞' if hi is None or hi == float('inf') else fmt(hi)}"
 
 
 def ratio_interval(a: Side, b: Side, paired: bool = False) -> dict:
@@ -388,12 +408,11 @@ def _few(*sides: tuple[str, Side]) -> str | None:
 def _ci_text(e: dict) -> str:
     if e["low"] is None or not np.isfinite(e["low"]):
         return f"{e['statistic']} {_fmt(e['estimate'])} ({e['method']})"
-    return (f"{e['statistic']} {_fmt(e['estimate'])}, {round(e['level'] * 100)}% interval "
-            f"{_fmt(e['low'])}–{_fmt(e['high'])}")
+    return f"{e['statistic']} {_fmt(e['estimate'])}, {round(e['level'] * 100)}% interval {span_text(e)}"
 
 
 def _decide(lo: float, hi: float, ok_all, bad_all) -> str:
-    if not (np.isfinite(lo) and np.isfinite(hi)):
+    if np.isnan(lo) or np.isnan(hi):
         return "inconclusive"
     if ok_all(lo, hi):
         return "holds"
@@ -500,7 +519,7 @@ def _pair(claim: dict, result: dict) -> dict:
     evidence = f"{_ci_text(effect)}, needs {needs}; {sides}"
     reason = None
     if verdict == "inconclusive":
-        reason = (f"the {round(LEVEL * 100)}% interval {_fmt(lo)}–{_fmt(hi)} straddles the threshold ({needs})"
+        reason = (f"the {round(LEVEL * 100)}% interval {span_text(effect)} straddles the threshold ({needs})"
                   if np.isfinite(lo) else effect["method"])
     return _verdict(claim, verdict, evidence, reason=reason, effect=effect, flags=flags, emulated_machine=emu)
 
@@ -551,7 +570,7 @@ def _increasing(claim: dict, result: dict) -> dict:
     if grows and not drops:
         return _verdict(claim, "holds", evidence, effect=effect, flags=flags, emulated_machine=emu)
     reason = (f"the drop at {', '.join(unsure)} is within noise" if unsure else
-              f"the {round(LEVEL * 100)}% interval of last/first, {_fmt(lo)}–{_fmt(hi)}, straddles {f:g}"
+              f"the {round(LEVEL * 100)}% interval of last/first, {span_text(effect)}, straddles {f:g}"
               if np.isfinite(lo) else effect["method"])
     return _verdict(claim, "inconclusive", evidence, reason=reason, effect=effect, flags=flags, emulated_machine=emu)
 

@@ -91,7 +91,7 @@ def verdict_sentence(v: dict, statement: str | None) -> str:
     e = v.get("effect")
     why = ""
     if e and e.get("estimate") is not None:
-        ci = (f", 95% {e['low']:.3g}–{e['high']:.3g}" if e.get("low") is not None and e["low"] != e["high"] else "")
+        ci = (f", 95% {claims_mod.span_text(e, lambda x: f'{x:.3g}')}" if e.get("low") is not None and e["low"] != e["high"] else "")
         why = f" ({e['statistic']} {e['estimate']:.3g}{ci}, needs {e['needs']})"
     elif v["verdict"] not in ("holds", "fails") and v.get("reason"):
         why = f" ({v['reason']})"
@@ -105,7 +105,7 @@ def verdict_line(v: dict) -> str:
     e = v.get("effect")
     line = f"{v['id']}: {v['verdict']}"
     if e and e.get("estimate") is not None:
-        ci = (f" (95% {e['low']:.3g}–{e['high']:.3g})" if e.get("low") is not None and e["low"] != e["high"] else "")
+        ci = (f" (95% {claims_mod.span_text(e, lambda x: f'{x:.3g}')})" if e.get("low") is not None and e["low"] != e["high"] else "")
         line += f": {e['statistic']} {e['estimate']:.3g}{ci}, needs {e['needs']}"
     if v["verdict"] not in ("holds", "fails") and v.get("reason") and not (e and v["reason"].startswith("the 95%")):
         line += f": {v['reason']}"

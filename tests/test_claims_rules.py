@@ -119,6 +119,29 @@ def test_ratio_exactly_on_the_threshold(reference, real):
     assert e["low"] == e["high"] == e["estimate"] == 0.5 and e["method"].startswith("no spread")
 
 
+# ---- a side of counts that are mostly 0: the ratio has no upper bound ----
+
+def test_a_denominator_of_mostly_zeros_gives_an_interval_open_above(reference, real):
+    """Per-slice sample counts outside a burst are mostly 0 (optane_kyber's heat map), so many
+    resamples of b have a median of 0 and their ratio is infinite: neither BCa nor scipy's
+    percentile interval is finite. The interval is then open above: its low end decides a
+    greater claim (holds when far past the factor, inconclusive when the low end is below it),
+    and a result and every page show the upper end as none, "∞"."""
+    from labkit import cli
+    from labkit.macros import claim_tables
+    b = [real[0] / 40, 0.0, 0.0, real[1] / 100, real[1] / 100]
+    far = build(reference, a=[x * 1000 for x in real[:5]], b=b)
+    out = claims.evaluate_one(claim(relation="greater", factor=4), far)
+    e = out["effect"]
+    assert out["verdict"] == "holds" and e["high"] is None and e["low"] > 4, out
+    assert "no upper bound" in e["method"]
+    model.validate({**far, "claims": [out]}, "with the verdict")
+    assert "–∞" in cli.verdict_line(out) and "–∞)" in claim_tables._interval_text(e)
+    near = build(reference, a=[x / 1000 for x in b[:1]] + [real[0] / 400] * 4, b=b)
+    low = claims.evaluate_one(claim(relation="greater", factor=4), near)
+    assert low["verdict"] == "inconclusive" and "–∞ straddles" in low["reason"], low
+
+
 # ---- too few samples ----
 
 def test_fewer_than_three_samples_is_inconclusive(reference, real):

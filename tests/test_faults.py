@@ -194,6 +194,29 @@ def test_a_tracefs_mount_a_tool_makes_is_undone(tmp_path):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.skipif(not shutil.which("perf"), reason="perf is not installed")
+def test_a_step_that_needs_tracefs_mounts_it_and_the_lab_unmounts_it(tmp_path):
+    """`lab_require NAME tracefs` on a host where nothing mounted tracefs yet mounts it for the
+    run (labs/lib/lab.sh lab__mount_tracefs) instead of skipping the step: optane_kyber's trace
+    group runs, and /sys/kernel/tracing is unmounted when the lab ends. The host's own mount,
+    if any, is put back afterwards."""
+    tr = "/sys/kernel/tracing"
+    had = _mounted(tr)
+    if had and subprocess.run(["umount", tr]).returncode != 0:
+        pytest.skip(f"{tr} is in use: cannot start from an unmounted tracefs")
+    try:
+        run = run_lab("optane_kyber", "--quick", "--only", "trace", "--host", "fault-test", "--out", str(tmp_path / "out"),
+                      "--scratch", str(tmp_path), timeout=240)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert f"mounted tracefs at {tr}" in run.stderr, run.stderr[-2000:]
+        assert "trace: skipped" not in run.stderr and re.search(r"trace\.kyber\.1: ok", run.stderr), run.stderr[-2000:]
+        assert not _mounted(tr), f"{tr} left mounted by the lab run"
+    finally:
+        if had and not _mounted(tr):
+            subprocess.run(["mount", "-t", "tracefs", "nodev", tr], check=True)
+
+
+@pytest.mark.timeout(300)
 def test_a_loop_device_gets_its_read_ahead_back(tmp_path):
     """The kernel sets a loop device's read_ahead_kb when a file is attached (from the backing
     file system) and leaves it after the detach; the lab puts back the free device's value

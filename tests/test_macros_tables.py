@@ -256,8 +256,8 @@ def test_here_ratio_shows_the_estimate_and_its_interval(a, b, straddles_1):
 @pytest.mark.parametrize("a,b,shown", [
     ((10, 11, 12), (5,), "2.2 (too few samples: n=3 ÷ n=1)"),
     ((10, 11, 12), (0, 0, 0), "– (pin=b: median is 0)"),
-    # b's median is 1 but a resample's can be 0: no finite interval, the estimate alone
-    ((10, 11, 12), (0, 1, 1), "11"),
+    # b's median is 1 but a resample's can be 0: the interval is open above
+    ((10, 11, 12), (0, 1, 1), "11 (10–∞)"),
 ])
 def test_here_ratio_says_when_there_is_no_interval(a, b, shown):
     r = _here_result(a, b)
@@ -428,8 +428,8 @@ def test_interval_text():
     assert got, macros._interval_text(e)
     assert float(got.group(1)) == pytest.approx(e["low"], rel=5e-3) and float(got.group(2)) == pytest.approx(e["high"], rel=5e-3)
     assert macros._interval_text(_effect((10, 10, 10), (5, 5, 5))) == "2.00× (no spread in the samples)"
-    near_0 = _effect((10, 11, 12), (0, 1, 1))
-    assert near_0["low"] is None and macros._interval_text(near_0) == f"11.0× ({near_0['method']})"
+    near_0 = _effect((10, 11, 12), (0, 1, 1))   # a resample of b's median can be 0: no upper bound
+    assert near_0["high"] is None and macros._interval_text(near_0) == f"11.0× (95 % interval {near_0['low']:#.3g}–∞)"
     zero = _effect((10, 11, 12), (0, 0, 0))
     assert zero["estimate"] is None and macros._interval_text(zero) == zero["method"] == "no ratio: the median of pin=b is 0"
 

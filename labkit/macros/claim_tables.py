@@ -53,7 +53,8 @@ def _interval_text(e: dict) -> str:
         return f"{_times(e['estimate'])} ({e['method']})"
     if e["low"] == e["high"]:
         return f"{_times(e['estimate'])} (no spread in the samples)"
-    return f"{_times(e['estimate'])} ({round(e['level'] * 100)} % interval {e['low']:#.3g}–{_times(e['high'])})"
+    hi = "∞" if e["high"] is None or e["high"] == float("inf") else _times(e["high"])
+    return f"{_times(e['estimate'])} ({round(e['level'] * 100)} % interval {e['low']:#.3g}–{hi})"
 
 
 def _effect_text(c: dict, e: dict, result: dict) -> str | None:

@@ -69,7 +69,7 @@ def _here_ratio(result: dict, here: dict) -> str:
     e = claims_mod.ratio_interval(a, b)
     if e["low"] is None or e["low"] != e["low"]:
         return f"{a.value / b.value:.3g}{badge}"
-    return f"{e['estimate']:.3g} ({e['low']:.3g}–{e['high']:.3g}){badge}"
+    return f"{e['estimate']:.3g} ({claims_mod.span_text(e, lambda x: f'{x:.3g}')}){badge}"
 
 
 def original_vs_here(lab: str) -> str:

@@ -699,7 +699,8 @@ lab_wait_for() {
 
 # lab_require NAME CAP...: check capabilities; on the first missing one record NAME as
 # skipped with the reason and return 1. CAPs: root, cmd:PROG, cpus:N, netns, loop, perf,
-# tracefs, pmu, inferno.
+# tracefs (mounted at /sys/kernel/tracing for the run where the kernel has it and it is not), pmu,
+# inferno.
 lab_require() {
   local name=$1 cap why=""; shift
   for cap in "$@"; do
@@ -707,8 +708,11 @@ lab_require() {
       root) [[ $EUID -eq 0 ]] || why="needs root (run with sudo)" ;;
       cmd:*) command -v "${cap#cmd:}" >/dev/null 2>&1 || why="${cap#cmd:} not installed" ;;
       cpus:*) (( $(nproc) >= ${cap#cpus:} )) || why="needs at least ${cap#cpus:} CPUs, this host has $(nproc)" ;;
-      netns|loop|tracefs|pmu)
+      netns|loop|pmu)
         why=$(lab__host_cap "$cap") ;;
+      tracefs)
+        why=$(lab__host_cap tracefs)
+        [[ -z "$why" ]] || ! lab__mount_tracefs || why="" ;;
       perf)
         if ! command -v perf >/dev/null 2>&1; then why="perf not installed"
         elif ! perf --version >/dev/null 2>&1; then
@@ -1025,6 +1029,17 @@ lab__guard_kernel_fs() {
       lab_defer "unmount $m if a tool mounted it" lab__umount "$m" 0
     fi
   done
+}
+
+# lab__mount_tracefs: mount tracefs at /sys/kernel/tracing where the kernel has it and nothing
+# mounted it yet, as perf and libtracefs do on first use; lab__guard_kernel_fs journalled its
+# unmount when the lab started. Returns 1 where that is not possible (not root, no tracefs,
+# already a mount point).
+lab__mount_tracefs() {
+  local m=/sys/kernel/tracing
+  [[ $EUID -eq 0 && -d $m ]] && grep -qw tracefs /proc/filesystems && ! mountpoint -q "$m" || return 1
+  mount -t tracefs nodev "$m" 2>/dev/null || return 1
+  lab__say "mounted tracefs at $m (unmounted when the lab ends)"
 }
 
 # lab__quietly OUTFILE CMD...: run a helper of the lab (not a step: the probe, labkit record,
