@@ -171,49 +171,49 @@ def _mounted(path: str) -> bool:
     return subprocess.run(["mountpoint", "-q", path]).returncode == 0
 
 
+TRACEFS = "/sys/kernel/tracing"
+
+
+@pytest.fixture
+def unmounted_tracefs():
+    """/sys/kernel/tracing unmounted, as on a freshly booted host; the host's own mount, if it
+    had one, put back afterwards."""
+    had = _mounted(TRACEFS)
+    if had and subprocess.run(["umount", TRACEFS]).returncode != 0:
+        pytest.skip(f"{TRACEFS} is in use: cannot start from an unmounted tracefs")
+    yield TRACEFS
+    if had and not _mounted(TRACEFS):
+        subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=True)
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(not shutil.which("perf"), reason="perf is not installed")
-def test_a_tracefs_mount_a_tool_makes_is_undone(tmp_path):
+def test_a_tracefs_mount_a_tool_makes_is_undone(tmp_path, unmounted_tracefs):
     """On a freshly booted host /sys/kernel/tracing is not mounted, and `perf stat -e
     block:block_rq_complete` (fio_engines' setup probes with it) mounts it by itself: the lab
     unmounts it again (labs/lib/lab.sh lab__guard_kernel_fs). Found by the suite's fault matrix
-    in CI after a reboot. The host's own mount, if any, is put back afterwards."""
-    tr = "/sys/kernel/tracing"
-    had = _mounted(tr)
-    if had and subprocess.run(["umount", tr]).returncode != 0:
-        pytest.skip(f"{tr} is in use: cannot start from an unmounted tracefs")
-    try:
-        run = run_lab("fio_engines", "--quick", "--only", "setup", "--host", "fault-test", "--out", str(tmp_path / "out"),
-                      "--scratch", str(tmp_path), timeout=240)
-        assert run.returncode == 0, run.stderr[-2000:]
-        assert not _mounted(tr), f"{tr} left mounted by the lab run"
-        assert f"cleanup: unmount {tr} if a tool mounted it" in run.stderr, run.stderr[-2000:]
-    finally:
-        if had and not _mounted(tr):
-            subprocess.run(["mount", "-t", "tracefs", "nodev", tr], check=True)
+    in CI after a reboot."""
+    tr = unmounted_tracefs
+    run = run_lab("fio_engines", "--quick", "--only", "setup", "--host", "fault-test", "--out", str(tmp_path / "out"),
+                  "--scratch", str(tmp_path), timeout=240)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert not _mounted(tr), f"{tr} left mounted by the lab run"
+    assert f"cleanup: unmount {tr} if a tool mounted it" in run.stderr, run.stderr[-2000:]
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(not shutil.which("perf"), reason="perf is not installed")
-def test_a_step_that_needs_tracefs_mounts_it_and_the_lab_unmounts_it(tmp_path):
+def test_a_step_that_needs_tracefs_mounts_it_and_the_lab_unmounts_it(tmp_path, unmounted_tracefs):
     """`lab_require NAME tracefs` on a host where nothing mounted tracefs yet mounts it for the
     run (labs/lib/lab.sh lab__mount_tracefs) instead of skipping the step: optane_kyber's trace
-    group runs, and /sys/kernel/tracing is unmounted when the lab ends. The host's own mount,
-    if any, is put back afterwards."""
-    tr = "/sys/kernel/tracing"
-    had = _mounted(tr)
-    if had and subprocess.run(["umount", tr]).returncode != 0:
-        pytest.skip(f"{tr} is in use: cannot start from an unmounted tracefs")
-    try:
-        run = run_lab("optane_kyber", "--quick", "--only", "trace", "--host", "fault-test", "--out", str(tmp_path / "out"),
-                      "--scratch", str(tmp_path), timeout=240)
-        assert run.returncode == 0, run.stderr[-2000:]
-        assert f"mounted tracefs at {tr}" in run.stderr, run.stderr[-2000:]
-        assert "trace: skipped" not in run.stderr and re.search(r"trace\.kyber\.1: ok", run.stderr), run.stderr[-2000:]
-        assert not _mounted(tr), f"{tr} left mounted by the lab run"
-    finally:
-        if had and not _mounted(tr):
-            subprocess.run(["mount", "-t", "tracefs", "nodev", tr], check=True)
+    group runs, and /sys/kernel/tracing is unmounted when the lab ends."""
+    tr = unmounted_tracefs
+    run = run_lab("optane_kyber", "--quick", "--only", "trace", "--host", "fault-test", "--out", str(tmp_path / "out"),
+                  "--scratch", str(tmp_path), timeout=240)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"mounted tracefs at {tr}" in run.stderr, run.stderr[-2000:]
+    assert "trace: skipped" not in run.stderr and re.search(r"trace\.kyber\.1: ok", run.stderr), run.stderr[-2000:]
+    assert not _mounted(tr), f"{tr} left mounted by the lab run"
 
 
 @pytest.mark.timeout(300)

@@ -425,6 +425,28 @@ def test_signal_dispositions_are_reset_for_labs():
         assert not ignored & (1 << (sig - 1)), f"{sig.name} still ignored"
 
 
+def test_a_run_right_after_a_kill_names_recover_not_a_run_in_progress(tmp_path, host):
+    """A run started right after SIGKILL, while a process of the killed run still holds the lock
+    (on a loaded host it can take seconds to exit), waits for it and refuses with the --recover
+    command: the killed run is not "in progress"."""
+    env = dict(os.environ, **fake_env(tmp_path, host, FAKELAB_SLEEP=20))
+    args = ["--only", "work", "--host", "fake", "--out", str(tmp_path / "out"), "--scratch", str(tmp_path / "scratch")]
+    got = signal_at(lab_command(FAKE, *args), progress_boundary("work", 1), signal.SIGKILL, env=env)
+    assert got.rc == -signal.SIGKILL and (host / "knob").read_text() == "changed\n"
+    holder = subprocess.Popen(["flock", str(FAKE), "sleep", "2"])   # the lock, held 2 s more
+    time.sleep(0.3)
+    try:
+        again = subprocess.run(lab_command(FAKE, *args), capture_output=True, text=True, env=env, timeout=60)
+    finally:
+        holder.wait(timeout=30)
+    assert again.returncode == 2 and len(again.stderr.strip().splitlines()) == 1, again.stderr
+    assert "--recover --out" in again.stderr and "in progress" not in again.stderr, again.stderr
+    rec = subprocess.run(lab_command(FAKE, "--recover", "--out", str(tmp_path / "out")), capture_output=True,
+                         text=True, env=env, timeout=60)
+    assert rec.returncode == 0, rec.stderr
+    assert_host_as_before(tmp_path, host)
+
+
 def test_recover_right_after_a_kill_waits_for_the_lock_and_ignores_a_zombie(tmp_path, host):
     """--recover right after SIGKILL: a process of the killed run that still holds the lock for a
     moment makes it wait, not refuse; a journal whose run is a zombie (killed, not yet reaped by

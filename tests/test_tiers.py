@@ -57,3 +57,22 @@ def test_a_marked_test_may_and_other_commands_pass():
     with conftest._guard(_Item()):
         assert subprocess.run(["true"]).returncode == 0
     assert subprocess.Popen._execute_child is real      # the guard is undone
+
+
+def test_an_xdist_group_runs_on_one_worker(tmp_path):
+    """The suite's second tier (Makefile test-all) relies on pytest-xdist's ``--dist loadgroup``
+    to keep the fake lab's tests, which share its lock, on one worker
+    (tests/test_lab_contract.py's ``xdist_group``). With pytest 9.2.0 and xdist 3.8.0 the mark is
+    silently ignored (pytest-dev/pytest-xdist#1386): two grouped files, two workers, and every
+    test must still report the group and the same worker."""
+    for name in ("test_a.py", "test_b.py"):
+        (tmp_path / name).write_text("import pytest\n\npytestmark = pytest.mark.xdist_group('g')\n\n\n"
+                                     "@pytest.mark.parametrize('i', range(4))\ndef test_x(i):\n    pass\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v", "-p", "no:cacheprovider",
+                           "-p", "no:randomly", "--rootdir", str(tmp_path), str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    ran = [line for line in proc.stdout.splitlines() if " PASSED " in line]
+    assert len(ran) == 8, proc.stdout[-2000:]
+    assert all(line.rstrip().endswith("@g") for line in ran), ran
+    assert len({line.split("]")[0] for line in ran}) == 1, ran

@@ -878,15 +878,21 @@ lab_quick() { if ((LAB_QUICK)); then echo "$1"; else echo "$2"; fi; }
 
 # ---- starting a run: lock, out, journal, scratch ----------------------------------------
 
-# lab__lock: one run of this lab at a time (flock on its run.sh, held by this shell; closed in
-# every step's process so that a killed run frees it). Refuses with the holder's PID.
+# lab__lock [WAIT]: one run of this lab at a time (flock on its run.sh, held by this shell; closed
+# in every step's process so that a killed run frees it). Refuses with the holder's PID.
 # With WAIT (seconds), waits that long first: --recover right after a kill, while processes of the
-# killed run that still hold the lock are on their way out.
+# killed run that still hold the lock are on their way out. Without it, waits only when a journal
+# says the run that holds it was killed (its shell gone or a zombie): up to 10 s, after which the
+# journal check of lab__begin names --recover.
 lab__lock() {
   [[ -z "$LAB_LOCK" ]] || return 0
   command -v flock >/dev/null || lab__refuse "flock (util-linux) is needed to keep two runs of $LAB_NAME apart"
   exec {LAB_LOCK}<"$LAB_SCRIPT"
   if [[ -n "${1:-}" ]]; then flock -w "$1" "$LAB_LOCK" && return 0; else flock -n "$LAB_LOCK" && return 0; fi
+  local j; j=$(lab__journals | head -n 1)
+  if [[ -z "${1:-}" && -n "$j" ]] && ! lab__journal_live "$j"; then
+    flock -w 10 "$LAB_LOCK" && return 0
+  fi
   local holder; holder=$(lab__lock_holder)
   lab__refuse "another run of $LAB_NAME is in progress (pid ${holder:-unknown}); wait for it to end, or stop it with: kill ${holder:-PID}"
 }
