@@ -50,12 +50,14 @@ resampled independently; ``paired`` sides as pairs. Where BCa is undefined (too 
 values), the percentile interval. Where some resamples divide by a statistic of 0 (a side of
 counts that are mostly 0), the ratio has no upper bound: the interval is the percentile one,
 read from the resampled ratios without interpolation, with ``high`` infinite (``null`` in a
-result, "∞" on a page); a ``greater`` claim can still hold on its low end. This follows Kalibera & Jones, "Rigorous benchmarking in
-reasonable time" (ISMM 2013: report an effect size, a ratio of means or medians, with a
-confidence interval, from repeated runs) and Georges, Buytaert & Eeckhout, "Statistically
-rigorous Java performance evaluation" (OOPSLA 2007: decide on confidence intervals, not on
-single runs or overlapping min–max ranges). criterion (Rust) reports bootstrap intervals of a
-change the same way; Google Benchmark's compare.py uses a Mann-Whitney U test instead.
+result, "∞" on a page); a ``greater`` claim can still hold on its low end.
+
+This follows Kalibera & Jones, "Rigorous benchmarking in reasonable time" (ISMM 2013: report an
+effect size, a ratio of means or medians, with a confidence interval, from repeated runs) and
+Georges, Buytaert & Eeckhout, "Statistically rigorous Java performance evaluation" (OOPSLA 2007:
+decide on confidence intervals, not on single runs or overlapping min–max ranges). criterion
+(Rust) reports bootstrap intervals of a change the same way; Google Benchmark's compare.py uses
+a Mann-Whitney U test instead.
 
 **Verdicts** (``holds``, ``fails``, ``inconclusive``, ``untested``, ``not applicable``),
 tried in this order:
@@ -332,7 +334,8 @@ def span_text(e: dict, fmt=None) -> str:
 def ratio_interval(a: Side, b: Side, paired: bool = False) -> dict:
     """The effect a ÷ b of two sides with its :data:`LEVEL` bootstrap interval:
     ``{statistic, estimate, low, high, level, n_a, n_b, method}`` (``low``/``high`` NaN when no
-    interval exists). ``paired``: the median (or mean) of the per-pair ratios a_i ÷ b_i.
+    interval exists; ``high`` infinite when the interval is open above, :func:`_interval_now`).
+    ``paired``: the median (or mean) of the per-pair ratios a_i ÷ b_i.
 
     Raises:
         ClaimError: ``paired`` with sides of different sizes, or a zero in b's samples.
