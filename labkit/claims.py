@@ -311,8 +311,10 @@ def _interval_now(a: tuple, b: tuple | None, statistic: str, paired: bool) -> tu
         lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
         if np.isfinite(lo) and np.isfinite(hi):
             return est, min(lo, est), max(hi, est), f"{method} bootstrap, {RESAMPLES} resamples"
+        if method != "percentile":
+            continue
         dist = np.asarray(getattr(res, "bootstrap_distribution", []), dtype=float)
-        if method == "percentile" and dist.size and not np.isnan(dist).any():
+        if dist.size and not np.isnan(dist).any():
             # ratios of x ÷ 0 are +inf: the quantiles are taken without interpolating towards them
             lo = float(np.quantile(dist, (1 - LEVEL) / 2, method="inverted_cdf"))
             hi = float(np.quantile(dist, 1 - (1 - LEVEL) / 2, method="inverted_cdf"))
@@ -322,13 +324,14 @@ def _interval_now(a: tuple, b: tuple | None, statistic: str, paired: bool) -> tu
     return est, float("nan"), float("nan"), "no interval: the bootstrap distribution is not finite (a side near 0)"
 
 
-def span_text(e: dict, fmt=None) -> str:
+def span_text(e: dict, fmt=None, fmt_high=None) -> str:
     """"low–high" of an effect's interval (``e`` from :func:`ratio_interval` or a result's
-    ``effect``), each end through ``fmt`` (default 4 significant digits); "low–∞" when the
-    interval has no upper bound (``high`` infinite, or ``null`` in a result)."""
+    ``effect``), each end through ``fmt`` (default 4 significant digits; the high end through
+    ``fmt_high`` when given); "low–∞" when the interval has no upper bound (``high`` infinite,
+    or ``null`` in a result)."""
     fmt = fmt or _fmt
     hi = e["high"]
-    return f"{fmt(e['low'])}–{'∞' if hi is None or hi == float('inf') else fmt(hi)}"
+    return f"{fmt(e['low'])}–{'∞' if hi is None or hi == float('inf') else (fmt_high or fmt)(hi)}"
 
 
 def ratio_interval(a: Side, b: Side, paired: bool = False) -> dict:

@@ -83,6 +83,14 @@ def headline(statement: str, min_chars: int = 60, max_chars: int = 160) -> str:
     return text
 
 
+def _interval_3g(e: dict) -> str:
+    """"95% low–high" of a verdict's effect at 3 significant digits; "" when it has no interval
+    or a zero-width one (sides without spread)."""
+    if e.get("low") is None or e["low"] == e["high"]:
+        return ""
+    return f"95% {claims_mod.span_text(e, lambda x: f'{x:.3g}')}"
+
+
 def verdict_sentence(v: dict, statement: str | None) -> str:
     """The end-of-run verdict line: ``holds: <the statement's first clause, see headline> (ratio
     0.455, 95% 0.33–0.519, needs < 0.77)``; without a statement, :func:`verdict_line`."""
@@ -91,8 +99,8 @@ def verdict_sentence(v: dict, statement: str | None) -> str:
     e = v.get("effect")
     why = ""
     if e and e.get("estimate") is not None:
-        ci = (f", 95% {claims_mod.span_text(e, lambda x: f'{x:.3g}')}" if e.get("low") is not None and e["low"] != e["high"] else "")
-        why = f" ({e['statistic']} {e['estimate']:.3g}{ci}, needs {e['needs']})"
+        ci = _interval_3g(e)
+        why = f" ({e['statistic']} {e['estimate']:.3g}{f', {ci}' if ci else ''}, needs {e['needs']})"
     elif v["verdict"] not in ("holds", "fails") and v.get("reason"):
         why = f" ({v['reason']})"
     flags = "".join(f" [{f}]" for f in v.get("flags", []))
@@ -105,8 +113,8 @@ def verdict_line(v: dict) -> str:
     e = v.get("effect")
     line = f"{v['id']}: {v['verdict']}"
     if e and e.get("estimate") is not None:
-        ci = (f" (95% {claims_mod.span_text(e, lambda x: f'{x:.3g}')})" if e.get("low") is not None and e["low"] != e["high"] else "")
-        line += f": {e['statistic']} {e['estimate']:.3g}{ci}, needs {e['needs']}"
+        ci = _interval_3g(e)
+        line += f": {e['statistic']} {e['estimate']:.3g}{f' ({ci})' if ci else ''}, needs {e['needs']}"
     if v["verdict"] not in ("holds", "fails") and v.get("reason") and not (e and v["reason"].startswith("the 95%")):
         line += f": {v['reason']}"
     for flag in v.get("flags", []):

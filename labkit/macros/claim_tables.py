@@ -53,8 +53,8 @@ def _interval_text(e: dict) -> str:
         return f"{_times(e['estimate'])} ({e['method']})"
     if e["low"] == e["high"]:
         return f"{_times(e['estimate'])} (no spread in the samples)"
-    hi = "∞" if e["high"] is None or e["high"] == float("inf") else _times(e["high"])
-    return f"{_times(e['estimate'])} ({round(e['level'] * 100)} % interval {e['low']:#.3g}–{hi})"
+    span = claims_mod.span_text(e, lambda x: f"{x:#.3g}", _times)
+    return f"{_times(e['estimate'])} ({round(e['level'] * 100)} % interval {span})"
 
 
 def _effect_text(c: dict, e: dict, result: dict) -> str | None:

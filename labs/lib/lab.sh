@@ -888,10 +888,12 @@ lab__lock() {
   [[ -z "$LAB_LOCK" ]] || return 0
   command -v flock >/dev/null || lab__refuse "flock (util-linux) is needed to keep two runs of $LAB_NAME apart"
   exec {LAB_LOCK}<"$LAB_SCRIPT"
-  if [[ -n "${1:-}" ]]; then flock -w "$1" "$LAB_LOCK" && return 0; else flock -n "$LAB_LOCK" && return 0; fi
-  local j; j=$(lab__journals | head -n 1)
-  if [[ -z "${1:-}" && -n "$j" ]] && ! lab__journal_live "$j"; then
-    flock -w 10 "$LAB_LOCK" && return 0
+  if [[ -n "${1:-}" ]]; then
+    flock -w "$1" "$LAB_LOCK" && return 0
+  else
+    flock -n "$LAB_LOCK" && return 0
+    local j; j=$(lab__journals | head -n 1)
+    if [[ -n "$j" ]] && ! lab__journal_live "$j"; then flock -w 10 "$LAB_LOCK" && return 0; fi
   fi
   local holder; holder=$(lab__lock_holder)
   lab__refuse "another run of $LAB_NAME is in progress (pid ${holder:-unknown}); wait for it to end, or stop it with: kill ${holder:-PID}"
