@@ -7,12 +7,13 @@ labs/lib/lab.sh writes ``<out>/.<lab>.journal`` for every run (tab-separated lin
     done  ID                                        the action ran
     fail  ID MESSAGE                                the action failed (it stays pending)
 
-and a pointer file ``.pcb-journal`` (the journal's path) in its scratch directory
-(``<scratch parent>/pcb-<lab>.XXXXXX/``). A run that ends in any way but SIGKILL undoes
-everything and removes its journal; a journal left behind is a killed run's, and
+and a copy of it, line for line, as ``.pcb-journal`` in its scratch directory
+(``<scratch parent>/pcb-<lab>.XXXXXX/``): ``--recover --scratch`` finds a killed run through it
+when the out directory is gone. A run that ends in any way but SIGKILL undoes everything and
+removes its journal; a journal left behind is a killed run's, and
 ``labs/<lab>/run.sh --recover --out OUT`` undoes it (``labkit recover`` finds them all).
-This module only reads journals: the undo actions are shell commands of the lab, run by
-the lab's own script.
+The writer is labkit.supervisor; the undo actions are shell commands of the lab, run by a bash
+of the lab's own script.
 """
 
 from __future__ import annotations
@@ -79,6 +80,57 @@ def read(path: str | Path) -> Journal:
     return j
 
 
+def commands(path: str | Path) -> dict[int, str]:
+    """``{id: command}`` of every ``do`` line of the journal ``path`` (shell words)."""
+    out: dict[int, str] = {}
+    for line in Path(path).read_text(errors="replace").splitlines():
+        f = line.split("\t")
+        if f[0] == "do" and len(f) >= 4 and f[1].isdigit():
+            out[int(f[1])] = "\t".join(f[3:])
+    return out
+
+
+def primary(copy: str | Path) -> Path | None:
+    """The journal to undo for a scratch directory's ``.pcb-journal``: the run's journal in its
+    out directory when it is still there, else the copy itself; None when ``copy`` is neither a
+    journal copy nor (as older runs wrote) a pointer to an existing journal."""
+    copy = Path(copy)
+    try:
+        text = copy.read_text(errors="replace")
+    except OSError:
+        return None
+    if text.startswith("run\t"):
+        head = text.split("\n", 1)[0].split("\t")
+        if len(head) > 5:
+            main = Path(head[5]) / f".{head[1]}.journal"
+            if main.is_file() and main.read_text(errors="replace").split("\n", 1)[0] == text.split("\n", 1)[0]:
+                return main.resolve()
+        return copy.resolve()
+    target = Path(text.strip())
+    return target.resolve() if text.strip() and target.is_file() else None
+
+
+def copies(path: str | Path) -> list[Path]:
+    """The other files holding the journal ``path``: its copy in the scratch directory when
+    ``path`` is the out directory's, the out directory's when ``path`` is the copy."""
+    path = Path(path)
+    try:
+        j = read(path)
+    except (JournalError, OSError):
+        return []
+    out = []
+    main = j.out / f".{j.lab}.journal"
+    if main.resolve() != path.resolve() and main.is_file():
+        out.append(main)
+    if j.scratch_parent is not None:
+        for c in j.scratch_parent.glob(f"pcb-{j.lab}*/.pcb-journal"):
+            if c.resolve() != path.resolve() and primary(c) in (path.resolve(), None) and \
+                    c.read_text(errors="replace").startswith("run\t") and \
+                    c.read_text(errors="replace").split("\n", 1)[0] == path.read_text(errors="replace").split("\n", 1)[0]:
+                out.append(c)
+    return out
+
+
 def _stat(pid: int) -> list[str] | None:
     """The fields of /proc/PID/stat after the command name, or None: the state first, then at
     index 19 the start time (clock ticks after boot, proc(5) field 22)."""
@@ -97,19 +149,16 @@ def running(j: Journal) -> bool:
 
 def find(out_dirs: list[Path], scratch_parents: list[Path]) -> list[Path]:
     """Journal files: ``.<lab>.journal`` in each out directory (a host folder) or in its host
-    folders (a folder of host folders), and those named by ``pcb-*/.pcb-journal`` pointers
-    under the scratch parents. Sorted, without duplicates."""
+    folders (a folder of host folders), and for each ``pcb-*/.pcb-journal`` under the scratch
+    parents its :func:`primary`. Sorted, without duplicates."""
     found: set[Path] = set()
     for d in out_dirs:
         d = Path(d)
         for pattern in (".*.journal", "*/.*.journal"):
             found.update(p.resolve() for p in d.glob(pattern) if p.is_file())
     for parent in scratch_parents:
-        for ptr in Path(parent).glob("pcb-*/.pcb-journal"):
-            try:
-                target = Path(ptr.read_text().strip())
-            except OSError:
-                continue
-            if target.is_file():
-                found.add(target.resolve())
+        for copy in Path(parent).glob("pcb-*/.pcb-journal"):
+            target = primary(copy)
+            if target is not None:
+                found.add(target)
     return sorted(found)

@@ -157,7 +157,7 @@ def measuring_code(lab: str) -> list[str]:
     contract, and labkit's probe, recorder, model, parsers and guest runner. Page macros,
     rendering and the claims engine are not in it: they change pages, not measurements."""
     from .stale import PAGE_DATA
-    return [f"labs/{lab}", *(f":(exclude)labs/{lab}/{n}" for n in PAGE_DATA), "labs/lib",
+    return [f"labs/{lab}", *(f":(exclude)labs/{lab}/{n}" for n in PAGE_DATA), "labs/lib", "labkit/supervisor.py",
             "labkit/probe.py", "labkit/record.py", "labkit/model.py", "labkit/schema.json", "labkit/tools.py",
             "labkit/parsers", "labkit/guest"]
 

@@ -13,6 +13,7 @@ lab_group work "three short steps"
 lab_group fill "write a file of FAKELAB_FILL_MIB MiB in the scratch directory"
 lab_group stuck "an undo action that fails while \$FAKELAB_DIR/stuck exists"
 lab_group chatty "a knob, then a helper of the lab (as labkit record is) that prints many lines"
+lab_group zombie "a knob, a background process whose child is a zombie, then a step of FAKELAB_SLEEP seconds"
 lab_group badtrap "a knob, then (FAKELAB_BADTRAP=1) bash fails to parse a signal's trap, as bash 5.2 may inside \$(...)"
 
 group_setup() {
@@ -38,6 +39,13 @@ group_chatty() {
   lab__say "chatty helper starts"
   # shellcheck disable=SC2016 # the helper's own shell expands $i
   lab__quietly /dev/null sh -c 'for i in $(seq 200); do echo "helper line $i" >&2; sleep 0.01; done' || true
+}
+
+group_zombie() {
+  lab_set_knob zombie.knob "$FAKELAB_DIR/knob" changed || return 0
+  # sh forks `true`, then becomes sleep, which never waits for it: a zombie until sleep dies.
+  lab_spawn zombie.parent -- sh -c 'true & exec sleep 300'
+  lab_run zombie.wait -- sleep "${FAKELAB_SLEEP:-0.1}"
 }
 
 # bash 5.2 can fail to parse a trap's text when the signal arrives while it expands a $(...),
