@@ -96,6 +96,8 @@ class Lab:
                    os.environ.get("PCB_LAB_TOOLS", ""), groups, list(args))
 
     def selected(self) -> list[tuple[str, str, bool]]:
+        """The groups to run, in order: every group without ``--only``, else those named and the
+        ``always`` ones."""
         return [g for g in self.groups if self.only is None or g[2] or g[0] in self.only]
 
 
@@ -256,23 +258,48 @@ def _alive(pids: list[int]) -> list[int]:
     return out
 
 
-def kill_tagged(tag: str) -> tuple[bool, str]:
-    """Stop every process carrying ``tag``: SIGTERM, then SIGKILL after 2 s. Returns (ok, error)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        pids = _alive(tagged(tag))
-        if not pids:
-            return True, ""
-        for p in pids:
+def reap_orphans(skip: tuple[int, ...] = ()) -> None:
+    """Reap this process's zombie children but those in ``skip`` (the subprocess.Popen children,
+    whose status their Popen reads). With PR_SET_CHILD_SUBREAPER (:func:`main`) the run's
+    processes whose parent died (the body's, after a signal) are this process's children: reaped
+    here at once, not whenever init gets to them."""
+    me = os.getpid()
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) in skip:
+            continue
+        try:
+            f = Path(f"/proc/{d}/stat").read_text().rsplit(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if f[0] == "Z" and int(f[1]) == me:
             try:
-                os.kill(p, sig)
-            except OSError:
+                os.waitpid(int(d), os.WNOHANG)
+            except ChildProcessError:
                 pass
-        for _ in range(20):
-            if not _alive(tagged(tag)):
+
+
+def kill_tagged(tag: str) -> tuple[bool, str]:
+    """Stop every process carrying ``tag``: SIGTERM, then SIGKILL after 2 s, and reap those that
+    were this process's children. Returns (ok, error)."""
+    try:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            pids = _alive(tagged(tag))
+            if not pids:
                 return True, ""
-            time.sleep(0.1)
-    left = _alive(tagged(tag))
-    return not left, f"processes still running: {' '.join(map(str, left))}" if left else ""
+            for p in pids:
+                try:
+                    os.kill(p, sig)
+                except OSError:
+                    pass
+            for _ in range(20):
+                reap_orphans()
+                if not _alive(tagged(tag)):
+                    return True, ""
+                time.sleep(0.1)
+        left = _alive(tagged(tag))
+        return not left, f"processes still running: {' '.join(map(str, left))}" if left else ""
+    finally:
+        reap_orphans()
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -299,10 +326,13 @@ class Output:
         self.color = os.isatty(2) and not os.environ.get("NO_COLOR")     # https://no-color.org
 
     def prefix(self) -> str:
+        """``"[lab  12.3s] "``: the lab's name and the seconds since the start, one decimal."""
         d = max(time.time_ns() // 1000 - self.start_us, 0)
         return f"[{self.name} {f'{d // 1000000}.{(d % 1000000) // 100000}s':>6}] "
 
     def emit(self, line: str, log_only: bool = False) -> None:
+        """Write ``line`` to the log and (unless ``log_only`` or a past write error) to stderr,
+        coloured on a terminal: headers bold, failures red, figures cyan."""
         if self.log:
             try:
                 with open(self.log, "a") as f:
@@ -323,6 +353,7 @@ class Output:
             self.broken = True
 
     def say(self, text: str) -> None:
+        """A progress line of the supervisor's own (to the log only in quiet mode)."""
         self.emit(self.prefix() + text, log_only=self.quiet)
 
 
@@ -353,6 +384,7 @@ class Journal:
         return ok
 
     def defer(self, desc: str, *cmd: str) -> bool:
+        """Register the undo action ``cmd`` (shell words) described by ``desc``, before its change."""
         self.seq += 1
         return self.write("do", self.seq, desc, quote(*cmd))
 
@@ -365,6 +397,7 @@ class Lock:
         self.script, self.fd = script, None
 
     def take(self, wait: float = 0) -> bool:
+        """Take the lock, waiting up to ``wait`` seconds; False when another process holds it."""
         if self.fd is None:
             self.fd = os.open(self.script, os.O_RDONLY | os.O_CLOEXEC)
         end = time.monotonic() + wait
@@ -451,17 +484,23 @@ class Supervisor:
 
     # -- refusals
     def refuse(self, message: str) -> None:
+        """Refuse to start: one line, exit 2 (raises :class:`Usage`)."""
         raise Usage(message, refuse=True)
 
     def script_for_humans(self) -> str:
+        """The lab's run.sh, relative to the working directory when it is under it."""
         p = str(self.lab.script)
         cwd = os.getcwd() + "/"
         return p[len(cwd):] if p.startswith(cwd) else p
 
     def recover_cmd(self, out: Path) -> str:
+        """The command that undoes a killed run whose journal is in ``out``."""
         return f"{'sudo ' if os.geteuid() == 0 else ''}{self.script_for_humans()} --recover --out {shlex.quote(str(out))}"
 
     def take_lock(self) -> None:
+        """Take the lab's lock, or refuse naming the PID that holds it. When a journal says the
+        holder's run was killed, wait up to 10 s for its last processes first (then the journal
+        check names --recover)."""
         if self.lock.take():
             return
         j = next(iter(find_journals(self.lab.name, self.out_dir, self.scratch_parent)), None)
@@ -472,12 +511,15 @@ class Supervisor:
                     f"wait for it to end, or stop it with: kill {h or 'PID'}")
 
     def default_out(self) -> None:
+        """The host label (default: probe.default_label) and the out directory (default:
+        local-results/<label>)."""
         from . import probe
         if not self.lab.host:
             self.lab.host = probe.default_label()
         self.out_dir = Path(self.lab.out) if self.lab.out else ROOT / "local-results" / self.lab.host
 
     def make_out(self) -> None:
+        """Create the out directory and check it takes a file (raises :class:`Usage` if not)."""
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -528,6 +570,7 @@ class Supervisor:
             self.child = None
 
     def child_env(self, **extra: str) -> dict:
+        """The environment of the run's processes: the run's tag, TMPDIR in the scratch directory."""
         env = dict(os.environ, PCB_LAB_RUN=self.tag, **extra)
         if self.scratch is not None:
             env["TMPDIR"] = str(self.scratch / "tmp")
@@ -535,6 +578,9 @@ class Supervisor:
 
     # -- starting: lock, out, journal, scratch
     def begin(self, kind: str = "") -> None:
+        """Start a run: lock, out directory, refuse a live or killed run's journal, the log, the
+        signal handlers, the journal's first line, the scratch directory (its removal journalled
+        first) with the journal's copy and tmp/. ``kind``: "guest" for a --guest run's scratch."""
         self.take_lock()
         self.make_out()
         j = next(iter(find_journals(self.lab.name, self.out_dir, self.scratch_parent)), None)
@@ -598,11 +644,14 @@ class Supervisor:
                 pass
         if not self.undo_all():
             code = 3
+        reap_orphans()
         if code == 0 and self.out.log:
             self.out.log.unlink(missing_ok=True)
         sys.exit(code)
 
     def undo_all(self) -> bool:
+        """Stop every process of the run, then undo what the journal (or, when the out directory
+        is gone, its copy) still holds; remove the journal. False when something stayed."""
         j = self.journal
         if j is None:
             return True
@@ -632,6 +681,7 @@ class Supervisor:
         return True
 
     def stopped_code(self) -> int:
+        """Say why the run stops (a signal, a write error) and return its exit status, 128+N."""
         sig = self.stop_sig
         if sig == "PIPE":
             self.out.say("write error on standard output or error (reader gone, terminal closed?): stopping, "
@@ -641,6 +691,7 @@ class Supervisor:
         return EXIT_FOR.get(sig, 128 + int(sig))
 
     def check_stop(self) -> None:
+        """At a point between two parts of the run: finish now if a signal or a write error came."""
         if self.stop_sig is None and self.out.broken:
             self.stop_sig = "PIPE"
         if self.stop_sig is not None:
@@ -648,6 +699,7 @@ class Supervisor:
 
     # -- a run on this host
     def run(self) -> None:
+        """A run on this host: begin, probe, the body, record, undo; exits (see the module)."""
         lab = self.lab
         self.default_out()
         self.begin()
@@ -731,6 +783,9 @@ class Supervisor:
 
     # -- --recover
     def recover(self) -> None:
+        """--recover: undo every killed run's journal of this lab (in --out or the default out
+        directory, and copies under the scratch parent). Exits 0 done or nothing to do, 2 a run
+        is still in progress, 3 an action failed (the journal stays)."""
         lab = self.lab
         if lab.out:
             self.out_dir = Path(lab.out)
@@ -775,6 +830,8 @@ class Supervisor:
 
     # -- --guest
     def guest(self) -> None:
+        """--guest ARCH: the whole lab in a QEMU guest (labkit.guest) with a copy of the checkout
+        as git tracks it; the result and its artifacts come back to the out directory."""
         from .guest import job as guest
         from .record import git_commit, measuring_code
         lab = self.lab
@@ -831,6 +888,7 @@ class Supervisor:
 
 
 def _live(path: Path) -> bool:
+    """Whether the run that wrote the journal ``path`` is still running."""
     try:
         return journals.running(journals.read(path))
     except (journals.JournalError, OSError):
@@ -867,6 +925,7 @@ def replay(path: Path, script: Path, out: Output, write_to: list[Path | None]) -
             bash.stdin.write(f"{aid}\t{cmds[aid]}\n")
             bash.stdin.flush()
             answer = bash.stdout.readline().rstrip("\n").split("\t")
+            reap_orphans(skip=(bash.pid,))
             if len(answer) < 2:
                 out.say(f"cleanup FAILED: {desc} (the undo shell ended)")
                 return False
@@ -896,6 +955,7 @@ def main(argv: list[str] | None = None) -> int:
     if not lab.name:
         print("lab.sh: lab_define was not called", file=sys.stderr)
         return 2
+    _libc.prctl(36, 1, 0, 0, 0)     # PR_SET_CHILD_SUBREAPER: orphans of the run come back here
     sup = Supervisor(lab)
     try:
         if not parse(lab):

@@ -212,7 +212,7 @@ def count_boundaries(lab: str, group: str, base: Path) -> int:
     return max(len(group_lines(lab, group, base)), 1)
 
 
-# A step's verdict line (labs/lib/lab.sh: lab_step, lab_skip): "[lab  1.2s] NAME: ok (1.4s)",
+# A step's verdict line (labs/lib/lab.sh: lab_run, lab_skip): "[lab  1.2s] NAME: ok (1.4s)",
 # "NAME: skipped: why", "NAME: failed as expected (...)", "NAME: FAILED (...)".
 STEP_END = re.compile(r"\] [^\s:]+: (ok \(|skipped: |failed as expected|FAILED \()")
 
@@ -277,13 +277,13 @@ def lock_free(lab: str) -> bool:
 
 def wait_for_lock(script: str | Path, timeout: int = 3600) -> None:
     """Wait until no run of the lab holds its lock (another run on a shared machine): a case
-    must not be refused for that. flock on the lab's run.sh, as lab.sh takes it."""
+    must not be refused for that. flock on the lab's run.sh, as its supervisor takes it (labkit/supervisor.py)."""
     subprocess.run(["flock", "-w", str(timeout), str(script_of(str(script)) if not str(script).endswith(".sh")
                                                      else script), "true"], check=False)
 
 
 def other_runs(ours: str | None = None) -> list[str]:
-    """Processes of lab runs other than the one whose tag starts with ``ours`` (every lab.sh run
+    """Processes of lab runs other than the one whose tag starts with ``ours`` (every lab run
     tags its processes): on a shared machine they change the host state this matrix compares."""
     return [p for p in tagged_processes() if not (ours and p.split()[1].startswith(ours))]
 
@@ -357,17 +357,12 @@ def run_case(case: Case, base: Path, extra_env: dict | None = None, host: bool =
         if rec.returncode != 0:
             out.problems.append(f"--recover exited {rec.returncode}: {rec.stderr[-1500:]}")
     else:
-        # The pipe's reader dies with the same signal: the lab may see the write error (141)
-        # before the signal's trap runs; either way it must have stopped and undone everything.
-        # Exit 4 is bash 5.2 failing to parse the signal's trap inside a $(...): the lab says so
-        # in its log and has undone everything (labs/lib/lab.sh lab__on_exit); the host check
-        # below still judges the undo.
+        # The pipe's reader dies with the same signal: the supervisor may see the write error
+        # (141) before the signal; either way it must have stopped and undone everything.
         log = work / "out" / f".{case.lab}.log"
         text = log.read_text() if log.exists() else None
-        lost = got.rc == 4 and text is not None and "stopped: the shell failed (bash exit 2" in text
-        if got.rc not in (EXPECTED_RC[sig], 141) and not lost:
-            out.problems.append(f"exit {got.rc}, expected {EXPECTED_RC[sig]} (or 141, a write error first, or 4, bash's "
-                                f"trap lost, said in the log); log tail: "
+        if got.rc not in (EXPECTED_RC[sig], 141):
+            out.problems.append(f"exit {got.rc}, expected {EXPECTED_RC[sig]} (or 141, a write error first); log tail: "
                                 f"{text[-1500:] if text is not None else '(no log)'}")
     time.sleep(0.2)
     out.problems += leftovers(case.lab, work, tag)

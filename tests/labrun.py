@@ -163,8 +163,8 @@ class Interrupted:
 
 class GroupScope:
     """Which of a lab's progress lines belong to GROUP, fed one line at a time: the lines after
-    ``== [k/n] GROUP:`` (``== GROUP:`` in older recordings) up to the next ``== `` header or ``recording result`` (labs/lib/lab.sh
-    prints both). :meth:`feed` returns "line" for a line of the group, "end" for the first line
+    ``== [k/n] GROUP:`` (``== GROUP:`` in older recordings) up to the next ``== `` header or ``recording result`` (the lab's body
+    and its supervisor print them). :meth:`feed` returns "line" for a line of the group, "end" for the first line
     after it, and None for a line before it."""
 
     def __init__(self, group: str):

@@ -191,7 +191,7 @@ def unmounted_tracefs():
 def test_a_tracefs_mount_a_tool_makes_is_undone(tmp_path, unmounted_tracefs):
     """On a freshly booted host /sys/kernel/tracing is not mounted, and `perf stat -e
     block:block_rq_complete` (fio_engines' setup probes with it) mounts it by itself: the lab
-    unmounts it again (labs/lib/lab.sh lab__guard_kernel_fs). Found by the suite's fault matrix
+    unmounts it again (labkit/supervisor.py guard_kernel_fs). Found by the suite's fault matrix
     in CI after a reboot."""
     tr = unmounted_tracefs
     run = run_lab("fio_engines", "--quick", "--only", "setup", "--host", "fault-test", "--out", str(tmp_path / "out"),
