@@ -278,25 +278,55 @@ def reap_orphans(skip: tuple[int, ...] = ()) -> None:
                 pass
 
 
+def _members(tag: str, groups: set[int]) -> list[int]:
+    """Live processes carrying ``tag``, and live processes of the process groups such processes
+    led or belonged to (``groups`` grows with them; never this process's own group). A step's
+    group holds processes that were started with another environment, and a process keeps its
+    group through an exec, during which its environment may read as empty."""
+    pids = set(_alive(tagged(tag)))
+    for p in pids:
+        try:
+            groups.add(os.getpgid(p))
+        except OSError:
+            pass
+    groups.discard(os.getpgrp())
+    if groups:
+        for d in os.listdir("/proc"):
+            if not d.isdigit() or int(d) == os.getpid():
+                continue
+            try:
+                f = Path(f"/proc/{d}/stat").read_text().rsplit(") ", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(f[2]) in groups and f[0] not in "ZX":
+                pids.add(int(d))
+    return sorted(pids)
+
+
 def kill_tagged(tag: str) -> tuple[bool, str]:
-    """Stop every process carrying ``tag``: SIGTERM, then SIGKILL after 2 s, and reap those that
-    were this process's children. Returns (ok, error)."""
+    """Stop every process of a run (:func:`_members` of ``tag``): SIGTERM once to each, then
+    SIGKILL to what is left after 2 s; done when three scans 50 ms apart find none (a process in
+    the middle of an exec may be missed by one). Reaps those that were this process's children.
+    Returns (ok, error)."""
+    groups: set[int] = set()
     try:
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            pids = _alive(tagged(tag))
-            if not pids:
-                return True, ""
-            for p in pids:
-                try:
-                    os.kill(p, sig)
-                except OSError:
-                    pass
-            for _ in range(20):
-                reap_orphans()
-                if not _alive(tagged(tag)):
+            sent: set[int] = set()
+            empty = 0
+            for _ in range(40):
+                pids = _members(tag, groups)
+                empty = 0 if pids else empty + 1
+                if empty >= 3:
                     return True, ""
-                time.sleep(0.1)
-        left = _alive(tagged(tag))
+                for p in set(pids) - sent:
+                    try:
+                        os.kill(p, sig)
+                    except OSError:
+                        pass
+                    sent.add(p)
+                reap_orphans()
+                time.sleep(0.05)
+        left = _members(tag, groups)
         return not left, f"processes still running: {' '.join(map(str, left))}" if left else ""
     finally:
         reap_orphans()
@@ -656,8 +686,9 @@ class Supervisor:
         if j is None:
             return True
         ok = True
-        if self.tag and _alive(tagged(self.tag)):
-            self.out.say("cleanup: stop every process of this run")
+        if self.tag:
+            if _members(self.tag, set()):
+                self.out.say("cleanup: stop every process of this run")
             done, err = kill_tagged(self.tag)
             if not done:
                 self.out.say(f"cleanup FAILED: stop every process of this run ({err})")
@@ -812,8 +843,9 @@ class Supervisor:
             self.out.log = j.out / f".{lab.name}.log" if j.out.is_dir() else None
             self.out.say(f"recovering a killed run (pid {j.pid}) from {path}")
             ok = True
-            if j.tag and _alive(tagged(j.tag)):
-                self.out.say("cleanup: stop every process of the killed run")
+            if j.tag:
+                if _members(j.tag, set()):
+                    self.out.say("cleanup: stop every process of the killed run")
                 ok, err = kill_tagged(j.tag)
                 if not ok:
                     self.out.say(f"cleanup FAILED: stop every process of the killed run ({err})")
