@@ -332,6 +332,17 @@ def kill_tagged(tag: str) -> tuple[bool, str]:
         reap_orphans()
 
 
+def stop_run(tag: str, out: "Output", which: str) -> bool:
+    """:func:`kill_tagged` as an undo action: "cleanup: stop every process of WHICH" when there
+    is any, and the failure if some stayed. True when none is left."""
+    if _members(tag, set()):
+        out.say(f"cleanup: stop every process of {which}")
+    done, err = kill_tagged(tag)
+    if not done:
+        out.say(f"cleanup FAILED: stop every process of {which} ({err})")
+    return done
+
+
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -687,12 +698,7 @@ class Supervisor:
             return True
         ok = True
         if self.tag:
-            if _members(self.tag, set()):
-                self.out.say("cleanup: stop every process of this run")
-            done, err = kill_tagged(self.tag)
-            if not done:
-                self.out.say(f"cleanup FAILED: stop every process of this run ({err})")
-                ok = False
+            ok = stop_run(self.tag, self.out, "this run")
         path = j.path
         if not path.is_file():
             if j.copy is None or not j.copy.is_file():
@@ -842,13 +848,7 @@ class Supervisor:
                 continue
             self.out.log = j.out / f".{lab.name}.log" if j.out.is_dir() else None
             self.out.say(f"recovering a killed run (pid {j.pid}) from {path}")
-            ok = True
-            if j.tag:
-                if _members(j.tag, set()):
-                    self.out.say("cleanup: stop every process of the killed run")
-                ok, err = kill_tagged(j.tag)
-                if not ok:
-                    self.out.say(f"cleanup FAILED: stop every process of the killed run ({err})")
+            ok = stop_run(j.tag, self.out, "the killed run") if j.tag else True
             copies = [path, *journals.copies(path)]
             if replay(path, j.script or lab.script, self.out, copies) and ok:
                 for c in copies:
