@@ -21,11 +21,26 @@ def run_lab(lab: str | Path, *args: str, timeout: float | None = 300, env: dict 
     """Run ``labs/<lab>/run.sh ARGS`` (or a run.sh path: :func:`lab_command`) to completion, with
     ``env`` added to the environment and no stdin; returns the finished process (text output).
 
+    A run stopped from here (the caller's Ctrl-C, the timeout) gets SIGTERM and up to 120 s to
+    undo its host changes before SIGKILL: a bare SIGKILL, as subprocess.run sends, would leave
+    its processes and host changes to a --recover that nobody runs.
+
     Raises:
         subprocess.TimeoutExpired: after ``timeout`` s (None: no limit).
     """
-    return subprocess.run(lab_command(lab, *args), capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ, **(env or {})), stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(lab_command(lab, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, **(env or {})), stdin=subprocess.DEVNULL)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        proc.terminate()
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def interrupt_at(lab: str, marker: str, *args: str, sig: int = signal.SIGINT, after: float = 0.3,
