@@ -112,53 +112,60 @@ def primary(copy: str | Path) -> Path | None:
 
 def copies(path: str | Path) -> list[Path]:
     """The other files holding the journal ``path``: its copy in the scratch directory when
-    ``path`` is the out directory's, the out directory's when ``path`` is the copy."""
+    ``path`` is the out directory's, the out directory's when ``path`` is the copy. A file is a
+    copy of the same run when its first line (the run's ``run`` record) is the same."""
     path = Path(path)
     try:
         j = read(path)
+        head = path.read_text(errors="replace").split("\n", 1)[0]
     except (JournalError, OSError):
         return []
-    out = []
-    main = j.out / f".{j.lab}.journal"
-    if main.resolve() != path.resolve() and main.is_file():
-        out.append(main)
+    candidates = [j.out / f".{j.lab}.journal"]
     if j.scratch_parent is not None:
-        for c in j.scratch_parent.glob(f"pcb-{j.lab}*/.pcb-journal"):
-            if c.resolve() != path.resolve() and primary(c) in (path.resolve(), None) and \
-                    c.read_text(errors="replace").startswith("run\t") and \
-                    c.read_text(errors="replace").split("\n", 1)[0] == path.read_text(errors="replace").split("\n", 1)[0]:
-                out.append(c)
+        candidates += sorted(j.scratch_parent.glob(f"pcb-{j.lab}*/.pcb-journal"))
+    out = []
+    for c in candidates:
+        try:
+            same = c.resolve() != path.resolve() and c.read_text(errors="replace").split("\n", 1)[0] == head
+        except OSError:
+            continue
+        if same:
+            out.append(c)
     return out
 
 
-def _stat(pid: int) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name, or None: the state first, then at
-    index 19 the start time (clock ticks after boot, proc(5) field 22)."""
+def proc_stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (proc(5) fields 3 onwards), or None
+    when the process is gone: [0] the state (R, S, Z, ...), [1] the parent's PID, [2] the process
+    group, [19] the start time (clock ticks after boot, proc(5) field 22)."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
-    except OSError:
+    except (OSError, IndexError):
         return None
 
 
 def running(j: Journal) -> bool:
     """Whether the run that wrote ``j`` is still running (same PID, same start time, and not a
     zombie: a killed run's shell keeps its PID until its parent reaps it)."""
-    fields = _stat(j.pid)
+    fields = proc_stat(j.pid)
     return bool(fields) and fields[19] == j.start and fields[0] not in ("Z", "X")
 
 
-def find(out_dirs: list[Path], scratch_parents: list[Path]) -> list[Path]:
+def find(out_dirs: list[Path], scratch_parents: list[Path], lab: str | None = None) -> list[Path]:
     """Journal files: ``.<lab>.journal`` in each out directory (a host folder) or in its host
     folders (a folder of host folders), and for each ``pcb-*/.pcb-journal`` under the scratch
-    parents its :func:`primary`. Sorted, without duplicates."""
+    parents its :func:`primary`; only ``lab``'s when given. Sorted, without duplicates."""
     found: set[Path] = set()
+    name = f".{lab}.journal" if lab else ".*.journal"
     for d in out_dirs:
         d = Path(d)
-        for pattern in (".*.journal", "*/.*.journal"):
+        for pattern in (name, f"*/{name}"):
             found.update(p.resolve() for p in d.glob(pattern) if p.is_file())
+    scratch = (f"pcb-{lab}.*/.pcb-journal", f"pcb-{lab}-guest.*/.pcb-journal") if lab else ("pcb-*/.pcb-journal",)
     for parent in scratch_parents:
-        for copy in Path(parent).glob("pcb-*/.pcb-journal"):
-            target = primary(copy)
-            if target is not None:
-                found.add(target)
+        for pattern in scratch:
+            for copy in Path(parent).glob(pattern):
+                target = primary(copy)
+                if target is not None:
+                    found.add(target)
     return sorted(found)

@@ -39,6 +39,7 @@ import re
 import secrets
 import select
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -223,10 +224,8 @@ def parse(lab: Lab) -> bool:
 
 def starttime(pid: int) -> str | None:
     """A process's start time (clock ticks after boot, proc(5) /proc/PID/stat field 22)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
+    f = journals.proc_stat(pid)
+    return f[19] if f else None
 
 
 def tagged(tag: str) -> list[int]:
@@ -249,11 +248,8 @@ def _alive(pids: list[int]) -> list[int]:
     """Those of ``pids`` that exist and are not zombies."""
     out = []
     for p in pids:
-        try:
-            state = Path(f"/proc/{p}/stat").read_text().rsplit(") ", 1)[1][:1]
-        except (OSError, IndexError):
-            continue
-        if state not in "ZX":
+        f = journals.proc_stat(p)
+        if f and f[0] not in "ZX":
             out.append(p)
     return out
 
@@ -267,11 +263,8 @@ def reap_orphans(skip: tuple[int, ...] = ()) -> None:
     for d in os.listdir("/proc"):
         if not d.isdigit() or int(d) in skip:
             continue
-        try:
-            f = Path(f"/proc/{d}/stat").read_text().rsplit(") ", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if f[0] == "Z" and int(f[1]) == me:
+        f = journals.proc_stat(d)
+        if f and f[0] == "Z" and int(f[1]) == me:
             try:
                 os.waitpid(int(d), os.WNOHANG)
             except ChildProcessError:
@@ -294,11 +287,8 @@ def _members(tag: str, groups: set[int]) -> list[int]:
         for d in os.listdir("/proc"):
             if not d.isdigit() or int(d) == os.getpid():
                 continue
-            try:
-                f = Path(f"/proc/{d}/stat").read_text().rsplit(") ", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if int(f[2]) in groups and f[0] not in "ZX":
+            f = journals.proc_stat(d)
+            if f and int(f[2]) in groups and f[0] not in "ZX":
                 pids.add(int(d))
     return sorted(pids)
 
@@ -479,17 +469,9 @@ class Lock:
 
 
 def find_journals(name: str, out: Path | None, scratch_parent: Path) -> list[Path]:
-    """This lab's journals: ``<out>/.<lab>.journal``, and the copies in scratch directories of
-    this lab under ``scratch_parent`` whose journal is elsewhere or gone."""
-    found: list[Path] = []
-    if out is not None and (out / f".{name}.journal").is_file():
-        found.append(out / f".{name}.journal")
-    for pattern in (f"pcb-{name}.*/.pcb-journal", f"pcb-{name}-guest.*/.pcb-journal"):
-        for copy in sorted(scratch_parent.glob(pattern)):
-            target = journals.primary(copy)
-            if target is not None and target not in found:
-                found.append(target)
-    return found
+    """This lab's journals (:func:`labkit.journal.find` for one lab, one out directory and one
+    scratch parent)."""
+    return journals.find([out] if out is not None else [], [scratch_parent], lab=name)
 
 
 # ---- the run -----------------------------------------------------------------------------
@@ -742,7 +724,6 @@ class Supervisor:
         self.begin()
         run_dir = self.out_dir / f".{lab.name}.partial"
         self.journal.defer("remove unfinished run directory", "rm", "-rf", "--", str(run_dir))
-        import shutil
         shutil.rmtree(run_dir, ignore_errors=True)
         (run_dir / "raw").mkdir(parents=True)
         (run_dir / "steps.tsv").write_text("")
@@ -898,7 +879,6 @@ class Supervisor:
                          probe.default_label(), "--timeout", "3600" if lab.quick else "14400"], self.child_env())
         self.check_stop()
         got = self.scratch / "out" / "results" / lab.host
-        import shutil
         if not (got / f"{lab.name}.json").is_file():
             failed = self.out_dir / f".{lab.name}.guest-failed"
             shutil.rmtree(failed, ignore_errors=True)
