@@ -210,7 +210,9 @@ def pmu() -> dict:
         # --no-buildid-cache: perf record would copy binaries into ~/.debug, outside the lab's directories.
         # --no-bpf-event: without it perf 6.1 waits out its side-band thread's 1 s poll at exit,
         # which doubled the time every lab took to start; the default event does not depend on it.
-        rec = _run(["perf", "record", "--no-buildid-cache", "--no-bpf-event", "-q", "-o", data, "--", "true"])
+        usage = _run(["perf", "record", "-h"])   # perf before 5.1 has no --no-bpf-event
+        nobpf = ["--no-bpf-event"] if usage is not None and "--no-bpf-event" in usage.stdout + usage.stderr else []
+        rec = _run(["perf", "record", "--no-buildid-cache", *nobpf, "-q", "-o", data, "--", "true"])
         if rec is not None and rec.returncode == 0:
             ev = _run(["perf", "evlist", "-i", data])
             if ev is not None and ev.returncode == 0 and ev.stdout.strip():

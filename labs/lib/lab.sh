@@ -27,10 +27,9 @@ LAB_ARGV=("$@")   # run.sh's own arguments (a sourced file sees its caller's)
 LAB_NAME="" LAB_TITLE="" LAB_TOOLS=""
 LAB_GROUPS=() LAB_GROUP_DESC=() LAB_GROUP_ALWAYS=()
 # Set by the supervisor for the body.
-LAB_QUICK=${PCB_LAB_QUICK:-0} LAB_OUT=${PCB_LAB_OUT:-} LAB_RUN=${PCB_LAB_RUN_DIR:-}
+# shellcheck disable=SC2034 # LAB_HOST: for the labs' run.sh
+LAB_QUICK=${PCB_LAB_QUICK:-0} LAB_OUT=${PCB_LAB_OUT:-} LAB_RUN=${PCB_LAB_RUN_DIR:-} LAB_HOST=${PCB_LAB_HOST:-}
 LAB_SCRATCH=${PCB_LAB_SCRATCH:-} LAB_START_US=${PCB_LAB_START_US:-}
-# shellcheck disable=SC2034 # for the labs' run.sh
-LAB_HOST=${PCB_LAB_HOST:-}
 LAB_JOURNAL=${PCB_LAB_JOURNAL:-} LAB_JOURNAL_COPY=${PCB_LAB_JOURNAL_COPY:-} LAB_SEQ=${PCB_LAB_SEQ:-0}
 LAB_FAILED=0 LAB_GROUP="" LAB_PENDING=()
 declare -A LAB_UNDO=() LAB_UNDO_DESC=()
@@ -39,9 +38,8 @@ declare -A LAB_UNDO=() LAB_UNDO_DESC=()
 LAB_PY=python3; [[ ! -x "$LAB_ROOT/.venv/bin/python" ]] || LAB_PY="$LAB_ROOT/.venv/bin/python"
 export PYTHONPATH="$LAB_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 # No __pycache__ written into the checkout (outside scratch and out); cached bytecode is still read.
-export PYTHONDONTWRITEBYTECODE=1
 # inferno (flame graphs) installed by `make setup` into the project.
-export PATH="$LAB_ROOT/.tools/bin:$PATH"
+export PYTHONDONTWRITEBYTECODE=1 PATH="$LAB_ROOT/.tools/bin:$PATH"
 
 # ---- declaring a lab ------------------------------------------------------------------
 
@@ -300,7 +298,7 @@ lab_require() {
         elif ! perf --version >/dev/null 2>&1; then
           # e.g. Ubuntu's /usr/bin/perf wrapper without linux-tools-$(uname -r)
           why="perf does not run on this kernel: $(perf --version 2>&1 | head -n 1)"
-        elif ! perf record --no-buildid-cache -q -o /dev/null -- true >/dev/null 2>&1; then
+        elif ! perf record --no-buildid-cache "$(lab__nobpf)" -q -o /dev/null -- true >/dev/null 2>&1; then
           why="perf record not permitted (perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null))"
         fi ;;
       inferno) command -v inferno-collapse-perf >/dev/null 2>&1 || why="inferno not installed (make setup installs it with cargo)" ;;
@@ -314,6 +312,8 @@ lab_require() {
 # lab__host_cap CAP: why the probe found CAP unavailable (PCB_CAP_<CAP>, set by the supervisor
 # from host.json), nothing when it is available.
 lab__host_cap() { local v="PCB_CAP_${1^^}"; printf '%s' "${!v:-}"; }
+# lab__nobpf: --no-bpf-event where perf has it (else -q): no 1 s wait at perf record's exit.
+lab__nobpf() { if [[ $(perf record -h 2>&1) == *--no-bpf-event* ]]; then echo --no-bpf-event; else echo -q; fi; }
 
 # lab__mount_tracefs: mount tracefs at /sys/kernel/tracing where nothing has yet, as perf and
 # libtracefs do on first use (the supervisor journalled its unmount at the start); 1 if it cannot.
