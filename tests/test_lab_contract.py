@@ -471,7 +471,7 @@ def test_perf_record_never_fills_the_build_id_cache():
             before = text[text.rfind("\n", 0, m.start()) + 1:m.start() + 1]
             if before.lstrip().startswith("#") or " #" in before:
                 continue          # a comment
-            if re.match(r"\s+-h\b", m.group("rest")):
+            if re.match(r'(?:\s+|,\s*")-h\b', m.group("rest")):
                 continue          # perf record -h prints its usage and records nothing
             seen += 1
             if "--no-buildid-cache" not in m.group("rest"):
