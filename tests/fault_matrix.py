@@ -18,15 +18,15 @@ actions; a group with fewer lines is signalled where the next begins). Three siz
   step j is signalled by signal i at its line (j + i) mod (its lines), so every step meets every
   signal and, in a group with at least as many steps as a step has lines, every kind of line
   (the background helper started, the command started, its verdict, the helper stopped) meets
-  every signal too (1,464 cases for the five labs, about three hours on a 2-CPU VM, and the
-  NVMe lab's guest group, whose every case boots arm64 guests);
-- ``--every-line``, every progress line x every signal (3,532 cases: a day of machine time).
+  every signal too (about 2,500 cases for the five labs, four hours on a 2-CPU VM, the NVMe
+  lab's guest group included, whose every case boots arm64 guests);
+- ``--every-line``, every progress line x every signal (a day of machine time).
 
 ``--state FILE`` makes a run resumable: every count and every case's outcome is appended to FILE
-(JSON lines) as soon as it is known, with a hash of the code the labs run (labs/ and labkit/,
-but the site's build: ``SITE_ONLY``);
+(JSON lines) as soon as it is known, with a hash of the code its lab runs (:func:`code_hash`);
 a later run with the same FILE skips what it already holds for the same code and reports the
-union. A change to a lab or to labkit starts the matrix over.
+union. A change to labs/lib or labkit starts the matrix over; a change to one lab's folder, that
+lab's cases only.
 
     .venv/bin/python tests/fault_matrix.py [--labs a,b] [--full | --every-line] [--groups g,h] [--seed N] [--state FILE] [--json FILE]
 
@@ -127,15 +127,25 @@ SITE_ONLY = ("labkit/mkdocs_hooks.py", "labkit/macros/", "labkit/evidence.py", "
              "labkit/theme/")
 
 
-def code_hash() -> str:
+def code_hash(lab: str | None = None) -> str:
     """sha256 (first 16 hex digits) of the files git tracks under labs/ and labkit/ (but
-    ``SITE_ONLY``), as they are in the work tree: the code a case exercises. Outcomes recorded
+    ``SITE_ONLY`` and the labs' prose, ``evidence.md``), as they are in the work tree: the code a
+    case exercises. With ``lab``, only that lab's folder of the labs' own folders (labs/lib and
+    labkit are every lab's): a change to one lab starts only its cases over. Outcomes recorded
     under another hash are stale."""
-    names = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "labs", "labkit"], capture_output=True,
+    own = {p.parent.name for p in ROOT.glob("labs/*/run.sh")}
+    paths = ["labs", "labkit"] + ([str(EXTRA_LABS[lab].parent.relative_to(ROOT))] if lab in EXTRA_LABS else [])
+    names = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", *paths], capture_output=True,
                            check=True).stdout.split(b"\0")
     h = hashlib.sha256()
-    for name in sorted(n for n in names if n and not n.decode().startswith(SITE_ONLY)):
-        f = ROOT / name.decode()
+    for name in sorted(n for n in names if n):
+        text = name.decode()
+        parts = text.split("/")
+        if text.startswith(SITE_ONLY) or parts[-1] == "evidence.md":
+            continue
+        if lab is not None and parts[0] == "labs" and len(parts) > 2 and parts[1] in own and parts[1] != lab:
+            continue
+        f = ROOT / text
         h.update(name + b"\0" + (f.read_bytes() if f.is_file() else b"") + b"\0")
     return h.hexdigest()[:16]
 
@@ -144,9 +154,10 @@ class State:
     """The resumable record of a matrix run: JSON lines in ``path``, each {"code": hash, "kind":
     "count", "lab", "group", "n"}, {"code": hash, "kind": "steps", "lab", "group", "ends": [k..]}
     (:func:`step_ends`) or {"code": hash, "kind": "case", "outcome": Outcome as a dict}.
-    Lines of another code hash are ignored (and kept in the file)."""
+    ``code``: one hash for every lab, or {lab: :func:`code_hash` of that lab}. Lines of another
+    code hash than their lab's are ignored (and kept in the file)."""
 
-    def __init__(self, path: Path | None, code: str):
+    def __init__(self, path: Path | None, code: str | dict[str, str]):
         self.path, self.code = path, code
         self.counts: dict[tuple[str, str], int] = {}
         self.ends: dict[tuple[str, str], list[int]] = {}
@@ -157,7 +168,8 @@ class State:
                     d = json.loads(line)
                 except json.JSONDecodeError:
                     continue                      # a line cut short by a kill
-                if d.get("code") != code:
+                lab = d["outcome"]["case"]["lab"] if d.get("kind") == "case" else d.get("lab")
+                if d.get("code") != self.code_of(lab):
                     continue
                 if d.get("kind") == "count":
                     self.counts[(d["lab"], d["group"])] = d["n"]
@@ -168,11 +180,16 @@ class State:
                     out = Outcome(Case(**o.pop("case")), **o)
                     self.outcomes[out.case.id] = out
 
+    def code_of(self, lab: str | None) -> str | None:
+        """The code hash outcomes of ``lab`` are recorded under."""
+        return self.code if isinstance(self.code, str) else self.code.get(lab or "")
+
     def add(self, record: dict) -> None:
         """Append one record (a count or a case) and flush it to disk."""
         if self.path:
+            lab = record["outcome"]["case"]["lab"] if record.get("kind") == "case" else record.get("lab")
             with self.path.open("a") as f:
-                f.write(json.dumps(dict(record, code=self.code)) + "\n")
+                f.write(json.dumps(dict(record, code=self.code_of(lab))) + "\n")
 
     def count(self, lab: str, group: str, base: Path) -> int:
         """The group's boundaries: recorded, or the last of its recorded step ends (the same
@@ -451,7 +468,8 @@ def main(argv: list[str] | None = None) -> int:
         if only - known:
             ap.error(f"--groups: no such group in {', '.join(names)}: {', '.join(sorted(only - known))}")
     t0 = time.time()
-    state = State(Path(a.state) if a.state else None, code_hash())
+    state = State(Path(a.state) if a.state else None, {lab: code_hash(lab) for lab in names})
+    code = ", ".join(f"{lab} {h}" for lab, h in state.code.items())
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="fault-matrix.") as tmp:
         cases = (full_cases(names, Path(tmp), state, every_line=a.every_line, only_groups=only) if a.full or a.every_line
@@ -459,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
         resumed = [state.outcomes[c.id] for c in cases if c.id in state.outcomes]
         if resumed:
             print(f"fault matrix: {len(resumed)} of {len(cases)} cases already recorded in {a.state} "
-                  f"for this code ({state.code}); {len(cases) - len(resumed)} to go", flush=True)
+                  f"for this code ({code}); {len(cases) - len(resumed)} to go", flush=True)
         outcomes += resumed
         cases = breadth_first([c for c in cases if c.id not in state.outcomes])
         stopped, total, started = None, len(outcomes) + len(cases), time.time()
@@ -482,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
                   + (f" (the record so far is in {a.state}: run again to resume)" if a.state else ""), flush=True)
     s = summary(outcomes)
     print(f"\nfault matrix: {s['tried']} cases tried, {s['clean']} clean "
-          f"({'every line' if a.every_line else 'full: every step' if a.full else f'sampled, seed {a.seed}'}; code {state.code}; {time.time() - t0:.0f} s"
+          f"({'every line' if a.every_line else 'full: every step' if a.full else f'sampled, seed {a.seed}'}; code {code}; {time.time() - t0:.0f} s"
           f"{f', {len(resumed)} of them from {a.state}' if resumed else ''})")
     for lab, d in s["per_lab"].items():
         print(f"  {lab:<16}{d['clean']}/{d['tried']} clean")

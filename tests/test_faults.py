@@ -75,6 +75,38 @@ def test_state_resumes_only_for_the_same_code(tmp_path, monkeypatch):
     assert len(fm.code_hash()) == 16 and fm.code_hash() == fm.code_hash()
 
 
+def test_a_change_to_one_lab_starts_only_its_cases_over(tmp_path, monkeypatch):
+    """Per-lab code hashes: a lab's hash follows its own folder and the shared code (labs/lib,
+    labkit), not another lab's folder or the labs' prose; the record keeps the outcomes of the
+    labs whose hash is unchanged."""
+    files = {"labs/lib/lab.sh": b"lib", "labs/a/run.sh": b"a", "labs/b/run.sh": b"b",
+             "labs/a/evidence.md": b"prose", "labkit/x.py": b"x"}
+
+    def tree(root):
+        for name, data in files.items():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_bytes(data)
+        subprocess.run(["git", "init", "-q", str(root)], check=True)
+        subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+
+    tree(tmp_path)
+    monkeypatch.setattr(fm, "ROOT", tmp_path)
+    before = {lab: fm.code_hash(lab) for lab in ("a", "b")}
+    assert before["a"] != before["b"]
+    (tmp_path / "labs/b/run.sh").write_bytes(b"b changed")
+    (tmp_path / "labs/a/evidence.md").write_bytes(b"prose changed")
+    assert fm.code_hash("a") == before["a"] and fm.code_hash("b") != before["b"]
+    (tmp_path / "labs/lib/lab.sh").write_bytes(b"lib changed")
+    assert fm.code_hash("a") != before["a"]
+
+    f = tmp_path / "state.jsonl"
+    st = fm.State(f, {"a": "ha", "b": "hb"})
+    st.done(fm.Outcome(fm.Case("a", "g", 1, "SIGINT"), clean=True, rc=130))
+    st.done(fm.Outcome(fm.Case("b", "g", 1, "SIGINT"), clean=True, rc=130))
+    again = fm.State(f, {"a": "ha", "b": "hb2"})
+    assert set(again.outcomes) == {"a-g-1-SIGINT"}
+
+
 GUEST_TOOLS = ["qemu-system-aarch64", "mmdebstrap", "dtc", "mke2fs", "cpio"]
 
 
