@@ -1,1 +1,1 @@
-cp /tmp/pcb-nvme_swiotlb.1Y1YkF/data.img /tmp/pcb-nvme_swiotlb.1Y1YkF/tmpfs/data.img
+cp /tmp/pcb-nvme_swiotlb.6509a6/data.img /tmp/pcb-nvme_swiotlb.6509a6/tmpfs/data.img

@@ -1,1 +1,1 @@
-mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.1Y1YkF/debugfs
+mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.6509a6/debugfs

@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-20644
+mkdir /sys/kernel/tracing/instances/pcb-16150

@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=528m\,mode=0700 tmpfs /scratch/pcb-nvme_swiotlb.FHI0DO/tmpfs
+mount -t tmpfs -o size=528m\,mode=0700 tmpfs /scratch/pcb-nvme_swiotlb.aa6d1b/tmpfs

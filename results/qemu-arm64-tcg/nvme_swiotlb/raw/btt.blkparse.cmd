@@ -1,1 +1,1 @@
-blkparse -i loop -D /scratch/pcb-nvme_swiotlb.FHI0DO/blktrace -d /scratch/pcb-nvme_swiotlb.FHI0DO/blk.bin -O
+blkparse -i loop -D /scratch/pcb-nvme_swiotlb.aa6d1b/blktrace -d /scratch/pcb-nvme_swiotlb.aa6d1b/blk.bin -O

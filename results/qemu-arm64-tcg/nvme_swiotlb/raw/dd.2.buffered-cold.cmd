@@ -1,1 +1,1 @@
-dd if=/scratch/pcb-nvme_swiotlb.FHI0DO/data.img of=/dev/null bs=1M
+dd if=/scratch/pcb-nvme_swiotlb.aa6d1b/data.img of=/dev/null bs=1M

@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-188
+mkdir /sys/kernel/tracing/instances/pcb-223
