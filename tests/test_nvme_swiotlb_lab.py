@@ -205,7 +205,7 @@ def test_sigint_during_tracing_restores_tracefs(marker, tracefs, tmp_path, monke
 
 @pytest.mark.skipif(not is_root(), reason="knobs need root")
 def test_sigint_during_knob_sweep_restores_knobs(tmp_path):
-    rc, err, scratch = interrupt_at(LAB, "tried.ra128.1.buffered: dd", "--quick", "--only", "tried",
+    rc, err, scratch = interrupt_at(LAB, "tried.ra4096.1.buffered: dd", "--quick", "--only", "tried",
                                     "--out", str(tmp_path / "out"), sig=signal.SIGINT, after=0.01)
     check_clean(rc, err, scratch, tmp_path / "out")
     # "cleanup: restore FILE to VALUE" lines, newest first: the last one per file is the original value.
