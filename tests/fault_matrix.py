@@ -150,6 +150,11 @@ def code_hash(lab: str | None = None) -> str:
     return h.hexdigest()[:16]
 
 
+def _lab_of(record: dict) -> str | None:
+    """The lab a record of :class:`State` is about: its case's for a case, else its own."""
+    return record["outcome"]["case"]["lab"] if record.get("kind") == "case" else record.get("lab")
+
+
 class State:
     """The resumable record of a matrix run: JSON lines in ``path``, each {"code": hash, "kind":
     "count", "lab", "group", "n"}, {"code": hash, "kind": "steps", "lab", "group", "ends": [k..]}
@@ -168,8 +173,7 @@ class State:
                     d = json.loads(line)
                 except json.JSONDecodeError:
                     continue                      # a line cut short by a kill
-                lab = d["outcome"]["case"]["lab"] if d.get("kind") == "case" else d.get("lab")
-                if d.get("code") != self.code_of(lab):
+                if d.get("code") != self.code_of(_lab_of(d)):
                     continue
                 if d.get("kind") == "count":
                     self.counts[(d["lab"], d["group"])] = d["n"]
@@ -187,9 +191,8 @@ class State:
     def add(self, record: dict) -> None:
         """Append one record (a count or a case) and flush it to disk."""
         if self.path:
-            lab = record["outcome"]["case"]["lab"] if record.get("kind") == "case" else record.get("lab")
             with self.path.open("a") as f:
-                f.write(json.dumps(dict(record, code=self.code_of(lab))) + "\n")
+                f.write(json.dumps(dict(record, code=self.code_of(_lab_of(record)))) + "\n")
 
     def count(self, lab: str, group: str, base: Path) -> int:
         """The group's boundaries: recorded, or the last of its recorded step ends (the same
