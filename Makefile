@@ -17,6 +17,8 @@ DEBS := $(LAB_DEBS) bpftrace asciinema chromium shellcheck make gcc util-linux p
         gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static \
         qemu-system-arm qemu-system-x86 mmdebstrap device-tree-compiler cpio e2fsprogs kmod
 INFERNO_VERSION := 0.12.8
+# Compiled tools are built once per machine here and copied into each checkout's .tools
+TOOL_CACHE := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/perf-casebook/tools
 
 .PHONY: setup serve site labs labs-arm64 ci-labs test test-all mutation bench clean
 
@@ -69,12 +71,13 @@ debs:
 inferno:
 	@echo "setup [3/5] inferno $(INFERNO_VERSION) (flame graphs, for the labs) in $(TOOLS)"
 	@if [ -x $(TOOLS)/bin/inferno-flamegraph ]; then exit 0; fi; \
-	if command -v cargo >/dev/null; then \
-	  echo "installing inferno $(INFERNO_VERSION) into $(TOOLS) (cargo install --locked, a few minutes of compiling)"; \
-	  cargo install -q --locked --root $(TOOLS) inferno@$(INFERNO_VERSION); \
-	else \
-	  echo "note: cargo not found: flame graph steps will be skipped"; \
-	fi
+	c=$(TOOL_CACHE)/inferno-$(INFERNO_VERSION); \
+	if [ ! -x $$c/bin/inferno-flamegraph ] && command -v cargo >/dev/null; then \
+	  echo "compiling inferno $(INFERNO_VERSION) into $$c (cargo install --locked, about a minute; once per machine)"; \
+	  cargo install -q --locked --root $$c inferno@$(INFERNO_VERSION) || rm -rf $$c; \
+	fi; \
+	if [ -x $$c/bin/inferno-flamegraph ]; then mkdir -p $(TOOLS) && cp -a $$c/. $(TOOLS)/; \
+	else echo "note: cargo not found or inferno did not build: flame graph steps will be skipped"; fi
 
 # inferno for arm64 guests (Debian has no package; labs --guest arm64 copy it into the guest).
 # Cross-built with cargo for aarch64-unknown-linux-gnu, linked by the Debian cross gcc.
@@ -82,15 +85,17 @@ inferno:
 inferno-arm64:
 	@echo "inferno $(INFERNO_VERSION) for arm64 guests in $(TOOLS)/arm64"
 	@if [ -x $(TOOLS)/arm64/bin/inferno-flamegraph ]; then exit 0; fi; \
-	if command -v cargo >/dev/null && command -v rustup >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null; then \
-	  echo "cross-building inferno $(INFERNO_VERSION) for aarch64 (cargo install --locked --target, a few minutes of compiling)"; \
-	  rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1; \
-	  CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
-	    cargo install -q --locked --root $(TOOLS)/arm64 --target aarch64-unknown-linux-gnu inferno@$(INFERNO_VERSION) \
-	    || echo "note: the cross-build failed: flame graph steps in arm64 guests will be skipped"; \
-	else \
-	  echo "note: cargo, rustup or aarch64-linux-gnu-gcc not found: flame graph steps in arm64 guests will be skipped"; \
-	fi
+	c=$(TOOL_CACHE)/inferno-$(INFERNO_VERSION)-aarch64; \
+	if [ ! -x $$c/bin/inferno-flamegraph ]; then \
+	  if command -v cargo >/dev/null && command -v rustup >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null; then \
+	    echo "cross-building inferno $(INFERNO_VERSION) for aarch64 into $$c (cargo install --locked --target, a few minutes; once per machine)"; \
+	    rustup target add aarch64-unknown-linux-gnu >/dev/null 2>&1; \
+	    CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+	      cargo install -q --locked --root $$c --target aarch64-unknown-linux-gnu inferno@$(INFERNO_VERSION) || rm -rf $$c; \
+	  else echo "note: cargo, rustup or aarch64-linux-gnu-gcc not found"; fi; \
+	fi; \
+	if [ -x $$c/bin/inferno-flamegraph ]; then mkdir -p $(TOOLS)/arm64 && cp -a $$c/. $(TOOLS)/arm64/; \
+	else echo "note: no arm64 inferno: flame graph steps in arm64 guests will be skipped"; fi
 
 ACTIONLINT_VERSION := v1.7.12
 .PHONY: actionlint
