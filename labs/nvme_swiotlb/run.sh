@@ -462,8 +462,8 @@ group_guest() {
   # "window" job). Full runs boot the 5.10 dma-ranges tree twice more, each with one of the
   # original's boot-time knobs on the kernel command line (boot_knobs), reading direct only.
   mb=$(lab_quick 128 512)
-  printf 'MB=%s\nREPS=%s\nTREPS=%s\nBREPS=%s\nCOUNTED=3\nBUFFERED=%s\nSTRACE=%s\nTRACE_MB=%s\nPERF_MB=%s\nALT=%s\nALT_MB=%s\n' \
-    "$mb" "$(lab_quick 7 10)" "$(lab_quick 3 5)" "$(lab_quick 0 5)" "$(lab_quick 0 1)" "$(lab_quick 0 1)" \
+  printf 'MB=%s\nREPS=%s\nTREPS=%s\nBREPS=%s\nCOUNTED=%s\nBUFFERED=%s\nSTRACE=%s\nTRACE_MB=%s\nPERF_MB=%s\nALT=%s\nALT_MB=%s\n' \
+    "$mb" "$(lab_quick 7 10)" "$(lab_quick 3 5)" "$(lab_quick 0 5)" "$(lab_quick 3 5)" "$(lab_quick 0 1)" "$(lab_quick 0 1)" \
     "$(lab_quick 0 128)" "$(lab_quick 0 128)" "$(lab_quick 6 10)" "$(lab_quick 64 256)" > "$job/job.env"
   # Later assignments in job.env win.
   cp -r "$job" "$job-knobs" && printf 'REPS=%s\nKNOBS=%s\nALT=0\n' "$(lab_quick 5 7)" "$(lab_quick 3 5)" >> "$job-knobs/job.env"
