@@ -1,1 +1,1 @@
-cp /tmp/pcb-nvme_swiotlb.6509a6/data.img /tmp/pcb-nvme_swiotlb.6509a6/tmpfs/data.img
+cp /tmp/pcb-nvme_swiotlb.ef1228/data.img /tmp/pcb-nvme_swiotlb.ef1228/tmpfs/data.img

@@ -1,1 +1,1 @@
-sh -c blkparse\ -i\ -\ -d\ /tmp/pcb-nvme_swiotlb.6509a6/blk.bin\ \<\ /tmp/nref3/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.capture.out
+sh -c blkparse\ -i\ -\ -d\ /tmp/pcb-nvme_swiotlb.ef1228/blk.bin\ \<\ /tmp/nref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.capture.out

@@ -1,1 +1,1 @@
-btt -i /tmp/pcb-nvme_swiotlb.6509a6/blk.bin -l /tmp/nref3/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.d2c -q /tmp/nref3/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.q2c
+btt -i /tmp/pcb-nvme_swiotlb.ef1228/blk.bin -l /tmp/nref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.d2c -q /tmp/nref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.q2c

@@ -1,1 +1,1 @@
-fincore --json --bytes /tmp/pcb-nvme_swiotlb.6509a6/data.img
+fincore --json --bytes /tmp/pcb-nvme_swiotlb.ef1228/data.img

@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-16150
+mkdir /sys/kernel/tracing/instances/pcb-25850

@@ -1,1 +1,1 @@
-cat /sys/kernel/tracing/instances/pcb-16150/trace
+cat /sys/kernel/tracing/instances/pcb-25850/trace

@@ -1,1 +1,1 @@
-/scratch/pcb-nvme_swiotlb.aa6d1b/bounce -f /scratch/pcb-nvme_swiotlb.aa6d1b/data.img -b 4k\,64k\,1m -n 5 -t 0.1
+/scratch/pcb-nvme_swiotlb.18f490/bounce -f /scratch/pcb-nvme_swiotlb.18f490/data.img -b 4k\,64k\,1m -n 5 -t 0.1

@@ -1,1 +1,1 @@
-blkparse -i loop -D /scratch/pcb-nvme_swiotlb.aa6d1b/blktrace -d /scratch/pcb-nvme_swiotlb.aa6d1b/blk.bin -O
+blkparse -i loop -D /scratch/pcb-nvme_swiotlb.18f490/blktrace -d /scratch/pcb-nvme_swiotlb.18f490/blk.bin -O

@@ -1,1 +1,1 @@
-dd if=/scratch/pcb-nvme_swiotlb.aa6d1b/data.img of=/dev/null bs=1M iflag=direct
+dd if=/scratch/pcb-nvme_swiotlb.18f490/data.img of=/dev/null bs=1M iflag=direct

@@ -1,1 +1,1 @@
-sh -c echo\ \$\$\ \>\ /sys/kernel/tracing/set_ftrace_pid\ \&\&\ exec\ dd\ if=/scratch/pcb-nvme_swiotlb.aa6d1b/data.img\ of=/dev/null\ bs=1M\ count=4
+sh -c echo\ \$\$\ \>\ /sys/kernel/tracing/set_ftrace_pid\ \&\&\ exec\ dd\ if=/scratch/pcb-nvme_swiotlb.18f490/data.img\ of=/dev/null\ bs=1M\ count=4

@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop0 /scratch/pcb-nvme_swiotlb.aa6d1b/data.img
+losetup --show --direct-io=on /dev/loop0 /scratch/pcb-nvme_swiotlb.18f490/data.img
