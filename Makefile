@@ -109,7 +109,7 @@ actionlint:
 	  echo "note: go not found: the workflow lint test will be skipped"; \
 	fi
 
-# axe-core (the page budget test) and Lighthouse (`make bench`), pinned in tests/node/ (npm
+# axe-core (the page budget test) and Lighthouse (`make bench` and the `timing` test of `make test-all`), pinned in tests/node/ (npm
 # install with that lock: `npm ci` refuses it, as one of Lighthouse's dependencies asks for a "latest" tag).
 .PHONY: node-tools
 node-tools:
