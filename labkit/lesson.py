@@ -41,8 +41,9 @@ class _Frame:
 
 
 class _Prose(HTMLParser):
-    """Counts an article's prose words (outside :data:`_SKIP` elements and the first-screen
-    box), tables and figures. A host tab set counts once: only its first tab is read."""
+    """Counts an article's prose words (outside :data:`_SKIP` elements, the first-screen box
+    and the emulation badges, which are labels), tables and figures. A host tab set counts
+    once: only its first tab is read."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
@@ -71,7 +72,8 @@ class _Prose(HTMLParser):
                 self.figures += 1  # a chart's dark twin is the same figure; a recording sits in a <figure>
         if tag in _VOID:
             return
-        skip = (tag in _SKIP or "pc-lesson-start" in classes or "tabbed-labels" in classes or hidden
+        skip = (tag in _SKIP or "pc-lesson-start" in classes or "tabbed-labels" in classes or "pc-emulated" in classes
+                or hidden
                 or (bool(self.stack) and self.stack[-1].skip))
         self.stack.append(_Frame(tag, skip, hidden, 0 if tag == "div" and "tabbed-content" in classes else None))
 
@@ -128,4 +130,4 @@ def lesson_start(lab: str) -> str:
             f"**Start the lab now** (quick mode, budgeted at {render.esc(macros._duration(m['quick_budget_s']))}"
             f" on 2 cores), and read on while it runs:\n\n"
             f"```bash\nsudo labs/{lab}/run.sh --quick\n```\n\n"
-            f"The full run took {macros.lab_time(lab)}.\n\n</div>\n")
+            f"Our runs took {macros.lab_time(lab)}.\n\n</div>\n")

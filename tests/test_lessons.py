@@ -64,7 +64,7 @@ def test_search_index_is_small_and_keeps_evidence_titles_only(committed_site):
 def test_measure_counts_prose_not_code_tables_or_folds():
     html = ('<article class="md-content__inner md-typeset"><p>one two three</p><pre><code>a b c d</code></pre>'
             '<table><tr><td>x y</td></tr></table><details><summary>s</summary><p>hidden words here</p></details>'
-            '<div class="pc-lesson-start"><p>box words</p></div><figure><div data-pc-cast="x"></div></figure><img class="pc-chart pc-light"><img class="pc-chart pc-dark"><p>four</p></article>')
+            '<div class="pc-lesson-start"><p>box words</p></div><p><span class="pc-emulated">a badge</span></p><figure><div data-pc-cast="x"></div></figure><img class="pc-chart pc-light"><img class="pc-chart pc-dark"><p>four</p></article>')
     m = lesson.measure(html)
     assert (m["words"], m["tables"], m["figures"]) == (4, 1, 2)
     assert m["minutes"] == 2  # 4/200 + 2 × 0.5, rounded up

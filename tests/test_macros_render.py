@@ -299,7 +299,8 @@ def test_original_vs_here_flags_noise_and_missing_data(tree):
     b, _ = claims_mod.side(noisy, here["metric"], here["b"])
     e = claims_mod.ratio_interval(a, b)
     assert e["estimate"] == 1 and e["low"] < 1 < e["high"]
-    assert f'</span> {e["estimate"]:.3g} ({e["low"]:.3g}–{e["high"]:.3g})</td>' in row
+    num = macros.numbers.number
+    assert f'</span> {num(e["estimate"])} ({num(e["low"])}–{num(e["high"])})</td>' in row
     assert '</span> – (no round_trip measurement for experiment=pinned, pin=other-core)</td>' in row
 
 

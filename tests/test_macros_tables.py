@@ -250,14 +250,15 @@ def test_here_ratio_shows_the_estimate_and_its_interval(a, b, straddles_1):
     e = claims_mod.ratio_interval(sa, sb)
     assert e["estimate"] == pytest.approx(sorted(a)[1] / sorted(b)[1])
     assert e["low"] < e["estimate"] < e["high"] and (e["low"] < 1 < e["high"]) == straddles_1
-    assert macros._here_ratio(r, HERE) == f"{e['estimate']:.3g} ({e['low']:.3g}–{e['high']:.3g})"
+    num = macros.numbers.number
+    assert macros._here_ratio(r, HERE) == f"{num(e['estimate'])} ({num(e['low'])}–{num(e['high'])})"
 
 
 @pytest.mark.parametrize("a,b,shown", [
-    ((10, 11, 12), (5,), "2.2 (too few samples: n=3 ÷ n=1)"),
+    ((10, 11, 12), (5,), "2.20 (too few samples: n = 3 and 1)"),
     ((10, 11, 12), (0, 0, 0), "– (pin=b: median is 0)"),
     # b's median is 1 but a resample's can be 0: the interval is open above
-    ((10, 11, 12), (0, 1, 1), "11 (10–∞)"),
+    ((10, 11, 12), (0, 1, 1), "11.0 (10.0–∞)"),
 ])
 def test_here_ratio_says_when_there_is_no_interval(a, b, shown):
     r = _here_result(a, b)
@@ -428,6 +429,9 @@ def test_interval_text():
     assert got, macros._interval_text(e)
     assert float(got.group(1)) == pytest.approx(e["low"], rel=5e-3) and float(got.group(2)) == pytest.approx(e["high"], rel=5e-3)
     assert macros._interval_text(_effect((10, 10, 10), (5, 5, 5))) == "2.00× (no spread in the samples)"
+    # a side of zeros against a spread side: the interval is [0, 0] but the samples spread
+    zeros = _effect((0, 0, 0), (5, 6, 7))
+    assert zeros["low"] == zeros["high"] == 0 and "no spread" not in macros._interval_text(zeros)
     near_0 = _effect((10, 11, 12), (0, 1, 1))   # a resample of b's median can be 0: no upper bound
     assert near_0["high"] is None and macros._interval_text(near_0) == f"11.0× (95 % interval {near_0['low']:#.3g}–∞)"
     zero = _effect((10, 11, 12), (0, 0, 0))
@@ -450,7 +454,9 @@ def test_verdict_cell(claim, verdict, tail):
     assert v["verdict"] == verdict
     mark = render.VERDICT_MARK[verdict]
     if tail == "effect":
-        want = f"{mark}: {macros._interval_text(v['effect'])}, needs {render.esc(v['effect']['needs'])}"
+        names = "last ÷ first" if claim["kind"] == "increasing" else \
+            f"{macros._side_label(claim['a'], claim['b'])} ÷ {macros._side_label(claim['b'], claim['a'])}"
+        want = f"{mark}: {names} = {macros._interval_text(v['effect'])}, needs {render.esc(v['effect']['needs'])}"
     else:
         want = f"{mark}; {render.esc(v['reason'])}"
     assert macros._verdict_cell(claim, v) == want
@@ -518,7 +524,8 @@ def test_an_empty_output_is_said_plainly(shown, source, caption):
 
 
 @pytest.mark.parametrize("x,shown", [(3.6364, "3.64×"), (22.0, "22.0×"), (99.94, "99.9×"), (99.96, "100×"),
-                                     (1670.4, "1,670×"), (1.0028, "1.00×"), (1.0, "1.00×"), (0.5, "0.500×")])
+                                     (158.2, "158×"), (1670.4, "1,670×"), (1.0028, "1.00×"), (1.0, "1.00×"),
+                                     (0.5, "0.500×"), (0.0, "0×")])
 def test_a_ratio_is_never_in_scientific_notation(x, shown):
     assert macros._times(x) == shown
 
@@ -532,3 +539,17 @@ def test_a_size_in_a_claim_sentence_has_its_unit():
     assert macros._claim_sentence(trend, v, r) == \
         f"bw from 10 MB/s at bs = 4 KiB to 30 MB/s at bs = 4 MiB: last ÷ first = {macros._interval_text(v['effect'])}, needs &gt; 1"
     assert macros._side_label({"bs": 4096, "x": 1}, {"bs": 1024, "x": 2}) == "bs=4 KiB, x=1"
+
+
+def test_a_timing_made_in_an_emulated_guest_is_badged_on_a_hardware_host():
+    """Measurements made inside a TCG guest carry the emulation badge in a hardware host's tab
+    (the nvme lab's arm64 guests on the x86_64 host); a hardware measurement does not, and an
+    emulated host's own tab badge is not repeated."""
+    hw = {"host": {"label": "x", "arch": "x86_64"}}
+    guest = dict(m("bw", "MB/s", {"dt": "plain"}, [1.0, 2.0, 3.0]), emulation=dict(TCG, guest_cpu="cortex-a72"))
+    plain = m("bw", "MB/s", {"dt": "plain"}, [1.0, 2.0, 3.0])
+    badge = macros.hosts.guest_badge(hw, [plain, guest])
+    assert badge.startswith('<span class="pc-emulated">measured in an emulated cortex-a72 guest (QEMU TCG on ')
+    assert "timings are not hardware" in badge and badge.endswith("\n\n")
+    assert macros.hosts.guest_badge(hw, [plain]) == ""
+    assert macros.hosts.guest_badge({"host": {"label": "q", "arch": "aarch64", "emulation": dict(TCG)}}, [guest]) == ""

@@ -11,6 +11,7 @@ from .. import claims as claims_mod
 from .. import commands, render
 from . import hosts, templates
 from .hosts import EMULATED_BADGE, MacroError
+from .numbers import number as _num, times as _times
 from .original import load_original
 from .tables import stacked_table
 
@@ -33,15 +34,10 @@ def _value(x: float, u: str) -> str:
     a plain ratio or fraction without one."""
     if u in ("ratio", "fraction"):
         return render.fmt(x)
+    if u == "x":
+        return f"{render.fmt(x)}×"
     div, shown = render.display_scale(u, [x])
     return f"{render.fmt(x / div)} {shown}".rstrip()
-
-
-def _times(x: float) -> str:
-    """A ratio as "3.64×", "22.0×", "1.00×" or "1,670×": three significant digits, trailing zeros
-    kept (14,819 vs 14,777 IOPS is "1.00×", not "1×", which reads as equal), never in scientific
-    notation (which ``:.3g`` gives from 1,000 up)."""
-    return f"{x:,.0f}×" if x >= 99.95 else f"{x:#.3g}×"
 
 
 def _interval_text(e: dict) -> str:
@@ -51,9 +47,9 @@ def _interval_text(e: dict) -> str:
         return e["method"]
     if e.get("low") is None:
         return f"{_times(e['estimate'])} ({e['method']})"
-    if e["low"] == e["high"]:
+    if e["low"] == e["high"] and str(e.get("method", "")).startswith("no spread"):
         return f"{_times(e['estimate'])} (no spread in the samples)"
-    span = claims_mod.span_text(e, lambda x: f"{x:#.3g}", _times)
+    span = claims_mod.span_text(e, _num, _times)
     return f"{_times(e['estimate'])} ({round(e['level'] * 100)} % interval {span})"
 
 
@@ -148,14 +144,24 @@ def claims(lab: str) -> str:
     return hosts.per_host(lab, table)[0]
 
 
+def _ratio_name(c: dict) -> str:
+    """What an effect divides, named by its sides: "same-cpu ÷ other-core" for a comparison,
+    "last ÷ first" for a trend, "" for other kinds."""
+    if c["kind"] in ("compare", "within"):
+        return f"{_side_label(c['a'], c['b']) or 'a'} ÷ {_side_label(c['b'], c['a']) or 'b'}"
+    return "last ÷ first" if c["kind"] == "increasing" else ""
+
+
 def _verdict_cell(c: dict, v: dict) -> str:
-    """Markdown inline text: one verdict, short: its mark, then the effect with its interval
-    and what the claim needs (``2.09× (95 % interval 1.51–2.16×), needs > 1.5``), or the reason
-    it is not decided; flags and the emulated-CPU badge after."""
+    """Markdown inline text: one verdict, short: its mark, then the effect named by its sides,
+    with its interval and what the claim needs (``same-cpu ÷ other-core = 0.229× (95 % interval
+    0.210–0.250×), needs < 0.769``), or the reason it is not decided; flags and the
+    emulated-CPU badge after."""
     e = v.get("effect")
     text = render.VERDICT_MARK[v["verdict"]]
     if e and e.get("estimate") is not None:
-        text += f": {render.esc(_interval_text(e))}, needs {render.esc(e['needs'])}"
+        name = _ratio_name(c)
+        text += f": {render.esc(name + ' = ' if name else '')}{render.esc(_interval_text(e))}, needs {render.esc(e['needs'])}"
     if v["verdict"] not in ("holds", "fails") and v.get("reason") and not (e and v["reason"].startswith("the 95%")):
         text += f"; {render.esc(v['reason'])}"
     if v.get("flags"):

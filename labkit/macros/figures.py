@@ -44,7 +44,7 @@ def chart(lab: str, metric: str, x: str, series: str | None = None, where: dict 
             svg = charts.chart_svg(ms, x, series, dark=dark, **opts)
             width, height = charts.svg_size(svg)
             images.append({"scheme": scheme, "src": charts.store(folder, svg), "width": width, "height": height})
-        return templates.render("chart.html", alt=f"{alt_of} on {host.label}", images=images)
+        return hosts.guest_badge(result, ms) + templates.render("chart.html", alt=f"{alt_of} on {host.label}", images=images)
 
     md, found = hosts.per_host(lab, figure)
     if not found:

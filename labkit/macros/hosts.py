@@ -8,6 +8,7 @@ test's ``labkit.macros.ROOT = tree``, which the package forwards here) reaches t
 
 from __future__ import annotations
 
+import html
 import posixpath
 from typing import Callable
 
@@ -114,6 +115,22 @@ def tab(host, result: dict, body: str) -> tuple[str, str]:
     """(tab title, body) for one host, the body led by the emulated-CPU badge when it applies."""
     badge = render.emulation_badge(result["host"])
     return host.title, (f"{badge}\n\n{body}" if badge else body)
+
+
+def guest_badge(result: dict, ms: list[dict]) -> str:
+    """HTML badge (class ``pc-emulated``) for measurements ``ms`` of a host that is not itself
+    emulated but made some of them inside a guest whose CPU QEMU emulated (TCG; the measurement's
+    own ``emulation``), as the nvme lab's arm64 guests on the x86_64 host; "" otherwise (a host
+    whose own CPU is emulated has its tab badged by :func:`tab`). Followed by a blank line, to
+    lead a table or chart."""
+    if render.emulation(result["host"]):
+        return ""
+    emu = next((m["emulation"] for m in ms if (m.get("emulation") or {}).get("accelerator") == "tcg"), None)
+    if emu is None:
+        return ""
+    text = (f"measured in an emulated {emu.get('guest_cpu', 'CPU')} guest (QEMU TCG on "
+            f"{emu.get('host_arch', 'this host')}): timings are not hardware")
+    return f'<span class="pc-emulated">{html.escape(text)}</span>\n\n'
 
 
 def skip_note(result: dict, group: str | None) -> Note:

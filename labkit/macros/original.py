@@ -10,6 +10,7 @@ from .. import original as original_mod
 from .. import render
 from . import hosts, templates
 from .hosts import EMULATED_BADGE, MacroError
+from .numbers import number as _num
 from .tables import stacked_table
 
 
@@ -65,11 +66,11 @@ def _here_ratio(result: dict, here: dict) -> str:
         return f"– ({render.esc(b.label)}: {stat} is 0)"
     badge = f" {EMULATED_BADGE}" if claims_mod.emulated(result) or a.emulated or b.emulated else ""
     if min(a.n, b.n) < claims_mod.MIN_SAMPLES:
-        return f"{a.value / b.value:.3g} (too few samples: n={a.n} ÷ n={b.n}){badge}"
+        return f"{_num(a.value / b.value)} (too few samples: n = {a.n} and {b.n}){badge}"
     e = claims_mod.ratio_interval(a, b)
     if e["low"] is None or e["low"] != e["low"]:
-        return f"{a.value / b.value:.3g}{badge}"
-    return f"{e['estimate']:.3g} ({claims_mod.span_text(e, lambda x: f'{x:.3g}')}){badge}"
+        return f"{_num(a.value / b.value)}{badge}"
+    return f"{_num(e['estimate'])} ({claims_mod.span_text(e, _num)}){badge}"
 
 
 def original_vs_here(lab: str) -> str:
@@ -93,7 +94,7 @@ def original_vs_here(lab: str) -> str:
         value, ta, tb = original_mod.original_ratio(orig, q)
         t = original_mod.table(orig, q["original"]["table"])
         where = "; ".join(f"{m['name']}, kernel {k}" for m, k in original_mod.table_machines(orig, t))
-        cell = html.escape(f"{value:.3g} ({ta} ÷ {tb}; {where})", quote=False)
+        cell = html.escape(f"{_num(value)} ({ta} ÷ {tb}; {where})", quote=False)
         rows.append([html.escape(q["quantity"], quote=False), cell] + [_here_ratio(r, q["here"]) for _, r in pairs]
                     + [html.escape(q["reading"], quote=False)])
     return stacked_table(header, rows)

@@ -28,7 +28,7 @@ def results_table(lab: str, metric: str, where: dict | None = None, columns: lis
         if not ms:
             return hosts.skip_note(result, group)
         header, rows = render.measurement_table(ms, render.case_keys(ms, where, columns), page=True)
-        return render.markdown_table(header, rows)
+        return hosts.guest_badge(result, ms) + render.markdown_table(header, rows)
 
     md, found = hosts.per_host(lab, table)
     if not found and not (optional and hosts.group_ran(lab, group)):
@@ -81,7 +81,7 @@ def metrics_table(lab: str, metrics: list, where: dict | None = None, columns: l
         if not cols:
             return hosts.skip_note(result, group)
         header, rows = render.metrics_table(cols, list(columns))
-        return render.markdown_table(header, rows)
+        return hosts.guest_badge(result, [m for _, ms in cols for m in ms]) + render.markdown_table(header, rows)
 
     md, _ = hosts.per_host(lab, table)
     # a host without any column adds nothing to seen, so this also catches "no host has data"
