@@ -22,6 +22,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from labkit import charts, evidence, lesson, render, results
+from labkit.macros import beside
 from labkit.macros.hosts import page_dir
 
 _PLAYER = re.compile(r"```asciinema-player\n(.*?)\n```", re.S)
@@ -94,7 +95,8 @@ def on_page_markdown(markdown, page, config, files):
 
 
 def on_pre_build(config):
-    """Forget the figures and folds of an earlier build (``mkdocs serve`` builds again in one process), and
+    """Forget the figures and folds of an earlier build (``mkdocs serve`` builds again in one process),
+    draw the charts the cache lacks beside the build (:mod:`labkit.macros.beside`), and
     take the terminal player's files (:data:`_PLAYER_FILES`, ~200 KB, 65 KB compressed) out of
     every page: ``config.extra.pc_player`` (``{"css": [...], "js": [...]}``, site paths) keeps
     them for labkit/theme/main.html, which names them on a page with a recording only.
@@ -111,6 +113,7 @@ def on_pre_build(config):
                           "(make setup, or pip install --no-deps -e .)") from None
     charts.take()
     _FOLDS.clear()
+    beside.start()
     player = {}
     for kind, key in (("css", "extra_css"), ("js", "extra_javascript")):
         player[kind] = [str(x) for x in config[key] if str(x) in _PLAYER_FILES[kind]]
@@ -251,7 +254,17 @@ def on_page_context(context, page, config, nav):
     demand (:func:`lazy_folds`, :func:`lazy_tabs`), once the search plugin has indexed the page
     (it runs on this event before us: both are excluded from it anyway), and put the page in a
     ``<div class="pc-lazy-page">``, whose blocks far from the viewport skip rendering
-    (docs/assets/casebook.css)."""
+    (docs/assets/casebook.css). Charts drawn beside the build get their file names and sizes
+    here first (:func:`labkit.macros.beside.fill`): every page's Markdown has been rendered by
+    now, so every chart has been submitted.
+
+    Raises:
+        PluginError: a chart of the page could not be drawn.
+    """
+    try:
+        page.content = beside.fill(page.content)
+    except ValueError as exc:
+        raise PluginError(f"{page.file.src_uri}: {exc}") from None
     if page.file.src_uri.startswith(LAZY_PAGES):
         folder = page_dir(page)
         body = lazy_tabs(lazy_folds(page.content, folder, _FOLDS), folder, _FOLDS)
@@ -265,6 +278,7 @@ def on_post_build(config):
     blocks' fragments (:func:`lazy_folds`) into the site, each next to its page, and add the
     evidence pages' titles to the search index, which skipped their text
     (:func:`labkit.evidence.index_titles`)."""
+    beside.finish()
     site = Path(config["site_dir"])
     evidence.index_titles(site, _EVIDENCE_TITLES)
     for rel, text in [*charts.take().items(), *_FOLDS.items()]:
@@ -272,6 +286,23 @@ def on_post_build(config):
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst.write_text(text)
     _FOLDS.clear()
+
+
+def on_post_page(output, page, config):
+    """Fail the build on a page that still holds a chart placeholder
+    (:func:`labkit.macros.beside.left`): its figure would be a broken image.
+
+    Raises:
+        PluginError: naming the page.
+    """
+    if beside.left(output):
+        raise PluginError(f"{page.file.src_uri}: a chart's placeholder was never filled in")
+    return output
+
+
+def on_build_error(error):
+    """Stop the chart workers of a failed build (:func:`labkit.macros.beside.finish`)."""
+    beside.finish(cancel=True)
 
 
 def on_serve(server, config, builder):

@@ -28,7 +28,8 @@ def build_site(site_dir: Path, config: Path = ROOT / "mkdocs.yml", env: dict | N
     # Copies of the repository share the checkout's build cache: its entries are named by the
     # hash of what makes them, so a copy with other data only adds entries.
     e = dict(os.environ, NO_MKDOCS_2_WARNING="1", PERF_CASEBOOK_LOCAL="0",
-             PCB_BUILD_CACHE=os.environ.get("PCB_BUILD_CACHE", str(ROOT / ".cache")), **(env or {}))
+             PCB_BUILD_CACHE=os.environ.get("PCB_BUILD_CACHE", str(ROOT / ".cache")))
+    e.update(env or {})
     return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site_dir)],
                           capture_output=True, text=True, env=e, cwd=config.parent)
 

@@ -242,3 +242,51 @@ def test_verdicts_are_remembered_and_follow_the_result(tmp_path, monkeypatch):
     changed = copy.deepcopy(result)
     changed["measurements"][0]["samples"][0] *= 2
     assert claims.evaluate_cached(claim, changed) == {"id": claim["id"]} and calls == [1]
+
+
+# ---- charts drawn beside the build (labkit.macros.beside) ----
+
+@pytest.fixture
+def beside(cache):
+    """labkit.macros.beside in a build (started), finished after the test."""
+    from labkit.macros import beside
+    charts.take()
+    beside.start()
+    yield beside
+    beside.finish(cancel=True)
+    charts.take()
+
+
+def test_a_chart_drawn_beside_the_build_is_the_chart_drawn_in_it(beside, cache, draws):
+    ms = two_points()
+    img = beside.later("cases/x/", ms, "q", host="h", dark=True)
+    assert img is not None and all(v.startswith("@@pcb-draw:") for v in img.values())
+    assert draws == []                           # drawn by a worker, not here
+    html = f'<img src="{img["src"]}" width="{img["width"]}" height="{img["height"]}">'
+    assert beside.left(html)
+    filled = beside.fill(html)
+    assert not beside.left(filled)
+    figures = charts.take()
+    assert len(figures) == 1
+    (path, svg), = figures.items()
+    w, h = charts.svg_size(svg)
+    assert filled == f'<img src="{path.removeprefix("cases/x/")}" width="{w}" height="{h}">'
+    assert svg == charts._draw_svg(ms, "q", host="h", dark=True)           # the bytes of drawing it here
+    # the worker kept it in the cache: the next build reads it at once, and nothing is submitted
+    assert (cache / "charts" / f"{charts.chart_key(ms, 'q', host='h', dark=True)}.svg").read_text() == svg
+    assert beside.later("cases/x/", ms, "q", host="h", dark=True) is None
+
+
+def test_a_chart_that_fails_beside_the_build_fails_where_it_is_filled_in(beside):
+    img = beside.later("cases/x/", [m(case={"q": "a"})], "q")      # a line chart of a text x
+    with pytest.raises(ValueError, match="must be numeric"):
+        beside.fill(img["src"])
+    with pytest.raises(ValueError, match="belongs to no chart"):
+        beside.fill("@@pcb-draw:999:src@@")
+
+
+def test_outside_a_build_every_chart_is_drawn_at_once(cache):
+    from labkit.macros import beside
+    beside.finish()
+    assert beside.later("cases/x/", two_points(), "q") is None
+    assert beside.workers() >= 1

@@ -6,7 +6,7 @@ import json
 import re
 
 from .. import charts, render
-from . import hosts, templates
+from . import beside, hosts, templates
 from .hosts import MacroError
 
 CAST_FONTS = "ui-monospace, 'DejaVu Sans Mono', 'Liberation Mono', Menlo, Consolas, monospace"
@@ -24,7 +24,9 @@ def chart(lab: str, metric: str, x: str, series: str | None = None, where: dict 
 
     Each chart is drawn for the light and the dark scheme and written as two files next to
     the page (``fig-<hash>.svg``, :func:`labkit.charts.store`), shown with
-    ``<img loading="lazy">`` and their size in px, one per scheme (CSS).
+    ``<img loading="lazy">`` and their size in px, one per scheme (CSS). During a build, a
+    chart the cache lacks is drawn by worker processes and its file name and size filled in
+    later (:mod:`.beside`).
 
     Raises:
         MacroError: no host has matching measurements.
@@ -41,9 +43,12 @@ def chart(lab: str, metric: str, x: str, series: str | None = None, where: dict 
                     host=host.label)
         images = []
         for scheme, dark in (("light", False), ("dark", True)):
-            svg = charts.chart_svg(ms, x, series, dark=dark, **opts)
-            width, height = charts.svg_size(svg)
-            images.append({"scheme": scheme, "src": charts.store(folder, svg), "width": width, "height": height})
+            img = beside.later(folder, ms, x, series, dark=dark, **opts)
+            if img is None:
+                svg = charts.chart_svg(ms, x, series, dark=dark, **opts)
+                width, height = charts.svg_size(svg)
+                img = {"src": charts.store(folder, svg), "width": width, "height": height}
+            images.append({"scheme": scheme, **img})
         return hosts.guest_badge(result, ms) + templates.render("chart.html", alt=f"{alt_of} on {host.label}", images=images)
 
     md, found = hosts.per_host(lab, figure)

@@ -1,0 +1,117 @@
+"""Charts drawn beside the build: matplotlib's drawing (most of a cold build's time) runs in
+worker processes while mkdocs renders the rest of the site.
+
+During a build (:func:`start`, from ``labkit/mkdocs_hooks.py``'s ``on_pre_build``), a chart
+that the chart cache (:func:`labkit.charts.chart_svg`) does not hold yet is handed to a pool of
+:func:`workers` processes (:class:`concurrent.futures.ProcessPoolExecutor`, started
+by a ``forkserver`` that has imported matplotlib once), and the macro's ``<img>`` carries
+placeholders for the figure's file name and size (:func:`later`). mkdocs renders every page's
+Markdown before it renders any page's template, so by the time :func:`fill` replaces the
+placeholders (``on_page_context``) every chart has long been submitted and the drawing has
+overlapped the rest of the build. A chart the cache holds is read at once, and outside a build
+(a test calling a macro) every chart is drawn at once: :func:`later` returns ``None`` then.
+
+The SVG bytes are those :func:`labkit.charts.chart_svg` gives in the build's own process (the
+same function runs in the worker, and keeps its result in the cache).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+from concurrent.futures import Future, ProcessPoolExecutor
+
+from .. import charts, model
+
+_PLACEHOLDER = re.compile(r"@@pcb-draw:(\d+):(src|width|height)@@")
+
+_active = False
+_pool: ProcessPoolExecutor | None = None
+_pending: dict[int, tuple[str, Future]] = {}     # token → (site folder of the page, SVG future)
+_done: dict[int, dict[str, str]] = {}            # token → {"src", "width", "height"}
+
+
+def start() -> None:
+    """Draw charts beside the build from now on (the pool itself starts at the first chart
+    the cache lacks, so a build whose charts are all cached starts no process)."""
+    global _active
+    finish()
+    _active = True
+
+
+def finish(cancel: bool = False) -> None:
+    """Stop drawing beside the build: wait for the workers (or, with ``cancel``, drop what
+    they have not begun, after a failed build) and forget every placeholder."""
+    global _active, _pool
+    _active = False
+    if _pool is not None:
+        _pool.shutdown(wait=True, cancel_futures=cancel)
+        _pool = None
+    _pending.clear()
+    _done.clear()
+
+
+def _cached(ms: list[dict], x: str, series: str | None, opts: dict) -> bool:
+    """Whether :func:`labkit.charts.chart_svg` of these arguments would read its cache (the
+    file it names by :func:`labkit.charts.chart_key`), or the cache is off."""
+    folder = model.cache_dir("charts")
+    return folder is not None and (folder / f"{charts.chart_key(ms, x, series, **opts)}.svg").is_file()
+
+
+def workers() -> int:
+    """How many processes draw: one CPU fewer than the machine has (the build's own process
+    renders the pages meanwhile), at least one. On the 2-CPU machine of DESIGN.md's timings,
+    one worker drew a cold build's 70 charts as fast as two did."""
+    return max(1, (os.cpu_count() or 1) - 1)
+
+
+def _executor() -> ProcessPoolExecutor:
+    global _pool
+    if _pool is None:
+        ctx = multiprocessing.get_context("forkserver")
+        os.environ.setdefault("MPLBACKEND", "Agg")      # the fork server imports pyplot headless
+        ctx.set_forkserver_preload(["labkit.charts", "matplotlib.pyplot"])
+        _pool = ProcessPoolExecutor(max_workers=workers(), mp_context=ctx,
+                                    initializer=charts.pyplot)
+    return _pool
+
+
+def later(folder: str, ms: list[dict], x: str, series: str | None = None, **opts) -> dict[str, str] | None:
+    """During a build, for a chart the cache lacks: submit :func:`labkit.charts.chart_svg` of
+    these arguments to the pool and return the image's ``src``, ``width`` and ``height`` as
+    placeholders that :func:`fill` replaces (the figure is then stored for the page's site
+    folder ``folder``, as :func:`labkit.charts.store`). ``None`` when the chart should be
+    drawn at once (no build, or the cache holds it)."""
+    if not _active or _cached(ms, x, series, opts):
+        return None
+    token = len(_pending) + len(_done) + 1
+    _pending[token] = (folder, _executor().submit(charts.chart_svg, ms, x, series, **opts))
+    return {key: f"@@pcb-draw:{token}:{key}@@" for key in ("src", "width", "height")}
+
+
+def _resolve(token: int) -> dict[str, str]:
+    if token not in _done:
+        if token not in _pending:
+            raise ValueError(f"chart placeholder {token} belongs to no chart of this build")
+        folder, future = _pending.pop(token)
+        svg = future.result()           # the worker's ValueError for a bad chart, raised here
+        width, height = charts.svg_size(svg)
+        _done[token] = {"src": charts.store(folder, svg), "width": str(width), "height": str(height)}
+    return _done[token]
+
+
+def fill(html: str) -> str:
+    """``html`` with every chart placeholder of :func:`later` replaced by its figure's file
+    name and size, waiting for the workers that still draw them.
+
+    Raises:
+        ValueError: a chart could not be drawn (:func:`labkit.charts.chart_figure`'s message),
+            or a placeholder names no chart of this build.
+    """
+    return _PLACEHOLDER.sub(lambda m: _resolve(int(m.group(1)))[m.group(2)], html)
+
+
+def left(html: str) -> bool:
+    """Whether ``html`` still holds a chart placeholder (a page must not)."""
+    return _PLACEHOLDER.search(html) is not None
