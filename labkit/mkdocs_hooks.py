@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import event_priority
-from mkdocs.structure.files import File
+from mkdocs.structure.files import File, Files
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
@@ -58,8 +58,8 @@ _EVIDENCE_TITLES: dict[str, str] = {}
 
 
 def on_files(files, config):
-    """Add each lab's evidence page (:func:`labkit.evidence.page_markdown`) and each artifact
-    file of each host to the site (``results/<label>/<artifact path>``).
+    """Add each lab's evidence page (:func:`labkit.evidence.page_markdown`), ahead of the other
+    pages, and each artifact file of each host to the site (``results/<label>/<artifact path>``).
 
     Raises:
         FileNotFoundError: a result names an artifact that is not on disk.
@@ -77,7 +77,11 @@ def on_files(files, config):
                 if not src.is_file():
                     raise FileNotFoundError(f"{host.dir}/{result['lab']}.json names artifact {art['path']}, which is missing")
                 files.append(File.generated(config, f"results/{host.label}/{art['path']}", abs_src_path=str(src)))
-    return files
+    # mkdocs renders pages' Markdown in the order of ``files``: evidence pages first, so that
+    # their charts (most of the site's) are drawn beside the build while the chapters render
+    # (labkit.macros.beside). The nav, and so every page's output, does not depend on it.
+    evidence_first = [f for f in files if f.url in _EVIDENCE_TITLES]
+    return Files([*evidence_first, *(f for f in files if f.url not in _EVIDENCE_TITLES)])
 
 
 @event_priority(100)  # before mkdocs-asciinema-player, which drops a bad block silently
