@@ -29,6 +29,12 @@ def _side_label(own: dict, other: dict) -> str:
     return ", ".join(f"{k}={render.case_cell(k, v)}" for k, v in diff.items())
 
 
+def _sides(c: dict) -> tuple[str, str]:
+    """The labels of a comparison's sides a and b (:func:`_side_label`; "a" and "b" when their
+    selectors do not differ)."""
+    return _side_label(c["a"], c["b"]) or "a", _side_label(c["b"], c["a"]) or "b"
+
+
 def _value(x: float, u: str) -> str:
     """A claim side's value with its unit, bytes in KiB/MiB/GiB (``14.29 µs``, ``512 MiB``);
     a plain ratio or fraction without one."""
@@ -61,7 +67,7 @@ def _effect_text(c: dict, e: dict, result: dict) -> str | None:
     if c["kind"] in ("compare", "within"):
         a, _ = claims_mod.side(result, c["metric"], c["a"], stat)
         b, _ = claims_mod.side(result, c["metric"], c["b"], stat)
-        la, lb = _side_label(c["a"], c["b"]) or "a", _side_label(c["b"], c["a"]) or "b"
+        la, lb = _sides(c)
         mean = " (means)" if stat == "mean" else ""
         what = "per-repetition ratio" if c.get("paired") else "ratio"
         return (f"{_value(a.value, a.unit)} {la} vs {_value(b.value, b.unit)} {lb}{mean}: {what} "
@@ -148,7 +154,7 @@ def _ratio_name(c: dict) -> str:
     """What an effect divides, named by its sides: "same-cpu ÷ other-core" for a comparison,
     "last ÷ first" for a trend, "" for other kinds."""
     if c["kind"] in ("compare", "within"):
-        return f"{_side_label(c['a'], c['b']) or 'a'} ÷ {_side_label(c['b'], c['a']) or 'b'}"
+        return " ÷ ".join(_sides(c))
     return "last ÷ first" if c["kind"] == "increasing" else ""
 
 
