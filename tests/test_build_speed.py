@@ -290,3 +290,27 @@ def test_outside_a_build_every_chart_is_drawn_at_once(cache):
     beside.finish()
     assert beside.later("cases/x/", two_points(), "q") is None
     assert beside.workers() >= 1
+
+
+def test_where_workers_cannot_start_the_build_draws_its_charts_itself(beside, monkeypatch, draws):
+    def no_pool():
+        raise OSError(38, "Function not implemented")      # what a missing /dev/shm gives
+    monkeypatch.setattr(beside, "_executor", no_pool)
+    assert beside.later("cases/x/", two_points(), "q", host="h") is None   # drawn at once, by the caller
+    assert beside.later("cases/x/", two_points(), "q", host="h2") is None and draws == []
+
+
+def test_a_chart_whose_worker_died_is_drawn_by_the_build(beside, monkeypatch, draws):
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    class DeadPool:
+        def submit(self, fn, *args, **kwargs):
+            f = Future()
+            f.set_exception(BrokenProcessPool("a worker was killed"))
+            return f
+    monkeypatch.setattr(beside, "_executor", lambda: DeadPool())
+    img = beside.later("cases/x/", two_points(), "q", host="h")
+    filled = beside.fill(img["src"])
+    assert len(draws) == 1 and filled.startswith("fig-") and filled.endswith(".svg")
+    assert beside.later("cases/x/", two_points(), "q", host="h3") is None   # the rest: drawn at once

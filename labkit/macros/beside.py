@@ -12,24 +12,34 @@ overlapped the rest of the build. A chart the cache holds is read at once, and o
 (a test calling a macro) every chart is drawn at once: :func:`later` returns ``None`` then.
 
 The SVG bytes are those :func:`labkit.charts.chart_svg` gives in the build's own process (the
-same function runs in the worker, and keeps its result in the cache).
+same function runs in the worker, and keeps its result in the cache). Where workers cannot
+start or die, the build draws the rest itself (:func:`_give_up`, logged at info level: a
+warning would fail ``--strict``). As for any program that uses :mod:`multiprocessing`, a script
+that runs a build itself must guard it with ``if __name__ == "__main__":`` (the ``mkdocs``
+command and ``python -m mkdocs`` do): the fork server imports the script.
 """
 
 from __future__ import annotations
 
+import itertools
+import logging
 import multiprocessing
 import os
 import re
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 from .. import charts, model
 
 _PLACEHOLDER = re.compile(r"@@pcb-draw:(\d+):(src|width|height)@@")
 
+_LOG = logging.getLogger("mkdocs.plugins.labkit")
+
 _active = False
 _pool: ProcessPoolExecutor | None = None
-_pending: dict[int, tuple[str, Future]] = {}     # token → (site folder of the page, SVG future)
-_done: dict[int, dict[str, str]] = {}            # token → {"src", "width", "height"}
+_tokens = itertools.count(1)
+_pending: dict[int, tuple[str, Future, tuple]] = {}   # token → (page's site folder, SVG future, chart_svg's arguments)
+_done: dict[int, dict[str, str]] = {}                 # token → {"src", "width", "height"}
 
 
 def start() -> None:
@@ -82,20 +92,40 @@ def later(folder: str, ms: list[dict], x: str, series: str | None = None, **opts
     these arguments to the pool and return the image's ``src``, ``width`` and ``height`` as
     placeholders that :func:`fill` replaces (the figure is then stored for the page's site
     folder ``folder``, as :func:`labkit.charts.store`). ``None`` when the chart should be
-    drawn at once (no build, or the cache holds it)."""
+    drawn at once (no build, the cache holds it, or worker processes cannot start here:
+    :func:`_give_up`)."""
     if not _active or _cached(ms, x, series, opts):
         return None
-    token = len(_pending) + len(_done) + 1
-    _pending[token] = (folder, _executor().submit(charts.chart_svg, ms, x, series, **opts))
+    try:
+        future = _executor().submit(charts.chart_svg, ms, x, series, **opts)
+    except (OSError, RuntimeError, ImportError) as exc:
+        _give_up(exc)
+        return None
+    token = next(_tokens)
+    _pending[token] = (folder, future, (ms, x, series, opts))
     return {key: f"@@pcb-draw:{token}:{key}@@" for key in ("src", "width", "height")}
+
+
+def _give_up(exc: BaseException) -> None:
+    """Draw the rest of this build's charts in its own process: worker processes cannot be
+    started here (no ``/dev/shm`` for their semaphores, a script that runs the build without
+    an ``if __name__ == "__main__"`` guard) or died. Slower, never wrong."""
+    global _active
+    if _active:
+        _LOG.info("labkit: charts are drawn in the build's own process (%s: %s)", type(exc).__name__, exc)
+    _active = False
 
 
 def _resolve(token: int) -> dict[str, str]:
     if token not in _done:
         if token not in _pending:
             raise ValueError(f"chart placeholder {token} belongs to no chart of this build")
-        folder, future = _pending.pop(token)
-        svg = future.result()           # the worker's ValueError for a bad chart, raised here
+        folder, future, (ms, x, series, opts) = _pending.pop(token)
+        try:
+            svg = future.result()       # the worker's ValueError for a bad chart, raised here
+        except BrokenProcessPool as exc:
+            _give_up(exc)
+            svg = charts.chart_svg(ms, x, series, **opts)
         width, height = charts.svg_size(svg)
         _done[token] = {"src": charts.store(folder, svg), "width": str(width), "height": str(height)}
     return _done[token]
