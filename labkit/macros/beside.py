@@ -64,15 +64,15 @@ def finish(cancel: bool = False) -> None:
 
 def _cached(ms: list[dict], x: str, series: str | None, opts: dict) -> bool:
     """Whether :func:`labkit.charts.chart_svg` of these arguments would read its cache (the
-    file it names by :func:`labkit.charts.chart_key`), or the cache is off."""
+    file it names by :func:`labkit.charts.chart_key`); False when the cache is off."""
     folder = model.cache_dir("charts")
     return folder is not None and (folder / f"{charts.chart_key(ms, x, series, **opts)}.svg").is_file()
 
 
 def workers() -> int:
     """How many processes draw: one CPU fewer than the machine has (the build's own process
-    renders the pages meanwhile), at least one. On the 2-CPU machine of DESIGN.md's timings,
-    one worker drew a cold build's 70 charts as fast as two did."""
+    renders the pages meanwhile), at least one: on 2 CPUs, one worker drew a cold build's
+    70 charts as fast as two did."""
     return max(1, (os.cpu_count() or 1) - 1)
 
 
@@ -117,6 +117,8 @@ def _give_up(exc: BaseException) -> None:
 
 
 def _resolve(token: int) -> dict[str, str]:
+    """The figure of placeholder ``token`` (``src``, ``width``, ``height``), stored for the site
+    once its drawing is done; drawn here if its worker died."""
     if token not in _done:
         if token not in _pending:
             raise ValueError(f"chart placeholder {token} belongs to no chart of this build")
