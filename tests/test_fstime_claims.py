@@ -17,6 +17,7 @@ import pytest
 
 from labkit import claims, model
 from labkit import original as original_mod
+from labrun import run_lab
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB = ROOT / "labs" / "fstime"
@@ -197,11 +198,22 @@ def test_exercises_are_well_formed(reference):
         assert v["verdict"] in {"holds", "fails", "inconclusive", "untested"}, v
 
 
-def test_audit_runs_last_and_the_perf_step_lists_audit_frames():
-    """Enabling audit taints every process started afterwards, so the audit group must be the
-    last group of the lab; the perf group lists the audit frames of its copy loops."""
-    script = (LAB / "run.sh").read_text()
-    groups = re.findall(r"^lab_group (\w+) ", script, re.M)
-    assert groups[-1] == "audit" and groups.count("audit") == 1
-    assert groups.index("perf") < groups.index("audit")
-    assert re.search(r'lab_run [^\n]*"perf\.\$t\.audit" -- "\$LAB_PY" "\$LAB_DIR/auditframes\.py" "\$LAB_RUN/flame-\$t\.folded"', script)
+@pytest.mark.no_run
+def test_audit_runs_last_and_the_perf_step_lists_audit_frames(reference):
+    """Enabling audit taints every process started afterwards, so the audit group runs last:
+    the lab's --help lists it last, and in the reference run no step of another group came
+    after its first step. The perf group lists the audit frames of each copy loop it profiled
+    (a step with tool ``auditframes`` per target perf recorded, on that target's folded stacks)."""
+    helped = run_lab("fstime", "--help", timeout=60)
+    assert helped.returncode == 0, helped.stderr
+    table = helped.stdout.split("groups, in order:\n", 1)[1].split("\n\n", 1)[0]
+    listed = re.findall(r"^\s+(\w+)\s", table, re.M)
+    assert listed and listed[-1] == "audit" and listed.count("audit") == 1 and "perf" in listed
+    groups = [st["group"] for st in reference["steps"]]
+    assert "audit" in groups and set(groups[groups.index("audit"):]) == {"audit"}
+    perf = [st for st in reference["steps"] if st["group"] == "perf" and st.get("case")]
+    recorded = {st["case"]["target"] for st in perf if st["case"]["tool"] == "perf" and st["status"] == "ok"}
+    frames = {st["case"]["target"]: st for st in perf if st["case"]["tool"] == "auditframes"}
+    assert recorded and set(frames) == recorded
+    for target, st in frames.items():
+        assert "auditframes.py" in st["command"] and st["command"].endswith(f"flame-{target}.folded"), st

@@ -239,26 +239,48 @@ def test_claim_keys_exist_in_what_the_lab_records(rerecorded):
             assert sel.get("profiler", "plain") in RECORD.PROFILERS.values(), sel
 
 
-def test_run_sh_labels_profilers_as_record_py_does():
-    """run.sh's PROFILER table (short name → the case label its steps carry) is record.py's."""
-    run_sh = (LAB / "run.sh").read_text()
-    table = re.search(r"declare -A PROFILER=\((.*?)\)\n", run_sh, re.S).group(1)
-    pairs = {k: quoted or bare for k, quoted, bare in re.findall(r'\[(\w+)\]=(?:"([^"]*)"|(\S+))', table)}
-    assert pairs == RECORD.PROFILERS
+def _profiled(reference) -> dict[str, list[str]]:
+    """The reference run's commands by the ``profiler`` label their steps carry."""
+    out: dict[str, list[str]] = {}
+    for st in reference["steps"]:
+        label = (st.get("case") or {}).get("profiler")
+        if label is not None:
+            out.setdefault(label, []).append(st["command"])
+    return out
 
 
-def test_the_original_perf_record_is_run_as_published():
-    """The original ran plain `perf record` (no -g, perf's default rate): so does the lab. Its
-    fixed options only keep perf from writing into ~/.debug and from reading every loaded BPF
-    program at its start (a side-band the original's perf 4.15 did not have)."""
-    run_sh = (LAB / "run.sh").read_text()
-    assert RECORD.PROFILERS["rec"] == "record (defaults)"
-    fixed = re.search(r"^perf_rec\(\) \{\n(.*?)\n\}", run_sh, re.S | re.M).group(1)
-    assert "PERF_REC=(perf record --no-buildid-cache)" in fixed and "PERF_REC+=(--no-bpf-event)" in fixed
-    assert not re.search(r"PERF_REC\+?=\(.*(-g|-F|-c |-e )", fixed)
-    assert re.search(r'rec\) lab_run "\$\{c\[@\]\}" "\$name" -- "\$\{PERF_REC\[@\]\}" -o \S+ -- "\$\{job\[@\]\}"',
-                     run_sh)
-    assert re.search(r'sysbench\.rec\.\$i" -- "\$\{PERF_REC\[@\]\}" -o \S+ -- \\\n\s+sysbench cpu', run_sh)
+def test_each_profiler_label_names_the_command_its_steps_ran(reference):
+    """In the reference run, every label record.py knows (``PROFILERS``) was used, and each
+    says what its steps ran: no perf at all, ``perf stat``, or ``perf record`` with its
+    call graphs and rate."""
+    runs = _profiled(reference)
+    assert set(runs) == set(RECORD.PROFILERS.values())
+    record = re.compile(r"^perf record --no-buildid-cache --no-bpf-event (?P<opts>.*?)-o \S+ -- ")
+    for label, commands in runs.items():
+        for cmd in commands:
+            if label == "plain":
+                assert "perf" not in cmd.split(), cmd
+            elif label == "perf stat":
+                assert cmd.startswith("perf stat "), cmd
+            else:
+                m = record.match(cmd)
+                assert m, cmd
+                hz = re.fullmatch(r"record (\d+) Hz", label)
+                assert m["opts"].split() == (["-g", "-F", hz[1]] if hz else []), (label, cmd)
+
+
+def test_the_original_perf_record_is_run_as_published(reference):
+    """The original ran plain `perf record` (no -g, perf's default rate): so does the lab, on
+    fio's QD1 job and on sysbench. Its fixed options only keep perf from writing into ~/.debug
+    and from reading every loaded BPF program at its start (a side-band the original's perf
+    4.15 did not have)."""
+    commands = _profiled(reference)[RECORD.PROFILERS["rec"]]
+    assert any(" -- fio " in c or " -- taskset -c 1 fio " in c for c in commands), commands
+    assert any(" -- sysbench cpu " in c for c in commands), commands
+    for cmd in commands:
+        opts = cmd.split(" -- ", 1)[0].split()
+        assert opts[:4] == ["perf", "record", "--no-buildid-cache", "--no-bpf-event"], cmd
+        assert not {"-g", "-F", "-c", "-e", "--call-graph"} & set(opts), cmd
 
 
 def test_record_reads_cases_not_step_names(tmp_path):
