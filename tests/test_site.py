@@ -264,3 +264,64 @@ def test_a_cold_build_gives_the_site_of_a_warm_one(tmp_path):
     assert sorted(cold) == sorted(warm)
     assert [p for p in cold if cold[p] != warm[p]] == []
     assert any(p.name.startswith("fig-") for p in cold)
+
+
+def test_serve_draws_charts_beside_each_build_and_leaves_no_process(tmp_path):
+    """``mkdocs serve`` (what ``make serve`` runs) builds in one long-lived process: its first
+    build, from an empty cache, fills in every chart drawn by the workers, a rebuild after an
+    edit does too, and stopping the server leaves none of its processes (the fork server, the
+    workers) behind."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    repo = _copy_repo(tmp_path / "repo")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", PERF_CASEBOOK_LOCAL="0", PCB_BUILD_CACHE=str(tmp_path / "cache"))
+    log = (tmp_path / "serve.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "mkdocs", "serve", "--strict", "-a", f"127.0.0.1:{port}"],
+                            cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def page() -> str:
+        end = time.time() + 120
+        while time.time() < end:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/evidence/fio_engines/", timeout=5) as r:
+                    return r.read().decode()
+            except OSError:
+                time.sleep(0.5)
+        raise AssertionError((tmp_path / "serve.log").read_text()[-3000:])
+
+    def builds() -> int:
+        return (tmp_path / "serve.log").read_text().count("Documentation built in")
+
+    try:
+        html = page()
+        figs = re.findall(r'<img class="pc-chart[^>]*src="(fig-[0-9a-f]+\.svg)" width="\d+" height="\d+"', html)
+        assert figs and "@@pcb-draw" not in html
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/evidence/fio_engines/{figs[0]}", timeout=5) as r:
+            assert r.read().lstrip().startswith(b"<?xml")
+        shutil.rmtree(tmp_path / "cache")                  # the rebuild draws every chart again
+        (repo / "docs" / "method.md").write_text((repo / "docs" / "method.md").read_text() + "\nEdited.\n")
+        end = time.time() + 120
+        while builds() < 2 and time.time() < end:
+            time.sleep(0.5)
+        assert builds() >= 2, (tmp_path / "serve.log").read_text()[-3000:]
+        again = page()
+        assert "@@pcb-draw" not in again
+        assert re.findall(r'src="(fig-[0-9a-f]+\.svg)"', again) == re.findall(r'src="(fig-[0-9a-f]+\.svg)"', html)
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)                 # Ctrl-C in the terminal of `make serve`
+        proc.wait(timeout=60)
+        log.close()
+    time.sleep(1)
+    # exited processes waiting for init to reap them (slow on some VMs) are not left running
+    ps = subprocess.run(["ps", "-eo", "pid=,sid=,stat=,args="], capture_output=True, text=True).stdout
+    left = [line for line in ps.splitlines() if line.split()[1] == str(proc.pid) and not line.split()[2].startswith("Z")]
+    assert left == [], left
