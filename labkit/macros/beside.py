@@ -39,7 +39,7 @@ _active = False
 _pool: ProcessPoolExecutor | None = None
 _tokens = itertools.count(1)
 _pending: dict[int, tuple[str, Future, tuple]] = {}   # token → (page's site folder, SVG future, chart_svg's arguments)
-_done: dict[int, dict[str, str]] = {}                 # token → {"src", "width", "height"}
+_done: dict[int, dict] = {}                           # token → {"src", "width", "height"}
 
 
 def start() -> None:
@@ -106,6 +106,24 @@ def later(folder: str, ms: list[dict], x: str, series: str | None = None, **opts
     return {key: f"@@pcb-draw:{token}:{key}@@" for key in ("src", "width", "height")}
 
 
+def image(folder: str, ms: list[dict], x: str, series: str | None = None, **opts) -> dict:
+    """The ``src``, ``width`` and ``height`` of the chart :func:`labkit.charts.chart_svg` draws
+    of these arguments, stored for the page's site folder ``folder``: placeholders
+    (:func:`later`) while a worker draws it, else drawn (or read from the cache) here.
+
+    Raises:
+        ValueError: as :func:`labkit.charts.chart_figure`, for a chart drawn here.
+    """
+    return later(folder, ms, x, series, **opts) or _figure(folder, charts.chart_svg(ms, x, series, **opts))
+
+
+def _figure(folder: str, svg: str) -> dict:
+    """``svg`` stored for the site folder ``folder`` (:func:`labkit.charts.store`): its file
+    name as ``src``, its ``width`` and ``height`` in CSS pixels."""
+    width, height = charts.svg_size(svg)
+    return {"src": charts.store(folder, svg), "width": width, "height": height}
+
+
 def _give_up(exc: BaseException) -> None:
     """Draw the rest of this build's charts in its own process: worker processes cannot be
     started here (no ``/dev/shm`` for their semaphores, a script that runs the build without
@@ -116,7 +134,7 @@ def _give_up(exc: BaseException) -> None:
     _active = False
 
 
-def _resolve(token: int) -> dict[str, str]:
+def _resolve(token: int) -> dict:
     """The figure of placeholder ``token`` (``src``, ``width``, ``height``), stored for the site
     once its drawing is done; drawn here if its worker died."""
     if token not in _done:
@@ -128,8 +146,7 @@ def _resolve(token: int) -> dict[str, str]:
         except BrokenProcessPool as exc:
             _give_up(exc)
             svg = charts.chart_svg(ms, x, series, **opts)
-        width, height = charts.svg_size(svg)
-        _done[token] = {"src": charts.store(folder, svg), "width": str(width), "height": str(height)}
+        _done[token] = _figure(folder, svg)
     return _done[token]
 
 
@@ -141,7 +158,7 @@ def fill(html: str) -> str:
         ValueError: a chart could not be drawn (:func:`labkit.charts.chart_figure`'s message),
             or a placeholder names no chart of this build.
     """
-    return _PLACEHOLDER.sub(lambda m: _resolve(int(m.group(1)))[m.group(2)], html)
+    return _PLACEHOLDER.sub(lambda m: str(_resolve(int(m.group(1)))[m.group(2)]), html)
 
 
 def left(html: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from .. import charts, render
+from .. import render
 from . import beside, hosts, templates
 from .hosts import MacroError
 
@@ -43,12 +43,7 @@ def chart(lab: str, metric: str, x: str, series: str | None = None, where: dict 
                     host=host.label)
         images = []
         for scheme, dark in (("light", False), ("dark", True)):
-            img = beside.later(folder, ms, x, series, dark=dark, **opts)
-            if img is None:
-                svg = charts.chart_svg(ms, x, series, dark=dark, **opts)
-                width, height = charts.svg_size(svg)
-                img = {"src": charts.store(folder, svg), "width": width, "height": height}
-            images.append({"scheme": scheme, **img})
+            images.append({"scheme": scheme, **beside.image(folder, ms, x, series, dark=dark, **opts)})
         return hosts.guest_badge(result, ms) + templates.render("chart.html", alt=f"{alt_of} on {host.label}", images=images)
 
     md, found = hosts.per_host(lab, figure)
