@@ -293,11 +293,18 @@ def test_outside_a_build_every_chart_is_drawn_at_once(cache):
 
 
 def test_where_workers_cannot_start_the_build_draws_its_charts_itself(beside, monkeypatch, draws):
+    tries = []
+
     def no_pool():
+        tries.append(1)
         raise OSError(38, "Function not implemented")      # what a missing /dev/shm gives
     monkeypatch.setattr(beside, "_executor", no_pool)
     assert beside.later("cases/x/", two_points(), "q", host="h") is None   # drawn at once, by the caller
-    assert beside.later("cases/x/", two_points(), "q", host="h2") is None and draws == []
+    assert beside.later("cases/x/", two_points(), "q", host="h2") is None
+    assert tries == [1]                          # the build gave up on workers at the first failure
+    img = beside.image("cases/x/", two_points(), "q", host="h3")
+    assert img["src"].startswith("fig-") and img["src"].endswith(".svg") and int(img["width"]) > 0
+    assert [d[2]["host"] for d in draws] == ["h3"]                    # drawn in this process
 
 
 def test_a_chart_whose_worker_died_is_drawn_by_the_build(beside, monkeypatch, draws):
