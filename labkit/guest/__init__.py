@@ -57,7 +57,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import debian, images, local, qemu
+from . import command, debian, images, local, qemu
 from .debian import GuestBuildError
 from .qemu import ARCHS, GuestRunError, Say, stderr_say
 
@@ -330,18 +330,6 @@ def prepare(spec: GuestSpec, say: Say = stderr_say, refresh: bool = False) -> di
             "built": round(time.monotonic() - t0, 1), "new": made}
 
 
-def _drive(arch: str, path: Path, serial: str, readonly: bool = False, snapshot: bool = False,
-           unlocked: bool = False) -> list[str]:
-    opts = f"file={path},if=none,id={serial},format=raw"
-    if readonly:
-        opts += ",readonly=on"
-    if unlocked:  # the file may also be another drive's (QEMU's image locking would refuse it)
-        opts += ",file.locking=off"
-    if snapshot:
-        opts += ",snapshot=on"
-    return ["-drive", opts, "-device", f"{ARCHS[arch]['blk']},drive={serial},serial={serial}"]
-
-
 def _accel(spec: GuestSpec, prep: dict, work: Path, say: Say) -> tuple[str, str]:
     if spec.accel != "auto":
         return spec.accel, f"asked for {spec.accel}"
@@ -410,28 +398,17 @@ def _boot(spec: GuestSpec, prep: dict, job_dir: Path, out_dir: Path, work: Path,
                 tar.add(p, arcname=str(p.relative_to(job_dir)), recursive=False)
         with open(out_img, "wb") as f:
             f.truncate(out_mib * 1024 * 1024)
-        a = ARCHS[spec.arch]
-        cmd = qemu.base_command(spec.arch, accel, spec.cpus, spec.mem_mib)
-        cmd += ["-kernel", prep["vmlinuz"], "-initrd", prep["initrd"],
-                "-append", f"console={a['console']} panic=-1 quiet loglevel=3 rdinit=/init {spec.append}".strip()]
-        cmd += qemu.interactive_console() if interactive else ["-serial", "stdio"]
         dtb, tree = _device_tree(spec, work, accel)
-        if dtb is not None:
-            cmd += ["-dtb", str(dtb)]
-        cmd += _drive(spec.arch, Path(prep["rootfs_img"]), "pcbroot", snapshot=True)
-        cmd += _drive(spec.arch, Path(prep["modules_img"]), "pcbmods", readonly=True)
-        cmd += _drive(spec.arch, job_tar, "pcbjob", readonly=True)
-        cmd += _drive(spec.arch, out_img, "pcbout")
         if scratch_mib:
             # An empty disk of the guest's own for scratch (sparse here: only what the guest writes uses
             # space); the job finds it as $PCB_SCRATCH_DEV and puts a file system on it.
             with open(scratch, "wb") as f:
                 f.truncate(scratch_mib * 1024 * 1024)
-            cmd += _drive(spec.arch, scratch, "pcbscratch")
-        for serial, image in sorted((drives or {}).items()):
-            cmd += _drive(spec.arch, Path(image), serial, readonly=True, unlocked=True)
-        if nvme_image is not None:
-            cmd += ["-drive", f"file={nvme_image},if=none,id=nvm,format=raw", "-device", "nvme,drive=nvm,serial=pcbnvme"]
+        cmd = command.boot_command(spec.arch, accel, spec.cpus, spec.mem_mib, kernel=prep["vmlinuz"],
+                                   initrd=prep["initrd"], rootfs=prep["rootfs_img"], modules=prep["modules_img"],
+                                   job_tar=job_tar, out_img=out_img, append=spec.append, dtb=dtb,
+                                   scratch=scratch if scratch_mib else None, drives=drives, nvme_image=nvme_image,
+                                   interactive=interactive)
         (work / "qemu.cmd").write_text(" ".join(cmd) + "\n")
         if interactive:
             res = qemu.boot_interactive(cmd, timeout)
