@@ -262,3 +262,60 @@ def test_page_switch_matches_the_reference(reference):
     assert m, "the page lost its original_group_in_results switch"
     has = any(m_["case"].get("experiment") == "original" for m_ in reference["measurements"])
     assert (m.group(1) == "true") == has
+
+
+# ---- the recast claims on hand-built results ------------------------------------------------
+# Sides built from the reference's own samples (scaled, reversed), never typed.
+
+def _claim(cid: str) -> dict:
+    return next(c for c in SPEC if c["id"] == cid)
+
+
+def _two_sides(reference: dict, claim: dict, a: list[float], b: list[float]) -> dict:
+    r = copy.deepcopy(reference)
+    unit = claims.select(reference, claim["metric"], claim["b"])[0]["unit"]
+    r["measurements"] = [model.measurement(claim["metric"], unit, claim["a"], a),
+                         model.measurement(claim["metric"], unit, claim["b"], b)]
+    return r
+
+
+def test_sparse_metadata_is_read_at_fsync_1(reference):
+    """The sparse file's metadata shows as extra requests only when each write is followed by an
+    fsync (the journal commits every allocation before it returns): the claim reads the lab's
+    fsync=1 rows, which the committed run has, and holds where the sparse file costs more
+    requests per write and fails where it costs the same."""
+    c = _claim("sparse-writes-cost-more-requests")
+    assert c["a"]["fsync"] == c["b"]["fsync"] == 1 and c["paired"] is True
+    assert claims.select(reference, c["metric"], c["a"]) and claims.select(reference, c["metric"], c["b"])
+    regular = claims.select(reference, c["metric"], c["b"])[0]["samples"]
+    f = float(c["factor"])
+    more = _two_sides(reference, c, [x * 1.1 * f for x in regular], list(regular))
+    assert claims.evaluate_one(c, more)["verdict"] == "holds"
+    same = _two_sides(reference, c, list(regular[::-1]), list(regular))
+    assert claims.evaluate_one(c, same)["verdict"] == "fails"
+
+
+def test_the_fsync_0_rows_cannot_show_the_metadata(reference):
+    """Why the claim moved to fsync=1: on the reference, the same comparison without fsync is
+    below the factor (jbd2 gathers a transaction's allocations into one commit)."""
+    c = dict(_claim("sparse-writes-cost-more-requests"))
+    c["a"], c["b"] = {**c["a"], "fsync": 0}, {**c["b"], "fsync": 0}
+    assert claims.evaluate_one(c, reference)["verdict"] == "fails"
+
+
+def test_buffered_claim_says_it_has_no_flush():
+    """The buffered job runs without end_fsync: the claim says it measures the page cache's
+    intake, the note's comparison, not a fair one."""
+    text = _claim("buffered-writes-beat-direct")["statement"]
+    assert "without a flush" in text and "end_fsync" in text
+
+
+def test_elevator_claim_names_fios_one_write_per_submit():
+    """fio's default iodepth_batch_submit=1 submits one write per io_submit: the claim says so,
+    and still asks for merges where the scheduler's queue holds neighbours."""
+    c = _claim("libaio-queue-merges-writes")
+    assert "iodepth_batch_submit=1" in c["statement"]
+    for want, k in (("holds", 1.1 * float(c["factor"])), ("fails", 1.0)):
+        base = [x for x in claims.select(model.load(REFERENCE), c["metric"], c["b"])[0]["samples"]]
+        r = _two_sides(model.load(REFERENCE), c, [x * k for x in base[::-1]], base)
+        assert claims.evaluate_one(c, r)["verdict"] == want

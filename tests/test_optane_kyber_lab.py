@@ -139,7 +139,7 @@ def test_every_claim_has_a_verdict(quick_run):
     more)."""
     r = result(quick_run)
     ids = {c["id"] for c in r["claims"]}
-    assert {"kyber-adds-latency", "kyber-frames-only-with-kyber", "perf-record-qd1-nearly-free",
+    assert {"kyber-adds-latency", "kyber-frames-only-with-kyber", "perf-record-costs-more-under-load",
             "hottest-slice-after-burst-start", "hottest-slice-before-burst-end"} <= ids
     assert all("fewer than" not in c["evidence"] for c in r["claims"]), "every side has enough samples"
     assert all(c["evidence"] for c in r["claims"])
