@@ -13,6 +13,8 @@ are derived from these files, so that a new case is one lab folder plus one chap
 ``guest_profile`` optional: the labkit.guest package set its ``--guest`` runs need
 ``quick_budget_s``, ``full_budget_s``  wall-time budgets on 2 cores (seconds)
 ``[case_units]`` case keys whose values carry a unit (``bytes``: shown as KiB, MiB)
+``[case]``       every case key the lab's steps carry (``lab_run --case KEY=VALUE``) and its type:
+                 ``"str"``, ``"int"``, ``"float"`` or ``"bool"`` (:mod:`labkit.steps`)
 
 Only the standard library is used at import (the Makefile and the CI workflow run
 ``python3 labkit/manifest.py`` before any venv exists); jsonschema checks the files when it is

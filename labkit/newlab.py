@@ -163,6 +163,13 @@ full_budget_s = 60
 
 [case_units]
 bs = "bytes"
+
+# Every case key of the lab's steps (lab_run --case KEY=VALUE) and its type (labkit/steps.py).
+[case]
+experiment = "str"
+bs = "int"
+sync = "str"
+rep = "int"
 '''
 
 CHAPTER_MD = '''# {title}

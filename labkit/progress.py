@@ -52,7 +52,7 @@ def group_figures(lab: str, lab_dir: Path, run_dir: Path, group: str, quick: boo
     (its output silenced). ``[]`` when the collector cannot run on partial data."""
     from .record import Run, load_lab_collector
     try:
-        run = Run(lab, Path(run_dir), quick)
+        run = Run(lab, Path(run_dir), quick, Path(lab_dir))
         steps = {s["name"] for s in run.steps if s["group"] == group}
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             load_lab_collector(Path(lab_dir))(run)

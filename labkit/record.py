@@ -20,7 +20,10 @@ import time
 from pathlib import Path
 
 from . import model
+from . import steps as steps_format
 from .tools import versions
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class Run:
@@ -28,15 +31,19 @@ class Run:
 
     Attributes:
         lab: lab name; dir: the run directory; quick: quick mode;
-        host: the probe's host dict; steps: list of step dicts (schema "steps").
+        host: the probe's host dict; steps: list of step dicts (schema "steps");
+        case_types: the case keys the lab declares and their types (lab.toml's ``[case]``).
     """
 
-    def __init__(self, lab: str, run_dir: Path, quick: bool):
+    def __init__(self, lab: str, run_dir: Path, quick: bool, lab_dir: Path | None = None):
+        """``lab_dir``: the lab's folder, whose lab.toml declares the case keys (default: labs/<lab>
+        of this checkout)."""
         self.lab = lab
         self.dir = Path(run_dir)
         self.quick = quick
+        self.case_types = steps_format.declared(lab_dir or ROOT / "labs" / lab)
         self.host = json.loads((self.dir / "host.json").read_text())
-        self.steps = read_steps(self.dir)
+        self.steps = read_steps(self.dir, self.case_types)
         self.measurements: list[dict] = []
         self.artifacts: list[dict] = []
 
@@ -79,61 +86,34 @@ class Run:
         self.artifacts.append(a)
 
 
-def case_value(text: str) -> str | int | float | bool:
-    """A case value as written by ``lab_run --case KEY=VALUE``: an integer, a decimal number,
-    ``true``/``false``, or else the string itself (``"1024"`` → 1024, ``"0.5"`` → 0.5; a number
-    that would not read back as written stays a string: ``"5.10"``, ``"007"``, ``"1e3"``)."""
-    if text in ("true", "false"):
-        return text == "true"
-    for kind in (int, float):
-        try:
-            value = kind(text)
-        except ValueError:
-            continue
-        # only when the number reads back as written: "5.10" (a kernel series) and "007" stay text
-        return value if str(value) == text else text
-    return text
-
-
-def read_case(path: Path) -> dict | None:
-    """A step's case from ``raw/<step>.case`` (one ``KEY=VALUE`` a line), or None without one.
+def read_case(path: Path, types: dict[str, str]) -> dict | None:
+    """A step's case from ``raw/<step>.case``, each value of the type the lab declares for its key
+    (``types``: :attr:`Run.case_types`); None without one (:func:`labkit.steps.read_case`).
 
     Raises:
-        ValueError: a line without ``=`` or with an empty key.
+        labkit.steps.CaseError: a line that is not KEY=VALUE, an undeclared key, a value not of its type.
     """
-    if not path.exists():
-        return None
-    case = {}
-    for line in path.read_text().splitlines():
-        if not line.strip():
-            continue
-        key, sep, value = line.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"{path}: case line {line!r} is not KEY=VALUE")
-        case[key.strip()] = case_value(value)
-    return case
+    return steps_format.read_case(Path(path), types)
 
 
-def read_steps(run_dir: Path) -> list[dict]:
-    """Parse ``steps.tsv`` (name, group, status, exit, seconds, expect, reason) with commands from
-    raw/*.cmd and cases from raw/*.case (:func:`read_case`; a step given no case has none)."""
+def read_steps(run_dir: Path, types: dict[str, str]) -> list[dict]:
+    """The steps of ``steps.tsv`` (:func:`labkit.steps.read_tsv`) with commands from raw/*.cmd and
+    cases from raw/*.case, typed by ``types`` (:func:`read_case`; a step given no case has none)."""
     steps = []
-    for line in (Path(run_dir) / "steps.tsv").read_text().splitlines():
-        if not line.strip():
-            continue
-        name, group, status, code, secs, expect, reason = (line.split("\t") + [""] * 7)[:7]
+    for row in steps_format.read_tsv(Path(run_dir) / "steps.tsv"):
+        name, code, secs = row["name"], row["exit"], row["seconds"]
         cmd_file = Path(run_dir) / "raw" / f"{name}.cmd"
         out_file = Path(run_dir) / "raw" / f"{name}.out"
-        case = read_case(Path(run_dir) / "raw" / f"{name}.case")
+        case = read_case(Path(run_dir) / "raw" / f"{name}.case", types)
         steps.append({
             "name": name,
-            "group": group,
-            "status": status,
-            "reason": reason or None,
+            "group": row["group"],
+            "status": row["status"],
+            "reason": row["reason"] or None,
             "seconds": float(secs or 0),
             "command": cmd_file.read_text().strip() if cmd_file.exists() else None,
-            "exit_code": int(code) if code not in ("", None) else None,
-            "expect": expect or "success",
+            "exit_code": int(code) if code else None,
+            "expect": row["expect"] or "success",
             "stdout_bytes": out_file.stat().st_size if out_file.exists() else None,
             **({"case": case} if case is not None else {}),
         })
@@ -158,7 +138,7 @@ def measuring_code(lab: str) -> list[str]:
     rendering and the claims engine are not in it: they change pages, not measurements."""
     from .stale import PAGE_DATA
     return [f"labs/{lab}", *(f":(exclude)labs/{lab}/{n}" for n in PAGE_DATA), "labs/lib", "labkit/supervisor.py",
-            "labkit/probe.py", "labkit/record.py", "labkit/model.py", "labkit/schema.json", "labkit/tools.py",
+            "labkit/probe.py", "labkit/record.py", "labkit/steps.py", "labkit/model.py", "labkit/schema.json", "labkit/tools.py",
             "labkit/parsers", "labkit/guest"]
 
 
@@ -190,7 +170,7 @@ def assemble(lab: str, lab_dir: Path, run_dir: Path, *, start: float, quick: boo
 
     ``paths``: ``{"scratch", "out", "checkout"}``, the absolute directories of the run, kept as
     ``run.paths`` so that pages show commands with placeholders instead of this host's paths."""
-    run = Run(lab, run_dir, quick)
+    run = Run(lab, run_dir, quick, lab_dir)
     load_lab_collector(lab_dir)(run)
     commit, dirty = git_commit(Path(lab_dir).parent.parent, measuring_code(lab))
     result = {
@@ -234,3 +214,44 @@ def record(lab: str, lab_dir: Path, run_dir: Path, out: Path, **kw) -> Path:
     path = Path(out) / f"{lab}.json"
     model.write_atomic(path, result)
     return path
+
+
+def rederive(path: Path, lab_dir: Path | None = None) -> dict:
+    """A committed result file re-derived from its own raw outputs (``<path without .json>/``, as
+    :func:`record` left them) by the lab's collector as it is now: its steps read again (cases
+    typed as the lab declares them), its measurements and artifacts made again, its claims
+    evaluated again. Host, tools and run (start, duration, commit) are kept as measured, and so
+    are the artifacts added after recording (``cast``: ``labkit attach-cast``). The raw outputs are
+    read from a copy: a collector that rewrites files (gzips traces) leaves the result's folder as
+    it is. Written atomically; returns the new result.
+
+    ``python -m labkit.record results/<host>/<lab>.json ...`` does it for each file.
+    """
+    import tempfile
+    path = Path(path)
+    old = model.load(path)
+    lab_dir = Path(lab_dir or ROOT / "labs" / old["lab"])
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        shutil.copytree(path.with_suffix(""), run_dir, symlinks=True)
+        run = Run(old["lab"], run_dir, old["run"]["quick"], lab_dir)
+        load_lab_collector(lab_dir)(run)
+    result = {**old, "steps": run.steps, "measurements": run.measurements,
+              "artifacts": run.artifacts + [a for a in old["artifacts"] if a["kind"] == "cast"], "claims": []}
+    missing = [a["path"] for a in result["artifacts"] if not (path.parent / a["path"]).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{path}: the collector made artifacts its folder lacks: {', '.join(missing)}")
+    claims_file = lab_dir / "claims.toml"
+    if claims_file.exists():
+        from . import claims as claims_mod
+        result["claims"] = claims_mod.evaluate(claims_mod.load(claims_file), result)
+    model.validate(result, str(path))
+    model.write_atomic(path, result)
+    return result
+
+
+if __name__ == "__main__":
+    import sys
+    for arg in sys.argv[1:]:
+        rederive(Path(arg))
+        print(f"{arg}: re-derived from {Path(arg).with_suffix('')}/")

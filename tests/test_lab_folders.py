@@ -33,8 +33,12 @@ def test_a_bad_manifest_is_refused(tmp_path):
     with pytest.raises(manifest.ManifestError, match=r"lab.toml: \$: 'problem' is a required property"):
         manifest.load(tmp_path)
     (tmp_path / "lab.toml").write_text('title = "t"\norder = 1\nproblem = "p"\npractise = "q"\ndebs = ["Bad Name"]\n'
-                                       'quick_budget_s = 1\nfull_budget_s = 2\n')
+                                       'quick_budget_s = 1\nfull_budget_s = 2\n[case]\nrep = "int"\n')
     with pytest.raises(manifest.ManifestError, match=r"\$\.debs\[0\]: 'Bad Name' does not match"):
+        manifest.load(tmp_path)
+    (tmp_path / "lab.toml").write_text('title = "t"\norder = 1\nproblem = "p"\npractise = "q"\ndebs = []\n'
+                                       'quick_budget_s = 1\nfull_budget_s = 2\n[case]\nkernel = "version"\n')
+    with pytest.raises(manifest.ManifestError, match=r"\$\.case\.kernel: 'version' is not one of"):
         manifest.load(tmp_path)
     (tmp_path / "lab.toml").write_text("title = ")
     with pytest.raises(manifest.ManifestError, match="not valid TOML"):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from labkit import steps
 from labkit.record import Run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +83,7 @@ def test_guest_steps_read_case_files_in_repetition_order(tmp_path):
         (tmp_path / f"{name}.case").write_text(case)
         (tmp_path / f"{name}.rc").write_text(rc + "\n")
     (tmp_path / "drop.rc").write_text("0\n")          # a step without a case is not listed
-    assert record.guest_steps(tmp_path) == [("a", {"tool": "dd", "io": "direct", "rep": 1}),
+    assert record.guest_steps(tmp_path, steps.declared(LAB)) == [("a", {"tool": "dd", "io": "direct", "rep": 1}),
                                             ("b", {"tool": "dd", "io": "direct", "rep": 2})]
 
 

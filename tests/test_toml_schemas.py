@@ -32,7 +32,7 @@ ORIGINAL = ('[source]\nseed = "004.txt"\nauthor_context = "notes"\n'
             'original = { table = "t1", a = ["other", "us"], b = ["same", "us"] }\n'
             'here = { metric = "round_trip", a = { pin = "other" }, b = { pin = "same" } }\n')
 LAB = ('title = "t"\norder = 1\nproblem = "p"\npractise = "q"\ndebs = ["fio"]\n'
-       'quick_budget_s = 1\nfull_budget_s = 2\n')
+       'quick_budget_s = 1\nfull_budget_s = 2\n[case]\nkernel = "str"\n')
 
 
 def _write(path: Path, text: str) -> Path:
@@ -141,6 +141,9 @@ BAD = [
      "{f}: table t1: machine 'm2' is not a [[machine]] of this file (machines: ['m1'])"),
     ("original", '["other", "12.8"]', '["other"]', "{f}: table t1: row 2 has 1 cells, the table has 2 columns"),
     ("lab", "order = 1", "order = -1", "{f}: $.order: -1 is less than the minimum of 0"),
+    ("lab", 'kernel = "str"', 'kernel = "version"',
+     "{f}: $.case.kernel: 'version' is not one of ['str', 'int', 'float', 'bool']"),
+    ("lab", 'kernel = "str"', 'Kernel = "str"', "{f}: $.case: 'Kernel' does not match '^[a-z_][a-z0-9_]*$'"),
 ]
 
 

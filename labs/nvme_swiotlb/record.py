@@ -18,7 +18,7 @@ Metrics (every sample kept; one sample per repetition unless said otherwise, in 
 ``read_latency_hist`` (calls per bin, one sample): ``io``, ``bin_us`` (upper edge, 4 bins per doubling).
 ``io_phase`` (µs, every request, tracefs events): ``phase`` service|wakeup|user.
 ``trace_events`` (events, one sample): ``event``.
-``block_latency`` (µs, every I/O, btt -l/-q): ``phase`` D2C|Q2C, ``path`` blktrace|ftrace blk tracer.
+``block_latency`` (µs, every I/O, btt -l/-q): ``phase`` D2C|Q2C, ``path`` blktrace|ftrace (the ftrace blk tracer).
 ``btt_avg`` (µs, one sample: btt's printed average) and ``btt_share`` (% of Q2C): ``phase``, ``path``.
 ``tracepoint_count`` (events during one direct read, perf stat -a, one sample per read): ``event``.
 ``ram_outside_dma_window`` (bytes, device tree hosts only).
@@ -184,7 +184,7 @@ _BTT_FILES = (("D2C", "btt.d2c"), ("Q2C", "btt.q2c"))
 def _btt_group(run) -> None:
     for case, s in _tool_steps(run, "btt"):
         name = s["name"]
-        path = {"ftrace": "ftrace blk tracer", "blktrace": "blktrace"}[case["path"]]
+        path = case["path"]  # the step's value: blktrace | ftrace (the ftrace blk tracer)
         summ = btt_summary(run.raw(name).read_text())
         for phase in ("Q2G", "G2I", "I2D", "D2C", "Q2C"):
             row = summ["all"].get(phase)
@@ -284,15 +284,16 @@ def kernel_series(uname_r: str) -> str:
     return ".".join(uname_r.strip().split("-")[0].split(".")[:2])
 
 
-def guest_steps(d: Path) -> list[tuple[str, dict]]:
+def guest_steps(d: Path, types: dict[str, str]) -> list[tuple[str, dict]]:
     """(name, case) of the steps a guest ran that have a case (``<name>.case`` in ``d``, written by
-    guest_job.sh) and exited 0 (``<name>.rc``), in repetition order."""
+    guest_job.sh, typed as lab.toml's ``[case]`` declares: ``types``) and exited 0 (``<name>.rc``),
+    in repetition order."""
     out = []
     for f in sorted(d.glob("*.case")):
         name = f.name[:-len(".case")]
         rc = d / f"{name}.rc"
         if rc.exists() and rc.read_text().strip() == "0":
-            out.append((read_case(f), name))
+            out.append((read_case(f, types), name))
     return [(name, case) for case, name in _by_rep(out)]
 
 
@@ -325,7 +326,7 @@ def _guest_one(run, host_step: dict, d: Path) -> None:
             "kernel": kernel_series(uname_r), "dt": host_step["case"]["dt"], "accelerator": info["accelerator"]}
     if "boot_args" in host_step["case"]:  # a boot with one of the original's boot-time knobs
         case["boot_args"] = host_step["case"]["boot_args"]
-    steps = guest_steps(d)
+    steps = guest_steps(d, run.case_types)
 
     def of(tool: str) -> list[tuple[str, dict]]:
         return [(n, c) for n, c in steps if c.get("tool") == tool]
