@@ -1,0 +1,140 @@
+"""The staleness rule (labkit/stale.py) and the dirty flag of a run (labkit/record.py:
+measuring_code, git_commit): which files count as the code that measures. Each page-data file
+(stale.PAGE_DATA) changes nothing a run measured; each measuring file of the lab does.
+
+Each test builds a small git repository in tmp_path (a lab folder, labs/lib, a few labkit files)
+and commits changes to it: file layouts and commits, no measured values."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from labkit import record, stale
+
+LAB = "demo"
+MEASURING = ["run.sh", "record.py", "prog.c", "jobs/engines.fio", "README"]   # anything in the folder but page data
+OUTSIDE = ["labs/lib/lab.sh", "labkit/claims.py", "labkit/macros/tables.py", "docs/cases/demo.md", "labs/other/run.sh"]
+
+
+def git(repo: Path, *args: str) -> str:
+    proc = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false",
+                           "-C", str(repo), *args], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def commit(repo: Path, message: str) -> str:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--allow-empty", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    files = [f"labs/{LAB}/{f}" for f in (*MEASURING, *stale.PAGE_DATA)] + OUTSIDE + [
+        "labkit/probe.py", "labkit/record.py", "labkit/parsers/fio.py", "labkit/guest/qemu.py"]
+    for f in files:
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text(f"{f} v1\n")
+    git(tmp_path, "init", "-q")
+    commit(tmp_path, "first")
+    stale.last_change.cache_clear()
+    stale._same_code.cache_clear()
+    return tmp_path
+
+
+def state(repo: Path, run_commit: str | None, dirty: bool = False) -> str:
+    stale.last_change.cache_clear()       # a build reads git afresh; here the repository changes under it
+    stale._same_code.cache_clear()
+    return stale.staleness({"lab": LAB, "run": {"git_commit": run_commit, "git_dirty": dirty}}, repo)[0]
+
+
+def change(repo: Path, path: str, text: str = "v2\n") -> str:
+    (repo / path).write_text(text)
+    return commit(repo, f"change {path}")
+
+
+def test_page_data_are_the_five_files_pages_setup_and_ci_read():
+    assert set(stale.PAGE_DATA) == {"claims.toml", "original.toml", "exercises.toml", "lab.toml", "evidence.md"}
+
+
+def test_a_run_of_the_latest_lab_code_is_fresh(repo):
+    run = git(repo, "rev-parse", "HEAD")
+    assert state(repo, run) == "fresh"
+    assert stale.last_change(repo, LAB) == run
+
+
+@pytest.mark.parametrize("name", stale.PAGE_DATA)
+def test_a_change_to_page_data_leaves_a_result_fresh(repo, name):
+    run = git(repo, "rev-parse", "HEAD")
+    change(repo, f"labs/{LAB}/{name}")
+    assert state(repo, run) == "fresh"
+    stale.last_change.cache_clear()
+    assert stale.last_change(repo, LAB) == run
+
+
+@pytest.mark.parametrize("name", MEASURING)
+def test_a_change_to_measuring_code_makes_a_result_stale(repo, name):
+    run = git(repo, "rev-parse", "HEAD")
+    new = change(repo, f"labs/{LAB}/{name}")
+    assert state(repo, run) == "stale"
+    assert stale.last_change(repo, LAB) == new
+    assert state(repo, new) == "fresh"                  # a run of the new code is not
+
+
+@pytest.mark.parametrize("path", OUTSIDE)
+def test_a_change_outside_the_lab_folder_leaves_a_result_fresh(repo, path):
+    run = git(repo, "rev-parse", "HEAD")
+    change(repo, path)
+    assert state(repo, run) == "fresh"
+
+
+def test_a_measuring_file_named_like_page_data_elsewhere_counts(repo):
+    """Only the lab folder's own page data are left out: a claims.toml in a subfolder is code."""
+    run = git(repo, "rev-parse", "HEAD")
+    (repo / f"labs/{LAB}/jobs/claims.toml").write_text("x\n")
+    commit(repo, "sub")
+    assert state(repo, run) == "stale"
+
+
+def test_a_change_and_its_revert_leave_a_result_fresh(repo):
+    run = git(repo, "rev-parse", "HEAD")
+    change(repo, f"labs/{LAB}/run.sh", "v2\n")
+    assert state(repo, run) == "stale"
+    change(repo, f"labs/{LAB}/run.sh", f"labs/{LAB}/run.sh v1\n")
+    assert state(repo, run) == "fresh"
+
+
+def test_unknown_without_history_or_commit_or_with_a_dirty_run(repo, tmp_path):
+    run = git(repo, "rev-parse", "HEAD")
+    assert state(repo, None) == "unknown"
+    assert state(repo, "0" * 40) == "unknown"
+    assert state(repo, run, dirty=True) == "unknown"
+    plain = tmp_path / "nogit"
+    (plain / "labs" / LAB).mkdir(parents=True)
+    assert state(plain, run) == "unknown"
+
+
+# ---- the run's dirty flag: uncommitted changes to the code that measures -------------------
+
+def dirty_after(repo: Path, path: str) -> bool:
+    (repo / path).write_text("uncommitted\n")
+    commit_, dirty = record.git_commit(repo, record.measuring_code(LAB))
+    assert commit_ == git(repo, "rev-parse", "HEAD")
+    return dirty
+
+
+@pytest.mark.parametrize("path", [f"labs/{LAB}/{f}" for f in MEASURING] + [
+    "labs/lib/lab.sh", "labkit/probe.py", "labkit/record.py", "labkit/parsers/fio.py", "labkit/guest/qemu.py"])
+def test_an_uncommitted_measuring_file_makes_the_run_dirty(repo, path):
+    assert record.git_commit(repo, record.measuring_code(LAB)) == (git(repo, "rev-parse", "HEAD"), False)
+    assert dirty_after(repo, path) is True
+
+
+@pytest.mark.parametrize("path", [f"labs/{LAB}/{f}" for f in stale.PAGE_DATA] + [
+    "labkit/claims.py", "labkit/macros/tables.py", "docs/cases/demo.md", "labs/other/run.sh"])
+def test_uncommitted_page_data_or_page_code_leaves_the_run_clean(repo, path):
+    assert dirty_after(repo, path) is False
