@@ -400,6 +400,11 @@ def _cmd_recover(a) -> int:
     return status
 
 
+def _cmd_calibrate(args) -> int:
+    from . import calibration
+    return calibration.main(args.draws or calibration.DRAWS)
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="labkit", description="Perf Casebook result tool")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -438,6 +443,9 @@ def parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("reevaluate", help="evaluate result files' claims again with today's claims.toml")
     ev.add_argument("files", nargs="+")
     ev.set_defaults(fn=_cmd_reevaluate)
+    cal = sub.add_parser("calibrate", help="false-decision rate and power of the claims' intervals (simulated)")
+    cal.add_argument("--draws", type=int, default=None, help="draws per cell (default: labkit.calibration.DRAWS)")
+    cal.set_defaults(fn=_cmd_calibrate)
     pr = sub.add_parser("probe", help="probe this host (JSON)")
     pr.add_argument("--scratch")
     pr.add_argument("--label")

@@ -264,9 +264,10 @@ def test_original_macros(tree):
     here = original.load(tree / "labs" / "lat_tcp" / "original.toml")["ratio"][0]["here"]
     a, _ = claims_mod.side(r, here["metric"], here["a"])
     b, _ = claims_mod.side(r, here["metric"], here["b"])
-    e = claims_mod.ratio_interval(a, b)   # our ratio of medians with its bootstrap interval
+    e = claims_mod.ratio_interval(a, b)   # our ratio of medians with its calibrated interval
     assert e["estimate"] == pytest.approx(a.value / b.value) and e["low"] <= e["estimate"] <= e["high"]
-    assert f"</span> {e['estimate']:.3g} ({e['low']:.3g}–{e['high']:.3g})</td>" in vs
+    num = macros.numbers.number
+    assert f"</span> {num(e['estimate'])} ({num(e['low'])}–{num(e['high'])})</td>" in vs
     assert f"{float('12.8296') / float('8.2153'):.3g} (12.8296 ÷ 8.2153; HP380, Xeon 2699v4, kernel 3.10.0-514.el7.x86_64 (4K))" in vs
     add_host(tree, "lat_tcp", "arm64-tcg", emulate)
     head, body = macros.original_vs_here("lat_tcp").split("<tbody")

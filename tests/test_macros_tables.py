@@ -257,8 +257,8 @@ def test_here_ratio_shows_the_estimate_and_its_interval(a, b, straddles_1):
 @pytest.mark.parametrize("a,b,shown", [
     ((10, 11, 12), (5,), "2.20 (too few samples: n = 3 and 1)"),
     ((10, 11, 12), (0, 0, 0), "– (pin=b: median is 0)"),
-    # b's median is 1 but a resample's can be 0: the interval is open above
-    ((10, 11, 12), (0, 1, 1), "11.0 (10.0–∞)"),
+    # b has a 0: Fieller's interval of the ratio of means, open above (b's mean may be 0)
+    ((10, 11, 12), (0, 1, 1), "16.5 (5.61–∞)"),
 ])
 def test_here_ratio_says_when_there_is_no_interval(a, b, shown):
     r = _here_result(a, b)
@@ -332,8 +332,8 @@ def verdict_of(claim: dict, result: dict = SENTENCE_RESULT) -> dict:
      "40 µs other-cpu vs 0.5000 µs half: per-repetition ratio other-cpu ÷ half", "&lt; 1", "3 / 3"),
     # a selector with nothing of its own is named "a"
     (dict(COMPARE, b={"pin": "same-cpu", "r": 1}), "inconclusive", "11 µs a vs 11 µs r=1: ratio a ÷ r=1", "&lt; 1", "5 / 3"),
-    # no ratio against a zero median: the reason stands for the interval, and ends the sentence
-    (dict(COMPARE, b={"pin": "zero"}), "inconclusive", "11 µs same-cpu vs 0 µs zero: ratio same-cpu ÷ zero", "&lt; 1",
+    # b is 0 in every sample and a above 0 in every one: the ratio is infinite, so a < b fails
+    (dict(COMPARE, b={"pin": "zero"}), "fails", "11 µs same-cpu vs 0 µs zero: ratio same-cpu ÷ zero", "&lt; 1",
      "5 / 3"),
 ])
 def test_claim_sentence_of_a_comparison(claim, verdict, head, needs, n):
@@ -432,17 +432,18 @@ def test_interval_text():
     # a side of zeros against a spread side: the interval is [0, 0] but the samples spread
     zeros = _effect((0, 0, 0), (5, 6, 7))
     assert zeros["low"] == zeros["high"] == 0 and "no spread" not in macros._interval_text(zeros)
-    near_0 = _effect((10, 11, 12), (0, 1, 1))   # a resample of b's median can be 0: no upper bound
-    assert near_0["high"] is None and macros._interval_text(near_0) == f"11.0× (95 % interval {near_0['low']:#.3g}–∞)"
+    near_0 = _effect((10, 11, 12), (0, 1, 1))   # b's mean may be 0 (Fieller): no upper bound
+    assert near_0["high"] is None and macros._interval_text(near_0) == f"16.5× (95 % interval {near_0['low']:#.3g}–∞)"
     zero = _effect((10, 11, 12), (0, 0, 0))
-    assert zero["estimate"] is None and macros._interval_text(zero) == zero["method"] == "no ratio: the median of pin=b is 0"
+    assert zero["estimate"] is None and macros._interval_text(zero) == zero["method"] == \
+        "exact: b is 0 in every sample and a above 0 in every one, so the ratio is infinite"
 
 
 @pytest.mark.parametrize("claim,verdict,tail", [
     (COMPARE, "holds", "effect"),
     (dict(COMPARE, relation="greater"), "fails", "effect"),
     (dict(COMPARE, factor=40 / 11), "inconclusive", "effect"),    # the interval shows why: no reason repeated
-    (dict(COMPARE, b={"pin": "zero"}), "inconclusive", "reason"),   # no estimate: the reason alone
+    (dict(COMPARE, b={"pin": "zero"}), "fails", "effect"),   # an infinite ratio: the method stands for it
     (dict(COMPARE, b={"pin": "none"}), "untested", "reason"),
     (dict(COMPARE, paired=True), "inconclusive", "reason"),
     (dict(TREND, metric="iops1"), "inconclusive", "reason"),

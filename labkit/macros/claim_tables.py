@@ -165,7 +165,7 @@ def _verdict_cell(c: dict, v: dict) -> str:
     emulated-CPU badge after."""
     e = v.get("effect")
     text = render.VERDICT_MARK[v["verdict"]]
-    if e and e.get("estimate") is not None:
+    if e and (e.get("estimate") is not None or v["verdict"] in ("holds", "fails")):   # an infinite ratio decides too
         name = _ratio_name(c)
         text += f": {render.esc(name + ' = ' if name else '')}{render.esc(_interval_text(e))}, needs {render.esc(e['needs'])}"
     if v["verdict"] not in ("holds", "fails") and v.get("reason") and not (e and v["reason"].startswith("the 95%")):

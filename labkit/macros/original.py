@@ -54,7 +54,7 @@ def original_tables(lab: str) -> str:
 
 
 def _here_ratio(result: dict, here: dict) -> str:
-    """Markdown inline text: our ratio a ÷ b for one host (medians, or means) with its bootstrap
+    """Markdown inline text: our ratio a ÷ b for one host (medians, or means) with its 95 %
     interval (:func:`labkit.claims.ratio_interval`), marked when measured on an emulated CPU;
     "–" with the reason when a side is missing or zero."""
     stat = here.get("statistic", "median")
