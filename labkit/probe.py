@@ -43,6 +43,12 @@ def _cap(available: bool, reason: str, detail: str | None = None) -> dict:
     return {"available": bool(available), "reason": reason, "detail": detail}
 
 
+# The host capabilities the probe reports as {"available", "reason", "detail"} (its keys) and the
+# name a lab asks for each by (labs/lib/lab.sh: ``lab_require NAME loop``). The supervisor exports
+# the names as PCB_LAB_CAPS and each missing one's reason as PCB_CAP_<NAME upper case>.
+CAPABILITIES = {"pmu": "pmu", "tracefs": "tracefs", "loop_devices": "loop", "netns": "netns"}
+
+
 def parse_cpu_list(text: str) -> list[int]:
     """Parse a kernel CPU list such as ``"0-3,8,10-11"`` into ``[0, 1, 2, 3, 8, 10, 11]``.
 
@@ -189,17 +195,22 @@ def virtualization(hypervisor: str | None) -> str | None:
     return "; ".join(parts) or "none"
 
 
-def pmu() -> dict:
+def pmu(run=None, which=shutil.which) -> dict:
     """Whether hardware PMU events count here.
 
     Method: ``perf stat -x, -e instructions -- true`` (our own short process, not
     ``-a``); a numeric count means the PMU works, ``<not supported>`` or
     ``<not counted>`` means it does not. ``detail`` names the event a plain
     ``perf record`` falls back to (``cpu-clock`` when ``cycles`` is missing).
+
+    Args:
+        run: command runner with ``_run``'s signature (tests pass recorded outputs).
+        which: ``shutil.which``'s signature (tests say whether perf is installed).
     """
-    if not shutil.which("perf"):
+    run = run or _run
+    if not which("perf"):
         return _cap(False, "perf not installed")
-    proc = _run(["perf", "stat", "-x,", "-e", "instructions", "--", "true"])
+    proc = run(["perf", "stat", "-x,", "-e", "instructions", "--", "true"])
     if proc is None:
         return _cap(False, "perf stat did not run")
     line = next((l for l in proc.stderr.splitlines() if ",instructions" in l), "")
@@ -210,11 +221,11 @@ def pmu() -> dict:
         # --no-buildid-cache: perf record would copy binaries into ~/.debug, outside the lab's directories.
         # --no-bpf-event: without it perf 6.1 waits out its side-band thread's 1 s poll at exit,
         # which doubled the time every lab took to start; the default event does not depend on it.
-        usage = _run(["perf", "record", "-h"])   # perf before 5.1 has no --no-bpf-event
+        usage = run(["perf", "record", "-h"])   # perf before 5.1 has no --no-bpf-event
         nobpf = ["--no-bpf-event"] if usage is not None and "--no-bpf-event" in usage.stdout + usage.stderr else []
-        rec = _run(["perf", "record", "--no-buildid-cache", *nobpf, "-q", "-o", data, "--", "true"])
+        rec = run(["perf", "record", "--no-buildid-cache", *nobpf, "-q", "-o", data, "--", "true"])
         if rec is not None and rec.returncode == 0:
-            ev = _run(["perf", "evlist", "-i", data])
+            ev = run(["perf", "evlist", "-i", data])
             if ev is not None and ev.returncode == 0 and ev.stdout.strip():
                 fallback = ev.stdout.split()[0]
     detail = f"perf record default event: {fallback}" if fallback else None
