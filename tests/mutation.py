@@ -192,14 +192,15 @@ def ratio(d: dict[str, int]) -> tuple[int, int, float]:
 
 
 def table(per: dict[str, dict[str, int]], total: dict[str, int], sampled: bool = False) -> str:
-    """The per-module table: killed, timed out, survived and the kill ratio of each module (the
-    modules in name order), then all of them; with ``sampled``, each ratio's 95 % interval."""
+    """The per-module table: killed, timed out, suspicious (slow, but the tests failed: mutmut's
+    word), survived and the kill ratio of each module (the modules in name order), then all of
+    them; with ``sampled``, each ratio's 95 % interval."""
     width = max([len(f) for f in per] + [22]) + 2
-    lines = [f"\n{'module':<{width}}{'killed':>8}{'timeout':>9}{'survived':>10}{'ratio':>8}"
+    lines = [f"\n{'module':<{width}}{'killed':>8}{'timeout':>9}{'suspicious':>12}{'survived':>10}{'ratio':>8}"
              + ("   95 % interval" if sampled else "")]
     for f, d in [*sorted(per.items()), ("all", total)]:
         det, tried, r = ratio(d)
-        line = f"{f:<{width}}{d['killed']:>8}{d['timeout']:>9}{d['survived']:>10}" + (f"{r:>8.0%}" if tried else f"{'-':>8}")
+        line = f"{f:<{width}}{d['killed']:>8}{d['timeout']:>9}{d['suspicious']:>12}{d['survived']:>10}" + (f"{r:>8.0%}" if tried else f"{'-':>8}")
         if sampled and tried:
             lo, hi = interval(det, tried)
             line += f"   {lo:.0%}–{hi:.0%}"

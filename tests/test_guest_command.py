@@ -105,6 +105,9 @@ def test_the_kernel_command_line_without_an_append_ends_with_rdinit():
     for arch, a in ARCHS.items():
         assert command.kernel_cmdline(arch) == f"console={a['console']} panic=-1 quiet loglevel=3 rdinit=/init"
         assert command.kernel_cmdline(arch, "a=1 b") == f"console={a['console']} panic=-1 quiet loglevel=3 rdinit=/init a=1 b"
+    bare = command.boot_command("arm64", "tcg", 1, 512, kernel="k", initrd="i", rootfs="r", modules="m", job_tar="j",
+                                out_img="o")                                    # no append given: none added
+    assert option(bare, "-append") == ["console=ttyAMA0 panic=-1 quiet loglevel=3 rdinit=/init"]
 
 
 def test_the_optional_parts_device_tree_scratch_extra_disks_nvme(tmp_path):

@@ -33,10 +33,10 @@ def test_the_table_has_one_row_per_module_with_its_own_ratio():
     total = {k: sum(d[k] for d in per.values()) for k in mutation.STATES}
     rows = {line.split()[0]: line.split()[1:] for line in mutation.table(per, total).splitlines()[2:]}
     assert list(rows) == ["labkit/guest/command.py", "labkit/journal.py", "labkit/probe.py", "all"]
-    assert rows["labkit/probe.py"] == ["9", "0", "1", "90%"]
-    assert rows["labkit/guest/command.py"] == ["3", "1", "0", "100%"]
-    assert rows["labkit/journal.py"] == ["0", "0", "0", "-"]          # nothing tried: no ratio
-    assert rows["all"] == ["12", "1", "1", "93%"]
+    assert rows["labkit/probe.py"] == ["9", "0", "0", "1", "90%"]
+    assert rows["labkit/guest/command.py"] == ["3", "1", "0", "0", "100%"]
+    assert rows["labkit/journal.py"] == ["0", "0", "0", "0", "-"]          # nothing tried: no ratio
+    assert rows["all"] == ["12", "1", "0", "1", "93%"]
 
 
 def test_a_sampled_table_gives_each_module_its_interval():
