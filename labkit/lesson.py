@@ -1,12 +1,14 @@
 """The chapter as a lesson: its prose length, reading time and first screen.
 
-A chapter's core reading time is computed from its built HTML (so it counts what a reader
-reads, after the macros have run): prose words / :data:`WORDS_PER_MINUTE` plus
-:data:`MINUTES_PER_FIGURE` per figure (a chart, a flame graph, a recording). Prose is the text
-of the page's article outside code blocks, tables, figures, folded blocks (``<details>``),
-scripts and the first-screen box itself. ``labkit/mkdocs_hooks.py`` puts the figure where
-:func:`lesson_start` left :data:`READING_MARK`; the tests read the same numbers with
-:func:`measure`.
+A chapter's reading time is computed from its built HTML (so it counts what a reader sees,
+after the macros have run), over all the text visible in the first host tab: prose words /
+:data:`WORDS_PER_MINUTE`, plus the words of tables and code blocks (commands, outputs, verdict
+cells) / :data:`TECHNICAL_WORDS_PER_MINUTE`, plus :data:`MINUTES_PER_FIGURE` per figure (a
+chart, a flame graph, a recording). Not counted: the second and later tabs of a host tab set
+(another host's copy of the same block), the body of a folded block (``<details>`` without
+``open``: its summary is counted), scripts, styles, SVG, the site's navigation and the
+first-screen box itself. ``labkit/mkdocs_hooks.py`` puts the figure where :func:`lesson_start`
+left :data:`READING_MARK`; the tests read the same numbers with :func:`measure`.
 """
 
 from __future__ import annotations
@@ -17,13 +19,23 @@ from html.parser import HTMLParser
 WORDS_PER_MINUTE = 200
 """Reading speed of technical prose (words per minute), the figure issue-tracker style guides and
 Medium's reading-time estimate use for English."""
+TECHNICAL_WORDS_PER_MINUTE = 150
+"""Reading speed of tables and code (words per minute): three quarters of the prose rate. A
+word there is a number, a unit, a flag or a symbol that the reader matches to its column
+header or to the command it belongs to (slower than prose), while a tool's output is skimmed
+for the lines the text points to (faster). No study gives one figure for this mix; this is
+our estimate, on the side of a longer stated time."""
 MINUTES_PER_FIGURE = 0.5
+MAX_MINUTES = 20
+"""A chapter's reading time at most (a lesson a newcomer finishes in about 15 minutes, with
+the lab running beside it); reference material goes to the evidence page."""
 READING_MARK = "PC-READING-TIME"
 """Placeholder :func:`lesson_start` writes; replaced in the page's HTML by :func:`fill`."""
 MAX_WORDS = 3000
 MAX_TABLES = 12
 
-_SKIP = {"pre", "code", "table", "figure", "details", "script", "style", "svg", "nav", "header", "footer"}
+_SKIP = {"figure", "script", "style", "svg", "nav", "header", "footer"}
+_TECHNICAL = {"pre", "code", "table"}
 _WORD = re.compile(r"[^\W_][\w'’.-]*")
 
 
@@ -31,23 +43,25 @@ _VOID = {"br", "img", "input", "hr", "meta", "link", "source", "wbr", "col", "ar
 
 
 class _Frame:
-    """An open element: whether its text is prose, whether it is another host's copy of a
-    block (the second and later tabs of a host tab set), and, for a ``tabbed-content``, how many
-    tabs it has opened so far."""
-    __slots__ = ("tag", "skip", "hidden", "tabs")
+    """An open element: whether its text is skipped or technical (a table's or code's), whether
+    it is another host's copy of a block (the second and later tabs of a host tab set), and, for
+    a ``tabbed-content``, how many tabs it has opened so far."""
+    __slots__ = ("tag", "skip", "technical", "hidden", "tabs")
 
-    def __init__(self, tag: str, skip: bool, hidden: bool, tabs: int | None):
-        self.tag, self.skip, self.hidden, self.tabs = tag, skip, hidden, tabs
+    def __init__(self, tag: str, skip: bool, technical: bool, hidden: bool, tabs: int | None):
+        self.tag, self.skip, self.technical, self.hidden, self.tabs = tag, skip, technical, hidden, tabs
 
 
 class _Prose(HTMLParser):
-    """Counts an article's prose words (outside :data:`_SKIP` elements, the first-screen box
-    and the emulation badges, which are labels), tables and figures. A host tab set counts
-    once: only its first tab is read."""
+    """Counts an article's visible words (prose, and technical: tables and code), tables and
+    figures; skips :data:`_SKIP` elements, the first-screen box, the emulation badges (labels)
+    and the body of a closed ``<details>``. A host tab set counts once: only its first tab is
+    read."""
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.words = 0
+        self.technical = 0
         self.tables = 0
         self.figures = 0
         self.stack: list[_Frame] = []
@@ -64,6 +78,9 @@ class _Prose(HTMLParser):
             if owner is not None:
                 owner.tabs += 1
                 hidden = hidden or owner.tabs > 1
+        parent = self.stack[-1] if self.stack else None
+        if parent is not None and parent.tag == "details" and parent.tabs == -1 and tag != "summary":
+            hidden = True   # the body of a closed fold: only its summary shows
         if not hidden:
             if tag == "table":
                 self.tables += 1
@@ -73,9 +90,10 @@ class _Prose(HTMLParser):
         if tag in _VOID:
             return
         skip = (tag in _SKIP or "pc-lesson-start" in classes or "tabbed-labels" in classes or "pc-emulated" in classes
-                or hidden
-                or (bool(self.stack) and self.stack[-1].skip))
-        self.stack.append(_Frame(tag, skip, hidden, 0 if tag == "div" and "tabbed-content" in classes else None))
+                or hidden or (parent is not None and parent.skip))
+        technical = tag in _TECHNICAL or (parent is not None and parent.technical)
+        tabs = 0 if tag == "div" and "tabbed-content" in classes else -1 if tag == "details" and "open" not in a else None
+        self.stack.append(_Frame(tag, skip, technical, hidden, tabs))
 
     def handle_endtag(self, tag):
         if not any(f.tag == tag for f in self.stack):
@@ -84,8 +102,14 @@ class _Prose(HTMLParser):
             pass
 
     def handle_data(self, data):
-        if not (self.stack and self.stack[-1].skip):
-            self.words += len(_WORD.findall(data))
+        top = self.stack[-1] if self.stack else None
+        if top is not None and top.skip:
+            return
+        n = len(_WORD.findall(data))
+        if top is not None and top.technical:
+            self.technical += n
+        else:
+            self.words += n
 
 
 def _article(page_html: str) -> str:
@@ -95,13 +119,16 @@ def _article(page_html: str) -> str:
 
 
 def measure(page_html: str) -> dict:
-    """``{"words", "tables", "figures", "minutes"}`` of a built page (or an article fragment):
-    prose words, ``<table>`` elements in the HTML (a host tab set that fetches its other tabs on
-    demand counts once), figures (charts, flame graphs, recordings: every host's), and the core reading time in minutes (rounded up)."""
+    """``{"words", "technical", "tables", "figures", "minutes"}`` of a built page (or an article
+    fragment): prose words, words of tables and code, ``<table>`` elements (a host tab set
+    counts once), figures (charts, flame graphs, recordings) and the reading time in minutes
+    (rounded up; module docstring)."""
     p = _Prose()
     p.feed(_article(page_html))
-    minutes = p.words / WORDS_PER_MINUTE + MINUTES_PER_FIGURE * p.figures
-    return {"words": p.words, "tables": p.tables, "figures": p.figures, "minutes": int(-(-minutes // 1))}
+    minutes = (p.words / WORDS_PER_MINUTE + p.technical / TECHNICAL_WORDS_PER_MINUTE
+               + MINUTES_PER_FIGURE * p.figures)
+    return {"words": p.words, "technical": p.technical, "tables": p.tables, "figures": p.figures,
+            "minutes": int(-(-minutes // 1))}
 
 
 def fill(page_html: str) -> str:
