@@ -9,7 +9,7 @@ import re
 
 from .. import claims as claims_mod
 from .. import commands, render
-from . import hosts, templates
+from . import differ, hosts, templates
 from .hosts import EMULATED_BADGE, MacroError
 from .numbers import number as _num, times as _times
 from .original import load_original
@@ -181,7 +181,9 @@ def verdicts(lab: str) -> str:
     """Markdown: the original's conclusions and how each fares on every host: one row per
     ``[[conclusion]]`` of ``labs/<lab>/original.toml`` (in its order) and per claim testing it
     (role ``conclusion``), one column per host with the verdict and its effect and interval
-    (:func:`_verdict_cell`), evaluated at build time from today's claims.toml (a
+    (:func:`_verdict_cell`; where a host's verdict differs from the reference host's, the first
+    committed one, the cell names the host provenance that differs: :mod:`labkit.macros.differ`),
+    evaluated at build time from today's claims.toml (a
     :func:`labkit.macros.tables.stacked_table`); then the conclusions no host of ours can
     test, each with its reason. Instrument checks and our own claims are not in this table
     (:func:`claims` lists every claim).
@@ -208,7 +210,14 @@ def verdicts(lab: str) -> str:
                               f"{html.escape(con.get('untestable', 'no claim yet'), quote=False)}*")
             continue
         for k, c in enumerate(tested):
-            cells = [_verdict_cell(c, claims_mod.evaluate_cached(c, r)) for _, r in pairs]
+            vs = [claims_mod.evaluate_cached(c, r) for _, r in pairs]
+            cells = [_verdict_cell(c, v) for v in vs]
+            ref = next((i for i, (h, _) in enumerate(pairs) if not h.local), None)
+            for i, ((h, r), v) in enumerate(zip(pairs, vs)):
+                note = None if ref is None or i == ref else differ.differs_note(
+                    v["verdict"], vs[ref]["verdict"], pairs[ref][1]["host"], r["host"], pairs[ref][0].label)
+                if note:
+                    cells[i] += f' <span class="pc-differs">↯ {render.esc(note)}</span>'
             rows.append([html.escape(con["text"], quote=False) if k == 0 else "″",
                          html.escape(c["statement"], quote=False)] + cells)
     out = stacked_table(header, rows)
