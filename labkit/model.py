@@ -54,11 +54,14 @@ def schema() -> dict:
     return json.loads(resources.files("labkit").joinpath("schema.json").read_text())
 
 
-def validate(result: dict, source: str = "<result>") -> None:
+def validate(result: dict, source: str = "<result>", new: bool = False) -> None:
     """Validate ``result`` against the schema and the model's own invariants.
 
     Invariants beyond the schema: ``median``/``min``/``max``/``n`` agree with
-    ``samples``; every measurement's ``(metric, case)`` is unique.
+    ``samples``; every measurement's ``(metric, case)`` is unique; a host whose
+    ``audit_context`` says "never enabled" is not one the probe found audit enabled on.
+    ``new``: a result being recorded now (``labkit record``), which must also say how its
+    run stood with audit (``host.audit_context``; results recorded before it existed lack it).
 
     Raises:
         ResultError: naming ``source`` and the first violated rule.
@@ -69,6 +72,11 @@ def validate(result: dict, source: str = "<result>") -> None:
         err = errors[0]
         where = "/".join(str(p) for p in err.absolute_path) or "(top)"
         raise ResultError(f"{source}: {where}: {err.message}")
+    host = result["host"]
+    if new and "audit_context" not in host:
+        raise ResultError(f"{source}: host: a new result must record audit_context (labkit/auditctx.py)")
+    if host.get("audit_context") == "never enabled" and host.get("audit_ever_enabled") is True:
+        raise ResultError(f"{source}: host: audit_context 'never enabled' but audit_ever_enabled is true")
     seen = set()
     for i, m in enumerate(result["measurements"]):
         expect = summarize(m["samples"])

@@ -196,7 +196,7 @@ def assemble(lab: str, lab_dir: Path, run_dir: Path, *, start: float, quick: boo
     if claims_file.exists():
         from . import claims as claims_mod  # SciPy: only when a result is assembled
         result["claims"] = claims_mod.evaluate(claims_mod.load(claims_file), result)
-    model.validate(result, f"{lab} result")
+    model.validate(result, f"{lab} result", new=True)
     return result
 
 

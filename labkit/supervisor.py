@@ -743,6 +743,8 @@ class Supervisor:
                     for k, v in host.items() if isinstance(v, dict) and v.get("available") is False}
         except (OSError, ValueError):
             pass
+        self.keep_audit_clean(run_dir / "host.json")
+        self.check_stop()
         selected = lab.selected()
         eta = self.eta()
         env = self.child_env(
@@ -785,6 +787,19 @@ class Supervisor:
         self.out.say(f"result: {self.out_dir}/{lab.name}.json ({skipped} skipped, {failed} failed steps)")
         self.out.say(f"reload the chapter to see it beside ours, or: {PY} -m labkit show {lab.name}")
         self.finish(1 if rc == BODY_FAILED else 0)
+
+    def keep_audit_clean(self, host_json: Path) -> None:
+        """Before the lab's first step: keep audit contexts off the run's processes where the
+        boot has had audit enabled (:func:`labkit.auditctx.suppress`: the task,never rule's
+        removal journalled, then the rule added), and write the outcome into the probed host as
+        ``audit_context``. A host file that cannot be read is left to ``labkit record``."""
+        from . import auditctx
+        try:
+            host = json.loads(host_json.read_text())
+        except (OSError, ValueError):
+            return
+        host["audit_context"] = auditctx.suppress(host, os.getpid(), self.journal.defer, self.out.say)
+        host_json.write_text(json.dumps(host, indent=2) + "\n")
 
     def _start_text(self) -> str:
         us = self.out.start_us

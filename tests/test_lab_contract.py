@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -396,6 +397,76 @@ def test_recover_with_nothing_to_do(tmp_path, host):
     proc = subprocess.run(lab_command(FAKE, "--recover", "--out", str(tmp_path / "out")), capture_output=True,
                           text=True, env=dict(os.environ, **fake_env(tmp_path, host)), timeout=60)
     assert proc.returncode == 0 and "nothing to recover" in proc.stderr
+
+
+# ---- audit contexts (labkit/auditctx.py) ------------------------------------------------------
+
+def audit_rules_now() -> list[str]:
+    out = subprocess.run(["auditctl", "-l"], capture_output=True, text=True, timeout=20).stdout
+    return [ln for ln in out.splitlines() if ln.strip() and not ln.startswith("No rules")]
+
+
+def unknown_audit_env(tmp_path: Path) -> dict:
+    """PATH led by a bpftrace that fails: the probe cannot tell whether audit was ever enabled on
+    this boot (None), so a root run with auditctl adds its task,never rule whatever the boot has
+    seen, without this test enabling audit (which no boot can take back)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "bpftrace").write_text("#!/bin/sh\necho 'bpftrace: a stand-in that fails (test)' >&2\nexit 1\n")
+    (bin_dir / "bpftrace").chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_a_result_records_how_the_run_stood_with_audit(tmp_path, host):
+    """Every new result says how its run stood with audit (host.audit_context), in agreement
+    with the probe and with what the run could do here."""
+    proc = fake(tmp_path, host, "--only", "work")
+    assert proc.returncode == 0, proc.stderr
+    h = json.loads((tmp_path / "out" / "fakelab.json").read_text())["host"]
+    ctx = h["audit_context"]
+    if h["audit_ever_enabled"] is False:
+        assert ctx == "never enabled"
+    elif not is_root():
+        assert ctx == "present: not root"
+    elif shutil.which("auditctl") is None:
+        assert ctx == "present: auditctl not installed"
+    else:
+        assert ctx == "suppressed with task,never" or ctx.startswith("present: "), ctx
+    assert_host_as_before(tmp_path, host)
+
+
+@pytest.mark.skipif(not is_root() or shutil.which("auditctl") is None, reason="audit rules need root and auditctl")
+def test_a_killed_run_leaves_its_task_never_rule_and_recover_removes_it(tmp_path, host):
+    """The run adds '-a never,task -F pid!=<its PID>' before its first step (journalled first);
+    SIGKILL after that leaves the rule loaded, a new run is refused, and --recover deletes
+    exactly that rule: the rules are as before. A normal end removes it too."""
+    before = audit_rules_now()
+    if "-a never,task" in before or any(not r.startswith("-a never,task") for r in before):
+        pytest.skip(f"this host's own audit rules decide its audit context: {before}")
+    env = dict(os.environ, **fake_env(tmp_path, host, FAKELAB_SLEEP=20), **unknown_audit_env(tmp_path))
+    args = ["--host", "fake", "--out", str(tmp_path / "out"), "--scratch", str(tmp_path / "scratch")]
+    got = signal_at(lab_command(FAKE, "--only", "work", *args), progress_boundary("work", 1), signal.SIGKILL, env=env)
+    assert got.rc == -signal.SIGKILL
+    rule = f"-a never,task -F pid!={got.pid}"
+    assert any(f"audit: added '{rule}'" in ln for ln in got.lines), "".join(got.lines[-20:])
+    assert rule in audit_rules_now()
+    journal = (tmp_path / "out" / ".fakelab.journal").read_text()
+    assert f"delete the audit rule '{rule}'" in journal and "labkit.auditctx remove" in journal
+    refused = subprocess.run(lab_command(FAKE, *args), capture_output=True, text=True, env=env, timeout=60)
+    assert refused.returncode == 2 and "--recover" in refused.stderr, refused.stderr
+    rec = subprocess.run(lab_command(FAKE, "--recover", *args[2:]), capture_output=True, text=True, env=env, timeout=60)
+    assert rec.returncode == 0, rec.stderr
+    assert f"cleanup: delete the audit rule '{rule}'" in rec.stderr
+    assert rule not in audit_rules_now()
+    assert_host_as_before(tmp_path, host)
+    # and a run that ends by itself removes its own
+    done = subprocess.run(lab_command(FAKE, "--only", "work", *args), capture_output=True, text=True,
+                          env=dict(env, FAKELAB_SLEEP="0.1"), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "out" / "fakelab.json").read_text())["host"]["audit_context"] == \
+        "suppressed with task,never"
+    added = re.search(r"audit: added '([^']+)'", done.stderr)
+    assert added and added.group(1) not in audit_rules_now(), done.stderr
 
 
 @pytest.mark.skipif(not is_root(), reason="mounting a small tmpfs needs root")

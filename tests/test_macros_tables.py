@@ -41,7 +41,9 @@ def test_host_rows_every_field():
         ["virtualization", "kvm"], ["memory", "3.5 GiB"], ["scratch filesystem", "ext4"],
         ["perf_event_paranoid", "2"], ["PMU counters", "no (&lt;not supported&gt;)"], ["tracefs", "yes (mounted)"],
         ["loop devices", "yes (ok)"], ["network namespaces", "no (no ip)"], ["root", "yes"],
-        ["audit enabled on this boot before the run", "yes"]]
+        ["audit enabled on this boot before the run", "yes"],
+        ["audit contexts of the run's processes",
+         "present (audit had been enabled on this boot and the run did not suppress the contexts)"]]
 
 
 def test_host_rows_fallbacks_and_emulation():

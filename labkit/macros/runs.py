@@ -43,7 +43,22 @@ def _host_rows(h: dict) -> list[list[str]]:
                      f"CPU {emu.get('guest_cpu') or '?'} on {emu['host_arch']} ({emu.get('host_cpu') or '?'})"])
     if h.get("audit_ever_enabled") is not None:
         rows.append(["audit enabled on this boot before the run", "yes" if h["audit_ever_enabled"] else "no"])
+    if h.get("audit_context") or audit_note(h):
+        rows.append(["audit contexts of the run's processes", h.get("audit_context") or audit_note(h)])
     return [[k, render.esc(v)] for k, v in rows]
+
+
+def audit_note(h: dict) -> str:
+    """Why a host's measurements were made by processes carrying kernel audit contexts (audit
+    work on every system call, labkit/auditctx.py), or "" when they were not or it is not
+    known: ``audit_context`` "present: REASON"; a result from before ``audit_context`` existed
+    whose probe found audit enabled on the boot (nothing suppressed the contexts then)."""
+    ctx = h.get("audit_context")
+    if ctx:
+        return f"present ({ctx.removeprefix('present: ')})" if ctx.startswith("present: ") else ""
+    if h.get("audit_ever_enabled") is True:
+        return "present (audit had been enabled on this boot and the run did not suppress the contexts)"
+    return ""
 
 
 def provenance(lab: str) -> str:
@@ -58,6 +73,10 @@ def provenance(lab: str) -> str:
         run = r["run"]
         state, why = stale.staleness(r, hosts.ROOT)
         warn = render.admonition("warning", "Stale result", why) + "\n" if state == "stale" else ""
+        if audit_note(r["host"]):
+            warn += render.admonition("warning", "Measured with audit contexts",
+                                      render.esc(f"This run's processes carried kernel audit contexts (or may have) and "
+                                                 f"then pay audit work on every system call: {audit_note(r['host'])}.")) + "\n"
         rows = _host_rows(r["host"]) + [
             ["freshness", f"{state}: {why}"],
             ["run started", run["start"]], ["duration", f"{run['duration_s']:.0f} s"],
