@@ -4,15 +4,18 @@ chart figures the macros drew next to their pages, keep measured data out of the
 fetch a data page's other hosts' tabs and large closed blocks when shown, leave the terminal
 player's files to the pages with a recording (labkit/theme/main.html), and
 under ``mkdocs serve`` rebuild when a lab writes a result (``local-results/`` and
-``$PERF_CASEBOOK_RESULTS`` are watched too).
+``$PERF_CASEBOOK_RESULTS`` are watched too) and build with labkit's current code after an edit
+(:func:`fresh_labkit`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
@@ -30,13 +33,54 @@ _PLAYER = re.compile(r"```asciinema-player\n(.*?)\n```", re.S)
 _PLAYER_FILES = {"css": ("css/terminal-player.css", "css/asciinema-player.css"), "js": ("js/asciinema-player.min.js",)}
 
 
+_LABKIT = Path(__file__).resolve().parent
+_LOADED: tuple | None = None
+"""The fingerprint (:func:`_fingerprint`) of labkit's sources when its modules were imported."""
+
+
+def _fingerprint() -> tuple:
+    """(path, mtime in ns, size) of every Python file of labkit, sorted."""
+    out = []
+    for p in sorted(_LABKIT.rglob("*.py")):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        out.append((str(p), st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
+def fresh_labkit() -> bool:
+    """Make the coming build use labkit's code as it is on disk. ``mkdocs serve`` rebuilds in one
+    long-lived process, where mkdocs-macros imports ``labkit.macros`` once and this hook module
+    is loaded once: after an edit of any labkit source, every ``labkit.*`` module is dropped from
+    ``sys.modules`` (with the in-memory caches they hold) and this module's own references are
+    imported again, so that the rebuild runs the edited code. True when it reloaded."""
+    global _LOADED, charts, evidence, lesson, render, results, beside, page_dir
+    now = _fingerprint()
+    changed = _LOADED is not None and now != _LOADED
+    _LOADED = now
+    if not changed:
+        return False
+    for name in [n for n in sys.modules if n == "labkit" or n.startswith("labkit.")]:
+        del sys.modules[name]
+    charts, evidence, lesson, render, results = (importlib.import_module(f"labkit.{m}") for m in
+                                                 ("charts", "evidence", "lesson", "render", "results"))
+    beside = importlib.import_module("labkit.macros.beside")
+    page_dir = importlib.import_module("labkit.macros.hosts").page_dir
+    return True
+
+
+@event_priority(100)  # before mkdocs-macros imports labkit.macros (fresh_labkit)
 def on_config(config):
-    """Fill the nav's "Cases" section from the labs' manifests (``labs/<lab>/lab.toml``: title,
-    order), one chapter ``cases/<lab>.md`` each, so that a new lab needs no edit of mkdocs.yml.
+    """Build with labkit's current code (:func:`fresh_labkit`), then fill the nav's "Cases"
+    section from the labs' manifests (``labs/<lab>/lab.toml``: title, order), one chapter
+    ``cases/<lab>.md`` each, so that a new lab needs no edit of mkdocs.yml.
 
     Raises:
         PluginError: mkdocs.yml's nav has no "Cases" section, or a manifest is malformed.
     """
+    fresh_labkit()
     from labkit import manifest
     try:
         labs = manifest.labs(results.ROOT)

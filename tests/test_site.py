@@ -269,7 +269,7 @@ def test_a_cold_build_gives_the_site_of_a_warm_one(tmp_path):
 def test_serve_draws_charts_beside_each_build_and_leaves_no_process(tmp_path):
     """``mkdocs serve`` (what ``make serve`` runs) builds in one long-lived process: its first
     build, from an empty cache, fills in every chart drawn by the workers, a rebuild after an
-    edit does too, and stopping the server leaves none of its processes (the fork server, the
+    edit does too and runs an edited macro's new code, and stopping the server leaves none of its processes (the fork server, the
     workers) behind."""
     import os
     import signal
@@ -309,12 +309,15 @@ def test_serve_draws_charts_beside_each_build_and_leaves_no_process(tmp_path):
             assert r.read().lstrip().startswith(b"<?xml")
         shutil.rmtree(tmp_path / "cache")                  # the rebuild draws every chart again
         (repo / "docs" / "method.md").write_text((repo / "docs" / "method.md").read_text() + "\nEdited.\n")
+        macro = repo / "labkit" / "evidence.py"     # and a macro: the rebuild runs the edited code
+        assert "### Group `" in macro.read_text() and "Group EDITED" not in html
+        macro.write_text(macro.read_text().replace("### Group `", "### Group EDITED `"))
         end = time.time() + 120
         while builds() < 2 and time.time() < end:
             time.sleep(0.5)
         assert builds() >= 2, (tmp_path / "serve.log").read_text()[-3000:]
         again = page()
-        assert "@@pcb-draw" not in again
+        assert "@@pcb-draw" not in again and "Group EDITED" in again
         assert re.findall(r'src="(fig-[0-9a-f]+\.svg)"', again) == re.findall(r'src="(fig-[0-9a-f]+\.svg)"', html)
     finally:
         os.killpg(proc.pid, signal.SIGINT)                 # Ctrl-C in the terminal of `make serve`
