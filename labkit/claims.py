@@ -116,7 +116,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import tomlschema
+from . import model, tomlschema
+from .model import Result, Verdict
 
 VERDICTS = ("holds", "fails", "inconclusive", "untested", "not applicable")
 MIN_SAMPLES = 3
@@ -195,17 +196,14 @@ def _tcg(emu: dict | None) -> bool:
     return bool(emu and emu.get("accelerator") == "tcg")
 
 
-def emulated(result: dict, measurements: list[dict] | None = None) -> bool:
+def emulated(result: Result, measurements: list[dict] | None = None) -> bool:
     """True if the measuring machine has an emulated CPU: the result's host
     (``host.emulation.accelerator == "tcg"``), or any of ``measurements`` made inside a TCG guest
     (its own ``emulation``), whatever the host that booted the guest."""
     return _tcg(result["host"].get("emulation")) or any(_tcg(m.get("emulation")) for m in measurements or [])
 
 
-def select(result: dict, metric: str, where: dict) -> list[dict]:
-    """Measurements of ``metric`` whose case contains every key/value of ``where``."""
-    return [m for m in result["measurements"]
-            if m["metric"] == metric and all(m["case"].get(k) == v for k, v in where.items())]
+select = model.select   # the one selector of measurements (labkit/model.py)
 
 
 def _fmt(x: float) -> str:
@@ -244,7 +242,7 @@ class Side:
                 f"(min {_fmt(self.min)}, max {_fmt(self.max)}, n={self.n}{pooled})")
 
 
-def side(result: dict, metric: str, where: dict, statistic: str = "median") -> tuple[Side | None, str]:
+def side(result: Result, metric: str, where: dict, statistic: str = "median") -> tuple[Side | None, str]:
     """(Side, "") for the measurements of ``metric`` matching ``where``, or (None, reason).
 
     Raises:
@@ -487,7 +485,7 @@ def side_flags(label: str, s: Side) -> list[str]:
 
 
 def _verdict(claim: dict, verdict: str, evidence: str, *, reason: str | None = None, effect: dict | None = None,
-             flags: list[str] | None = None, emulated_machine: bool = False) -> dict:
+             flags: list[str] | None = None, emulated_machine: bool = False) -> Verdict:
     v = {"id": claim["id"], "verdict": verdict, "evidence": evidence}
     if "role" in claim:
         v["role"] = claim["role"]
@@ -523,7 +521,7 @@ def _decide(lo: float, hi: float, ok_all, bad_all) -> str:
     return "inconclusive"
 
 
-def evaluate_one(claim: dict, result: dict) -> dict:
+def evaluate_one(claim: dict, result: Result) -> Verdict:
     """Evaluate one claim on one result (rules in the module docstring).
 
     Returns ``{"id", "verdict", "evidence", "role"?, "reason"?, "effect"?, "flags"?,
@@ -540,7 +538,7 @@ def evaluate_one(claim: dict, result: dict) -> dict:
     return _increasing(claim, result)
 
 
-def _host_gate(claim: dict, result: dict) -> dict | None:
+def _host_gate(claim: dict, result: Result) -> Verdict | None:
     """The not-applicable verdict when the result's host lacks what ``claim["requires"]``
     names (keys of the host provenance, :mod:`labkit.probe`), else None."""
     host = result.get("host") or {}
@@ -553,7 +551,7 @@ def _host_gate(claim: dict, result: dict) -> dict | None:
     return _verdict(claim, "not applicable", why, reason=why)
 
 
-def _emulation_gate(claim: dict, result: dict, ms: list[dict]) -> tuple[bool, dict | None]:
+def _emulation_gate(claim: dict, result: Result, ms: list[dict]) -> tuple[bool, Verdict | None]:
     """(measured on an emulated CPU?, the not-applicable verdict or None)."""
     emu = emulated(result, ms)
     if emu and is_timing(claim) and not claim.get("emulated_ok"):
@@ -561,7 +559,7 @@ def _emulation_gate(claim: dict, result: dict, ms: list[dict]) -> tuple[bool, di
     return emu, None
 
 
-def _step(claim: dict, result: dict) -> dict:
+def _step(claim: dict, result: Result) -> Verdict:
     emu, na = _emulation_gate(claim, result, [])
     if na:
         return na
@@ -582,7 +580,7 @@ def _step(claim: dict, result: dict) -> dict:
     return _verdict(claim, "fails", f"step {claim['step']}: {step['reason']}", emulated_machine=emu)
 
 
-def _pair(claim: dict, result: dict) -> dict:
+def _pair(claim: dict, result: Result) -> Verdict:
     stat = claim.get("statistic", "median")
     emu, na = _emulation_gate(claim, result, select(result, claim["metric"], claim["a"])
                               + select(result, claim["metric"], claim["b"]))
@@ -626,7 +624,7 @@ def _pair(claim: dict, result: dict) -> dict:
     return _verdict(claim, verdict, evidence, reason=reason, effect=effect, flags=flags, emulated_machine=emu)
 
 
-def _increasing(claim: dict, result: dict) -> dict:
+def _increasing(claim: dict, result: Result) -> Verdict:
     metric, over, stat = claim["metric"], claim["over"], claim.get("statistic", "median")
     ms = [m for m in select(result, metric, claim["where"])
           if isinstance(m["case"].get(over), (int, float)) and not isinstance(m["case"].get(over), bool)]
@@ -681,7 +679,7 @@ _DIGESTS: "OrderedDict[int, tuple[dict, str]]" = OrderedDict()  # id(result) -> 
 _DIGESTS_KEPT = 64   # results remembered: a site build holds a dozen; a serve session rebuilds often
 
 
-def _result_digest(result: dict) -> str:
+def _result_digest(result: Result) -> str:
     """sha256 of a result's canonical JSON, computed once per result object (the last
     :data:`_DIGESTS_KEPT` objects are remembered, each kept alive so that its id stays its own)."""
     hit = _DIGESTS.get(id(result))
@@ -706,7 +704,7 @@ def _engine_digest() -> str:
     return hashlib.sha256(Path(__file__).read_bytes() + scipy_version.encode()).hexdigest()
 
 
-def evaluate_cached(claim: dict, result: dict) -> dict:
+def evaluate_cached(claim: dict, result: Result) -> Verdict:
     """:func:`evaluate_one`, remembered on disk (``.cache/verdicts``, :func:`labkit.model.cache_dir`)
     under the hash of the claim, the result and the engine (:func:`_engine_digest`), so that a
     site build does not evaluate the same claim again. Used by the pages; the lab's own record
@@ -733,6 +731,6 @@ def evaluate_cached(claim: dict, result: dict) -> dict:
     return verdict
 
 
-def evaluate(claims: list[dict], result: dict) -> list[dict]:
+def evaluate(claims: list[dict], result: Result) -> list[Verdict]:
     """Evaluate every claim on ``result`` (a result dict); order kept."""
     return [evaluate_one(c, result) for c in claims]

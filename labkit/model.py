@@ -21,7 +21,7 @@ import tempfile
 from functools import lru_cache
 from importlib import metadata, resources
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, TypedDict
 
 import jsonschema
 
@@ -30,6 +30,94 @@ SCHEMA_VERSION = 1
 ROOT = Path(__file__).resolve().parent.parent
 
 CACHE_ENV = "PCB_BUILD_CACHE"
+
+
+class Measurement(TypedDict, total=False):
+    """One measurement of a result (``measurements[]`` in labkit/schema.json): ``metric``,
+    ``unit``, ``case`` (key → str, int, float or bool), ``samples`` (in run order), their
+    ``median``/``min``/``max``/``n``; optional ``step`` (the step that made it) and
+    ``emulation`` (the TCG guest it was measured in)."""
+    metric: str
+    unit: str
+    case: dict[str, Any]
+    samples: list[float]
+    median: float
+    min: float
+    max: float
+    n: int
+    step: str
+    emulation: dict | None
+
+
+class Step(TypedDict, total=False):
+    """One step of a run (``steps[]``): ``name``, ``group``, ``status`` (ok, failed, skipped),
+    ``reason``, ``seconds``, ``command``; optional ``exit_code``, ``expect``, ``stdout_bytes``,
+    ``case``."""
+    name: str
+    group: str
+    status: str
+    reason: str
+    seconds: float
+    command: str
+    exit_code: int | None
+    expect: str
+    stdout_bytes: int | None
+    case: dict[str, Any]
+
+
+class Effect(TypedDict):
+    """The ratio a verdict was decided on (labkit/claims.py): ``statistic`` (its name),
+    ``estimate``, ``low``/``high`` (the interval; None where it does not exist or is open),
+    ``level`` (0.95), ``factor`` and ``needs`` (the claim's threshold, in words), ``n_a``/``n_b``
+    (samples a side) and ``method`` (how the interval was computed)."""
+    statistic: str
+    estimate: float | None
+    low: float | None
+    high: float | None
+    level: float
+    factor: float
+    needs: str
+    n_a: int
+    n_b: int
+    method: str
+
+
+class Verdict(TypedDict, total=False):
+    """A claim's verdict (:func:`labkit.claims.evaluate_one`): ``id``, ``verdict`` (holds,
+    fails, inconclusive, untested, not applicable), ``evidence``; optional ``role``, ``reason``
+    (every verdict but holds/fails), ``effect``, ``flags``, ``emulated``."""
+    id: str
+    verdict: str
+    evidence: str
+    role: str
+    reason: str
+    effect: Effect
+    flags: list[str]
+    emulated: bool
+
+
+class Result(TypedDict, total=False):
+    """A result file (labkit/schema.json): ``schema_version``, ``lab``, ``host`` (provenance,
+    :func:`labkit.probe.probe`), ``tools``, ``run``, ``steps``, ``measurements``, ``artifacts``
+    and ``claims`` (the verdicts as evaluated when the run was recorded; pages evaluate again
+    with today's claims.toml)."""
+    schema_version: int
+    lab: str
+    host: dict[str, Any]
+    tools: dict[str, str]
+    run: dict[str, Any]
+    steps: list[Step]
+    measurements: list[Measurement]
+    artifacts: list[dict[str, Any]]
+    claims: list[Verdict]
+
+
+def select(result: Result, metric: str, where: dict | None = None) -> list[Measurement]:
+    """Measurements of ``metric`` whose case contains every key/value of ``where`` (all of
+    them when ``where`` is empty or None), in the order the result lists them."""
+    where = where or {}
+    return [m for m in result["measurements"]
+            if m["metric"] == metric and all(m["case"].get(k) == v for k, v in where.items())]
 
 
 def cache_dir(kind: str) -> Path | None:

@@ -7,6 +7,8 @@ import html
 import math
 import re
 
+from . import model
+
 # Material icons (inline SVG via pymdownx.emoji): no emoji font needed in the browser.
 VERDICT_MARK = {
     "holds": ":material-check-circle:{ .pc-holds } holds",
@@ -93,11 +95,7 @@ def case_keys(measurements: list[dict], where: dict | None = None, columns: list
     return keys
 
 
-def select(result: dict, metric: str, where: dict | None = None) -> list[dict]:
-    """Measurements of ``metric`` whose case contains ``where``; in the order recorded."""
-    where = where or {}
-    return [m for m in result["measurements"]
-            if m["metric"] == metric and all(m["case"].get(k) == v for k, v in where.items())]
+select = model.select   # the one selector of measurements (labkit/model.py)
 
 
 BYTE_UNITS = ("bytes", "B")
