@@ -165,10 +165,12 @@ ci-labs: setup
 # time (Lighthouse), one at a time, since two at once would measure each other.
 FAST := not lab and not guest and not slow and not timing
 XDIST := -n auto --dist loadfile
-test: setup
+# `make test` needs only the venv (tests whose tools are missing skip, with the reason);
+# `make test-all` installs everything first (`make setup`), then runs the fast tier and the rest.
+test: venv
 	$(PY) -m pytest -m "$(FAST)" $(XDIST) --durations=15
 
-test-all: test
+test-all: setup test
 	$(PY) -m pytest -m "not ($(FAST)) and not lab and not guest and not timing" -n auto --dist loadgroup --durations=20
 	$(PY) -m pytest -m "not ($(FAST)) and (lab or guest or timing)" --durations=40
 
