@@ -82,7 +82,7 @@ def value(key: str, text: str, types: dict[str, str]) -> str | int | float | boo
     if kind is None:
         raise CaseError(f"case key {key!r} is not declared in the lab's lab.toml [case] table")
     if not TYPES[kind].fullmatch(text):
-        raise CaseError(f"case {key}={text}: not a {kind}")
+        raise CaseError(f"case {key}={text}: not of type {kind}")
     if kind == "int":
         return int(text)
     if kind == "float":

@@ -44,10 +44,12 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import journal as journals
+from . import steps as step_records
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -55,8 +57,10 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 EXIT_FOR = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129, signal.SIGQUIT: 131}
 # The body's own exit statuses: 0 every step did what it should, 1 a step failed (the result is
 # still recorded), 100 it stopped and said why (disk full, a journal it cannot write, an
-# internal error). Anything else is bash failing by itself.
-BODY_OK, BODY_FAILED, BODY_STOPPED = 0, 1, 100
+# internal error), 101 the lab's code called the step language wrongly and said so in one line
+# (labs/lib/case.sh: an unknown option, a malformed or undeclared --case; the run exits 2).
+# Anything else is bash failing by itself.
+BODY_OK, BODY_FAILED, BODY_STOPPED, BODY_USAGE = 0, 1, 100, 101
 
 
 class Usage(Exception):
@@ -112,7 +116,8 @@ def usage_text(lab: Lab) -> str:
 
 {lab.title}
 
-  --quick         short run (under 2 minutes on 2 cores): fewer cases, the same repetitions
+  --quick         short run: fewer cases and repetitions (at least 3 of each step a claim
+                  reads, against 5 or more in a full run){_budgets(lab)}
   --out DIR       host results directory (default: local-results/<host label>);
                   writes DIR/{lab.name}.json and DIR/{lab.name}/ (raw outputs, artifacts)
   --scratch DIR   parent of the scratch directory (default: ${{TMPDIR:-/tmp}}); the lab
@@ -139,6 +144,17 @@ SIGHUP and a closed output; after a kill -9, run this script with --recover.
 Exit status: 0 done, 1 a step failed, 2 bad usage or refused to start, 3 a host change
 could not be undone, 4 the shell failed (everything undone), 128+N stopped by signal N.
 """
+
+
+def _budgets(lab: Lab) -> str:
+    """The lab's wall-time budgets on 2 cores (lab.toml ``quick_budget_s``, ``full_budget_s``) as a
+    line of the ``--help`` text, or nothing when its manifest does not say."""
+    try:
+        m = tomllib.loads((lab.script.parent / "lab.toml").read_text())
+        return (f"\n                  budgets on 2 cores: quick {m['quick_budget_s']:g} s, "
+                f"full {m['full_budget_s']:g} s (labs/{lab.name}/lab.toml)")
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
 
 
 def _kernel_fs(path: str) -> bool:
@@ -334,11 +350,14 @@ def stop_run(tag: str, out: "Output", which: str) -> bool:
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
+# prctl(2) options, from <linux/prctl.h>.
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def _die_with_parent() -> None:
     """In a child before exec: SIGKILL when the supervisor dies (prctl PR_SET_PDEATHSIG)."""
-    _libc.prctl(1, signal.SIGKILL, 0, 0, 0)
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     for s in STOP_SIGNALS + (signal.SIGPIPE,):
         signal.signal(s, signal.SIG_DFL)
 
@@ -720,6 +739,10 @@ class Supervisor:
     def run(self) -> None:
         """A run on this host: begin, probe, the body, record, undo; exits (see the module)."""
         lab = self.lab
+        try:
+            case_types = step_records.declared(lab.script.parent)
+        except (step_records.CaseError, ValueError) as exc:
+            raise Usage(str(exc), refuse=True) from None
         self.default_out()
         self.begin()
         run_dir = self.out_dir / f".{lab.name}.partial"
@@ -736,11 +759,13 @@ class Supervisor:
         if rc != 0:
             self.out.say(f"labkit probe failed (exit {rc})")
             self.finish(1)
+        from .probe import CAPABILITIES
         caps = {}
         try:
             host = json.loads((run_dir / "host.json").read_text())
-            caps = {f"PCB_CAP_{k.split('_')[0].upper()}": v.get("reason") or "unavailable"
-                    for k, v in host.items() if isinstance(v, dict) and v.get("available") is False}
+            caps = {f"PCB_CAP_{name.upper()}": host[key].get("reason") or "unavailable"
+                    for key, name in CAPABILITIES.items()
+                    if isinstance(host.get(key), dict) and host[key].get("available") is False}
         except (OSError, ValueError):
             pass
         self.keep_audit_clean(run_dir / "host.json")
@@ -752,7 +777,8 @@ class Supervisor:
             PCB_LAB_RUN_DIR=str(run_dir), PCB_LAB_SCRATCH=str(self.scratch), PCB_LAB_HOST=lab.host,
             PCB_LAB_JOURNAL=str(self.journal.path), PCB_LAB_JOURNAL_COPY=str(self.journal.copy),
             PCB_LAB_SEQ=str(self.journal.seq), PCB_LAB_START_US=str(self.out.start_us),
-            PCB_LAB_SELECTED=" ".join(g for g, _, _ in selected), PCB_LAB_ETA=eta, **caps)
+            PCB_LAB_SELECTED=" ".join(g for g, _, _ in selected), PCB_LAB_ETA=eta,
+            PCB_LAB_CASE=step_records.env_words(case_types), PCB_LAB_CAPS=" ".join(CAPABILITIES.values()), **caps)
         rc = self.relay(["bash", str(lab.script), *lab.argv], env)
         self.check_stop()
         if rc < 0:
@@ -760,6 +786,8 @@ class Supervisor:
             self.finish(self.stopped_code())
         if rc == BODY_STOPPED:
             self.finish(1)
+        if rc == BODY_USAGE:
+            self.finish(2)
         if rc not in (BODY_OK, BODY_FAILED):
             self.out.say(f"stopped: the shell failed (bash exit {rc}, its message above): undoing host changes")
             self.finish(4)
@@ -781,9 +809,8 @@ class Supervisor:
                     os.chown(p, uid, gid, follow_symlinks=False)
                 except OSError:
                     pass
-        steps = (self.out_dir / lab.name / "steps.tsv").read_text().splitlines()
-        skipped = sum("\tskipped\t" in s for s in steps)
-        failed = sum("\tfailed\t" in s for s in steps)
+        statuses = [row["status"] for row in step_records.read_tsv(self.out_dir / lab.name / "steps.tsv")]
+        skipped, failed = statuses.count("skipped"), statuses.count("failed")
         self.out.say(f"result: {self.out_dir}/{lab.name}.json ({skipped} skipped, {failed} failed steps)")
         self.out.say(f"reload the chapter to see it beside ours, or: {PY} -m labkit show {lab.name}")
         self.finish(1 if rc == BODY_FAILED else 0)
@@ -982,7 +1009,7 @@ def main(argv: list[str] | None = None) -> int:
     if not lab.name:
         print("lab.sh: lab_define was not called", file=sys.stderr)
         return 2
-    _libc.prctl(36, 1, 0, 0, 0)     # PR_SET_CHILD_SUBREAPER: orphans of the run come back here
+    _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)     # orphans of the run come back here
     sup = Supervisor(lab)
     try:
         if not parse(lab):

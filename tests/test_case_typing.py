@@ -76,11 +76,11 @@ def test_every_declared_type_round_trips_through_a_result(tmp_path):
     ("Kernel=6.1", "'Kernel=6.1' is not KEY=VALUE"),
     ("=6.1", "'=6.1' is not KEY=VALUE"),
     ("arch=arm64", "case key 'arch' is not declared"),
-    ("rep=1.0", "case rep=1.0: not a int"),
-    ("rep=", "case rep=: not a int"),
-    ("ratio=fast", "case ratio=fast: not a float"),
-    ("warm=yes", "case warm=yes: not a bool"),
-    ("warm=True", "case warm=True: not a bool"),
+    ("rep=1.0", "case rep=1.0: not of type int"),
+    ("rep=", "case rep=: not of type int"),
+    ("ratio=fast", "case ratio=fast: not of type float"),
+    ("warm=yes", "case warm=yes: not of type bool"),
+    ("warm=True", "case warm=True: not of type bool"),
 ])
 def test_a_bad_case_field_is_refused_when_recorded(tmp_path, field, message):
     run = _run(tmp_path, {"a": [field]})

@@ -135,6 +135,40 @@ def test_fake_lab_runs_and_undoes(tmp_path, host):
     assert (tmp_path / "out" / "fakelab.json").is_file()
     assert "cleanup: restore" in proc.stderr and "cleanup: stop setup.server" in proc.stderr
     assert not (tmp_path / "out" / ".fakelab.log").exists(), "a run that ended well leaves no log"
+    # --case values of every type the fake lab declares (tests/fakelab/lab.toml) come back typed
+    typed = next(s for s in json.loads((tmp_path / "out" / "fakelab.json").read_text())["steps"]
+                 if s["name"] == "typed.step")
+    assert typed["case"] == {"rep": 2, "ratio": 0.5, "label": "5.10", "warm": True}
+
+
+# A lab author's typo in a call of the step language: (FAKELAB_OPTS or FAKELAB_REQUIRE, what the one line says).
+# Three in the fast tier (a run each, 5 s), all six in the full tier.
+TYPOS = [
+    pytest.param({"FAKELAB_OPTS": "--cases rep=1"}, "lab_run: unknown option --cases", id="option"),
+    pytest.param({"FAKELAB_OPTS": "--expect-failure"}, "lab_run: unknown option --expect-failure",
+                 id="option-long", marks=pytest.mark.slow),
+    pytest.param({"FAKELAB_OPTS": "--case rep"}, "step typed.step: --case 'rep': not KEY=VALUE", id="case-malformed"),
+    pytest.param({"FAKELAB_OPTS": "--case rep=one"}, "step typed.step: --case 'rep=one': not of type int",
+                 id="case-type", marks=pytest.mark.slow),
+    pytest.param({"FAKELAB_OPTS": "--case arch=arm64"},
+                 "--case 'arch=arm64': arch is not a case key of tests/fakelab/lab.toml", id="case-undeclared"),
+    pytest.param({"FAKELAB_REQUIRE": "loops"}, "lab_require typed.require: unknown capability loops",
+                 id="capability", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("env,line", TYPOS)
+def test_a_typo_in_a_step_call_stops_the_run_at_once_in_one_line(tmp_path, host, env, line):
+    """An unknown option, a malformed or undeclared --case or an unknown capability stops the run
+    when the step is called: exit 2, one line naming it, the step not run, nothing recorded, every
+    host change undone."""
+    proc = fake(tmp_path, host, "--only", "typed", env=env)
+    assert proc.returncode == 2, proc.stderr
+    said = [ln for ln in proc.stderr.splitlines() if ln.startswith("lab.sh: ")]
+    assert len(said) == 1 and line in said[0], proc.stderr
+    assert "typed.step: true" not in proc.stderr and "recording result" not in proc.stderr
+    assert not (tmp_path / "out" / "fakelab.json").exists()
+    assert_host_as_before(tmp_path, host)
 
 
 def test_sigint_stops_a_run_started_with_it_ignored(tmp_path, host):

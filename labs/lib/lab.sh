@@ -33,6 +33,9 @@ LAB_SCRATCH=${PCB_LAB_SCRATCH:-} LAB_START_US=${PCB_LAB_START_US:-}
 LAB_JOURNAL=${PCB_LAB_JOURNAL:-} LAB_JOURNAL_COPY=${PCB_LAB_JOURNAL_COPY:-} LAB_SEQ=${PCB_LAB_SEQ:-0}
 LAB_FAILED=0 LAB_GROUP="" LAB_PENDING=()
 declare -A LAB_UNDO=() LAB_UNDO_DESC=()
+# A step's record (steps.tsv, raw/NAME.case) and the checks of its --case fields.
+# shellcheck source=case.sh
+source "$LAB_ROOT/labs/lib/case.sh"
 
 # Python with labkit importable: the project venv, else python3 with the repo on PYTHONPATH.
 LAB_PY=python3; [[ ! -x "$LAB_ROOT/.venv/bin/python" ]] || LAB_PY="$LAB_ROOT/.venv/bin/python"
@@ -189,21 +192,13 @@ lab__on_err() {
 
 # ---- steps ----------------------------------------------------------------------------
 
-lab__record_step() { # name status exit seconds expect reason
-  local reason=${6//$'\t'/ }
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "${LAB_GROUP:-main}" "$2" "$3" "$4" "$5" "${reason//$'\n'/ }" \
-    >> "$LAB_RUN/steps.tsv"
-}
-
-# lab__case NAME KEY=VALUE...: keep a step's case in raw/NAME.case, one KEY=VALUE a line;
-# labkit record puts it in the step's record as "case".
-lab__case() { local name=$1; shift; (($#)) || return 0; printf '%s\n' "$@" > "$LAB_RUN/raw/$name.case"; }
-
 # lab_run [--expect-fail] [--ok-status N] [--stdout FILE] [--case KEY=VALUE]... NAME -- CMD [ARG...]:
 # run one step in its own session, keep its command and output (stdout to FILE, e.g. in scratch,
 # for bulky output). --ok-status N: status N is a success too (timeout(1)'s 124). --case: what
-# the step measures (record.py reads these fields, never the step's name). Returns 0 when the
-# step did what was expected, else 1 (the run will exit 1); a full scratch or out disk stops it.
+# the step measures (record.py reads these fields, never the step's name), checked against the
+# lab's declared case keys (case.sh). An unknown option or a bad --case stops the run at once
+# (exit 2). Returns 0 when the step did what was expected, else 1 (the run will exit 1); a full
+# scratch or out disk stops it.
 lab_run() {
   local expect=success stdout="" okst=0 fields=()
   while [[ "$1" == --* ]]; do
@@ -212,6 +207,7 @@ lab_run() {
       --ok-status) okst=$2; shift ;;
       --stdout) stdout=$2; shift ;;
       --case) fields+=("$2"); shift ;;
+      *) lab__usage "lab_run: unknown option $1 (--expect-fail, --ok-status N, --stdout FILE, --case KEY=VALUE)" ;;
     esac
     shift
   done
@@ -252,6 +248,7 @@ lab_run() {
 lab_skip() {
   local fields=()
   while [[ "$1" == --case ]]; do fields+=("$2"); shift 2; done
+  [[ $1 != --* ]] || lab__usage "lab_skip: unknown option $1 (--case KEY=VALUE)"
   lab__case "$1" ${fields[@]+"${fields[@]}"}
   lab__say "$1: skipped: $2"
   lab__record_step "$1" skipped "" 0 success "$2"
@@ -262,6 +259,7 @@ lab_skip() {
 lab_spawn() {
   local fields=()
   while [[ "$1" == --case ]]; do fields+=("$2"); shift 2; done
+  [[ $1 != --* ]] || lab__usage "lab_spawn: unknown option $1 (--case KEY=VALUE)"
   local name=$1; shift; [[ "$1" == -- ]] && shift
   local raw="$LAB_RUN/raw/$name" cmd start
   lab__case "$name" ${fields[@]+"${fields[@]}"}
@@ -282,8 +280,8 @@ lab_wait_for() {
 }
 
 # lab_require NAME CAP...: on the first missing capability record NAME as skipped with the reason
-# and return 1. CAPs: root, cmd:PROG, cpus:N, netns, loop, perf, tracefs (mounted if need be), pmu,
-# inferno.
+# and return 1. CAPs: root, cmd:PROG, cpus:N, perf, tracefs (mounted if need be), inferno, and the
+# probe's capabilities (labkit/probe.py CAPABILITIES, named in PCB_LAB_CAPS: loop, netns, pmu, ...).
 lab_require() {
   local name=$1 cap why=""; shift
   for cap in "$@"; do
@@ -291,7 +289,6 @@ lab_require() {
       root) [[ $EUID -eq 0 ]] || why="needs root (run with sudo)" ;;
       cmd:*) command -v "${cap#cmd:}" >/dev/null 2>&1 || why="${cap#cmd:} not installed" ;;
       cpus:*) (( $(nproc) >= ${cap#cpus:} )) || why="needs at least ${cap#cpus:} CPUs, this host has $(nproc)" ;;
-      netns|loop|pmu) why=$(lab__host_cap "$cap") ;;
       tracefs) why=$(lab__host_cap tracefs); [[ -z "$why" ]] || ! lab__mount_tracefs || why="" ;;
       perf)
         if ! command -v perf >/dev/null 2>&1; then why="perf not installed"
@@ -302,7 +299,9 @@ lab_require() {
           why="perf record not permitted (perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null))"
         fi ;;
       inferno) command -v inferno-collapse-perf >/dev/null 2>&1 || why="inferno not installed (make setup installs it with cargo)" ;;
-      *) lab__stop "internal error: unknown capability $cap" ;;
+      *)
+        [[ " ${PCB_LAB_CAPS:-} " == *" $cap "* ]] || lab__usage "lab_require $name: unknown capability $cap"
+        why=$(lab__host_cap "$cap") ;;
     esac
     [[ -z "$why" ]] || { lab_skip "$name" "$why"; return 1; }
   done
@@ -310,7 +309,7 @@ lab_require() {
 }
 
 # lab__host_cap CAP: why the probe found CAP unavailable (PCB_CAP_<CAP>, set by the supervisor
-# from host.json), nothing when it is available.
+# from host.json with labkit/probe.py CAPABILITIES), nothing when it is available.
 lab__host_cap() { local v="PCB_CAP_${1^^}"; printf '%s' "${!v:-}"; }
 # lab__nobpf: --no-bpf-event where perf has it (else -q): no 1 s wait at perf record's exit.
 lab__nobpf() { if [[ $(perf record -h 2>&1) == *--no-bpf-event* ]]; then echo --no-bpf-event; else echo -q; fi; }

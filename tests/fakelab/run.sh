@@ -15,6 +15,7 @@ lab_group stuck "an undo action that fails while \$FAKELAB_DIR/stuck exists"
 lab_group chatty "a knob, then a helper of the lab (as labkit record is) that prints many lines"
 lab_group zombie "a knob, a background process whose child is a zombie, then a step of FAKELAB_SLEEP seconds"
 lab_group badtrap "a knob, then (FAKELAB_BADTRAP=1) bash fails to parse a signal's trap, as bash 5.2 may inside \$(...)"
+lab_group typed "a step with FAKELAB_OPTS (default: a case of every type lab.toml declares), FAKELAB_REQUIRE's capability"
 
 group_setup() {
   local dir=${FAKELAB_DIR:?FAKELAB_DIR: a directory standing for the host}
@@ -65,6 +66,17 @@ group_badtrap() {
 group_stuck() {
   lab_defer "an undo that fails while $FAKELAB_DIR/stuck exists" test ! -e "$FAKELAB_DIR/stuck"
   lab_run stuck.step -- true
+}
+
+# A lab author's typos for the contract's tests: FAKELAB_OPTS, lab_run's options as words;
+# FAKELAB_REQUIRE, a capability for lab_require.
+group_typed() {
+  local opts
+  read -ra opts <<< "${FAKELAB_OPTS:---case rep=2 --case ratio=0.5 --case label=5.10 --case warm=true}"
+  if [[ -n ${FAKELAB_REQUIRE:-} ]]; then
+    lab_require typed.require "$FAKELAB_REQUIRE" || return 0
+  fi
+  lab_run "${opts[@]}" typed.step -- true
 }
 
 lab_main "$@"

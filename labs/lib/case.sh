@@ -1,0 +1,63 @@
+# shellcheck shell=bash
+# labs/lib/case.sh: a step's record, sourced by labs/lib/lab.sh: its line in steps.tsv and its
+# case in raw/NAME.case (labkit/steps.py reads both). Every --case field is checked when the step
+# is called, against the case keys the lab declares in lab.toml's [case] table and their types,
+# which the supervisor exports as PCB_LAB_CASE ("KEY=TYPE ...", TYPE: str, int, float, bool).
+# A lab author's mistake in a call of the step language (an unknown option, a malformed or
+# undeclared --case) stops the run at once with one line, and the run exits 2.
+
+# The body's exit status for such a mistake (labkit/supervisor.py BODY_USAGE: the run exits 2).
+LAB_USAGE_EXIT=101
+
+# LAB_CASE_TYPE: each declared case key's type.
+declare -A LAB_CASE_TYPE=()
+for lab__w in ${PCB_LAB_CASE:-}; do
+  LAB_CASE_TYPE[${lab__w%%=*}]=${lab__w#*=}
+done
+unset lab__w
+
+# lab__usage MESSAGE: say what the lab's code got wrong, in one line, and stop the run.
+lab__usage() {
+  printf 'lab.sh: %s\n' "$1" >&2 || true
+  exit "$LAB_USAGE_EXIT"
+}
+
+# lab__case_check NAME FIELD: refuse step NAME's --case FIELD when it is not KEY=VALUE, when the
+# lab does not declare KEY, or when VALUE is not of KEY's declared type (labkit/steps.py TYPES).
+lab__case_check() {
+  local at="step $1: --case '$2'" key=${2%%=*} value=${2#*=} type toml=${LAB_DIR#"$LAB_ROOT"/}/lab.toml
+  if [[ $2 != *=* || ! $key =~ ^[a-z_][a-z0-9_]*$ ]]; then
+    lab__usage "$at: not KEY=VALUE (KEY: a-z, 0-9 and _)"
+  fi
+  type=${LAB_CASE_TYPE[$key]:-}
+  [[ -n $type ]] || lab__usage "$at: $key is not a case key of $toml [case]"
+  case $type in
+    int) [[ $value =~ ^-?[0-9]+$ ]] ;;
+    float) [[ $value =~ ^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$ ]] ;;
+    bool) [[ $value == true || $value == false ]] ;;
+    *) [[ $value != *$'\n'* ]] ;;
+  esac || lab__usage "$at: not of type $type, $key's type in $toml [case]"
+}
+
+# lab__case NAME KEY=VALUE...: check a step's case fields and keep them in raw/NAME.case, one
+# KEY=VALUE a line; labkit record puts them in the step's record as "case", typed.
+lab__case() {
+  local name=$1 f
+  local -A seen=()
+  shift
+  for f in "$@"; do
+    lab__case_check "$name" "$f"
+    [[ -z ${seen[${f%%=*}]:-} ]] || lab__usage "step $name: --case '$f': ${f%%=*} given twice"
+    seen[${f%%=*}]=1
+  done
+  (($#)) || return 0
+  printf '%s\n' "$@" > "$LAB_RUN/raw/$name.case"
+}
+
+# lab__record_step NAME STATUS EXIT SECONDS EXPECT REASON: the step's line in steps.tsv (the
+# columns of labkit/steps.py COLUMNS, the group between NAME and STATUS; no tab or newline in REASON).
+lab__record_step() {
+  local reason=${6//$'\t'/ }
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "${LAB_GROUP:-main}" "$2" "$3" "$4" "$5" "${reason//$'\n'/ }" \
+    >> "$LAB_RUN/steps.tsv"
+}
