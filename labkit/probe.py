@@ -49,12 +49,6 @@ def _cap(available: bool, reason: str, detail: str | None = None) -> dict:
 CAPABILITIES = {"pmu": "pmu", "tracefs": "tracefs", "loop_devices": "loop", "netns": "netns"}
 
 
-# The host capabilities the probe reports as {"available", "reason", "detail"} (its keys) and the
-# name a lab asks for each by (labs/lib/lab.sh: ``lab_require NAME loop``). The supervisor exports
-# the names as PCB_LAB_CAPS and each missing one's reason as PCB_CAP_<NAME upper case>.
-CAPABILITIES = {"pmu": "pmu", "tracefs": "tracefs", "loop_devices": "loop", "netns": "netns"}
-
-
 def parse_cpu_list(text: str) -> list[int]:
     """Parse a kernel CPU list such as ``"0-3,8,10-11"`` into ``[0, 1, 2, 3, 8, 10, 11]``.
 
