@@ -46,6 +46,7 @@ class Run:
         self.steps = read_steps(self.dir, self.case_types)
         self.measurements: list[dict] = []
         self.artifacts: list[dict] = []
+        self._pending: dict = {}
 
     def step(self, name: str) -> dict | None:
         """The step called ``name``, or None if the lab did not record it."""
@@ -59,6 +60,28 @@ class Run:
     def ok_steps(self, group: str) -> list[dict]:
         """Steps of ``group`` whose status is ok, in run order."""
         return [s for s in self.steps if s["group"] == group and s["status"] == "ok"]
+
+    def steps_where(self, *, status: str | None = "ok", by_rep: bool = False, **case) -> list[dict]:
+        """Steps whose case contains every key/value of ``case`` (and whose status is
+        ``status``; None: any), in run order, or ordered by their case's ``rep`` (1-based
+        repetition number; run order kept among equal numbers) when ``by_rep``."""
+        out = [s for s in self.steps if (status is None or s["status"] == status)
+               and all((s.get("case") or {}).get(k) == v for k, v in case.items())]
+        return sorted(out, key=lambda s: s["case"].get("rep", 0)) if by_rep else out
+
+    def add_sample(self, metric: str, unit: str, case: dict, value: float, step: str | None = None) -> None:
+        """Add one sample to the measurement (metric, unit, case), made when the collector
+        returns (:meth:`flush_samples`), its samples in the order added and its ``step`` the
+        first sample's. The way to build a measurement from one step per repetition."""
+        key = (metric, unit, tuple(case.items()))
+        self._pending.setdefault(key, {"samples": [], "step": step})["samples"].append(value)
+
+    def flush_samples(self) -> None:
+        """Turn the samples :meth:`add_sample` gathered into measurements, in the order their
+        first sample came (called after the lab's ``collect``; calling it again adds nothing)."""
+        for (metric, unit, case), v in self._pending.items():
+            self.add(metric, unit, dict(case), v["samples"], v["step"])
+        self._pending = {}
 
     def raw(self, name: str, ext: str = "out") -> Path:
         """Path of a step's raw output: ``raw/<name>.<ext>`` (ext: out, err, cmd)."""
@@ -172,6 +195,7 @@ def assemble(lab: str, lab_dir: Path, run_dir: Path, *, start: float, quick: boo
     ``run.paths`` so that pages show commands with placeholders instead of this host's paths."""
     run = Run(lab, run_dir, quick, lab_dir)
     load_lab_collector(lab_dir)(run)
+    run.flush_samples()
     commit, dirty = git_commit(Path(lab_dir).parent.parent, measuring_code(lab))
     result = {
         "schema_version": model.SCHEMA_VERSION,
@@ -236,6 +260,7 @@ def rederive(path: Path, lab_dir: Path | None = None) -> dict:
         shutil.copytree(path.with_suffix(""), run_dir, symlinks=True)
         run = Run(old["lab"], run_dir, old["run"]["quick"], lab_dir)
         load_lab_collector(lab_dir)(run)
+        run.flush_samples()
     result = {**old, "steps": run.steps, "measurements": run.measurements,
               "artifacts": run.artifacts + [a for a in old["artifacts"] if a["kind"] == "cast"], "claims": []}
     missing = [a["path"] for a in result["artifacts"] if not (path.parent / a["path"]).is_file()]

@@ -119,21 +119,6 @@ def check_fio_case(name: str, case: dict, opts: dict) -> None:
             raise ValueError(f"{name}: its case says {key}={case[key]!r}, fio ran with {opts}")
 
 
-class _Samples:
-    """(metric, unit, case) → samples in repetition order, then added to the run."""
-
-    def __init__(self):
-        self.data: dict = {}
-
-    def add(self, metric: str, unit: str, case: dict, value: float, step: str):
-        key = (metric, unit, tuple(case.items()))
-        self.data.setdefault(key, {"samples": [], "step": step})["samples"].append(value)
-
-    def flush(self, run):
-        for (metric, unit, case), v in self.data.items():
-            run.add(metric, unit, dict(case), v["samples"], v["step"])
-
-
 def _perf_counts(run, step: str) -> dict | None:
     path = run.raw(step, "perf")
     if not path.exists():
@@ -205,7 +190,7 @@ def fio_process_means(rows: list[dict]) -> dict | None:
             "intervals": n}
 
 
-def _fio_step(run, acc: "_Samples", s: dict, case: dict, disk: str) -> dict:
+def _fio_step(run, s: dict, case: dict, disk: str) -> dict:
     """Measurements of one fio job step (``case``: its measurement case); returns its perf
     counts ({} without perf)."""
     name = s["name"]
@@ -216,50 +201,50 @@ def _fio_step(run, acc: "_Samples", s: dict, case: dict, disk: str) -> dict:
     d = job[direction]
     if d is None:
         raise ValueError(f"{name}: fio moved no bytes in the {direction} direction")
-    acc.add("iops", "IOPS", case, d["iops"], name)
-    acc.add("bandwidth", "MiB/s", case, d["bw_bytes"] / MIB, name)
+    run.add_sample("iops", "IOPS", case, d["iops"], name)
+    run.add_sample("bandwidth", "MiB/s", case, d["bw_bytes"] / MIB, name)
     pct = d["clat_ns"]["percentiles"]
     if 50.0 in pct and 99.0 in pct:
-        acc.add("clat_p50", "us", case, pct[50.0] / 1000, name)
-        acc.add("clat_p99", "us", case, pct[99.0] / 1000, name)
-    acc.add("usr_cpu", "%", case, job["usr_cpu"], name)
-    acc.add("sys_cpu", "%", case, job["sys_cpu"], name)
-    acc.add("job_cpu", "%", case, job["usr_cpu"] + job["sys_cpu"], name)
+        run.add_sample("clat_p50", "us", case, pct[50.0] / 1000, name)
+        run.add_sample("clat_p99", "us", case, pct[99.0] / 1000, name)
+    run.add_sample("usr_cpu", "%", case, job["usr_cpu"], name)
+    run.add_sample("sys_cpu", "%", case, job["sys_cpu"], name)
+    run.add_sample("job_cpu", "%", case, job["usr_cpu"] + job["sys_cpu"], name)
     slat = fio_json(text)["report"]["jobs"][0][direction].get("slat_ns") or {}
     if slat.get("N", 0) > 0 and slat.get("mean", 0) > 0:
-        acc.add("slat_mean", "us", case, slat["mean"] / 1000, name)
+        run.add_sample("slat_mean", "us", case, slat["mean"] / 1000, name)
     pid_out = run.raw(f"{name}.pidstat")
     if pid_out.exists():
         means = fio_process_means(pidstat_lines(pid_out.read_text()))
         if means:
-            acc.add("cpu_pct", "%", {**case, "process": "busiest"}, means["busiest_cpu"], name)
-            acc.add("cpu_pct", "%", {**case, "process": "all"}, means["all_cpu"], name)
-            acc.add("rss", "MiB", {**case, "process": "busiest"}, means["busiest_rss_mib"], name)
+            run.add_sample("cpu_pct", "%", {**case, "process": "busiest"}, means["busiest_cpu"], name)
+            run.add_sample("cpu_pct", "%", {**case, "process": "all"}, means["all_cpu"], name)
+            run.add_sample("rss", "MiB", {**case, "process": "busiest"}, means["busiest_rss_mib"], name)
     counts = _perf_counts(run, name) or {}
     for metric, value in counts.items():
-        acc.add(metric, "requests" if metric != "bio_queue" else "bios", {**case, "phase": "job"}, value, name)
+        run.add_sample(metric, "requests" if metric != "bio_queue" else "bios", {**case, "phase": "job"}, value, name)
     if "rq_complete" in counts:
-        acc.add("completions_per_gib", "requests/GiB", case, counts["rq_complete"] / (d["io_bytes"] / GIB), name)
-        acc.add("requests_per_io", "requests/I/O", case, counts["rq_complete"] / d["total_ios"], name)
+        run.add_sample("completions_per_gib", "requests/GiB", case, counts["rq_complete"] / (d["io_bytes"] / GIB), name)
+        run.add_sample("requests_per_io", "requests/I/O", case, counts["rq_complete"] / d["total_ios"], name)
     if counts.get("rq_issue") and "bio_queue" in counts:
-        acc.add("bios_per_request", "bios/request", case, counts["bio_queue"] / counts["rq_issue"], name)
+        run.add_sample("bios_per_request", "bios/request", case, counts["bio_queue"] / counts["rq_issue"], name)
     io_out = run.raw(f"{name}.iostat")
     if disk and io_out.exists():
         parsed = iostat_json(io_out.read_text())
         r = "r" if direction == "read" else "w"
         merged = ios_per_request(parsed, disk, r)
         if merged is not None:
-            acc.add("ios_per_request", "I/Os/request", case, merged, name)
+            run.add_sample("ios_per_request", "I/Os/request", case, merged, name)
         # The first interval began before fio did (iostat starts first; perf and fio
         # need a moment to start): only the intervals after it are all job.
         means, n = device_means(parsed, disk, skip=1)
         if n:
-            acc.add("util", "%", case, means["util"], name)
-            acc.add("aqu_sz", "requests", case, means["aqu-sz"], name)
-            acc.add("await", "ms", case, means[f"{r}_await"], name)
-            acc.add("areq_sz", "KiB", case, means[f"{r}areq-sz"], name)
-            acc.add("device_rps", "requests/s", case, means[f"{r}/s"], name)
-            acc.add("rqm", "requests/s", case, means[f"{r}rqm/s"], name)
+            run.add_sample("util", "%", case, means["util"], name)
+            run.add_sample("aqu_sz", "requests", case, means["aqu-sz"], name)
+            run.add_sample("await", "ms", case, means[f"{r}_await"], name)
+            run.add_sample("areq_sz", "KiB", case, means[f"{r}areq-sz"], name)
+            run.add_sample("device_rps", "requests/s", case, means[f"{r}/s"], name)
+            run.add_sample("rqm", "requests/s", case, means[f"{r}rqm/s"], name)
     return counts
 
 
@@ -292,14 +277,13 @@ def collect(run) -> None:
     target = _target(run)
     fs = target.get("fs", "unknown")
     disk = target.get("disk", "")
-    acc = _Samples()
     ok = [s for s in run.steps if s["status"] == "ok" and s.get("case")]
     jobs: dict[tuple, tuple[dict, dict]] = {}   # a job's step case less tool → (measurement case, perf counts)
 
     for s in ok:
         if s["case"].get("tool") == "fio":
             case = _measured(s["case"], fs)
-            counts = _fio_step(run, acc, s, case, disk)
+            counts = _fio_step(run, s, case, disk)
             jobs[_key(s["case"])] = (case, counts)
 
     # sync after a buffered write job (same case, tool=sync): the block requests the job left behind.
@@ -309,9 +293,9 @@ def collect(run) -> None:
         job_case, job_counts = jobs[_key(s["case"])]
         for metric, value in (_perf_counts(run, s["name"]) or {}).items():
             unit = "requests" if metric != "bio_queue" else "bios"
-            acc.add(metric, unit, {**job_case, "phase": "sync"}, value, s["name"])
+            run.add_sample(metric, unit, {**job_case, "phase": "sync"}, value, s["name"])
             if metric in job_counts:
-                acc.add(metric, unit, {**job_case, "phase": "job+sync"}, job_counts[metric] + value, s["name"])
+                run.add_sample(metric, unit, {**job_case, "phase": "job+sync"}, job_counts[metric] + value, s["name"])
 
     # Layout: blocks allocated to the file when made and after the random-write job.
     for s in ok:
@@ -319,9 +303,9 @@ def collect(run) -> None:
             continue
         size, blocks, unit = (int(x) for x in run.raw(s["name"]).read_text().split())
         case = _measured(s["case"], fs)
-        acc.add("allocated", "MiB", case, blocks * unit / MIB, s["name"])
+        run.add_sample("allocated", "MiB", case, blocks * unit / MIB, s["name"])
         if case["when"] == "made":
-            acc.add("file_size", "MiB", {k: v for k, v in case.items() if k != "when"}, size / MIB, s["name"])
+            run.add_sample("file_size", "MiB", {k: v for k, v in case.items() if k != "when"}, size / MIB, s["name"])
 
     # strace -c -f of fio: system calls by name, and the traced job's IOPS.
     for s in ok:
@@ -336,21 +320,20 @@ def collect(run) -> None:
             case = _measured(s["case"], fs)
             for sc, row in summary["syscalls"].items():
                 if sc in STRACE_SYSCALLS:
-                    acc.add("strace_calls", "calls", {**case, "syscall": sc}, row["calls"], name)
+                    run.add_sample("strace_calls", "calls", {**case, "syscall": sc}, row["calls"], name)
                 if sc in ORIGINAL_STRACE:
-                    acc.add("strace_usecs", "us/call", {**case, "syscall": sc}, row["usecs_per_call"], name)
-            acc.add("iops", "IOPS", case, job[_direction(case["rw"])]["iops"], name)
+                    run.add_sample("strace_usecs", "us/call", {**case, "syscall": sc}, row["usecs_per_call"], name)
+            run.add_sample("iops", "IOPS", case, job[_direction(case["rw"])]["iops"], name)
         else:
             engine = s["case"]["engine"]
             for sc, row in summary["syscalls"].items():
                 if sc in STRACE_SYSCALLS:
-                    acc.add("strace_calls", "calls", {"experiment": experiment, "engine": engine, "syscall": sc},
+                    run.add_sample("strace_calls", "calls", {"experiment": experiment, "engine": engine, "syscall": sc},
                             row["calls"], name)
-            acc.add("strace_calls", "calls", {"experiment": experiment, "engine": engine, "syscall": "total"},
+            run.add_sample("strace_calls", "calls", {"experiment": experiment, "engine": engine, "syscall": "total"},
                     summary["total"]["calls"], name)
-            acc.add("iops", "IOPS", {"experiment": experiment, "engine": engine, "traced": "strace -c -f", "fs": fs},
+            run.add_sample("iops", "IOPS", {"experiment": experiment, "engine": engine, "traced": "strace -c -f", "fs": fs},
                     job[_direction(s["case"]["rw"])]["iops"], name)
-    acc.flush(run)
 
 
 def _key(case: dict) -> tuple:

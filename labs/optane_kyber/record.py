@@ -62,28 +62,10 @@ PROFILERS = {"none": "plain", "stat": "perf stat", "rec": "record (defaults)", "
 SAMPLES_RE = re.compile(r"\((\d+) samples\)")
 
 
-def _steps(run, experiment: str, **fields) -> list[dict]:
-    """The ok steps of ``run`` whose case has ``experiment`` and every key/value of ``fields``,
-    in run order: ``[step dict, ...]`` (each with its ``case`` dict)."""
-    out = []
-    for s in run.steps:
-        case = s.get("case") or {}
-        if s["status"] == "ok" and case.get("experiment") == experiment and \
-                all(case.get(k) == v for k, v in fields.items()):
-            out.append(s)
-    return out
-
-
-def _by_rep(steps: list[dict]) -> list[dict]:
-    """``steps`` sorted by their case's ``rep`` (repetition number, 1-based), run order kept
-    among equal numbers."""
-    return sorted(steps, key=lambda s: s["case"].get("rep", 0))
-
-
 def _device(run, knob: str) -> str | None:
     """The text a device step printed for sysfs ``knob`` (scheduler, io_poll, dio), or None
     when that step did not run."""
-    found = _steps(run, "device", knob=knob)
+    found = run.steps_where(experiment="device", knob=knob)
     return run.raw(found[0]["name"]).read_text() if found else None
 
 
@@ -111,7 +93,7 @@ def _perf_samples(run, step: str) -> int | None:
 def _sched(run, io_poll):
     by: dict[str, list[dict]] = defaultdict(list)
     first: dict[str, str] = {}
-    for s in _by_rep(_steps(run, "sched")):
+    for s in run.steps_where(experiment="sched", by_rep=True):
         sched = s["case"]["scheduler"]
         by[sched].append(fio_summary(run.raw(s["name"]).read_text()))
         first.setdefault(sched, s["name"])
@@ -129,9 +111,10 @@ def _sched(run, io_poll):
 
 def _flame(run):
     for sched in ("none", "kyber"):
-        steps = _steps(run, "flame", scheduler=sched)
+        steps = run.steps_where(experiment="flame", scheduler=sched)
         # folded stacks of each repetition: rep 1 from the flame graph step, later ones from fold
-        folds = _by_rep([s for s in steps if s["case"].get("tool") in ("flamegraph", "fold")])
+        folds = sorted((s for s in steps if s["case"].get("tool") in ("flamegraph", "fold")),
+                       key=lambda s: s["case"].get("rep", 0))
         records = {s["case"]["rep"]: s["name"] for s in steps if s["case"].get("tool") == "perf-record"}
         if not folds:
             continue
@@ -150,7 +133,7 @@ def _flame(run):
             run.artifact("flamegraph", case, s["case"]["svg"],
                          f"fio 4k random read, QD1, pvsync2 --hipri, scheduler {sched}: perf record -g -F 997")
             run.artifact("folded", case, s["case"]["folded"], f"folded stacks, scheduler {sched}")
-    for s in _steps(run, "flame", tool="diff-flamegraph"):
+    for s in run.steps_where(experiment="flame", tool="diff-flamegraph"):
         case = {"experiment": "flame", "diff": "none to kyber"}
         run.artifact("diff_flamegraph", case, s["case"]["svg"],
                      "Differential flame graph, none → kyber: shapes from kyber's profile; red grew with kyber, blue shrank")
@@ -161,7 +144,7 @@ def _trace(run):
     rows: dict[tuple[str, str], list[float]] = defaultdict(list)
     per_io: dict[tuple[str, str], list[float]] = defaultdict(list)
     first: dict[str, str] = {}
-    for s in _by_rep(_steps(run, "trace")):
+    for s in run.steps_where(experiment="trace", by_rep=True):
         sched = s["case"]["scheduler"]
         ios = fio_summary(run.raw(s["name"]).read_text())["total_ios"]
         events = perf_stat_csv(run.raw(s["name"], "csv").read_text())
@@ -180,7 +163,7 @@ def _trace(run):
 
 
 def _ipc(run):
-    for s in _steps(run, "ipc"):
+    for s in run.steps_where(experiment="ipc"):
         sched = s["case"]["scheduler"]
         ev = perf_stat_csv(run.raw(s["name"], "csv").read_text())
         ios = fio_summary(run.raw(s["name"]).read_text())["total_ios"]
@@ -199,8 +182,8 @@ def _ipc(run):
 
 
 def _heat(run):
-    maps = _steps(run, "heat", tool="heatmap")
-    records = _steps(run, "heat", tool="perf-record")
+    maps = run.steps_where(experiment="heat", tool="heatmap")
+    records = run.steps_where(experiment="heat", tool="perf-record")
     if not maps or not records:
         return
     map_step, rec_step = maps[0]["name"], records[0]["name"]
@@ -247,7 +230,7 @@ def _heat(run):
                  "dashed lines: where burst was told to be busy; box: the range picked for the flame graph")
     titles = {"hottest range": "Flame graph of the hottest burst's time range only (perf script --time)",
               "whole recording": "Flame graph of the whole recording, every CPU"}
-    for s in _steps(run, "heat", tool="flamegraph"):
+    for s in run.steps_where(experiment="heat", tool="flamegraph"):
         key = s["case"]["profile"]
         case = {"experiment": "heat", "profile": key}
         text = (run.dir / s["case"]["folded"]).read_text()
@@ -264,7 +247,7 @@ def _profiler_order(label: str) -> int:
 def _overhead(run, scheduler):
     got: dict[tuple[int, str], dict[int, dict]] = defaultdict(dict)
     first: dict[tuple[int, str], str] = {}
-    for s in _by_rep(_steps(run, "overhead")):
+    for s in run.steps_where(experiment="overhead", by_rep=True):
         c = s["case"]
         key = (c["numjobs"], c["profiler"])
         got[key][c["rep"]] = fio_summary(run.raw(s["name"]).read_text())
@@ -285,7 +268,7 @@ def _overhead(run, scheduler):
 def _sysbench(run):
     got: dict[str, list[dict]] = defaultdict(list)
     first: dict[str, str] = {}
-    for s in _by_rep(_steps(run, "sysbench")):
+    for s in run.steps_where(experiment="sysbench", by_rep=True):
         p = s["case"]["profiler"]
         got[p].append(sysbench_cpu(run.raw(s["name"]).read_text()))
         first.setdefault(p, s["name"])

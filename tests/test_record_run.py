@@ -1,0 +1,47 @@
+"""labkit.record.Run's case selection and sample accumulation, which the labs' collectors use
+instead of accumulators of their own."""
+
+from __future__ import annotations
+
+from labkit import record
+
+
+def _run(steps: list[dict]) -> record.Run:
+    run = object.__new__(record.Run)
+    run.steps, run.measurements, run.artifacts, run._pending = steps, [], [], {}
+    return run
+
+
+STEPS = [
+    {"name": "b2", "status": "ok", "case": {"experiment": "x", "side": "b", "rep": 2}},
+    {"name": "a1", "status": "ok", "case": {"experiment": "x", "side": "a", "rep": 1}},
+    {"name": "b1", "status": "ok", "case": {"experiment": "x", "side": "b", "rep": 1}},
+    {"name": "s", "status": "skipped", "case": {"experiment": "x", "side": "b", "rep": 3}},
+    {"name": "y", "status": "ok", "case": {"experiment": "y"}},
+    {"name": "none", "status": "ok"},
+]
+
+
+def test_steps_where_selects_by_case_and_status():
+    run = _run(STEPS)
+    assert [s["name"] for s in run.steps_where(experiment="x", side="b")] == ["b2", "b1"]
+    assert [s["name"] for s in run.steps_where(experiment="x", side="b", by_rep=True)] == ["b1", "b2"]
+    assert [s["name"] for s in run.steps_where(status=None, side="b", by_rep=True)] == ["b1", "b2", "s"]
+    assert [s["name"] for s in run.steps_where(status="skipped")] == ["s"]
+    assert [s["name"] for s in run.steps_where()] == ["b2", "a1", "b1", "y", "none"]
+    assert run.steps_where(experiment="z") == []
+
+
+def test_add_sample_gathers_one_measurement_per_case_in_first_seen_order():
+    run = _run(STEPS)
+    run.add_sample("iops", "IOPS", {"side": "b"}, 2.0, "b1")
+    run.add_sample("iops", "IOPS", {"side": "a"}, 1.0, "a1")
+    run.add_sample("iops", "IOPS", {"side": "b"}, 3.0, "b2")
+    run.add_sample("clat", "us", {"side": "b"}, 5.0, "b1")
+    assert run.measurements == []
+    run.flush_samples()
+    got = [(m["metric"], m["case"], m["samples"], m["step"]) for m in run.measurements]
+    assert got == [("iops", {"side": "b"}, [2.0, 3.0], "b1"), ("iops", {"side": "a"}, [1.0], "a1"),
+                   ("clat", {"side": "b"}, [5.0], "b1")]
+    run.flush_samples()
+    assert len(run.measurements) == 3
