@@ -86,8 +86,21 @@ def interrupt_at(lab: str, marker: str, *args: str, sig: int = signal.SIGINT, af
     return rc, text, scratch
 
 
-def processes_matching(text: str) -> list[str]:
-    """Command lines of running processes that contain ``text`` (from /proc)."""
+def _has_env(proc: Path, env: str | None) -> bool:
+    """Whether process ``proc`` (a /proc/PID folder) has the environment entry ``env``
+    (``KEY=VALUE``; True when ``env`` is None). A test passes an entry only its own run carries (its
+    ``FAKELAB_DIR``, its ``PCB_LAB_SCRATCH``), so that another test's stray process is not its own."""
+    if env is None:
+        return True
+    try:
+        return env.encode() in (proc / "environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+def processes_matching(text: str, env: str | None = None) -> list[str]:
+    """Command lines of running processes that contain ``text`` (from /proc); with ``env``, of
+    those alone whose environment has that entry (:func:`_has_env`)."""
     found = []
     for p in Path("/proc").iterdir():
         if not p.name.isdigit():
@@ -96,7 +109,7 @@ def processes_matching(text: str) -> list[str]:
             cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if text in cmd and str(os.getpid()) != p.name:
+        if text in cmd and str(os.getpid()) != p.name and _has_env(p, env):
             found.append(f"{p.name}: {cmd}")
     return found
 
@@ -354,19 +367,22 @@ def host_state(ours: list[str | Path], others: tuple[str, ...] = ("/tmp/pcb-", "
     return state
 
 
-def tagged_processes(prefix: str = "") -> list[str]:
+def tagged_processes(prefix: str = "", env: str | None = None) -> list[str]:
     """Processes that carry a lab run's tag (``PCB_LAB_RUN=<lab>.<pid>.<start>``) starting
-    with ``prefix``: "pid tag command"."""
-    found = []
+    with ``prefix``: "pid tag command"; with ``env``, of those alone whose environment also has
+    that entry (:func:`_has_env`: for a test that does not know its run's pid)."""
+    env_has, found = env, []
     for p in Path("/proc").iterdir():
         if not p.name.isdigit():
             continue
         try:
-            env = (p / "environ").read_bytes().split(b"\0")
+            environ = (p / "environ").read_bytes().split(b"\0")
             cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        for e in env:
+        if env_has is not None and env_has.encode() not in environ:
+            continue
+        for e in environ:
             if e.startswith(b"PCB_LAB_RUN=" + prefix.encode()):
                 found.append(f"{p.name} {e.decode(errors='replace')[12:]} {cmd}")
     return found

@@ -196,7 +196,8 @@ def test_the_matrix_started_with_sigint_ignored_still_stops_on_sigint(tmp_path):
     assert proc.returncode == 130, text
     assert "fault matrix: stopped by SIGINT after" in text and "Traceback" not in text, text
     assert '"kind": "case"' in state.read_text()
-    assert not tagged_processes("fakelab."), tagged_processes("fakelab.")
+    mine = f"FAKELAB_DIR={tmp_path / 'host'}"     # this matrix's fake lab alone, not another test's stray
+    assert not tagged_processes("fakelab.", env=mine), tagged_processes("fakelab.", env=mine)
 
 
 def _mounted(path: str) -> bool:

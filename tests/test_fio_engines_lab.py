@@ -331,7 +331,8 @@ def test_signal_mid_job_leaves_nothing(sig, rc, tmp_path):
     assert scratch and not Path(scratch).exists(), "scratch directory left behind"
     time.sleep(0.3)
     assert processes_matching(scratch) == [], "a process using the scratch dir survived"
-    assert processes_matching("labs/fio_engines/engines.fio") == [], "fio survived"
+    # fio of this run (its scratch directory in the environment), not of another test or run
+    assert processes_matching("labs/fio_engines/engines.fio", env=f"PCB_LAB_SCRATCH={scratch}") == [], "fio survived"
     pids = [int(p) for p in re.findall(r"stop \S+\.iostat \(pid (\d+)\)", err)]
     assert pids, "the job's iostat was never stopped by the cleanup stack"
     assert not [p for p in pids if alive_as(p, "iostat")], "iostat survived"
