@@ -73,8 +73,12 @@ PYTEST = [str(PY), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "
 
 
 def copy_tree(dest: Path) -> None:
-    """The files git tracks, as they are in the work tree, into ``dest``; .venv and .tools linked."""
-    files = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True).stdout
+    """The work tree's files, as they are, into ``dest``: those git tracks (less any deleted) and
+    the new ones it does not ignore (a tracked file may already use one: a module, a lab.sh
+    part); .venv and .tools linked."""
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            capture_output=True, check=True).stdout.split(b"\0")
+    files = b"".join(f + b"\0" for f in dict.fromkeys(listed) if f and os.path.lexists(ROOT / os.fsdecode(f)))
     tar = subprocess.Popen(["tar", "--null", "-T", "-", "-cf", "-"], cwd=ROOT, stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE)
     untar = subprocess.Popen(["tar", "-xf", "-", "-C", str(dest)], stdin=tar.stdout)

@@ -135,3 +135,27 @@ def test_the_ci_matrix_is_the_labs_in_order(tree, tmp_path):
     assert key == "labs" and json.loads(value) == ORDER
     matrix = next(job["strategy"]["matrix"] for job in wf["jobs"].values() if "strategy" in job)
     assert "steps.labs.outputs.labs" in json.dumps(wf) and "needs.list.outputs.labs" in json.dumps(matrix)
+
+
+def test_case_units_merge_over_labs_and_a_conflict_names_both(tree, monkeypatch):
+    assert manifest.case_units(tree) == tomllib.loads(TEMPLATE).get("case_units", {})
+    # the schema allows one unit ("bytes") today; the merge still refuses two units for one key
+    monkeypatch.setattr(manifest, "labs", lambda root: [{"name": "alpha", "case_units": {"bs": "bytes"}},
+                                                        {"name": "bravo", "case_units": {"bs": "KiB"}}])
+    with pytest.raises(manifest.ManifestError) as exc:
+        manifest.case_units(tree)
+    assert str(exc.value) == "case key 'bs': bravo says 'KiB', another lab 'bytes'"
+
+
+def test_the_script_needs_one_of_its_options_and_says_what_each_prints(tree, capsys):
+    with pytest.raises(SystemExit) as exc:
+        manifest.main([])
+    assert exc.value.code == 2 and "one of the arguments --names --json --debs --matrix is required" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        manifest.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "print what the labs' manifests (labs/*/lab.toml) say" in text
+    for option, says in (("--names", "lab names, one a line, in order"), ("--json", "every manifest, as a JSON list"),
+                         ("--debs", "the Debian packages of every lab, one line"),
+                         ("--matrix", '{"lab": [names]}, for a CI matrix')):
+        assert f"{option} {says}" in text, option

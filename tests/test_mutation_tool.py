@@ -3,6 +3,8 @@ sampled ratio (Wilson 1927; the numbers are the formula's, not measurements)."""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 import mutation
@@ -61,3 +63,25 @@ def test_test_files_expands_globs_once_each_in_order(tmp_path):
         (tmp_path / name).write_text("")
     got = mutation.test_files(tmp_path, ["test_b.py", "test_a*.py", "test_b.py", "test_none*.py", "test_gone.py"])
     assert got == ["test_b.py", "test_a1.py", "test_a2.py"]
+
+
+def test_the_copy_holds_tracked_and_new_files_not_ignored_ones(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    for name, text in (("pkg/a.py", "a"), ("pkg/gone.py", "g"), (".gitignore", "/ignored.txt\n")):
+        (repo / name).write_text(text)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], check=True)
+    (repo / "pkg" / "a.py").write_text("a, changed")
+    (repo / "pkg" / "gone.py").unlink()
+    (repo / "pkg" / "new.py").write_text("new")
+    (repo / "ignored.txt").write_text("i")
+    monkeypatch.setattr(mutation, "ROOT", repo)
+    dest = tmp_path / "copy"
+    dest.mkdir()
+    mutation.copy_tree(dest)
+    got = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    assert got == [".gitignore", "pkg/a.py", "pkg/new.py"]
+    assert (dest / "pkg" / "a.py").read_text() == "a, changed"

@@ -157,3 +157,42 @@ def test_no_perf_or_no_answer_is_no_pmu():
     assert probe.pmu(silent, which=lambda name: "/usr/bin/perf") == {"available": False, "reason": "perf stat did not run",
                                                                       "detail": None}
     assert len(silent.calls) == 1
+
+
+# ---- the other readings, on this host: each compared with the source it reads, read here ------
+
+def test_no_sysroot_reads_this_hosts_own_sys(monkeypatch):
+    """Without a sysroot the topology is /sys's, not a count of os.cpu_count() CPUs."""
+    online = probe.parse_cpu_list(Path("/sys/devices/system/cpu/online").read_text())
+    monkeypatch.setattr(probe.os, "cpu_count", lambda: len(online) + 7)
+    assert sorted(probe.topology()) == online
+
+
+def test_counts_of_an_empty_topology():
+    assert probe.cpu_counts({}) == {"cpus": 0, "cores": 0, "sockets": 0, "threads_per_core": 1}
+
+
+def test_virtualization_says_what_systemd_detect_virt_says():
+    if not shutil.which("systemd-detect-virt"):
+        pytest.skip("no systemd-detect-virt here")
+    parts = []
+    for kind in ("vm", "container"):
+        out = subprocess.run(["systemd-detect-virt", f"--{kind}"], capture_output=True, text=True).stdout.strip()
+        if out not in ("", "none"):
+            parts.append(f"{kind}: {out}")
+    if not parts:
+        pytest.skip("systemd-detect-virt finds no virtualization here")
+    assert probe.virtualization(None) == "; ".join(parts)
+
+
+def test_virtualization_without_systemd_detect_virt(monkeypatch):
+    """Then lscpu's hypervisor vendor, else /proc/cpuinfo's hypervisor flag, else "none"."""
+    monkeypatch.setattr(probe, "_run", lambda cmd, timeout=20: None)
+    assert probe.virtualization("KVM") == "vm: kvm"
+    flagged = bool(re.search(r"^flags\s*:.*\bhypervisor\b", Path("/proc/cpuinfo").read_text(), re.M))
+    assert probe.virtualization(None) == ("vm: unknown hypervisor (cpuinfo flag)" if flagged else "none")
+
+
+def test_loop_devices_need_root():
+    got = probe.loop_devices()
+    assert (got["reason"] == "loop devices need root") is (probe.os.geteuid() != 0)
