@@ -1,7 +1,8 @@
 """``labkit record``: turn a lab's run directory into one validated result file.
 
 Input (written by labs/lib/lab.sh): ``<out>/.<lab>.partial/`` with ``host.json``,
-``steps.tsv`` and ``raw/<step>.{cmd,out,err}``. The lab's own ``labs/<lab>/record.py``
+``steps.tsv`` and ``raw/<step>.{cmd,out,err,case}`` (read by :mod:`labkit.steps`: the step
+cases typed as the lab's lab.toml declares). The lab's own ``labs/<lab>/record.py``
 defines ``collect(run: Run) -> None``, which parses raw outputs with labkit's parsers
 and calls ``run.add(...)`` / ``run.artifact(...)``. Claims from ``labs/<lab>/claims.toml``
 are evaluated on the assembled result. The run directory then replaces ``<out>/<lab>/``
