@@ -9,11 +9,26 @@ Metrics:
     One sample per repetition. Cases (from each step's own case): ``experiment`` (copy, audit, dd), ``tool``,
     ``target`` (disk, tmpfs, ext4-on-tmpfs, xfs-on-tmpfs, xfs-on-disk), ``fs`` (the
     filesystem type findmnt reported), ``bufsize`` and ``max_blocks`` (fstime -b, -m),
-    ``phase``, and for the audit steps ``audit`` (off, nomatch, every).
+    ``phase``, and for the audit steps ``audit`` (off, norules, nomatch, every; the
+    suppression loop: contexts, task-never).
+``pair_time`` (µs)
+    The time of one read + write pair of the copy, from the same samples. fstime's copy loop
+    reads ``bufsize`` bytes and writes them, one ``read`` and one ``write`` call a pair, and
+    its score counts the bytes written: pairs per second = score · 1024 ÷ bufsize, so a
+    pair takes bufsize ÷ (score · 1024) s (every ``max_blocks`` pairs it also rewinds both
+    files: one short read and two ``lseek`` calls, under 0.2 % at -m 2000). For the audit
+    group's fstime copy (``experiment`` audit, ``phase`` copy) and its system-call loop
+    (``experiment`` suppress: dd bs=1 from /dev/zero to /dev/null, one read and one write a
+    byte: µs = seconds · 10⁶ ÷ bytes). Case: the score's, with ``audit`` the state.
 ``cpu_share`` (fraction)
     From two /proc/stat + /proc/<pid>/stat readings inside one copy phase: per CPU
     (``who`` = cpu0, cpu1, ...) the share of its time per ``mode`` (user, system, iowait,
     steal, idle), and for ``who = "fstime"`` its user and system time as a share of one CPU.
+``cpu_ticks`` (ticks)
+    The same readings in clock ticks (USER_HZ): ``who = "fstime"``, ``mode = "busy"``: its
+    user + system ticks; ``who = "clock"``, ``mode = "elapsed"``: the wall-clock ticks between
+    the readings; ``who = "all"``, ``mode = "iowait"``: the I/O-wait ticks of every CPU
+    together. "One CPU at 100 %, no I/O wait" compares busy and iowait with elapsed.
 ``kernel_sample_share`` (fraction)
     Of the perf samples of a copy phase, those whose innermost frame is in the kernel.
 ``audit_sample_share`` (fraction)
@@ -32,7 +47,7 @@ from collections import defaultdict
 from labkit.parsers.dd import dd_summary
 from labkit.parsers.jsonline import json_lines
 from labkit.parsers.perf import share_under
-from labkit.parsers.procstat import cpu_shares, process_shares, snapshots
+from labkit.parsers.procstat import cpu_shares, elapsed_ticks, process_shares, snapshots
 from labkit.parsers.strace import strace_summary
 
 
@@ -63,6 +78,20 @@ def _leaf_in_kernel(folded_text: str) -> tuple[int, int]:
     return kernel, total
 
 
+def pair_us(bufsize: int, score_kibps: float) -> float:
+    """µs per read + write pair of fstime's copy loop from its score (KiB/s) and buffer size
+    (bytes): the loop writes ``bufsize`` bytes a pair, so it runs score · 1024 ÷ bufsize pairs
+    a second (see ``pair_time`` above)."""
+    return bufsize / (score_kibps * 1024) * 1e6
+
+
+def iowait_ticks(before, after) -> dict[str, int]:
+    """Per CPU (``cpu0``, ``cpu1``, ...), its I/O-wait ticks between two /proc/stat snapshots
+    (the fifth value of its line, proc(5))."""
+    return {cpu: after.cpus[cpu][4] - b[4] for cpu, b in before.cpus.items()
+            if cpu != "cpu" and cpu in after.cpus and len(b) > 4 and len(after.cpus[cpu]) > 4}
+
+
 def collect(run) -> None:
     """Parse every fstime, dd, /proc/stat, perf and strace step of ``run``. Each step's case
     comes from its record (``lab_run --case``); no step name is parsed."""
@@ -76,7 +105,7 @@ def collect(run) -> None:
     first_step: dict[tuple, str] = {}
     for s in run.steps:
         case = s.get("case") or {}
-        if s["status"] != "ok" or case.get("tool") not in ("fstime", "dd"):
+        if s["status"] != "ok" or case.get("tool") not in ("fstime", "dd") or case.get("experiment") == "suppress":
             continue
         base = {k: v for k, v in case.items() if k not in ("rep", "max_blocks")}
         if case["tool"] == "fstime":
@@ -94,8 +123,25 @@ def collect(run) -> None:
     for key, values in samples.items():
         run.add("score", "KiB/s", dict(key), values, first_step[key])
 
+    # The audit group's copy and system-call loop as the time of one read + write pair.
+    for key, values in samples.items():
+        case = dict(key)
+        if case.get("experiment") == "audit" and case.get("phase") == "copy" and case.get("tool") == "fstime":
+            run.add("pair_time", "µs", case, [pair_us(case["bufsize"], v) for v in values], first_step[key])
+    suppress: dict[tuple, list[float]] = defaultdict(list)
+    for s in run.steps:
+        case = s.get("case") or {}
+        if s["status"] == "ok" and case.get("experiment") == "suppress" and case.get("tool") == "dd":
+            d = dd_summary(run.raw(s["name"], "err").read_text())
+            key = tuple(sorted({**{k: v for k, v in case.items() if k != "rep"}, "phase": "copy"}.items()))
+            suppress[key].append(d["seconds"] * 1e6 / d["bytes"])
+            first_step.setdefault(key, s["name"])
+    for key, values in suppress.items():
+        run.add("pair_time", "µs", dict(key), values, first_step[key])
+
     # What htop would show: two readings inside one copy phase, once per repetition.
     per_cpu: dict[tuple, list[float]] = defaultdict(list)
+    ticks: dict[tuple, list[float]] = defaultdict(list)
     cpu_step: dict[tuple, str] = {}
     for s in run.steps:
         case = s.get("case") or {}
@@ -116,8 +162,16 @@ def collect(run) -> None:
             key = tuple(sorted({**where, "who": "fstime", "mode": mode}.items()))
             per_cpu[key].append(p[mode])
             cpu_step.setdefault(key, s["name"])
+        wall = elapsed_ticks(before, after)
+        for who, mode, v in (("fstime", "busy", p["cpu"] * wall), ("clock", "elapsed", wall),
+                             ("all", "iowait", sum(iowait_ticks(before, after).values()))):
+            key = tuple(sorted({**where, "who": who, "mode": mode}.items()))
+            ticks[key].append(v)
+            cpu_step.setdefault(("ticks", key), s["name"])
     for key, values in per_cpu.items():
         run.add("cpu_share", "fraction", dict(key), values, cpu_step[key])
+    for key, values in ticks.items():
+        run.add("cpu_ticks", "ticks", dict(key), values, cpu_step[("ticks", key)])
 
     # perf: flame graphs per target, the differential one, kernel share of samples.
     for s in run.steps:

@@ -21,13 +21,19 @@
 #   strace  strace -c of a copy phase: which system calls, how many
 #   dd      dd bs=1k of a file to another file on every filesystem, the same copy by
 #           another program
-#   audit   the copy on tmpfs with audit off; with auditd (started by the lab, logging into
-#           the scratch dir) and a rule that matches nothing; with a rule auditing every
-#           system call of the fstime process (by PID). Audit state restored exactly after.
-#           It runs last: once audit has been enabled, the kernel gives every process
-#           started afterwards an audit context until the next boot (see the chapter). So
-#           its three states run one after the other, not interleaved: an "off" repetition
-#           after the first enable would carry the audit context it is meant to be without.
+#   audit   the copy on tmpfs in four audit states: off (audit never enabled on this boot, or
+#           the process kept without an audit context by a task,never rule: the supervisor
+#           adds one where audit was ever enabled, labkit/auditctx.py); auditd (started by
+#           the lab, logging into the scratch dir) with no system-call rule (a "dummy"
+#           context: the slow system-call entry only, the original's likely state); auditd
+#           and one rule that matches nothing (every system-call exit runs the filters); a
+#           rule auditing every system call of the fstime process (by PID). The three
+#           audited states need the process to carry a context: task,never rules are taken
+#           out while they run (put back on cleanup). Then, with audit enabled once on this
+#           boot for certain, a system-call loop (dd bs=1 to /dev/null) without and with a
+#           task,never rule of the lab's, interleaved: what the suppression removes. Audit
+#           state restored exactly after. It runs last: the states run one after the other,
+#           because enabling audit cannot be undone before the next boot.
 # Every measuring step carries its case as fields (lab_run --case): record.py reads those.
 # Mounts are unmounted, loop devices detached, audit rules deleted, the audit enabled flag
 # restored and auditd stopped by PID on exit, error, Ctrl-C and TERM.
@@ -43,7 +49,7 @@ lab_group cpu "per-CPU user/system split from /proc/stat during a copy phase (ht
 lab_group perf "perf record -g of the copy phase: tmpfs vs xfs on tmpfs, flame graphs, diff"
 lab_group strace "strace -c of a copy phase"
 lab_group dd "dd bs=1k file-to-file copy on the same filesystems"
-lab_group audit "audit off / auditd and a rule that does not match / every syscall of fstime (last)"
+lab_group audit "audit off / auditd, no rules / one rule matching nothing / every syscall; task,never (last)"
 
 TMPFS_MIB=768        # the lab's tmpfs: two sparse 512 MiB images and the test files fit
 IMG_MIB=512          # image size (sparse: only what is written takes space)
@@ -335,6 +341,35 @@ audit_delete_pid_rule() {
 # audit_daemon_pid: the PID of the audit daemon the kernel talks to (0: none).
 audit_daemon_pid() { auditctl -s 2>/dev/null | awk '$1 == "pid" { print $2 }'; }
 
+# audit_put_back WORD...: load the rule that `auditctl -l` listed as WORD... ("-a never,task
+# ...") unless it is loaded (the undo of task_never_out). A lab run's own rule ("-F pid!=PID",
+# labkit/auditctx.py) only while that run's supervisor PID lives: its run removes it at its end.
+audit_put_back() {
+  local pid=${*##*pid!=}
+  if [[ $* == *" -F pid!="* && $pid =~ ^[0-9]+$ && ! -e /proc/$pid ]]; then return 0; fi
+  auditctl -l 2>/dev/null | grep -qxF -- "$*" || auditctl "$@"
+}
+
+# task_never_out NAME: take out every task,never rule (the supervisor's, the host's), so that
+# processes started now get an audit context; each is put back on cleanup (registered first).
+task_never_out() {
+  local r w k=0
+  while IFS= read -r r; do
+    [[ $r == "-a never,task" || $r == "-a never,task "* ]] || continue
+    read -ra w <<< "$r"
+    lab_defer "put back the audit rule '$r'" audit_put_back "${w[@]}"
+    k=$((k + 1))
+    lab_run "$1.$k" -- auditctl -d "${w[@]:1}" || return 1
+  done < <(auditctl -l)
+}
+
+# task_never_in NAME: add the lab's own task,never rule (-F pid!=<this shell>: every process
+# started from now on, none of which can have this PID); deleted on cleanup (registered first).
+task_never_in() {
+  lab_defer "delete the audit rule '-a never,task -F pid!=$$'" audit_try_delete task,never -F "pid!=$$"
+  lab_run "$1" -- auditctl -a task,never -F "pid!=$$"
+}
+
 group_audit() {
   need_bin audit || return 0
   lab_require audit root cmd:auditctl cmd:auditd cmd:ausyscall || return 0
@@ -348,9 +383,10 @@ group_audit() {
   lab_run audit.before.rules -- auditctl -l || return 0
   enabled=$(awk '$1 == "enabled" { print $2 }' "$LAB_RUN/raw/audit.before.status.out")
   apid=$(awk '$1 == "pid" { print $2 }' "$LAB_RUN/raw/audit.before.status.out")
-  rules=$(grep -cv '^No rules' "$LAB_RUN/raw/audit.before.rules.out" || true)
+  # task,never rules (the supervisor's own, labkit/auditctx.py, or the host's) audit nothing.
+  rules=$(grep -v -e '^No rules' -e '^-a never,task$' -e '^-a never,task ' "$LAB_RUN/raw/audit.before.rules.out" | grep -c . || true)
   if [[ $enabled != 0 || $apid != 0 || $rules != 0 ]]; then
-    lab_skip audit "audit is in use on this host (enabled $enabled, audit daemon pid $apid, $rules rules): the lab leaves a live audit configuration alone"
+    lab_skip audit "audit is in use on this host (enabled $enabled, audit daemon pid $apid, $rules rules besides task,never): the lab leaves a live audit configuration alone"
     return 0
   fi
   # auditctl's name for the system-call table of our fstime (a native program): b64 on a
@@ -361,7 +397,8 @@ group_audit() {
   fi
   echo "$arch" > "$LAB_RUN/audit.arch"
 
-  # 1. Audit off, as found.
+  # 1. Audit off, as found: never enabled on this boot, or no audit context for processes
+  #    started under a task,never rule (host.audit_context in the result says which).
   for ((i = 1; i <= REPS; i++)); do
     lab_run --case experiment=audit --case audit=off --case tool=fstime --case target=tmpfs --case fs=tmpfs --case "rep=$i" \
       "audit.off.$i" -- "$BIN" -c -t "$T" -s "$S" -d "$dir" -b 1024 -m 2000
@@ -370,6 +407,8 @@ group_audit() {
   mark=$(lab_mark)
   # The enabled flag is restored after auditd is stopped (the stack runs newest first).
   lab_defer "restore the audit enabled flag to $enabled" auditctl -e "$enabled"
+  # The audited states measure processes that carry an audit context: no task,never rule.
+  task_never_out audit.task-never.out || { lab_unwind "$mark"; return 0; }
   adir="$LAB_SCRATCH/audit"
   mkdir -p "$adir/plugins.d"
   lab_run --stdout "$adir/auditd.conf" audit.auditd.conf -- sed "s|@DIR@|$adir|g" "$LAB_DIR/auditd.conf.in" ||
@@ -388,7 +427,14 @@ group_audit() {
   fi
   lab_run audit.auditd.status -- auditctl -s
 
-  # 2. auditd running and a rule for every system call of a PID that cannot exist
+  # 2. auditd running, no system-call rule: a new process gets a "dummy" context (audit_n_rules
+  #    is 0), which takes the slow system-call entry and exit but runs no filter.
+  for ((i = 1; i <= REPS; i++)); do
+    lab_run --case experiment=audit --case audit=norules --case tool=fstime --case target=tmpfs --case fs=tmpfs \
+      --case "rep=$i" "audit.norules.$i" -- "$BIN" -c -t "$T" -s "$S" -d "$dir" -b 1024 -m 2000
+  done
+
+  # 3. auditd running and a rule for every system call of a PID that cannot exist
   #    (pid_max): every system call of every process is checked against it, none matches.
   pidmax=$(cat /proc/sys/kernel/pid_max)
   lab_defer "delete the audit rule for pid $pidmax" audit_try_delete always,exit -F "arch=$arch" -S all -F "pid=$pidmax"
@@ -398,7 +444,7 @@ group_audit() {
         --case "rep=$i" "audit.nomatch.$i" -- "$BIN" -c -t "$T" -s "$S" -d "$dir" -b 1024 -m 2000
     done
 
-    # 3. Every system call of the fstime process audited: audit_exec.sh adds the rule for
+    # 4. Every system call of the fstime process audited: audit_exec.sh adds the rule for
     #    its own PID, then execs fstime (same PID). The delete is registered first.
     for ((i = 1; i <= REPS; i++)); do
       pidfile="$adir/every.$i.pid"
@@ -413,9 +459,31 @@ group_audit() {
   fi
   lab_run --case experiment=audit audit.during.log -- du -b "$adir"
   lab_unwind "$mark"
+  audit_suppression
   # The state after: must equal the state before (the test suite checks it too).
   lab_run audit.after.status -- auditctl -s
   lab_run audit.after.rules -- auditctl -l
+}
+
+# audit_suppression: what a task,never rule removes, on this boot where audit has now been
+# enabled for certain (auditd ran above) and is back as found: a system-call loop, dd copying
+# one byte at a time from /dev/zero to /dev/null (one read and one write a byte), started
+# without any task,never rule (an audit context) and under the lab's own, in turn.
+audit_suppression() {
+  local i mark count
+  count=$(lab_quick 1000000 3000000)
+  for ((i = 1; i <= REPS; i++)); do
+    mark=$(lab_mark)
+    task_never_out "audit.suppress.out.$i" || { lab_unwind "$mark"; return 0; }
+    lab_run --case experiment=suppress --case audit=contexts --case tool=dd --case bufsize=1 --case "rep=$i" \
+      "audit.suppress.contexts.$i" -- env LC_ALL=C dd if=/dev/zero of=/dev/null bs=1 count="$count"
+    lab_unwind "$mark"
+    mark=$(lab_mark)
+    task_never_in "audit.suppress.in.$i" || { lab_unwind "$mark"; return 0; }
+    lab_run --case experiment=suppress --case audit=task-never --case tool=dd --case bufsize=1 --case "rep=$i" \
+      "audit.suppress.task-never.$i" -- env LC_ALL=C dd if=/dev/zero of=/dev/null bs=1 count="$count"
+    lab_unwind "$mark"
+  done
 }
 
 lab_main "$@"
