@@ -142,3 +142,15 @@ def test_no_measurement_disagrees_with_its_step(path):
             if k in m["case"] and m["case"][k] != v:
                 bad.append((m["metric"], step["name"], k, v, m["case"][k]))
     assert not bad, f"{len(bad)} measurements disagree with their step's case, e.g. {bad[:3]}"
+
+
+@pytest.mark.parametrize("path", RESULTS, ids=[f"{p.parent.name}/{p.stem}" for p in RESULTS])
+def test_measurement_cases_keep_the_declared_types(path):
+    """A measurement's case key that the lab declares holds a value of the declared type (nvme's guest
+    knob ``setting`` is a str for every knob: "1024" and "-20" as much as "kyber")."""
+    r = json.loads(path.read_text())
+    types = steps.declared(ROOT / "labs" / r["lab"])
+    py = {"str": str, "int": int, "float": float, "bool": bool}
+    bad = {(k, repr(v)) for m in r["measurements"] for k, v in m["case"].items()
+           if k in types and type(v) is not py[types[k]]}
+    assert not bad, sorted(bad)[:5]
