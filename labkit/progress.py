@@ -50,12 +50,12 @@ def group_figures(lab: str, lab_dir: Path, run_dir: Path, group: str, quick: boo
     """Lines ``"pinned same-cpu: median 17.6 µs, n = 10"`` for the measurements that the steps
     of ``group`` produced so far, from the lab's collector run on the partial ``run_dir``
     (its output silenced). ``[]`` when the collector cannot run on partial data."""
-    from .record import Run, load_lab_collector
+    from .record import Run, collect
     try:
         run = Run(lab, Path(run_dir), quick, Path(lab_dir))
         steps = {s["name"] for s in run.steps if s["group"] == group}
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            load_lab_collector(Path(lab_dir))(run)
+            collect(run, Path(lab_dir))
     except Exception:  # noqa: BLE001 - best effort by design: the full record runs at the end
         return []
     ms = [m for m in run.measurements if m.get("step") in steps]

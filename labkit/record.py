@@ -155,6 +155,13 @@ def load_lab_collector(lab_dir: Path):
     return module.collect
 
 
+def collect(run: Run, lab_dir: Path) -> None:
+    """Run the lab's collector (``<lab_dir>/record.py`` ``collect``) on ``run``, then turn the
+    samples it gathered with :meth:`Run.add_sample` into measurements."""
+    load_lab_collector(lab_dir)(run)
+    run.flush_samples()
+
+
 def measuring_code(lab: str) -> list[str]:
     """Git pathspecs of the code that decides what a run of ``lab`` measures and records: the
     lab's folder (less its page data, which every build reads afresh: see labkit.stale), the lab
@@ -195,8 +202,7 @@ def assemble(lab: str, lab_dir: Path, run_dir: Path, *, start: float, quick: boo
     ``paths``: ``{"scratch", "out", "checkout"}``, the absolute directories of the run, kept as
     ``run.paths`` so that pages show commands with placeholders instead of this host's paths."""
     run = Run(lab, run_dir, quick, lab_dir)
-    load_lab_collector(lab_dir)(run)
-    run.flush_samples()
+    collect(run, lab_dir)
     commit, dirty = git_commit(Path(lab_dir).parent.parent, measuring_code(lab))
     result = {
         "schema_version": model.SCHEMA_VERSION,
@@ -260,8 +266,7 @@ def rederive(path: Path, lab_dir: Path | None = None) -> dict:
         run_dir = Path(tmp) / "run"
         shutil.copytree(path.with_suffix(""), run_dir, symlinks=True)
         run = Run(old["lab"], run_dir, old["run"]["quick"], lab_dir)
-        load_lab_collector(lab_dir)(run)
-        run.flush_samples()
+        collect(run, lab_dir)
     result = {**old, "steps": run.steps, "measurements": run.measurements,
               "artifacts": run.artifacts + [a for a in old["artifacts"] if a["kind"] == "cast"], "claims": []}
     missing = [a["path"] for a in result["artifacts"] if not (path.parent / a["path"]).is_file()]
