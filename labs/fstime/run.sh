@@ -342,20 +342,23 @@ audit_delete_pid_rule() {
 audit_daemon_pid() { auditctl -s 2>/dev/null | awk '$1 == "pid" { print $2 }'; }
 
 # audit_put_back WORD...: load the rule that `auditctl -l` listed as WORD... ("-a never,task
-# ...") unless it is loaded (the undo of task_never_out). A lab run's own rule ("-F pid!=PID",
-# labkit/auditctx.py) only while that run's supervisor PID lives: its run removes it at its end.
-audit_put_back() {
-  local pid=${*##*pid!=}
-  if [[ $* == *" -F pid!="* && $pid =~ ^[0-9]+$ && ! -e /proc/$pid ]]; then return 0; fi
-  auditctl -l 2>/dev/null | grep -qxF -- "$*" || auditctl "$@"
-}
+# ...") unless it is loaded (the undo of task_never_out).
+audit_put_back() { auditctl -l 2>/dev/null | grep -qxF -- "$*" || auditctl "$@"; }
 
-# task_never_out NAME: take out every task,never rule (the supervisor's, the host's), so that
-# processes started now get an audit context; each is put back on cleanup (registered first).
+# task_never_out NAME: take out the task,never rules that would keep processes started now
+# without an audit context: this run's own (labkit/auditctx.py: "-F pid!=<the supervisor's
+# PID>", this shell's parent) and the host's plain one, each put back on cleanup (registered
+# first). Another run's rule (a lab running beside this one, which removes it when it ends) is
+# not this run's to take out or put back: NAME is skipped with the reason, status 1.
 task_never_out() {
-  local r w k=0
+  local r w k=0 own="-a never,task -F pid!=$PPID" others
+  others=$(auditctl -l | grep -e '^-a never,task ' | grep -vxF -e "$own" | paste -sd ';' || true)
+  if [[ -n $others ]]; then
+    lab_skip "$1" "another run's task,never rule is loaded ($others): processes started now would carry no audit context"
+    return 1
+  fi
   while IFS= read -r r; do
-    [[ $r == "-a never,task" || $r == "-a never,task "* ]] || continue
+    [[ $r == "-a never,task" || $r == "$own" ]] || continue
     read -ra w <<< "$r"
     lab_defer "put back the audit rule '$r'" audit_put_back "${w[@]}"
     k=$((k + 1))
