@@ -56,7 +56,7 @@ def dtb(tmp_path) -> Path:
 
 
 BAD = [
-    (["run", "--dt", "wide", "--", "true"], "invalid choice: 'wide'"),
+    (["run", "--dt", "wider", "--", "true"], "invalid choice: 'wider'"),
     (["run", "--dt", "plain", "--dtb", "{dtb}", "--", "true"], "--dt and --dtb"),
     (["run", "--dtb", "{tmp}/missing.dtb", "--", "true"], "no such file"),
     (["run", "--dtb", "{text}", "--", "true"], "not a compiled device tree"),
@@ -99,8 +99,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, dtb, cli, args, words):
 
 
 @pytest.mark.parametrize("argv,prefix", [
-    (["-m", "labkit", "guest", "run", "--dt", "wide", "--", "true"], "labkit guest run: error:"),
-    (["-m", "labkit.guest", "run", "--dt", "wide", "--", "true"], "python -m labkit.guest run: error:"),
+    (["-m", "labkit", "guest", "run", "--dt", "wider", "--", "true"], "labkit guest run: error:"),
+    (["-m", "labkit.guest", "run", "--dt", "wider", "--", "true"], "python -m labkit.guest run: error:"),
     (["-m", "labkit", "guest", "shell"], "labkit guest shell: error: shell needs a terminal"),
 ])
 def test_both_command_lines_refuse_in_one_line(argv, prefix):

@@ -28,7 +28,8 @@ modules folder) is kept under ``kernels/<arch>/local-<fingerprint>/`` instead (:
 as a tar on a disk, an empty disk for the job's ``/out`` (a tar written back by the guest), an
 optional emulated NVMe drive, and on arm64 optionally a device tree: ``plain`` (QEMU's own tree,
 dumped and recompiled with dtc), ``dma-ranges`` (the same tree plus one ``dma-ranges``
-property on the PCIe host bridge), or any compiled tree (``GuestSpec.dtb``); ``guest.json``
+property on the PCIe host bridge), ``wide`` (that window widened to cover all RAM: the NVMe
+investigation's fix), or any compiled tree (``GuestSpec.dtb``); ``guest.json``
 records which (name, sha256, the bridge's ``dma-ranges`` as booted). It is bounded by a timeout
 and QEMU never outlives it.
 
@@ -89,6 +90,16 @@ PROFILES = {
 # window leaves the swiotlb pool itself outside (the nvme driver then warns and hangs).
 PCIE_NODE = "pcie@10000000"
 DMA_WINDOW = "0x2000000 0x00 0x40000000 0x00 0x40000000 0x00 0x40000000"
+DEVICE_TREES = ("plain", "dma-ranges", "wide")
+"""The ``--dt`` names: QEMU's own tree, it with the 1 GiB window, and the window widened to all RAM."""
+
+
+def wide_window(mem_mib: int) -> str:
+    """The ``dma-ranges`` cells of :data:`DMA_WINDOW` widened to the end of a virt machine's RAM
+    (``mem_mib`` MiB from 0x40000000): the same window ``labs/nvme_swiotlb/dt_widen.py`` writes,
+    PCI and CPU addresses kept, the size raised to cover all of RAM."""
+    size = mem_mib * 1024 * 1024
+    return f"0x2000000 0x00 0x40000000 0x00 0x40000000 0x{size >> 32:02x} 0x{size & 0xFFFFFFFF:02x}"
 
 # What an interactive shell adds to the profile's packages: bash (line editing, history; the
 # profiles' dash has neither, and busybox sh runs its own applets before the Debian programs) and
@@ -108,8 +119,9 @@ class GuestSpec:
     """What to boot. ``kernel_release``: the Debian release whose kernel meta package picks the
     kernel (bookworm: 6.1, bullseye: 5.10). ``kernel``: instead, a kernel the reader has (a
     ``linux-image-*.deb``, an image file with ``modules``, or a folder holding both: see
-    :mod:`.local`). ``dt``: None (QEMU's built-in tree or ACPI), "plain" or "dma-ranges" (arm64
-    only); ``dtb``: instead, the path of a compiled device tree to boot as it is. ``append``:
+    :mod:`.local`). ``dt``: None (QEMU's built-in tree or ACPI), "plain", "dma-ranges" or "wide"
+    (arm64 only; :data:`DEVICE_TREES`); ``dtb``: instead, the path of a compiled device tree to
+    boot as it is. ``append``:
     extra kernel command line (e.g. ``swiotlb=force``). ``mem_mib``/``cpus``: guest RAM and vCPUs;
     ``accel``: "auto" (KVM when a bounded probe boot works, else TCG), "kvm" or "tcg"."""
     arch: str = "arm64"
@@ -134,8 +146,8 @@ class GuestSpec:
             raise ValueError(f"unknown guest architecture {self.arch!r} (one of {sorted(ARCHS)})")
         if self.profile not in PROFILES:
             raise ValueError(f"unknown guest profile {self.profile!r} (one of {sorted(PROFILES)})")
-        if self.dt not in (None, "plain", "dma-ranges"):
-            raise ValueError(f"unknown device tree {self.dt!r} (plain or dma-ranges)")
+        if self.dt is not None and self.dt not in DEVICE_TREES:
+            raise ValueError(f"unknown device tree {self.dt!r} (plain, dma-ranges or wide)")
         if self.dt and self.dtb:
             raise ValueError("--dt and --dtb both name the device tree: give one")
         if (self.dt or self.dtb) and ARCHS[self.arch]["machine"] != "virt":
@@ -378,6 +390,8 @@ def _device_tree(spec: GuestSpec, work: Path, accel: str) -> tuple[Path | None, 
             dts = images.dtb_to_dts(raw)
             if spec.dt == "dma-ranges":
                 dts = images.add_dma_ranges(dts, PCIE_NODE, DMA_WINDOW)
+            elif spec.dt == "wide":
+                dts = images.add_dma_ranges(dts, PCIE_NODE, wide_window(spec.mem_mib))
             images.dts_to_dtb(dts, dtb)
     else:
         return None, None

@@ -10,8 +10,9 @@ the command line (a lab step is one such command, so a reader can type it).
     labkit guest cache [--prune]            (the cache's folder and size; --prune removes it)
 
 Every boot takes ``--kernel PATH`` (a ``linux-image-*.deb``, or an image with ``--modules DIR``,
-or a folder holding both) instead of the release's kernel, and on arm64 ``--dt plain|dma-ranges``
-or ``--dtb FILE`` (a compiled device tree, booted as it is). ``shell`` and ``run -- CMD`` attach
+or a folder holding both) instead of the release's kernel, and on arm64 ``--dt
+plain|dma-ranges|wide`` (``wide``: the window widened to all RAM, the fix) or ``--dtb FILE`` (a
+compiled device tree, booted as it is). ``shell`` and ``run -- CMD`` attach
 a sparse scratch NVMe drive when given no ``--nvme``, and remove everything they made on exit.
 
 Exit status: ``run`` returns the job's (or CMD's) exit status, ``shell`` the shell's; 1 when the
@@ -27,8 +28,8 @@ import re
 import signal
 import sys
 
-from . import (CacheBusyError, GuestBuildError, GuestRunError, GuestSpec, PROFILES, accelerator, cache_dir, cache_usage,
-               human_size, prepare, prune_cache, run, run_command, shell)
+from . import (DEVICE_TREES, CacheBusyError, GuestBuildError, GuestRunError, GuestSpec, PROFILES, accelerator, cache_dir,
+               cache_usage, human_size, prepare, prune_cache, run, run_command, shell)
 from .qemu import ARCHS
 
 
@@ -57,8 +58,9 @@ def _spec_args(p: argparse.ArgumentParser) -> None:
 
 
 def _boot_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dt", choices=["plain", "dma-ranges"],
-                   help="arm64: QEMU's own device tree (plain), or it with a 1 GiB PCIe dma-ranges window")
+    p.add_argument("--dt", choices=list(DEVICE_TREES),
+                   help="arm64: QEMU's own device tree (plain), it with a 1 GiB PCIe dma-ranges window "
+                        "(dma-ranges), or that window widened to cover all RAM (wide: the fix)")
     p.add_argument("--dtb", metavar="FILE", help="arm64: boot this compiled device tree as it is (not with --dt)")
     p.add_argument("--append", default="", help="extra kernel command line")
     p.add_argument("--nvme", metavar="IMG", help="raw image the guest sees as an NVMe drive")
