@@ -80,7 +80,7 @@ PROFILES = {
             "fio", "linux-perf", "strace", "sysstat", "auditd", "iproute2", "blktrace", "trace-cmd",
             "sockperf", "sysbench", "bpftrace", "hwloc-nox", "asciinema", "gdb", "cscope", "numactl",
             "python3-numpy", "python3-matplotlib",   # labkit's heat map (optane_kyber's heat group)
-            "python3-scipy"],                          # labkit's claims (bootstrap intervals) at record time
+            "python3-scipy"],                          # labkit's claims (t quantiles) at record time
 }
 
 # The PCIe host bridge of QEMU's arm64 virt machine, and the window the NVMe investigation's fix
