@@ -23,6 +23,7 @@ from mkdocs.plugins import event_priority
 from mkdocs.structure.files import File, Files
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
+from selectolax.lexbor import LexborHTMLParser
 
 from labkit import charts, evidence, lesson, render, results
 from labkit.macros import beside
@@ -169,7 +170,6 @@ def on_pre_build(config):
     config["extra"]["pc_player"] = player
 
 
-_DETAILS_TAG = re.compile(r"<details\b[^>]*>|</details>")
 FOLD_MIN_CHARS = 4_000  # a closed block with more HTML than this (a table of a dozen rows) is fetched when opened
 _FOLDS: dict[str, str] = {}  # site path -> HTML fragment, written by on_post_build
 # Data pages: the evidence pages (labkit/evidence.py) hold every measurement of every host, 0.5-1.9
@@ -178,49 +178,60 @@ _FOLDS: dict[str, str] = {}  # site path -> HTML fragment, written by on_post_bu
 # Lighthouse timed out on it; with other hosts' tabs and large closed blocks fetched when shown
 # (lazy_tabs, lazy_folds) it has 27,500 elements. Chapters and the other pages are whole.
 LAZY_PAGES = (f"{evidence.PREFIX}/", "compare.md")
-# What mkdocs-material turns into code annotations (content.code.annotate): a code block followed
-# by an ordered list (its findList: the list may come after empty paragraphs), or a block of class
-# "annotate". Material builds them once, at page load, on the blocks in the page (mountContent):
-# a block fetched later would show its markers as literal "# (1)!" and its notes as a plain list.
-# So such a block is never folded or fetched.
-_ANNOTATED = re.compile(r'</code></pre></div>\s*(?:<p>\s*</p>\s*)*<ol\b|class="(?:[^"]*\s)?annotate[\s"]')
+TAB_MIN_CHARS = 500  # another host's tab longer than this (a table of a few rows) is fetched when shown
+
+# The page's HTML is parsed as a fragment in a <div> (the HTML Standard's fragment parsing, by
+# lexbor through selectolax), changed in the tree and written back (selectolax's serializer: the
+# markup of a data page comes out equivalent, not byte for byte the same, e.g. "&para;" as "¶").
 
 
-def lazy_folds(html: str, page_dir: str, store: dict[str, str], min_chars: int = FOLD_MIN_CHARS) -> str:
-    """Move the contents of each large closed ``<details>`` (a source listing, a long output:
-    more than ``min_chars`` characters of HTML) into a fragment file ``<page_dir>fold-<hash>.html``
-    (kept in ``store``, site path → HTML) and leave a placeholder that docs/assets/casebook.js
-    replaces with the fragment when the reader opens the block; without JavaScript the
-    placeholder links to the fragment. The page's DOM stays small: mkdocs-material's start-up
-    and the browser's layout cost grow with every element, folded or not. A block with code
-    annotations stays in the page (see ``_ANNOTATED``)."""
-    out, last, depth, start = [], 0, 0, None
-    for m in _DETAILS_TAG.finditer(html):
-        if m.group(0) != "</details>":
-            if depth == 0:
-                start = m
-            depth += 1
+def _annotated(nodes: list) -> bool:
+    """Whether ``nodes`` (and what they hold) have what mkdocs-material turns into code
+    annotations (content.code.annotate): a block of class ``annotate``, or a code block
+    (``<div><pre>…</pre></div>``) followed by an ordered list, with only empty paragraphs
+    between (material's findList). Material builds annotations once, at page load
+    (mountContent), on the blocks in the page: a block fetched later would show its markers as
+    literal "# (1)!" and its notes as a plain list, so such a block is never fetched."""
+    for top in nodes:
+        if not top.is_element_node:
             continue
-        depth -= 1
-        if depth or start is None:
-            continue
-        head = start.group(0)
-        body_at = html.find("</summary>", start.end(), m.start())
-        if " open" in head or body_at < 0:
-            continue
-        body_at += len("</summary>")
-        inner = html[body_at:m.start()]
-        if len(inner) < min_chars or _ANNOTATED.search(inner):
-            continue
-        out.append(html[last:body_at])
-        out.append(_fragment(inner, page_dir, store))
-        last = m.start()
-    out.append(html[last:])
-    return "".join(out)
+        if top.css_matches(".annotate") or top.css_first(".annotate") is not None:
+            return True
+        for block in [top, *top.css("div")]:
+            last = block.last_child
+            while last is not None and last.is_text_node and not last.text_content.strip():
+                last = last.prev
+            if block.tag != "div" or last is None or last.tag != "pre":
+                continue
+            after = block.next
+            while after is not None and (after.is_text_node and not after.text_content.strip()
+                                         or after.tag == "p" and not after.attributes and not after.inner_html.strip()):
+                after = after.next
+            if after is not None and after.tag == "ol":
+                return True
+    return False
 
 
-_DIV_TAG = re.compile(r"<div\b[^>]*>|</div>")
-_TAB_CONTENT = '<div class="tabbed-content">'
+def _outermost(nodes: list, tag: str, cls: str | None = None) -> list:
+    """The nodes that have no ancestor ``tag`` (of class ``cls``)."""
+    def inside(n) -> bool:
+        p = n.parent
+        while p is not None:
+            if p.tag == tag and (cls is None or cls in (p.attributes.get("class") or "").split()):
+                return True
+            p = p.parent
+        return False
+    return [n for n in nodes if not inside(n)]
+
+
+def _children(node, tag: str, cls: str | None = None) -> list:
+    """``node``'s child elements ``tag`` (of class ``cls``)."""
+    out, child = [], node.child
+    while child is not None:
+        if child.tag == tag and (cls is None or cls in (child.attributes.get("class") or "").split()):
+            out.append(child)
+        child = child.next
+    return out
 
 
 def _fragment(inner: str, page_dir: str, store: dict[str, str]) -> str:
@@ -232,74 +243,94 @@ def _fragment(inner: str, page_dir: str, store: dict[str, str]) -> str:
             f'(<a href="{name}">the folded content on its own</a>)</p></div>\n')
 
 
-TAB_MIN_CHARS = 500  # another host's tab longer than this (a table of a few rows) is fetched when shown
+def _fold_closed_blocks(doc, page_dir: str, store: dict[str, str], min_chars: int) -> int:
+    """:func:`lazy_folds` on the parsed page ``doc``; how many blocks it moved."""
+    moved = 0
+    for details in _outermost(doc.css("details:not([open])"), "details"):
+        summary = next(iter(_children(details, "summary")), None)
+        if summary is None:
+            continue
+        body = []
+        node = summary.next
+        while node is not None:
+            body.append(node)
+            node = node.next
+        inner = "".join(n.html for n in body)
+        if len(inner) < min_chars or _annotated(body):
+            continue
+        details.inner_html = summary.html + _fragment(inner, page_dir, store)
+        moved += 1
+    return moved
+
+
+def _fold_later_tabs(doc, page_dir: str, store: dict[str, str], min_chars: int) -> int:
+    """:func:`lazy_tabs` on the parsed page ``doc``; how many tabs it moved."""
+    moved = 0
+    for tab_set in _outermost(doc.css("div.tabbed-set[data-pc-tabs]"), "div", "tabbed-set"):
+        blocks = [b for c in _children(tab_set, "div", "tabbed-content") for b in _children(c, "div", "tabbed-block")]
+        for block in blocks[1:]:
+            inner = block.inner_html
+            if len(inner) < min_chars or _annotated(list(block.iter(include_text=True))):
+                continue
+            block.inner_html = _fragment(inner, page_dir, store)
+            moved += 1
+    return moved
+
+
+def _parse(html: str):
+    return LexborHTMLParser(html, is_fragment=True)
+
+
+def lazy_folds(html: str, page_dir: str, store: dict[str, str], min_chars: int = FOLD_MIN_CHARS) -> str:
+    """Move the contents of each large closed ``<details>`` that no other ``<details>`` holds (a
+    source listing, a long output: more than ``min_chars`` characters of HTML after its
+    ``<summary>``) into a fragment file ``<page_dir>fold-<hash>.html`` (kept in ``store``, site
+    path → HTML) and leave a placeholder that docs/assets/casebook.js replaces with the fragment
+    when the reader opens the block; without JavaScript the placeholder links to the fragment.
+    The page's DOM stays small: mkdocs-material's start-up and the browser's layout cost grow
+    with every element, folded or not. A block with code annotations stays in the page
+    (:func:`_annotated`). ``html`` comes back as it was when no block moved."""
+    doc = _parse(html)
+    return doc.html if _fold_closed_blocks(doc, page_dir, store, min_chars) else html
 
 
 def lazy_tabs(html: str, page_dir: str, store: dict[str, str], min_chars: int = TAB_MIN_CHARS) -> str:
     """Move the contents of every tab but the first of each host tab set (``data-pc-tabs``,
-    see ``_TABS``) into a fragment file, as :func:`lazy_folds` does for closed blocks, when
-    they are longer than ``min_chars`` characters of HTML and hold no code annotations (see
-    ``_ANNOTATED``). Only the first host's tables are in the page at load;
-    docs/assets/casebook.js fetches another host's when its tab is shown.
+    :mod:`labkit.page_marks`) that no other tab set holds into a fragment file, as
+    :func:`lazy_folds` does for closed blocks, when they are longer than ``min_chars``
+    characters of HTML and hold no code annotations (:func:`_annotated`). Only the first host's
+    tables are in the page at load; docs/assets/casebook.js fetches another host's when its tab
+    is shown.
 
     A hidden tab is not drawn, but its HTML is downloaded and parsed, and mkdocs-material's
     start-up walks it, at load: on fio_engines' evidence page, the other host's measurement
     tables are half of its 59,000 elements."""
-    out, last, pos = [], 0, 0
-    while True:
-        start = html.find('<div class="tabbed-set tabbed-alternate" data-pc-tabs=', pos)
-        if start < 0:
-            break
-        content = html.find(_TAB_CONTENT, start)
-        pos = content + len(_TAB_CONTENT) if content >= 0 else len(html)
-        depth, block, index = 0, None, 0
-        for m in _DIV_TAG.finditer(html, pos):
-            if m.group(0) != "</div>":
-                if depth == 0:
-                    block = m
-                depth += 1
-                continue
-            if depth == 0:  # the end of tabbed-content
-                pos = m.end()
-                break
-            depth -= 1
-            if depth:
-                continue
-            index += 1
-            inner = html[block.end():m.start()]
-            if index > 1 and len(inner) >= min_chars and not _ANNOTATED.search(inner):
-                out.append(html[last:block.end()])
-                out.append(_fragment(inner, page_dir, store))
-                last = m.start()
-    out.append(html[last:])
-    return "".join(out)
+    doc = _parse(html)
+    return doc.html if _fold_later_tabs(doc, page_dir, store, min_chars) else html
 
 
-# pymdownx.tabbed marks each tab set with data-tabs, which mkdocs-material's runtime mounts: per
-# set a ResizeObserver, an IntersectionObserver and offset reads between style writes. On the
-# lat_tcp chapter (7 sets) that was 140 ms of Lighthouse's total blocking time, its mobile score
-# 94 with it, 98 without (median of 5); on an evidence page of 80 sets, Lighthouse timed out.
-# Renamed, the sets work by CSS alone (radio inputs), and docs/assets/casebook.js links them.
-_TABS = ('<div class="tabbed-set tabbed-alternate" data-tabs="', '<div class="tabbed-set tabbed-alternate" data-pc-tabs="')
+def lazy_parts(html: str, page_dir: str, store: dict[str, str]) -> str:
+    """:func:`lazy_folds`, then :func:`lazy_tabs`, on one parse of ``html``."""
+    doc = _parse(html)
+    moved = _fold_closed_blocks(doc, page_dir, store, FOLD_MIN_CHARS)
+    moved += _fold_later_tabs(doc, page_dir, store, TAB_MIN_CHARS)
+    return doc.html if moved else html
 
 
 def on_page_content(html, page, config, files):
-    """Fill in the chapter's reading time (:func:`labkit.lesson.fill`); keep measured data (the
-    blocks :func:`labkit.render.tabs` marks) and folded blocks (``<details>``: exercises'
-    predictions and verdicts, long outputs) out of the search index that every page downloads
-    (material's search plugin skips elements marked ``data-search-exclude``; pymdownx.details
-    has no attribute syntax), the prose staying searchable; and leave tab sets to CSS and
-    docs/assets/casebook.js (:data:`_TABS`)."""
+    """Fill in the chapter's reading time (:func:`labkit.lesson.fill`), and keep measured data
+    (the blocks :func:`labkit.render.tabs` marks with the comments :data:`labkit.render.DATA_OPEN`
+    and :data:`labkit.render.DATA_CLOSE`) out of the search index that every page downloads
+    (material's search plugin skips elements marked ``data-search-exclude``), the prose staying
+    searchable. Folds (``<details>``) carry the mark from :mod:`labkit.page_marks`."""
     html = lesson.fill(html)
     html = html.replace(render.DATA_OPEN, '<div class="pc-data" data-search-exclude>')
-    html = html.replace(render.DATA_CLOSE, "</div>")
-    html = html.replace(*_TABS)
-    return html.replace("<details", "<details data-search-exclude")
+    return html.replace(render.DATA_CLOSE, "</div>")
 
 
 def on_page_context(context, page, config, nav):
     """On a data page (:data:`LAZY_PAGES`), fetch large closed blocks and other hosts' tabs on
-    demand (:func:`lazy_folds`, :func:`lazy_tabs`), once the search plugin has indexed the page
+    demand (:func:`lazy_parts`), once the search plugin has indexed the page
     (it runs on this event before us: both are excluded from it anyway), and put the page in a
     ``<div class="pc-lazy-page">``, whose blocks far from the viewport skip rendering
     (docs/assets/casebook.css). Charts drawn beside the build get their file names and sizes
@@ -315,7 +346,7 @@ def on_page_context(context, page, config, nav):
         raise PluginError(f"{page.file.src_uri}: {exc}") from None
     if page.file.src_uri.startswith(LAZY_PAGES):
         folder = page_dir(page)
-        body = lazy_tabs(lazy_folds(page.content, folder, _FOLDS), folder, _FOLDS)
+        body = lazy_parts(page.content, folder, _FOLDS)
         page.content = f'<div class="pc-lazy-page">\n{body}\n</div>'
     return context
 

@@ -12,7 +12,7 @@
  * - Names and keyboard access that mkdocs-material's markup lacks: the search dialog and code
  *   annotation markers get a name, and a box that scrolls sideways (a table, a flame graph) can
  *   be focused to scroll it (axe: scrollable-region-focusable).
- * - Host tabs (tab sets marked data-pc-tabs by labkit/mkdocs_hooks.py, which keeps
+ * - Host tabs (tab sets marked data-pc-tabs by labkit/page_marks.py, which keeps
  *   mkdocs-material's runtime off them): they switch by CSS alone; here a pick is followed by
  *   every set with a tab of the same title, the set the reader clicked stays where it was on
  *   screen, and the pick is remembered (localStorage) for the next page.
