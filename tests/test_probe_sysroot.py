@@ -196,3 +196,12 @@ def test_virtualization_without_systemd_detect_virt(monkeypatch):
 def test_loop_devices_need_root():
     got = probe.loop_devices()
     assert (got["reason"] == "loop devices need root") is (probe.os.geteuid() != 0)
+
+
+def test_the_capability_table_names_the_results_capability_fields():
+    """probe.CAPABILITIES' keys are the host fields the result schema types as a capability (the
+    supervisor exports each one's reason under its name)."""
+    schema = json.loads((ROOT / "labkit" / "schema.json").read_text())
+    fields = {k for k, v in schema["properties"]["host"]["properties"].items() if v == {"$ref": "#/$defs/capability"}}
+    assert set(probe.CAPABILITIES) == fields
+    assert sorted(probe.CAPABILITIES.values()) == ["loop", "netns", "pmu", "tracefs"]
