@@ -19,11 +19,13 @@
 #             flame graphs (inferno)
 #   strace    strace -c of the client against untraced runs: which system calls a round trip costs
 #   sockperf  sockperf ping-pong and lat_tcp, interleaved, on the same pinnings
-# A case a claim reads runs 3 times in quick mode and 5 in full, the cases of a group in turn
-# within each repetition (ABAB, not AAA BBB); each run's median round trip is one sample.
-# Quick mode drops the cases no claim reads (msize and perf on the other CPU) or runs them
-# once (veth, strace). Every measuring step carries its case as fields (lab_run --case);
-# record.py reads those, never step names.
+# A case a claim reads runs 5 times, in quick mode as in full (the message sizes the msize claims
+# compare, same CPU: 10), the cases of a group in turn within each repetition (ABAB, not
+# AAA BBB); each run's median round trip is one sample. Quick mode runs fewer cases, never
+# fewer repetitions of a case a claim reads: it skips what no claim reads (the msize sizes
+# between and the other-CPU series, strace, perf on the other CPU), runs veth once (its
+# namespaces are the lab's host change to undo) and times shorter batches. Every measuring
+# step carries its case as fields (lab_run --case); record.py reads those, never step names.
 # Servers are stopped by PID and namespaces deleted on exit, error, Ctrl-C and TERM.
 # shellcheck disable=SC2015 # "step && step || undo": the undo runs when any of the steps failed
 # shellcheck source=../lib/lab.sh disable=SC2317 # group_* functions are called by lab_main
@@ -54,11 +56,11 @@ group_build() {
   # Per run: target seconds per batch (-t) and batches (-N); the run's median is one sample.
   T=$(lab_quick 0.03 0.2)
   N=5
-  REPS=$(lab_quick 3 5)   # every case a claim reads: >= 3 samples a side in quick mode, 5 in full
-  EXTRA=$(lab_quick 1 5)  # cases no claim reads (the page's tables only): fewer in quick mode
+  REPS=5   # every case a claim reads, quick or full: the calibrated interval decides at n = 5
+  EXTRA=$(lab_quick 1 5)  # cases no claim reads (veth: the page's table, and the namespaces' undo)
   # The same-CPU runs of CLAIM_SIZES: one CPU's round trip is now and then 1.3x slower (a
   # second mode), and a "within 1.2x" claim needs more runs than that to decide.
-  MREPS=$(lab_quick 6 10)
+  MREPS=10
   BIN="$LAB_SCRATCH/lat_tcp"
   lab_run build -- gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -D_GNU_SOURCE \
     -o "$BIN" "$LAB_DIR/lat_tcp.c" || { BIN=""; return 1; }
@@ -275,6 +277,7 @@ group_perf() {
 
 group_strace() {
   need_bin strace || return 0
+  if ((LAB_QUICK)); then lab_skip strace "quick mode: no claim reads strace -c's table"; return 0; fi
   lab_require strace cmd:strace cmd:taskset || return 0
   # The client's CPU for both the traced and the untraced runs (exercise 1 changes it).
   local c=$CPU_B rel mark i name
