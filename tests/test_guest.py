@@ -10,6 +10,8 @@ machine, dumped and decompiled by the command in the .cmd file beside it.
 
 from __future__ import annotations
 
+import contextlib
+
 import fcntl
 import json
 import os
@@ -259,6 +261,22 @@ class Terminal:
 PROMPT = rb"pcb-arm64:[^\r\n]*# "
 
 
+@contextlib.contextmanager
+def shell_session(tmp: Path, dt: str, boot_timeout: float):
+    """``labkit guest shell --arch arm64 --kernel-release bullseye --dt DT`` on a terminal, with
+    ``tmp`` as its $TMPDIR: yields ``(term, seconds to the prompt)`` once the prompt shows; on the
+    way out a guest still running is killed and the terminal closed."""
+    term = Terminal(labkit_guest("shell", "--arch", "arm64", "--kernel-release", "bullseye", "--dt", dt, tmp=tmp))
+    try:
+        t0 = time.monotonic()
+        assert term.expect(PROMPT, boot_timeout), term.seen[-2000:].decode(errors="replace")
+        yield term, time.monotonic() - t0
+    finally:
+        if term.proc.poll() is None:
+            os.killpg(term.proc.pid, signal.SIGKILL)
+        os.close(term.master)
+
+
 @needs_qemu
 @pytest.mark.guest
 @pytest.mark.timeout(600)
@@ -268,11 +286,7 @@ def test_shell_on_a_terminal(tmp_path):
     the guest off and is the exit status; nothing left in $TMPDIR."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    term = Terminal(labkit_guest("shell", "--arch", "arm64", "--kernel-release", "bullseye", "--dt", "dma-ranges", tmp=tmp))
-    try:
-        t0 = time.monotonic()
-        assert term.expect(PROMPT, 500), term.seen[-2000:].decode(errors="replace")
-        prompt_s = time.monotonic() - t0
+    with shell_session(tmp, "dma-ranges", 500) as (term, prompt_s):
         term.type("tty; stty size; test -b /dev/nvme0n1 && echo nvme-ok; ls /sys/kernel/tracing/events/swiotlb; sleep 60\r")
         assert term.expect(rb"swiotlb_bounced", 60), term.seen[-2000:].decode(errors="replace")
         time.sleep(1)
@@ -282,10 +296,6 @@ def test_shell_on_a_terminal(tmp_path):
         assert "/dev/ttyAMA0" in seen and "40 100" in seen and "nvme-ok" in seen
         term.type("exit 4\r")
         assert term.proc.wait(timeout=60) == 4
-    finally:
-        if term.proc.poll() is None:
-            os.killpg(term.proc.pid, signal.SIGKILL)
-        os.close(term.master)
     assert sorted(tmp.iterdir()) == []
     assert not _qemu_with(str(tmp))
     print(f"shell: prompt after {prompt_s:.1f} s")

@@ -5,17 +5,14 @@ covers RAM and a direct read does not bounce (guest tier)."""
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import struct
-import time
 
 import pytest
 
 from labkit.guest import DEVICE_TREES, wide_window
 from labkit.guest import __main__ as guest_main
-from test_guest import PROMPT, Terminal, _qemu_with, labkit_guest, needs_qemu
+from test_guest import _qemu_with, needs_qemu, shell_session
 
 
 @pytest.mark.parametrize("dt", ["plain", "dma-ranges", "wide", "dma-ranges-wide"])
@@ -52,11 +49,7 @@ def test_shell_boots_the_fixed_tree(tmp_path):
     size cells read with od), and a direct read of the NVMe drive bounces nothing."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    term = Terminal(labkit_guest("shell", "--arch", "arm64", "--kernel-release", "bullseye", "--dt", "wide", tmp=tmp))
-    try:
-        t0 = time.monotonic()
-        assert term.expect(PROMPT, 800), term.seen[-2000:].decode(errors="replace")
-        prompt_s = time.monotonic() - t0
+    with shell_session(tmp, "wide", 800) as (term, prompt_s):
         term.type("od -An -tx1 -v /proc/device-tree/pcie@10000000/dma-ranges | tr -d ' \\n'; echo ' =dr'\r")
         assert term.expect(rb"([0-9a-f]{56}) =dr", 60), term.seen[-2000:].decode(errors="replace")
         cells = bytes.fromhex(term.seen.decode(errors="replace").split(" =dr")[-2].split()[-1][-56:])
@@ -68,10 +61,6 @@ def test_shell_boots_the_fixed_tree(tmp_path):
         assert re.search(counted, term.seen).group(1) == b"0", term.seen[-2000:].decode(errors="replace")
         term.type("exit\r")
         assert term.proc.wait(timeout=60) == 0
-    finally:
-        if term.proc.poll() is None:
-            os.killpg(term.proc.pid, signal.SIGKILL)
-        os.close(term.master)
     assert sorted(tmp.iterdir()) == []
     assert not _qemu_with(str(tmp))
     print(f"shell --dt wide: prompt after {prompt_s:.1f} s")
