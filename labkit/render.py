@@ -270,8 +270,8 @@ def tabs(items: list[tuple[str, str]]) -> str:
     """pymdownx.tabbed content tabs: one per (title, markdown body), bodies indented 4 spaces,
     or, for a single item, no tab strip: the title as a caption line over the body.
 
-    Tabs with the same title are linked across the site (mkdocs-material's ``content.tabs.link``),
-    so picking a host once switches every table. The block is marked
+    Tabs with the same title are linked across the site (docs/assets/casebook.js, which also
+    remembers the pick), so picking a host once switches every table. The block is marked
     with the comments :data:`DATA_OPEN` / :data:`DATA_CLOSE`, which ``labkit/mkdocs_hooks.py``
     turns into ``<div class="pc-data" data-search-exclude>``: measured data stay out of the
     search index, which every page downloads; the prose around them is indexed. (Comments,
