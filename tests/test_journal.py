@@ -46,6 +46,8 @@ def test_read_without_the_optional_fields(tmp_path):
     assert j.scratch_parent is None and j.script is None and j.pending == [] and j.failed == {}
     j = journal.read(write(tmp_path / "k", run_line(out, None, script="/s/run.sh")))
     assert j.scratch_parent is None and j.script == Path("/s/run.sh")
+    j = journal.read(write(tmp_path / "l", run_line(out, tmp_path / "scr", script=None)))    # seven fields
+    assert j.scratch_parent == tmp_path / "scr" and j.script is None
     bare = journal.Journal(tmp_path / "x", "demo", 1, "2", "demo.1.2", out)
     assert (bare.scratch_parent, bare.script, bare.pending, bare.failed) == (None, None, [], {})
 

@@ -138,3 +138,19 @@ def test_an_uncommitted_measuring_file_makes_the_run_dirty(repo, path):
     "labkit/claims.py", "labkit/macros/tables.py", "docs/cases/demo.md", "labs/other/run.sh"])
 def test_uncommitted_page_data_or_page_code_leaves_the_run_clean(repo, path):
     assert dirty_after(repo, path) is False
+
+
+def test_a_copy_without_git_takes_the_commit_and_dirty_flag_it_was_given(repo, tmp_path_factory, monkeypatch):
+    """A guest's copy of the checkout has no .git: the host that made it passes PCB_GIT_COMMIT and
+    PCB_GIT_DIRTY; a checkout with its .git ignores them."""
+    head = git(repo, "rev-parse", "HEAD")
+    copy = tmp_path_factory.mktemp("copy")                 # outside the repository (tmp_path is one)
+    (copy / "labs" / LAB).mkdir(parents=True)
+    monkeypatch.setenv("PCB_GIT_COMMIT", "f" * 40)
+    monkeypatch.setenv("PCB_GIT_DIRTY", "1")
+    assert record.git_commit(copy, record.measuring_code(LAB)) == ("f" * 40, True)
+    monkeypatch.setenv("PCB_GIT_DIRTY", "0")
+    assert record.git_commit(copy) == ("f" * 40, False)
+    assert record.git_commit(repo, record.measuring_code(LAB)) == (head, False)
+    monkeypatch.delenv("PCB_GIT_COMMIT")
+    assert record.git_commit(copy) == (None, None)
