@@ -8,9 +8,9 @@
 #   device    a private tmpfs in the scratch dir, a file on it filled with random bytes, a
 #             loop device over the file with --direct-io=on (the device under test: NOT an
 #             Optane drive); its dio flag, schedulers and io_poll
-#   sched     fio 4k random read, QD1, pvsync2 --hipri, ten repetitions, interleaved (none,
-#             mq-deadline, kyber, bfq, none, ...; quick mode: none and kyber only); fio pinned
-#             to one CPU (taskset) and the loop device's worker confined to the same CPU
+#   sched     fio 4k random read, QD1, pvsync2 --hipri, interleaved (none, mq-deadline, kyber,
+#             bfq, none, ...): none and kyber 20 times, the others 10 (quick mode: no bfq); fio
+#             pinned to one CPU (taskset) and the loop device's worker confined to the same CPU
 #   flame     perf record -g -F 997 of fio (pinned as in sched) with none and with kyber ->
 #             flame graphs and a differential flame graph (inferno); later repetitions are
 #             only folded, so that kyber's share of the samples has one value per repetition
@@ -23,6 +23,9 @@
 #             (pinned as in sched) and 2, interleaved (quick mode: the cases the claims read)
 #   sysbench  sysbench cpu plain, under plain perf record and under perf record -g at 997 and
 #             9973 Hz, interleaved (quick mode: plain and perf record)
+# A case a claim reads runs as many times in quick mode as in full (sched 20 and 10, flame and
+# trace 5, heat 10 bursts, overhead 8, sysbench 10): quick mode runs fewer cases (bfq, ipc, the
+# profilers no claim compares) and shorter fio jobs, never fewer repetitions.
 # Every measuring step carries its case as fields (lab_run --case): record.py reads those.
 # The scheduler and the workqueue CPU mask are restored, the loop device detached and the
 # tmpfs unmounted on exit, error, Ctrl-C and TERM. perf record runs with --no-buildid-cache so
@@ -124,11 +127,15 @@ group_sched() {
   need_dev sched || return 0
   local reps rt i s mark scheds
   # The claim reads one ratio kyber / none per repetition: 20 repetitions of those two, the
-  # other schedulers (the page's table only) in the first 10. Quick mode runs only the two
-  # the claim compares, 10 times and shorter: half a second at QD1 is still thousands of
-  # reads, plenty for a p50.
-  reps=$(lab_quick 10 20); rt=$(lab_quick 500ms 2)
-  scheds=$(lab_quick "none kyber" "$SCHEDS")
+  # other schedulers in the first 10 (mq-deadline for a claim, bfq for the page's table).
+  # Quick mode runs the same repetitions of the three the claims compare, shorter: half a
+  # second at QD1 is still thousands of reads, plenty for a p50.
+  reps=20; rt=$(lab_quick 500ms 2)
+  scheds=$SCHEDS
+  if ((LAB_QUICK)); then
+    scheds=$(tr ' ' '\n' <<<"$SCHEDS" | grep -vx bfq | tr '\n' ' ')
+    [[ " $SCHEDS " != *" bfq "* ]] || lab_skip sched.bfq "quick mode: no claim reads bfq"
+  fi
   mark=$(lab_mark)
   confine_workers sched.workers || true
   # Interleaved: every repetition runs every scheduler once, so slow drift of the host
@@ -149,7 +156,7 @@ group_flame() {
   need_dev flame || return 0
   lab_require flame perf inferno || return 0
   perf_rec
-  local s i reps mark data script rt c; rt=$(lab_quick 500ms 3); reps=$(lab_quick 3 5)
+  local s i reps mark data script rt c; rt=$(lab_quick 500ms 3); reps=5
   mark=$(lab_mark)
   confine_workers flame.workers || true
   # Repetition 1 of each scheduler is the profile shown (reports, flame graphs, the diff);
@@ -212,7 +219,7 @@ group_trace() {
     lab_skip trace "this kernel has no kyber tracepoints (kyber not built or not loaded)"; return 0
   fi
   local reps rt i s mark
-  reps=$(lab_quick 3 5); rt=$(lab_quick 500ms 2)
+  reps=5; rt=$(lab_quick 500ms 2)
   mark=$(lab_mark)
   for ((i = 1; i <= reps; i++)); do
     for s in none kyber; do
@@ -232,6 +239,7 @@ group_trace() {
 group_ipc() {
   need_dev ipc || return 0
   lab_require ipc perf pmu || return 0
+  if ((LAB_QUICK)); then lab_skip ipc "quick mode: no claim reads IPC or cache misses"; return 0; fi
   local s mark rt; rt=$(lab_quick 2 5)
   mark=$(lab_mark)
   confine_workers ipc.workers || true
@@ -249,7 +257,7 @@ group_heat() {
   lab_require heat root perf inferno cmd:gcc || return 0
   perf_rec
   local n data range mark
-  n=$(lab_quick 5 10)   # bursts: one sample per burst for the claims
+  n=10   # bursts: one sample per burst for the claims, quick or full
   mark=$(lab_mark)
   # The program is built in the run directory: perf from before mid-2024 (Debian 12's 6.1)
   # takes every file under /tmp/perf-* for a JIT map (/tmp/perf-PID.map) and shows no symbols
@@ -293,7 +301,7 @@ group_overhead() {
   local reps rt i nj p name job pin profs c mark
   # Quick mode runs only the cases the claims compare (one job: plain and perf record; two
   # jobs: plain, perf record, and perf record -g at both rates), each as often as in full.
-  reps=$(lab_quick 3 8); rt=$(lab_quick 500ms 3)
+  reps=8; rt=$(lab_quick 500ms 3)
   for ((i = 1; i <= reps; i++)); do
     for nj in 1 2; do
       profs=$(lab_quick "none rec" "none stat rec rec997 rec9973")
@@ -330,7 +338,7 @@ group_sysbench() {
   perf_rec
   local reps secs i p c profs
   # Quick mode runs only the two cases the claim compares, each as often as in full.
-  reps=$(lab_quick 3 10); secs=$(lab_quick 1 3)
+  reps=10; secs=$(lab_quick 1 3)
   profs=$(lab_quick "none rec" "none rec rec997 rec9973")
   for ((i = 1; i <= reps; i++)); do
     for p in $profs; do
