@@ -25,10 +25,11 @@
 # Every measuring step carries its case as data (lab_run --case KEY=VALUE: experiment, engine,
 # iodepth, rw, bs, io, ..., the repetition `rep` and the `tool` whose output it is); record.py
 # reads those, never a step's name. Repetitions are interleaved: each pass runs every case of
-# its group once, then the next pass. Full mode: 5 passes of the groups the claims read
-# (original, engines, layout), 3 of the others (buffered, blocksize, numjobs; strace once).
-# Quick mode: 3 passes of the cases the claims read, one pass of a few cases of the buffered,
-# numjobs and strace groups, no blocksize group.
+# its group once, then the next pass. The cases the claims read run as often in quick mode as
+# in full: 8 passes of the original and layout groups, 5 of the engines group. Full mode also
+# runs 3 passes of the groups no claim reads (buffered, blocksize, numjobs; strace once).
+# Quick mode runs fewer cases, never fewer passes: the cases the claims read (the buffered,
+# blocksize and numjobs groups are skipped and say so), with shorter jobs, and strace's two.
 #
 # Groups: setup (target, probes, lay out the file), original, engines, buffered, blocksize,
 # layout, numjobs, strace. The lab writes only in its scratch directory, unless --device DEV and
@@ -116,11 +117,11 @@ declare -A ENGINE_WHY=()
 kdev() { local mm=$1; echo $(( (${mm%%:*} << 20) | ${mm##*:} )); }
 
 group_setup() {
-  REPS=$(lab_quick 3 5)         # passes over the engines group's cases, which claims read
+  REPS=5         # passes over the engines group's cases, which claims read (quick or full)
   # Passes over the original and layout groups: their claims compare IOPS and per-call times
   # that vary by a third between runs on a shared virtual disk, and need more samples.
-  CLAIM_REPS=$(lab_quick 3 8)
-  OTHER_REPS=$(lab_quick 1 3)   # passes over the groups no claim reads (buffered, blocksize, numjobs)
+  CLAIM_REPS=8
+  OTHER_REPS=3   # passes over the groups no claim reads (buffered, blocksize, numjobs): full runs only
   SIZE=$(lab_quick 256m 1g)
   RUNTIME=$(lab_quick 500ms 2)        # fio's time units; a number alone is seconds
   ORIG_RUNTIME=$(lab_quick 500ms 4)   # full: long enough for pidstat's and iostat's 1-s intervals
@@ -390,11 +391,17 @@ buffered_job() {
     "$name" buffered.fio FIO_RW="$rw" "$@"
 }
 
+# quick_skip GROUP: in quick mode, record GROUP as skipped (no claim reads it) and return 0.
+quick_skip() {
+  ((LAB_QUICK)) || return 1
+  lab_skip "$1" "quick mode runs the cases the claims read, and none reads this group: run without --quick"
+}
+
 group_buffered() {
   need_setup buffered || return 0
+  quick_skip buffered && return 0
   local r
   for ((r = 1; r <= OTHER_REPS; r++)); do
-    # quick mode: the random reads only (direct, cold and warm page cache)
     buffered_job "buffered.randread.direct.r$r" randread direct "$r" FIO_DIRECT=1 FIO_INVALIDATE=1 || true
     buffered_job "buffered.randread.cold.r$r" randread "buffered cold" "$r" FIO_DIRECT=0 FIO_INVALIDATE=1 || true
     # A raw block device loses its page cache when its last opener closes it (the kernel
@@ -404,7 +411,6 @@ group_buffered() {
     fio_job "buffered.warmup.r$r" warmup.fio || true
     buffered_job "buffered.randread.warm.r$r" randread "buffered warm" "$r" FIO_DIRECT=0 FIO_INVALIDATE=0 || true
     lab_unwind "$mark"
-    [[ $(lab_quick quick full) == full ]] || continue
     buffered_job "buffered.randwrite.direct.r$r" randwrite direct "$r" FIO_DIRECT=1 FIO_INVALIDATE=1 || true
     if buffered_job "buffered.randwrite.buffered.r$r" randwrite buffered "$r" FIO_DIRECT=0 FIO_INVALIDATE=1; then
       sync_job "buffered.randwrite.buffered.r$r.sync" --case experiment=buffered --case rw=randwrite \
@@ -458,9 +464,14 @@ group_layout() {
   if [[ -n $FIO_DEVICE ]]; then lab_skip layout "the target is a block device: file layouts need a file"; return 0; fi
   local r kind f file name
   for ((r = 1; r <= CLAIM_REPS; r++)); do
-    for f in $(lab_quick "0" "0 1"); do
+    for f in 0 1; do
       for kind in regular sparse fallocated; do
         name="layout.$kind.randwrite.fsync$f.r$r"
+        # fsync=1: the claim compares sparse with regular; the fallocated file in full runs only
+        if [[ $kind == fallocated && $f == 1 ]] && ((LAB_QUICK)); then
+          ((r > 1)) || lab_skip "layout.$kind.randwrite.fsync$f" "quick mode: no claim reads the fallocated file's writes with fsync=1"
+          continue
+        fi
         if [[ $kind == fallocated && -n $FALLOC_WHY ]]; then lab_skip "$name" "$FALLOC_WHY"; continue; fi
         if [[ $kind == regular ]]; then file=$TARGET; else file="$LAB_SCRATCH/$kind.dat"; fi
         layout_make "$name.make" "$kind" "$file" || continue
@@ -487,10 +498,11 @@ group_layout() {
 
 group_numjobs() {
   need_setup numjobs || return 0
+  quick_skip numjobs && return 0
   local r rw n
   for ((r = 1; r <= OTHER_REPS; r++)); do
-    for rw in $(lab_quick "randread" "randread randwrite"); do
-      for n in $(lab_quick "1 4" "1 2 4"); do
+    for rw in randread randwrite; do
+      for n in 1 2 4; do
         fio_job --case experiment=numjobs --case "numjobs=$n" --case "rw=$rw" --case "rep=$r" \
           "numjobs.$rw.nj$n.r$r" numjobs.fio FIO_RW="$rw" FIO_NUMJOBS="$n" || true
       done
