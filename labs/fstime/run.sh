@@ -354,6 +354,8 @@ task_never_out() {
   local r w k=0 own="-a never,task -F pid!=$PPID" others
   others=$(auditctl -l | grep -e '^-a never,task ' | grep -vxF -e "$own" | paste -sd ';' || true)
   if [[ -n $others ]]; then
+    # A rule whose run is gone is a killed run's: its --recover (labkit recover) deletes it.
+    [[ ! $others =~ pid!=([0-9]+) || -e /proc/${BASH_REMATCH[1]} ]] || others+="; pid ${BASH_REMATCH[1]} is gone: labkit recover, or auditctl -d task,never -F pid!=${BASH_REMATCH[1]}"
     lab_skip "$1" "another run's task,never rule is loaded ($others): processes started now would carry no audit context"
     return 1
   fi
