@@ -61,7 +61,7 @@ TESTS = {"labkit/claims.py": CLAIMS_TESTS, "labkit/model.py": CLAIMS_TESTS,
                               "tests/test_stale_rule.py", "tests/test_lab_contract.py"],
          "labkit/manifest.py": ["tests/test_manifest_order.py", "tests/test_toml_schemas.py", "tests/test_lab_folders.py"],
          "labkit/probe.py": ["tests/test_probe_sysroot.py", "tests/test_probe.py", "tests/test_fstime_audit.py"],
-         "labkit/supervisor.py": ["tests/test_journal*.py", "tests/test_lab_contract.py"],
+         "labkit/supervisor.py": ["tests/test_supervisor*.py", "tests/test_lab_contract.py"],
          "labkit/journal.py": ["tests/test_journal*.py", "tests/test_lab_contract.py"],
          "labkit/guest/command.py": ["tests/test_guest_command.py", "tests/test_guest.py", "tests/test_guest_cli.py"]}
 # --thorough adds the fast tier's tests on every committed result (a minute per surviving mutant).

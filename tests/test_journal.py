@@ -152,3 +152,20 @@ def test_find_journals_in_out_dirs_host_folders_and_scratch(tmp_path):
     assert journal.find([out, hosts], [sp], lab="demo") == sorted({a.resolve(), c.resolve(), d.resolve()})
     assert journal.find([out, hosts], [], lab="other") == [b.resolve()]
     assert journal.find([], [sp], lab="other") == []
+
+
+def test_primary_reads_a_copy_with_undecodable_bytes_and_a_six_field_run_line(tmp_path):
+    """A description in another encoding does not stop the reader (errors="replace"); with no
+    scratch or script field the run line still ends at its newline."""
+    out = tmp_path / "out"
+    head = run_line(out, None, script=None)                            # six fields
+    body = (head + "\ndo\t1\tput back caf\xe9\tlab_restore x\n").encode("latin-1")
+    main = out / ".demo.journal"
+    main.parent.mkdir(parents=True)
+    main.write_bytes(body)
+    copy = tmp_path / "scr" / "pcb-demo.q" / ".pcb-journal"
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(body)
+    assert journal.primary(copy) == main.resolve()
+    assert journal.read(copy).pending == [(1, "put back caf\ufffd")]
+    assert journal.commands(copy) == {1: "lab_restore x"}
