@@ -29,6 +29,13 @@
 #            each, labs/nvme_swiotlb/guest_job.sh runs dd, perf stat of swiotlb_bounced, a trace of
 #            read()'s syscall tracepoints, function_graph of ksys_read (and in full runs buffered
 #            reads, strace -c, blktrace/btt and perf record -g)
+# A case a claim reads runs as many times in quick mode as in full (host dd, strace -c -w and
+# swiotlb_bounced 5, bounce.c 7, read_ahead_kb 8, scheduler and nice 16; in the guests 10 direct
+# reads, 7 with the window, 5 rounds of knobs, 5 counted and 5 traced reads, 10 alternating
+# rounds). Quick mode runs fewer cases, never fewer repetitions: it skips what no claim reads
+# (dd's rewrites and loop-device reads, buffered strace -c, bounce.c on the disk file, block sizes
+# but 1 MiB, read_ahead_kb settings but 16 and 4096, the boot-time knobs' boots) and reads less
+# per read where the claims' effects stay clear (read_ahead_kb sweep, guest reads).
 # Every measuring step carries its case as data (lab_run --case KEY=VALUE; inside the guests,
 # guest_job.sh writes <step>.case the same way): record.py reads those, never a step's name.
 # Every tracefs setting, sysfs knob, mount and loop device is put back on exit, error,
@@ -78,7 +85,7 @@ group_build() {
   # 512 MiB in quick runs too: a small file just written reads at another speed on a virtual
   # disk (its host's cache), where the scheduler pair below stops being a fair test.
   MB=512
-  REPS=$(lab_quick 3 5)
+  REPS=5   # host steps a claim reads (dd, strace -c -w, swiotlb_bounced), quick or full
   BIN="$LAB_SCRATCH/bounce"
   lab_run build -- gcc -O2 -g -Wall -Wextra -std=c11 -D_GNU_SOURCE -o "$BIN" "$LAB_DIR/bounce.c" || BIN=""
   DATA="$LAB_SCRATCH/data.img"
@@ -150,8 +157,12 @@ group_dd() {
   local i f
   for ((i = 1; i <= REPS; i++)); do
     f=(--case tool=dd --case experiment=dd --case "rep=$i")
-    lab_run "${f[@]}" --case target=file --case io=write --case cache=- \
-      "dd.$i.write" -- dd if=/dev/urandom of="$DATA" bs=1M count="$MB" conv=fsync,notrunc
+    if ((LAB_QUICK)); then
+      ((i > 1)) || lab_skip dd.write "quick mode: no claim reads the rewrite (the data step wrote the file; drop empties the cache)"
+    else
+      lab_run "${f[@]}" --case target=file --case io=write --case cache=- \
+        "dd.$i.write" -- dd if=/dev/urandom of="$DATA" bs=1M count="$MB" conv=fsync,notrunc
+    fi
     drop "dd.$i.drop"
     lab_run "${f[@]}" --case target=file --case io=direct --case cache=cold \
       "dd.$i.direct-cold" -- dd if="$DATA" of=/dev/null bs=1M iflag=direct
@@ -165,7 +176,9 @@ group_dd() {
       "dd.$i.buffered-warm" -- dd if="$DATA" of=/dev/null bs=1M
     lab_run "${f[@]}" --case target=file --case io=direct --case cache=warm \
       "dd.$i.direct-warm" -- dd if="$DATA" of=/dev/null bs=1M iflag=direct
-    if [[ -n "$LOOP" ]]; then
+    if ((LAB_QUICK)); then
+      ((i > 1)) || lab_skip dd.loop-direct "quick mode: no claim reads the loop device's direct reads"
+    elif [[ -n "$LOOP" ]]; then
       lab_run "${f[@]}" --case target=loop --case io=direct --case cache=- \
         "dd.$i.loop-direct" -- dd if="$LOOP" of=/dev/null bs=1M iflag=direct
     else
@@ -182,8 +195,9 @@ group_strace() {
   # -c -w: per system call, the count and the wall-clock time spent in it (-c alone counts
   # system CPU time, which leaves out the time a read sleeps waiting for the device). Repeated,
   # buffered and direct interleaved; the first repetition keeps the plain names strace.c.<io>.
+  ((LAB_QUICK == 0)) || lab_skip strace.c.buffered "quick mode: no claim reads strace -c -w of buffered reads"
   for ((i = 1; i <= REPS; i++)); do
-    for io in buffered direct; do
+    for io in $(lab_quick direct "buffered direct"); do
       flag=(); [[ $io == direct ]] && flag=(iflag=direct)
       name="strace.c.$io"; ((i == 1)) || name+=".$i"
       drop "$name.drop"
@@ -368,9 +382,13 @@ group_bounce() {
   [[ -n "$BIN" ]] || { lab_skip bounce "build failed"; return 0; }
   need_data bounce || return 0
   local sizes n t mark
-  sizes=$(lab_quick 4k,64k,1m 4k,8k,16k,32k,64k,128k,256k,512k,1m)  # the claims read 1 MiB
-  n=$(lab_quick 5 7); t=$(lab_quick 0.1 0.25)
-  lab_run --case tool=bounce --case target=disk bounce.disk -- "$BIN" -f "$DATA" -b "$sizes" -n "$n" -t "$t"
+  sizes=$(lab_quick 1m 4k,8k,16k,32k,64k,128k,256k,512k,1m)  # the claims read 1 MiB from tmpfs
+  n=7 t=0.25
+  if ((LAB_QUICK)); then
+    lab_skip bounce.disk "quick mode: no claim reads bounce.c on the disk file (the claims read the tmpfs copy)"
+  else
+    lab_run --case tool=bounce --case target=disk bounce.disk -- "$BIN" -f "$DATA" -b "$sizes" -n "$n" -t "$t"
+  fi
   if lab_require bounce.tmpfs root; then
     mark=$(lab_mark)
     lab_mount bounce.mount "$LAB_SCRATCH/tmpfs" -- -t tmpfs -o "size=$((MB + 16))m,mode=0700" tmpfs &&
@@ -388,13 +406,13 @@ group_bounce() {
 group_tried() {
   need_loop tried || return 0
   local qd="/sys/block/$LOOPN/queue" mark v i mb ramb reps sreps s f
-  # Eight repetitions in quick runs as in full ones: the claims compare pairs of one repetition,
+  # The repetitions of a full run in quick runs too: the claims compare pairs of one repetition,
   # and a direct read's throughput varies by a fifth from one repetition to the next on a shared
   # disk (by up to a third for the 1 MiB reads of the scheduler and nice pairs: sreps, twice as
-  # many in full runs). A quick run reads less per read_ahead_kb setting (ramb) and sweeps only
-  # the two settings the claims compare; its scheduler and nice reads are a full run's (256 MiB of
-  # the 512 MiB device).
-  mb=256 ramb=$(lab_quick 64 256) reps=8 sreps=$(lab_quick 8 16)
+  # many). A quick run reads less per read_ahead_kb setting (ramb) and sweeps only the two
+  # settings the claims compare; its scheduler and nice reads are a full run's (256 MiB of the
+  # 512 MiB device).
+  mb=256 ramb=$(lab_quick 64 256) reps=8 sreps=16
   # read_ahead_kb: a buffered sequential read goes through the loop device's page cache, and its
   # readahead decides how large (and how far ahead) the requests to the device are; a direct read
   # has no readahead. Read in 4 KiB pieces, as an application that reads small records does: with
@@ -463,13 +481,14 @@ group_guest() {
   # original's boot-time knobs on the kernel command line (boot_knobs), reading direct only.
   mb=$(lab_quick 128 512)
   printf 'MB=%s\nREPS=%s\nTREPS=%s\nBREPS=%s\nCOUNTED=%s\nBUFFERED=%s\nSTRACE=%s\nTRACE_MB=%s\nPERF_MB=%s\nALT=%s\nALT_MB=%s\n' \
-    "$mb" "$(lab_quick 7 10)" "$(lab_quick 3 5)" "$(lab_quick 0 5)" "$(lab_quick 3 5)" "$(lab_quick 0 1)" "$(lab_quick 0 1)" \
-    "$(lab_quick 0 128)" "$(lab_quick 0 128)" "$(lab_quick 6 10)" "$(lab_quick 64 256)" > "$job/job.env"
-  # Later assignments in job.env win.
-  cp -r "$job" "$job-knobs" && printf 'REPS=%s\nKNOBS=%s\nALT=0\n' "$(lab_quick 5 7)" "$(lab_quick 3 5)" >> "$job-knobs/job.env"
-  cp -r "$job" "$job-window" && printf 'ALT=0\n' >> "$job-window/job.env"
+    "$mb" 10 5 "$(lab_quick 0 5)" 5 "$(lab_quick 0 1)" "$(lab_quick 0 1)" \
+    "$(lab_quick 0 128)" "$(lab_quick 0 128)" 10 "$(lab_quick 64 256)" > "$job/job.env"
+  # Later assignments in job.env win. The window job (6.1's dma-ranges boot in a quick run) reads
+  # as often as the knobs job it stands in for.
+  cp -r "$job" "$job-knobs" && printf 'REPS=%s\nKNOBS=%s\nALT=0\n' 7 5 >> "$job-knobs/job.env"
+  cp -r "$job" "$job-window" && printf 'REPS=%s\nALT=0\n' 7 >> "$job-window/job.env"
   cp -r "$job" "$job-boot" &&
-    printf 'REPS=%s\nTREPS=0\nBREPS=0\nCOUNTED=0\nBUFFERED=0\nSTRACE=0\nTRACE_MB=0\nPERF_MB=0\nALT=0\n' "$(lab_quick 5 7)" >> "$job-boot/job.env"
+    printf 'REPS=%s\nTREPS=0\nBREPS=0\nCOUNTED=0\nBUFFERED=0\nSTRACE=0\nTRACE_MB=0\nPERF_MB=0\nALT=0\n' 7 >> "$job-boot/job.env"
   local boot_knobs=(threadirqs isolcpus=1) knob
   cp "$job/job.env" "$LAB_RUN/raw/guest/job.env"
   # The drive's content: random data, so nothing below can shortcut zeros.
