@@ -8,6 +8,7 @@ here from those raw outputs."""
 from __future__ import annotations
 
 import copy
+import gzip
 import importlib.util
 import json
 import math
@@ -25,6 +26,7 @@ from labkit.record import Run
 ROOT = Path(__file__).resolve().parents[1]
 LAB = ROOT / "labs" / "lat_tcp"
 REFERENCE = ROOT / "results" / "epyc-kvm-2vcpu"
+FIXTURES = ROOT / "tests" / "fixtures"
 SPEC = claims.load(LAB / "claims.toml")
 ORIGINAL = tomllib.loads((LAB / "original.toml").read_text())
 EXERCISES = claims.load_exercises(LAB / "exercises.toml")
@@ -302,6 +304,67 @@ def test_record_reads_cases_not_names(tmp_path):
     assert len(share) == 1 and 0 <= share[0]["samples"][0] <= 1
     assert not [m for m in run.measurements if m["case"].get("experiment") == "free"
                 and m["metric"] == "round_trip"], "the observed run is not a round-trip sample"
+
+
+def _placement_run(tmp_path, recorded: list[float]) -> dict:
+    """A result from a run directory with three repetitions of: pinned same-CPU (10 µs) and
+    other-core (40 µs) runs, hand-built, and an unpinned run recorded under perf whose round
+    trip is ``recorded[i]``, with the real perf script of a recorded unpinned pair
+    (tests/fixtures/perf/lat_tcp-sched-free.script.gz) as its events."""
+    events = gzip.decompress((FIXTURES / "perf" / "lat_tcp-sched-free.script.gz").read_bytes()).decode()
+    pinned = {"experiment": "pinned", "tool": "lat_tcp", "msize": 1, "pin": "same-cpu", "server_cpu": 0, "client_cpu": 0}
+    steps = []
+    for i, rt in enumerate(recorded, start=1):
+        steps += [
+            (f"s{i}", "ok", "success", {**pinned, "rep": i}, {"out": _client_line(10.0)}),
+            (f"o{i}", "ok", "success", {**pinned, "pin": "other-core", "client_cpu": 1, "rep": i},
+             {"out": _client_line(40.0)}),
+            (f"r{i}", "ok", "success", {"experiment": "placement", "tool": "lat_tcp", "msize": 1, "pin": "free",
+                                        "traced": "perf record sched", "rep": i}, {"out": _client_line(rt)}),
+            (f"e{i}", "ok", "success", {"experiment": "placement", "tool": "perf script", "rep": i}, {"out": events}),
+        ]
+    run = Run("lat_tcp", _fake_run(tmp_path, steps), quick=True)
+    _load_record().collect(run)
+    r = copy.deepcopy(model.load(REFERENCE / "lat_tcp.json"))
+    r["measurements"] = run.measurements
+    return r
+
+
+def test_placement_from_scheduler_events(tmp_path):
+    """same_cpu_share per repetition from the recorded events, and the round trip it predicts
+    from the same repetition's pinned runs: 1 / (s/same + (1 - s)/other)."""
+    r = _placement_run(tmp_path, [12.0, 11.0, 13.0])
+    events = gzip.decompress((FIXTURES / "perf" / "lat_tcp-sched-free.script.gz").read_bytes()).decode()
+    s = _load_record().pair_same_cpu_share(events)
+    assert 0 < s <= 1
+    (share,) = [m for m in r["measurements"] if m["metric"] == "same_cpu_share"]
+    assert share["case"] == {"experiment": "placement", "observed": "sched events"} and share["samples"] == [s] * 3
+    (pred,) = claims.select(r, "round_trip", {"experiment": "placement", "observed": "predicted"})
+    assert pred["samples"] == [pytest.approx(1 / (s / 10.0 + (1 - s) / 40.0))] * 3
+    assert claims.select(r, "round_trip", {"experiment": "placement", "traced": "perf record sched"})[0]["samples"] == [12.0, 11.0, 13.0]
+
+
+def test_placement_claim_holds_when_the_round_trip_is_the_predicted_one(tmp_path):
+    """The fixture's pair shared a CPU most of its run: a recorded round trip near the pinned
+    same-CPU one agrees with that placement, one at the other-core round trip does not (what the
+    ps share of 1.0 beside an other-core-like round trip looked like)."""
+    claim = next(c for c in SPEC if c["id"] == "placement-explains-unpinned-round-trip")
+    events = gzip.decompress((FIXTURES / "perf" / "lat_tcp-sched-free.script.gz").read_bytes()).decode()
+    s = _load_record().pair_same_cpu_share(events)
+    assert s > 0.9, "the fixture was kept for a pair that stayed together"
+    predicted = 1 / (s / 10.0 + (1 - s) / 40.0)
+    near = [predicted * k for k in (0.97, 1.02, 1.0)]
+    r = _placement_run(tmp_path / "holds", near)
+    assert claims.evaluate_one(claim, r)["verdict"] == "holds"
+    r = _placement_run(tmp_path / "fails", [40.0 * k for k in (0.97, 1.02, 1.0)])
+    v = claims.evaluate_one(claim, r)
+    assert v["verdict"] == "fails", v
+
+
+def test_placement_claim_is_untested_without_the_recording(reference):
+    """The reference run predates the recording: no side, no verdict."""
+    claim = next(c for c in SPEC if c["id"] == "placement-explains-unpinned-round-trip")
+    assert claims.evaluate_one(claim, reference)["verdict"] == "untested"
 
 
 def test_record_refuses_a_size_the_case_does_not_say(tmp_path):

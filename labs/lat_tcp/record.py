@@ -14,16 +14,30 @@ Metrics:
     (loopback / veth), ``traced`` (``perf record -g``, ``strace -c`` or ``none``, in the perf
     and strace groups), ``client`` and ``server`` (noserver: ``unchecked``, the -L client;
     ``none`` / ``listening``).
-    ``same_cpu_share`` (fraction): of the ps snapshots taken during the observed unpinned
-    run (the step whose case has ``observed``), the share in which the client and the
-    server's connection child last ran on the same CPU. One sample.
+    ``same_cpu_share`` (fraction), two kinds. Case ``{"experiment": "placement", "observed":
+    "sched events"}``: one sample per repetition, from the scheduler events perf recorded
+    through one unpinned run (the ``perf script`` step of the pinned group's ``placement``
+    runs, :func:`pair_same_cpu_share`): the share of the run's time, from the server's
+    connection child's creation to the client's exit, during which the two tasks were on (ran
+    on, or last ran on and would run on next) the same CPU. Case ``{"experiment": "free",
+    "observed": "ps psr every 50 ms"}``: of the ps snapshots taken during the free group's run,
+    the share in which the two last ran on the same CPU, one sample; ps every 50 ms moves the
+    pair (the review measured that run faster than the unwatched ones), so that run is what
+    the taskset and gdb cards show, not a placement to reason from.
+    ``round_trip`` with case ``{"experiment": "placement", "pin": "free", "observed":
+    "predicted"}`` (µs): per repetition, the round trip the recorded placement predicts from the
+    same repetition's pinned runs: a run that spends share s of its time on one CPU, at the
+    same-CPU round trip t_same, and the rest on two, at the other-core (else other-package)
+    round trip t_other, makes s·T/t_same + (1 − s)·T/t_other round trips in T, so its mean round
+    trip is 1 / (s/t_same + (1 − s)/t_other). The recorded run's own round trip is the
+    ``round_trip`` with ``traced = "perf record sched"``.
     ``strace_calls`` (calls): per system call, the calls strace -c counted in each traced run.
 
 Artifacts: a flame graph and its folded stacks per placement (the steps whose case has
 ``tool = "inferno"``), case ``{"tool": "lat_tcp", "pin": ...}``.
 
 Raises (from ``collect``): ``labkit.parsers.jsonline.ParseError`` when a successful client
-step printed no JSON line, ``ValueError`` when a step's printed msize is not its case's.
+step printed no JSON line or a successful ``perf script`` step no tracepoint line, ``ValueError`` when a step's printed msize is not its case's.
 """
 
 from __future__ import annotations
@@ -31,6 +45,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from labkit.parsers.jsonline import json_line
+from labkit.parsers.perf_sched import cpu_timeline, same_cpu_time, sched_events
 from labkit.parsers.sockperf import sockperf_pingpong
 from labkit.parsers.strace import strace_summary
 
@@ -54,6 +69,54 @@ def same_cpu_share(text: str) -> tuple[float, int] | None:
             total += 1
             same += child[0][2] == client[0][2]
     return (same / total, total) if total else None
+
+
+def pair_same_cpu_share(text: str) -> float | None:
+    """From ``perf script`` of the scheduler events recorded through one unpinned client run
+    (run.sh ``free_sched``; format in :mod:`labkit.parsers.perf_sched`): the share of the time
+    from the server's connection child's first placement (``sched_wakeup_new``) to the client's
+    exit during which the client and that child were on the same CPU. The client is the task
+    whose exec of a file named ``lat_tcp`` comes first; the child, the first ``lat_tcp`` task
+    forked after it. None when either is missing or the window is empty.
+
+    Raises:
+        ParseError: no tracepoint line in ``text``.
+    """
+    events = sched_events(text)
+    client = next((e.fields.get("pid") for e in events if e.event == "sched:sched_process_exec"
+                   and str(e.fields.get("filename", "")).rsplit("/", 1)[-1] == "lat_tcp"), None)
+    if client is None:
+        return None
+    t0 = next(e.time for e in events if e.event == "sched:sched_process_exec" and e.fields.get("pid") == client)
+    child = next((e.fields.get("child_pid") for e in events if e.event == "sched:sched_process_fork"
+                  and e.fields.get("child_comm") == "lat_tcp" and e.time >= t0), None)
+    a, b = cpu_timeline(events, client), cpu_timeline(events, child) if child is not None else []
+    if not a or not b:
+        return None
+    end = next((e.time for e in events if e.event == "sched:sched_process_exit" and e.fields.get("pid") == client),
+               events[-1].time)
+    start = b[0][0]
+    return same_cpu_time(a, b, start, end) / (end - start) if end > start else None
+
+
+def _placement(run) -> None:
+    """``same_cpu_share`` from each recorded unpinned run, and the round trip it predicts
+    (module docstring), one sample per repetition."""
+    for s in run.steps_where(experiment="placement", tool="perf script", by_rep=True):
+        rep = s["case"]["rep"]
+        share = pair_same_cpu_share(run.raw(s["name"]).read_text())
+        if share is None:
+            continue
+        run.add_sample("same_cpu_share", "fraction", {"experiment": "placement", "observed": "sched events"},
+                       share, s["name"])
+        same = run.steps_where(experiment="pinned", pin="same-cpu", rep=rep)
+        other = (run.steps_where(experiment="pinned", pin="other-core", rep=rep)
+                 or run.steps_where(experiment="pinned", pin="other-package", rep=rep))
+        if same and other:
+            t_same, t_other = _round_trip(run, same[0]), _round_trip(run, other[0])
+            run.add_sample("round_trip", "us", {"experiment": "placement", "pin": "free", "observed": "predicted"},
+                           1 / (share / t_same + (1 - share) / t_other), s["name"])
+    run.flush_samples()
 
 
 def _round_trip(run, step: dict) -> float:
@@ -109,3 +172,4 @@ def collect(run) -> None:
         run.add("round_trip", "us", dict(key), values, first[key])
     for sc, values in calls.items():
         run.add("strace_calls", "calls", {"syscall": sc}, values, first[sc])
+    _placement(run)

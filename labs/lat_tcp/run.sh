@@ -10,9 +10,11 @@
 #   noserver  the client with no server listening: ours must fail and print no number; then
 #             the same command with -L (lmbench 3.0-a9's unchecked connect), with no server
 #             and with one, interleaved
-#   free      where the scheduler puts an unpinned server and client: ps every 50 ms
+#   free      what ps shows of an unpinned server and client every 50 ms (the taskset and gdb
+#             cards show it); ps perturbs the pair, so the placement measured is pinned's
 #   pinned    server pinned with taskset, the client on each placement, and both unpinned,
-#             interleaved
+#             interleaved; the unpinned pair once more under perf record of the scheduler's
+#             events (root): on which CPU each of the two was, at every instant of its run
 #   msize     message sizes 1 B .. 64 KiB, client on the server's CPU and on another, interleaved
 #   veth      loopback vs a veth pair between two network namespaces (root), on one CPU
 #   perf      perf record -g of the client against untraced runs, same CPU; other CPU once;
@@ -36,14 +38,14 @@ lab_define lat_tcp "lat_tcp: TCP round-trip latency (lmbench's protocol), pinnin
 lab_group build "compile lat_tcp.c, choose the placements" always
 lab_group noserver "client with no server: ours fails; lmbench's unchecked connect prints a number"
 lab_group free "where the scheduler puts an unpinned pair (ps every 50 ms)"
-lab_group pinned "taskset placements of the client and an unpinned pair, interleaved"
+lab_group pinned "taskset placements of the client and an unpinned pair, interleaved; the pair's CPUs (perf sched events)"
 lab_group msize "message size 1 B to 64 KiB, same CPU and other CPU, interleaved"
 lab_group veth "loopback vs veth between two network namespaces, same CPU (root)"
 lab_group perf "perf record -g of the client vs untraced, same CPU; flame graphs"
 lab_group strace "strace -c of the client vs untraced"
 lab_group sockperf "cross-check with sockperf ping-pong on the same pinnings, interleaved"
 
-BIN="" PORT="" CPU_A=0 CPU_B=0 REL_B=same-cpu T="" N="" REPS=3 EXTRA=1 MREPS=6
+BIN="" NOBPF=-q PORT="" CPU_A=0 CPU_B=0 REL_B=same-cpu T="" N="" REPS=3 EXTRA=1 MREPS=6
 CLAIM_SIZES=" 1 1024 65536 "   # the message sizes the msize claims compare
 PLACES=()   # "CPU RELATION" of each client placement, the server being on CPU_A
 
@@ -155,10 +157,14 @@ group_free() {
 group_pinned() {
   need_bin pinned || return 0
   lab_require pinned cmd:taskset || return 0
-  local free_port place c rel i mark
+  local free_port place c rel i mark sched=1
   # The topology the placements are chosen from, as the tools print it (the taskset card).
   lab_run pinned.lscpu -- lscpu -e=CPU,CORE,SOCKET,NODE,CACHE,ONLINE
   if lab_require pinned.numa cmd:numactl; then lab_run pinned.numa -- numactl --hardware; fi
+  # Where the unpinned pair runs, from scheduler events (free_sched): perf's tracepoints
+  # system-wide need root (or perf_event_paranoid -1) and tracefs.
+  lab_require pinned.free.sched root perf tracefs || sched=0
+  NOBPF=$(lab__nobpf)
   mark=$(lab_mark)
   # Two servers for the whole group: one pinned to CPU_A, one left to the scheduler.
   start_server pinned.server "$CPU_A" "$PORT" || return 0
@@ -170,8 +176,28 @@ group_pinned() {
       client "pinned.$rel.$i" "$c" "$PORT" 1 experiment=pinned "pin=$rel" "server_cpu=$CPU_A" "rep=$i"
     done
     client "pinned.free.$i" "" "$free_port" 1 experiment=free pin=free "rep=$i"
+    ((sched)) && free_sched "$free_port" "$i"
   done
   lab_unwind "$mark"
+}
+
+# free_sched PORT REP: the unpinned client once more, right after the unwatched one, its whole
+# run (and no more) recorded system-wide with the scheduler events that say on which CPU each
+# lat_tcp task is at every instant (labkit/parsers/perf_sched.py): exec, fork, wakeup_new,
+# migrate_task and exit, filtered in the kernel to lat_tcp tasks. No sched_switch: a few events
+# per migration, not four per round trip, so the recording leaves the pair as it is (the
+# pinned runs before it are the same-CPU and other-CPU round trips its placement predicts).
+free_sched() {
+  local port=$1 i=$2 data="$LAB_SCRATCH/sched-free-$2.data" cs=(--case experiment=placement --case "rep=$2")
+  local lt='comm == "lat_tcp"'
+  lab_run "${cs[@]}" --case tool=lat_tcp --case msize=1 --case pin=free --case "traced=perf record sched" \
+    "pinned.free.sched.$i" -- perf record -q -a --no-buildid-cache "$NOBPF" -o "$data" \
+    -e sched:sched_process_exec --filter 'filename ~ "*/lat_tcp"' \
+    -e sched:sched_process_fork --filter 'child_comm == "lat_tcp"' \
+    -e sched:sched_wakeup_new --filter "$lt" -e sched:sched_migrate_task --filter "$lt" \
+    -e sched:sched_process_exit --filter "$lt" -- \
+    "$BIN" -m 1 -N "$N" -t "$T" -p "$port" 127.0.0.1 || return 0
+  lab_run "${cs[@]}" --case "tool=perf script" "pinned.free.sched.$i.script" -- perf script -i "$data"
 }
 
 group_msize() {
