@@ -21,10 +21,12 @@ between the column's median and the peak (``summary``, ``burst_range``). That ra
 Command line (used by labs/optane_kyber/run.sh)::
 
     python -m labkit.heatmap --perf-script F --svg OUT.svg --json OUT.json
-        [--rows 50] [--title T] [--band START_MS,END_MS] [--include-idle]
+        [--rows 50] [--title T] [--band START_MS,END_MS] [--include-idle] [--no-range]
 
 prints the range as ``START,END`` (seconds, perf's clock) on stdout, ready for
-``perf script --time``; ``--json`` keeps the counts and the summary.
+``perf script --time``; ``--json`` keeps the counts and the summary. ``--no-range`` draws no
+box and prints no range: for a map whose burst fills a whole second (a column), where the
+rule above, made for a burst that recurs every second, would outline a piece of it.
 """
 
 from __future__ import annotations
@@ -224,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--title", default="")
     p.add_argument("--band", help="START_MS,END_MS: dashed lines at these offsets")
     p.add_argument("--include-idle", action="store_true", help="count idle (pid 0) samples too")
+    p.add_argument("--no-range", action="store_true", help="draw no selected range and print none")
     a = p.parse_args(argv)
     band = None
     if a.band:
@@ -242,13 +245,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     s = summary(hm)
     r = s["range"]
-    Path(a.svg).write_text(heatmap_svg(hm, a.title, (r["col"], r["row_lo"], r["row_hi"]), band))
+    box = None if a.no_range else (r["col"], r["row_lo"], r["row_hi"])
+    Path(a.svg).write_text(heatmap_svg(hm, a.title, box, band))
     if a.json:
         Path(a.json).write_text(json.dumps({**s, "counts": hm.counts}, indent=1) + "\n")
-    print(f"{r['start']:.6f},{r['end']:.6f}")
+    if not a.no_range:
+        print(f"{r['start']:.6f},{r['end']:.6f}")
     print(f"labkit.heatmap: {hm.total} samples in {hm.cols} s x {hm.rows} slices; hottest slice "
-          f"{s['hottest_slice']['offset_ms']:g} ms ({s['hottest_slice']['samples']} samples over all seconds); "
-          f"range {r['start_ms']:g}-{r['end_ms']:g} ms of second {r['col']}", file=sys.stderr)
+          f"{s['hottest_slice']['offset_ms']:g} ms ({s['hottest_slice']['samples']} samples over all seconds)"
+          + ("" if a.no_range else f"; range {r['start_ms']:g}-{r['end_ms']:g} ms of second {r['col']}"),
+          file=sys.stderr)
     return 0
 
 

@@ -40,8 +40,23 @@ def test_bursts_start_at_the_phase_and_last_the_busy_time(burst):
     assert math.floor(a1) == math.floor(a0) + 1, "one burst per second, in consecutive seconds"
 
 
-@pytest.mark.parametrize("args", [["-n", "0"], ["-n", "x"], ["-b", "1000"], ["-o", "900", "-b", "200"], ["extra"],
-                                  ["-z"]])
+def test_one_busy_second_fills_its_second_between_quiet_ones(burst):
+    """`-n 1 -b 1000 -o 0 -q 1`: a whole second of CLOCK_MONOTONIC busy, never past its end (the
+    heat map's column), with one quiet second slept through before it and one after it."""
+    proc = subprocess.run([str(burst), "-n", "1", "-b", "1000", "-o", "0", "-q", "1"], capture_output=True, text=True,
+                          timeout=10)
+    assert proc.returncode == 0, proc.stderr
+    out = json_line(proc.stdout, "burst")
+    assert (out["busy_ms"], out["phase_ms"], out["quiet_s"]) == (1000, 0, 1)
+    ((a, b),) = out["bursts"]
+    second = math.floor(a)
+    # it spins until the second's end, and stops at its first look at the clock after it (a
+    # preempted look comes late: the bound is one 20 ms slice of the map, not a microsecond)
+    assert second + 1.0 - 1e-6 <= b < second + 1.02, "the burst ends with its second"
+
+
+@pytest.mark.parametrize("args", [["-n", "0"], ["-n", "x"], ["-b", "1000"], ["-b", "1001", "-o", "0"],
+                                  ["-o", "900", "-b", "200"], ["-q", "61"], ["-q", "-1"], ["extra"], ["-z"]])
 def test_bad_arguments_exit_2_without_output(burst, args):
     proc = subprocess.run([str(burst), *args], capture_output=True, text=True, timeout=5)
     assert proc.returncode == 2

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from labkit import claims, model
+from labkit.parsers.jsonline import json_line
 from labkit.record import Run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,6 +92,56 @@ class SyntheticRun:
         return run
 
 
+# ---- the one-second burst (run.sh heat_column), built from the reference's periodic heat map ----
+QUIET_S = 3  # burst -q: quiet seconds each side of the busy one (run.sh's argument, not a measurement)
+
+
+def _reference_heat() -> tuple[dict, dict]:
+    ref = REFERENCE / "optane_kyber"
+    return (json.loads((ref / "heatmap.json").read_text()),
+            json_line((ref / "raw" / "heat.record.out").read_text(), "burst"))
+
+
+def _burst_line(burst: dict, col: int, origin: int) -> str:
+    """burst's JSON line for one busy second: the reference burst of column ``col``, moved back
+    by its phase to the start of its second and stretched to the whole second, ``-q QUIET_S``."""
+    a, b = next((a, b) for a, b in burst["bursts"] if math.floor(a) - origin == col)
+    start = a - burst["phase_ms"] / 1000.0
+    end = start + (b - a) * 1000.0 / burst["busy_ms"]
+    return json.dumps({**burst, "busy_ms": 1000, "phase_ms": 0, "quiet_s": QUIET_S, "bursts": [[start, end]]}) + "\n"
+
+
+def _column_from_reference() -> tuple[dict, str]:
+    """A heat map of one busy second among quiet ones, from the reference's counts: the busy
+    column holds the cells inside the reference bursts' windows, cycled over all 50 slices, and
+    every other column its own cells outside them."""
+    hm, burst = _reference_heat()
+    rows, origin = hm["rows"], hm["origin"]
+    col = hm["range"]["col"]
+    lo, hi = burst["phase_ms"] * rows // 1000, (burst["phase_ms"] + burst["busy_ms"]) * rows // 1000
+    hot = [c for column in hm["counts"] for c in column[lo:hi]]
+    counts = []
+    for k, column in enumerate(hm["counts"]):
+        cells = hot if k == col else column[:lo] + column[hi:]
+        counts.append([cells[i % len(cells)] for i in range(rows)])
+    return {**hm, "counts": counts}, _burst_line(burst, col, origin)
+
+
+def _band_as_one_second() -> tuple[dict, str]:
+    """The reference's periodic map as it is (a band), its burst read as one busy second."""
+    hm, burst = _reference_heat()
+    return hm, _burst_line(burst, hm["range"]["col"], hm["origin"])
+
+
+def _one_second_steps(r: "SyntheticRun", hm: dict, line: str) -> None:
+    one = {"experiment": "one-second burst"}
+    r.step("heat.1s.record", "heat", {**one, "tool": "perf-record"}, out=line,
+           err=(REFERENCE / "optane_kyber" / "raw" / "heat.record.err").read_text())
+    r.step("heat.1s.script", "heat", {**one, "tool": "perf-script"}, files={"heat-1s.perf-script": "# header\n"})
+    r.step("heat.1s.map", "heat", {**one, "tool": "heatmap"},
+           files={"heatmap-1s.json": json.dumps(hm), "heatmap-1s.svg": "<svg/>"})
+
+
 def p50(rep: int, sched: str) -> float:
     """The p50 (µs) the synthetic sched run of repetition ``rep`` prints: distinct per step."""
     return 10.0 + rep + (0.5 if sched == "kyber" else 0.0)
@@ -138,6 +189,7 @@ def _build(root: Path, *, opaque: bool = True, reps: int = 3, flame_reps: int = 
         r.step(f"heat.{stem}", "heat", {"experiment": "heat", "tool": "flamegraph", "profile": profile,
                                         "folded": f"{stem}.folded", "svg": f"{stem}.svg"},
                files={f"{stem}.folded": "burst;main;burn 9\nswapper;cpu_idle 1\n", f"{stem}.svg": "<svg/>"})
+    _one_second_steps(r, *_column_from_reference())
     iops = {"plain": 100.0, "perf stat": 95.0, "record (defaults)": 90.0, "record 997 Hz": 80.0, "record 9973 Hz": 60.0}
     for i in range(1, reps + 1):
         for nj in (1, 2):
@@ -292,7 +344,7 @@ def test_record_reads_cases_not_step_names(tmp_path):
     assert strip(named.measurements) == strip(opaque.measurements)
     assert named.artifacts == opaque.artifacts
     assert {m["case"]["experiment"] for m in opaque.measurements} == {
-        "sched", "flame", "trace", "heat", "overhead", "sysbench"}
+        "sched", "flame", "trace", "heat", "one-second burst", "overhead", "sysbench"}
 
 
 def test_samples_are_in_repetition_order(rerecorded):
@@ -368,7 +420,8 @@ def test_roles_and_conclusions():
     assert sum(c["role"] == "conclusion" for c in SPEC) >= 2
     by_id = {c["id"]: c for c in SPEC}
     for cid in ("kyber-frames-only-with-kyber", "one-issue-per-io", "kyber-tracepoints-not-per-io",
-                "hottest-slice-after-burst-start", "hottest-slice-before-burst-end", "burst-window-hotter"):
+                "hottest-slice-after-burst-start", "hottest-slice-before-burst-end", "burst-window-hotter",
+                "one-second-burst-is-a-column"):
         assert by_id[cid]["role"] == "instrument", cid
     assert by_id["kyber-adds-latency"]["role"] == "conclusion"
 
@@ -456,7 +509,7 @@ def test_what_nothing_here_can_test_is_untestable_not_failed():
     tested = {c.get("conclusion") for c in SPEC}
     assert not {"perf-cheap-at-qd1", "heat-map-finds-the-second"} & tested
     heat = [c for c in SPEC if c["metric"] in ("subsecond_offset", "heat_samples")]
-    assert len(heat) == 3 and all(c["role"] == "instrument" for c in heat)
+    assert len(heat) == 4 and all(c["role"] == "instrument" for c in heat)
     assert "perf-record-qd1-nearly-free" not in {c["id"] for c in SPEC}
 
 
@@ -492,7 +545,7 @@ def test_kyber_against_mq_deadline_holds_when_they_cost_the_same(reference):
 
 
 def test_kyber_against_mq_deadline_reads_the_reference_runs(reference):
-    """Both sides exist in the committed full run (quick runs leave mq-deadline out)."""
+    """Both sides exist in the committed full run (quick runs have mq-deadline too)."""
     c = next(c for c in SPEC if c["id"] == "kyber-costs-what-mq-deadline-costs")
     assert claims.select(reference, c["metric"], c["a"]) and claims.select(reference, c["metric"], c["b"])
     assert claims.evaluate_one(c, reference)["verdict"] != "untested"
@@ -522,3 +575,38 @@ def test_exercises_are_well_formed(rerecorded):
     for e in EXERCISES:
         assert "labs/optane_kyber/run.sh" in e["change"]
         assert claims.evaluate_one(claims.exercise_claim(e), r)["verdict"] in claims.VERDICTS
+
+
+def _one_second_result(reference, tmp_path: Path, hm: dict, line: str) -> dict:
+    """The reference result with the measurements record.py makes of a one-second run alone."""
+    r = SyntheticRun(tmp_path / "run")
+    r.step("device.io_poll", "device", {"experiment": "device", "knob": "io_poll"}, out="0\n")
+    _one_second_steps(r, hm, line)
+    run = r.record()
+    out = copy.deepcopy(reference)
+    out["measurements"], out["steps"], out["artifacts"] = run.measurements, run.steps, run.artifacts
+    return out
+
+
+def test_one_second_burst_is_a_column_holds_on_a_column(reference, tmp_path):
+    """A busy second whose every slice is as hot as the reference bursts' windows, among seconds
+    holding the reference's quiet cells: the claim holds, read from the map by record.py."""
+    r = _one_second_result(reference, tmp_path, *_column_from_reference())
+    one = {"experiment": "one-second burst"}
+    burst = _samples(r, "heat_samples", **one, region="burst second")
+    others = _samples(r, "heat_samples", **one, region="other seconds, same slices")
+    assert len(burst) == 50 and len(others) == 2 * QUIET_S * 50, "one cell per slice; the quiet seconds on both sides"
+    assert _verdict("one-second-burst-is-a-column", r) == "holds"
+    assert {a["path"] for a in r["artifacts"]} == {"optane_kyber/heatmap-1s.svg", "optane_kyber/heat-1s.perf-script"}
+
+
+def test_one_second_burst_is_a_column_fails_on_a_band(reference, tmp_path):
+    """The reference's periodic burst (a band) read as if its burst were one second: the same
+    slices of the other seconds are as hot, so the map shows no column and the claim fails."""
+    r = _one_second_result(reference, tmp_path, *_band_as_one_second())
+    assert _verdict("one-second-burst-is-a-column", r) == "fails"
+
+
+def test_one_second_burst_is_untested_without_its_steps(reference):
+    """The committed reference predates the one-second recording: the claim is untested there."""
+    assert _verdict("one-second-burst-is-a-column", reference) == "untested"

@@ -109,6 +109,24 @@ def test_heat_map_artifact_and_range(quick_run):
     assert "burn" in (quick_run[1] / LAB / "heat-all.folded").read_text()
 
 
+def test_one_second_burst_map_and_flamescope_file(quick_run):
+    """One busy second among quiet ones: its own heat map (no range picked), its perf script
+    output kept with --header for FlameScope, and one cell per slice on each side of the claim."""
+    r = result(quick_run)
+    one = {"experiment": "one-second burst"}
+    (hm,) = [a for a in r["artifacts"] if a["kind"] == "heatmap" and a["case"] == one]
+    assert (quick_run[1] / hm["path"]).read_text().lstrip().startswith("<?xml")
+    (script,) = [a for a in r["artifacts"] if a["kind"] == "log" and a["case"] == {**one, "tool": "perf-script"}]
+    text = (quick_run[1] / script["path"]).read_text(errors="replace")
+    assert text.startswith("# ========") and "# cmdline :" in text, "perf script --header"
+    assert "burn" in text, "the burst's own function, symbols resolved"
+    cells = {m["case"]["region"]: m["n"] for m in r["measurements"]
+             if m["metric"] == "heat_samples" and m["case"]["experiment"] == one["experiment"]}
+    rows = json.loads((quick_run[1] / LAB / "heatmap-1s.json").read_text())["rows"]
+    assert cells["burst second"] == rows and cells["other seconds, same slices"] % rows == 0
+    assert not (quick_run[1] / LAB / "raw" / "heat.1s.map.out").read_text().strip(), "no range printed"
+
+
 def test_pmu_steps_skip_with_the_reason(quick_run):
     r = result(quick_run)
     ipc = next(s for s in r["steps"] if s["group"] == "ipc")
@@ -142,8 +160,9 @@ def test_every_claim_has_a_verdict(quick_run):
     full run)."""
     r = result(quick_run)
     ids = {c["id"] for c in r["claims"]}
-    assert {"kyber-adds-latency", "kyber-frames-only-with-kyber", "perf-record-costs-more-under-load",
-            "hottest-slice-after-burst-start", "hottest-slice-before-burst-end"} <= ids
+    assert {"kyber-adds-latency", "kyber-costs-what-mq-deadline-costs", "kyber-frames-only-with-kyber",
+            "perf-record-costs-more-under-load", "hottest-slice-after-burst-start", "hottest-slice-before-burst-end",
+            "one-second-burst-is-a-column"} <= ids
     assert all("fewer than" not in c["evidence"] for c in r["claims"]), "every side has enough samples"
     assert all(c["evidence"] for c in r["claims"])
     skipped_groups = {s["group"] for s in r["steps"] if s["status"] == "skipped"}
@@ -152,6 +171,12 @@ def test_every_claim_has_a_verdict(quick_run):
             assert skipped_groups, c  # a missing measurement must come from a skipped step
     kyber_frames = next(c for c in r["claims"] if c["id"] == "kyber-frames-only-with-kyber")
     assert kyber_frames["verdict"] != "untested"  # measured (one profile per scheduler in quick mode)
+    # mq-deadline runs in quick mode too, as often as in full: the claim that reads it decides there
+    deadline = [m for m in r["measurements"] if m["metric"] == "clat" and m["case"].get("scheduler") == "mq-deadline"
+                and m["case"].get("stat") == "p50"]
+    assert deadline and deadline[0]["n"] >= 3
+    for cid in ("kyber-costs-what-mq-deadline-costs", "one-second-burst-is-a-column"):
+        assert next(c for c in r["claims"] if c["id"] == cid)["verdict"] in ("holds", "fails", "inconclusive"), cid
 
 
 def test_sigint_during_kyber_restores_scheduler_and_releases_device(tmp_path):

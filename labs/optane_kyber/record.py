@@ -1,8 +1,8 @@
 """optane_kyber lab: raw outputs → measurements and artifacts (called by ``labkit record``).
 
 Every step this module reads carries its case as data (``lab_run --case``, ``step["case"]``):
-``experiment`` (device, sched, flame, trace, ipc, heat, overhead, sysbench) and the fields
-below. No step name or command is parsed; the files a step wrote are named in its case
+``experiment`` (device, sched, flame, trace, ipc, heat, one-second burst, overhead, sysbench)
+and the fields below. No step name or command is parsed; the files a step wrote are named in its case
 (``folded``, ``svg``) or are the lab's own fixed outputs (``heatmap.json``).
 
 Metrics and their cases (every sample kept; one sample per repetition unless said; samples
@@ -31,7 +31,11 @@ in repetition order, so that two sides with the same repetitions pair by positio
                       end (one sample per burst), of the selected range
 ``heat_samples`` (samples per slice) heat: mean samples per 20 ms slice inside the burst
                       window vs in the rest of the same second, one sample per burst (slices
-                      straddling an edge left out)
+                      straddling an edge left out); ``experiment`` one-second burst: the samples
+                      of each slice of the busy second's column (``region`` burst second) and
+                      of every slice of the quiet seconds around it (``region`` other seconds,
+                      same slices), one sample per cell
+``perf_samples``      also heat and one-second burst: samples perf record wrote
 ``events_per_s``, ``latency_min``/``latency_avg``/``latency_p95`` (µs): sysbench cpu
 """
 
@@ -239,6 +243,38 @@ def _heat(run):
         run.artifact("folded", case, s["case"]["folded"], f"folded stacks, {key}")
 
 
+def _heat_column(run):
+    """One busy second among quiet ones (run.sh heat_column): its column's cells against the
+    same cells of the quiet seconds before and after it, which burst slept through whole."""
+    one = {"experiment": "one-second burst"}
+    maps, records = run.steps_where(**one, tool="heatmap"), run.steps_where(**one, tool="perf-record")
+    scripts = run.steps_where(**one, tool="perf-script")
+    if not maps or not records:
+        return
+    map_step, rec_step = maps[0]["name"], records[0]["name"]
+    hm = json.loads((run.dir / "heatmap-1s.json").read_text())
+    burst = json_line(run.raw(rec_step).read_text(), "burst")
+    (start, _end), quiet = burst["bursts"][0], burst["quiet_s"]
+    col = math.floor(start) - hm["origin"]
+    others = [c for c in range(col - quiet, col + quiet + 1) if c != col and 0 <= c < hm["cols"]]
+    if not 0 <= col < hm["cols"] or not others:
+        return
+    run.add("heat_samples", "samples per slice", {**one, "region": "burst second"},
+            [float(c) for c in hm["counts"][col]], map_step)
+    run.add("heat_samples", "samples per slice", {**one, "region": "other seconds, same slices"},
+            [float(c) for o in others for c in hm["counts"][o]], map_step)
+    n = _perf_samples(run, rec_step)
+    if n is not None:
+        run.add("perf_samples", "samples", one, [n], rec_step)
+    run.artifact("heatmap", one, "heatmap-1s.svg",
+                 "Subsecond-offset heat map of one busy second between quiet ones (burst -n 1 -b 1000 -o 0 -q 3), "
+                 "perf record -a -g -F 997, idle samples left out: a column, not a band")
+    if scripts:
+        run.artifact("log", {**one, "tool": "perf-script"}, "heat-1s.perf-script",
+                     "perf script --header of that recording, as FlameScope reads it (copy it into FlameScope's "
+                     "examples/ folder)")
+
+
 def _profiler_order(label: str) -> int:
     labels = list(PROFILERS.values())
     return labels.index(label) if label in labels else len(labels)
@@ -290,5 +326,6 @@ def collect(run) -> None:
     _trace(run)
     _ipc(run)
     _heat(run)
+    _heat_column(run)
     _overhead(run, _default_scheduler(run))
     _sysbench(run)

@@ -9,7 +9,8 @@
 #             loop device over the file with --direct-io=on (the device under test: NOT an
 #             Optane drive); its dio flag, schedulers and io_poll
 #   sched     fio 4k random read, QD1, pvsync2 --hipri, interleaved (none, mq-deadline, kyber,
-#             bfq, none, ...): none and kyber 20 times, the others 10 (quick mode: no bfq); fio
+#             bfq, none, ...): none and kyber 20 times, the others 10 (quick mode: no bfq, and
+#             mq-deadline in the first 10 as in full: a claim reads it); fio
 #             pinned to one CPU (taskset) and the loop device's worker confined to the same CPU
 #   flame     perf record -g -F 997 of fio (pinned as in sched) with none and with kyber ->
 #             flame graphs and a differential flame graph (inferno); later repetitions are
@@ -17,7 +18,10 @@
 #   trace     perf stat -a of kyber:* and block:block_rq_issue on our device, per I/O
 #   ipc       perf stat instructions, cycles, cache misses per scheduler (needs PMU counters)
 #   heat      compile burst.c; perf record -a -g -k CLOCK_MONOTONIC over burst (busy 200 ms
-#             every second) -> subsecond-offset heat map, flame graph of the hottest burst
+#             every second) -> subsecond-offset heat map (a band), flame graph of the hottest
+#             burst; then over one busy second among three quiet ones before and after it
+#             (burst -n 1 -b 1000 -o 0 -q 3) -> its heat map (a column), and its perf script
+#             --header output kept in the run directory (heat-1s.perf-script), for FlameScope
 #   overhead  the fio job plain, under perf stat, under plain perf record (perf's defaults, as
 #             the original ran it), under perf record -g at 997 and 9973 Hz; numjobs 1
 #             (pinned as in sched) and 2, interleaved (quick mode: the cases the claims read)
@@ -188,10 +192,12 @@ group_flame() {
         # perf report's two views of the same samples: Children (samples with the function
         # anywhere on the stack) next to Self; then the call graph, fractal (each branch's
         # percentage relative to its parent), callee order (from the sampled function down).
+        # --percent-limit 5 on both: at 15 the fractal report printed no entry at all (no
+        # function held that share of the samples).
         lab_run "${c[@]}" --case tool=perf-report "flame.$s.report" -- perf report -i "$data" --stdio --children \
           --fields overhead_children,overhead,sym -g none --percent-limit 5
         lab_run "${c[@]}" --case tool=perf-report "flame.$s.fractal" -- perf report -i "$data" --stdio --no-children \
-          --fields overhead,sym -g fractal,0.5,callee --percent-limit 15
+          --fields overhead,sym -g fractal,0.5,callee --percent-limit 5
       fi
       # --max-stack 48: deeper than any real stack here; a walk through code built without
       # frame pointers can follow garbage up to perf's limit (127 frames) and would draw a
@@ -286,7 +292,26 @@ group_heat() {
     --case folded=heat-all.folded --case svg=heat-all.svg heat.all-flame -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/heat.script" \
     --folded "$LAB_RUN/heat-all.folded" --svg "$LAB_RUN/heat-all.svg" \
     --title "every CPU, the whole recording"
+  heat_column
   lab_unwind "$mark"
+}
+
+# heat_column: the ceph-osd case's shape, one busy second (burst -n 1 -b 1000 -o 0) between
+# three quiet seconds before and three after it (-q 3), recorded as the bursts above were. In a
+# subsecond-offset heat map that second is a column: every slice of it hot, the same slices of
+# the other seconds not. Its perf script output is kept whole, with --header (what FlameScope
+# reads: copy it into FlameScope's examples/ folder), in the run directory; the map is drawn
+# from that file, with no range picked (the rule that picks one is made for a recurring burst).
+heat_column() {
+  local data="$LAB_SCRATCH/heat-1s.data" c=(--case "experiment=one-second burst")
+  lab_run "${c[@]}" --case tool=perf-record heat.1s.record -- "${PERF_REC[@]}" -a -g -F 997 -k CLOCK_MONOTONIC \
+    -o "$data" -- "$BURST" -n 1 -b 1000 -o 0 -q 3 &&
+  lab_run --stdout "$LAB_RUN/heat-1s.perf-script" "${c[@]}" --case tool=perf-script heat.1s.script -- \
+    perf script --header --max-stack 48 -i "$data" &&
+  lab_run "${c[@]}" --case tool=heatmap heat.1s.map -- "$LAB_PY" -m labkit.heatmap \
+    --perf-script "$LAB_RUN/heat-1s.perf-script" --svg "$LAB_RUN/heatmap-1s.svg" --json "$LAB_RUN/heatmap-1s.json" \
+    --no-range --title "one busy second among quiet ones: perf record -a -g -F 997, idle samples left out"
+  rm -f "$data"
 }
 
 # The profilers the overhead and sysbench groups run their job under (short name → the label
