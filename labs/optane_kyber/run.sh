@@ -28,7 +28,8 @@
 #   sysbench  sysbench cpu plain, under plain perf record and under perf record -g at 997 and
 #             9973 Hz, interleaved (quick mode: plain and perf record)
 # A case a claim reads runs as many times in quick mode as in full (sched 20 and 10, flame and
-# trace 5, heat 10 bursts, overhead 8, sysbench 10): quick mode runs fewer cases (bfq, ipc, the
+# trace 5, heat 10 bursts and the one busy second, overhead 8,
+# sysbench 10): quick mode runs fewer cases (bfq, ipc, the
 # profilers no claim compares) and shorter fio jobs, never fewer repetitions.
 # Every measuring step carries its case as fields (lab_run --case): record.py reads those.
 # The scheduler and the workqueue CPU mask are restored, the loop device detached and the
