@@ -47,7 +47,7 @@ def test_quick_run_succeeds_and_validates(quick_run):
     groups = {s["group"] for s in result["steps"] if s["status"] == "ok"}
     assert {"setup", "original", "engines", "layout", "strace"} <= groups
     # no claim reads these groups: quick mode leaves them out and says so
-    for name in ("buffered", "blocksize", "numjobs"):
+    for name in ("buffered", "blocksize", "numjobs", "profile"):
         skip = next(s for s in result["steps"] if s["name"] == name)
         assert skip["status"] == "skipped" and "quick mode" in skip["reason"], skip
 
@@ -58,7 +58,7 @@ def test_every_measurement_comes_from_a_step_with_its_case(quick_run):
     metrics, one key of the metric's own: phase, process, syscall, when)."""
     result = result_of(quick_run)
     steps = {s["name"]: s for s in result["steps"]}
-    own = {"phase", "process", "syscall", "fs", "traced"}
+    own = {"phase", "process", "syscall", "fs", "traced", "scheduler"}
     for m in result["measurements"]:
         step = steps[m["step"]]
         assert step.get("case"), step["name"]
@@ -106,6 +106,26 @@ def test_the_cases_the_claims_read_run_as_often_as_in_full_runs_interleaved(quic
              and s["case"]["experiment"] == "original"]
     reps = [s["case"]["rep"] for s in order]
     assert reps == sorted(reps) and reps[0] == 1 and reps[-1] == 8
+
+
+def test_queue_limits_batched_and_flushed_jobs_are_recorded(quick_run):
+    """The setup step reads the target disk's scheduler and queue limits (when the scratch
+    directory has a disk); the original group runs libaio at iodepth 32 with batched submission
+    beside fio's default, and buffered against direct writes with end_fsync=1, each as often as
+    the original's other jobs."""
+    result = result_of(quick_run)
+    step = next(s for s in result["steps"] if s["name"] == "target.queue")
+    if step["status"] == "ok":
+        for metric in ("max_sectors_kb", "max_segments", "nr_requests"):
+            (m,) = [m for m in result["measurements"] if m["metric"] == metric]
+            assert m["case"]["scheduler"] and m["case"]["disk"] and m["samples"][0] > 0, m
+    for batch in (1, 32):
+        (m,) = claims.select(result, "bios_per_request", {"experiment": "original", "engine": "libaio", "iodepth": 32,
+                                                          "batch": batch})
+        assert m["n"] == 8
+    for io in ("buffered", "direct"):
+        (m,) = claims.select(result, "iops", {"experiment": "original flush", "io": io, "end_fsync": 1})
+        assert m["n"] == 8
 
 
 def test_every_job_writes_only_in_the_scratch_dir(quick_run):

@@ -184,3 +184,55 @@ def test_fio_size(text, expected):
 def test_fio_size_rejects_garbage():
     with pytest.raises(ValueError):
         record_module().fio_size("4 kilobytes")
+
+
+# ---- batched submission, end_fsync, the disk's queue ------------------------------------
+
+def _options(name: str) -> dict:
+    from labkit.parsers.fio import fio_job
+    return fio_job(fixture("fio", name))["options"]
+
+
+def test_batched_job_case_is_checked_against_fios_options():
+    """fio reports iodepth_batch_submit by its alias iodepth_batch: the case's batch is checked
+    against it and against iodepth_batch_complete_min, both set from FIO_BATCH."""
+    rec, opts = record_module(), _options("original-libaio-qd32-batch32.json")
+    env = cmd_env("fio", "original-libaio-qd32-batch32.json")
+    batch, depth = int(env["FIO_BATCH"]), int(env["FIO_IODEPTH"])
+    assert batch == depth > 1
+    rec.check_fio_case("b", {"engine": "libaio", "iodepth": depth, "batch": batch, "end_fsync": 0}, opts)
+    for wrong in ({"batch": 1}, {"end_fsync": 1}):
+        with pytest.raises(ValueError):
+            rec.check_fio_case("b", wrong, opts)
+    # one without the batch options: fio's defaults, one write per io_submit
+    rec.check_fio_case("e", {"batch": 1, "end_fsync": 0}, _options("engines-psync-qd32-randread.json"))
+
+
+def test_end_fsync_job_case_and_its_runtime():
+    """With end_fsync=1 the case says so, and fio's run time (which its IOPS divide by) is longer
+    than the job's write time: it includes the flush."""
+    from labkit.parsers.fio import fio_json
+    rec, opts = record_module(), _options("original-libaio-qd1-buffered-end-fsync.json")
+    rec.check_fio_case("f", {"io": "buffered", "end_fsync": 1, "batch": 1}, opts)
+    with pytest.raises(ValueError):
+        rec.check_fio_case("f", {"end_fsync": 0}, opts)
+    job = fio_json(fixture("fio", "original-libaio-qd1-buffered-end-fsync.json"))["report"]["jobs"][0]
+    runtime_ms = int(cmd_env("fio", "original-libaio-qd1-buffered-end-fsync.json")["FIO_RUNTIME"].removesuffix("ms"))
+    assert job["write"]["runtime"] > runtime_ms
+
+
+def test_queue_sysfs():
+    """The setup step's grep -H of the disk's queue files: each limit as its integer, the
+    scheduler as the bracketed name, the disk from the path."""
+    text = fixture("sysfs", "queue-vda.txt")
+    q = record_module().queue_sysfs(text)
+    lines = {ln.split("/queue/")[1].split(":", 1)[0]: ln.split(":", 1)[1].strip() for ln in text.splitlines()}
+    assert q["disk"] == text.split("/")[4]
+    assert f"[{q['scheduler']}]" in lines["scheduler"].split()
+    for k in ("max_sectors_kb", "max_segments", "nr_requests"):
+        assert q[k] == int(lines[k])
+
+
+def test_queue_sysfs_rejects_other_lines():
+    with pytest.raises(ValueError):
+        record_module().queue_sysfs("scheduler: mq-deadline\n")

@@ -27,10 +27,18 @@ Sources, one per kind of number:
   requests the block layer made (one per bio: per fio I/O for 4 KiB direct I/O) per request
   the device completed after merging, 1 when nothing merges;
 - ``stat -c '%s %b %B'`` (layout steps): ``allocated`` (MiB of blocks allocated to the file);
+- ``grep -H . /sys/class/block/DISK/queue/...`` (setup, tool ``sysfs``): ``max_sectors_kb``,
+  ``max_segments``, ``nr_requests`` of the target disk, one sample each, the disk's I/O
+  scheduler (the bracketed name) in their case as ``scheduler``;
+- ``labkit flame`` (profile group, tool ``inferno``): the buffered job's flame graph and folded
+  stacks, as artifacts;
 - ``strace -c -f`` (strace steps, table on standard error): ``strace_calls`` per system call,
   and for the original group's steps (experiment ``original strace``) ``strace_usecs``
   (strace's ``usecs/call``: system CPU time per call, which is what ``-c`` measures without
-  ``-w``) and the traced job's ``iops``;
+  ``-w``) and the traced job's ``iops``; for experiment ``strace clock`` (profile group, case
+  ``clock`` = ``system`` for ``strace -c``, ``wall`` for ``strace -c -w``) ``strace_usecs`` of
+  every listed call; for both, ``strace_seconds`` (the table's seconds column: a call's total
+  system CPU time, or with ``-w`` its total wall-clock time);
 - ``pidstat -u -r -h -H -l -C 'aux-path=SCRATCH ' 1`` (original group,
   ``raw/<step>.pidstat.out``; the job's fio processes, found by their command line): per job
   ``cpu_pct`` (%CPU, % of one CPU) of the busiest fio process (case ``process`` =
@@ -96,7 +104,36 @@ _FIO_OPTION = {
                           and (o.get("invalidate", "1") == "0") == (v == "buffered warm")),
     "fsync": lambda v, o: int(o.get("fsync", "0")) == v,
     "numjobs": lambda v, o: int(o.get("numjobs", "1")) == v,
+    # fio reports iodepth_batch_submit by its alias iodepth_batch
+    "batch": lambda v, o: (int(o.get("iodepth_batch_submit", o.get("iodepth_batch", "1"))) == v
+                           and int(o.get("iodepth_batch_complete_min", "1")) == v),
+    "end_fsync": lambda v, o: int(o.get("end_fsync", "0")) == v,
 }
+QUEUE_LIMITS = {"max_sectors_kb": "KiB", "max_segments": "segments", "nr_requests": "requests"}
+
+
+def queue_sysfs(text: str) -> dict:
+    """``grep -H . /sys/class/block/DISK/queue/{scheduler,max_sectors_kb,...}`` → ``{"disk":
+    DISK, "scheduler": the bracketed one (``none`` if the queue has none to choose),
+    "max_sectors_kb": int, ...}`` for the files listed.
+
+    Raises:
+        ValueError: a line that is not ``/sys/class/block/DISK/queue/FILE:VALUE``, or one
+            whose value is not the file's kind.
+    """
+    out: dict = {}
+    for line in text.splitlines():
+        m = re.fullmatch(r"/sys/class/block/([^/]+)/queue/(\w+):(.*)", line.strip())
+        if not m:
+            raise ValueError(f"queue sysfs: unexpected line {line!r}")
+        out["disk"] = m.group(1)
+        name, value = m.group(2), m.group(3).strip()
+        if name == "scheduler":
+            chosen = re.search(r"\[([^\]]+)\]", value)
+            out[name] = chosen.group(1) if chosen else value
+        elif name in QUEUE_LIMITS:
+            out[name] = int(value)
+    return out
 
 
 def _measured(case: dict, fs: str) -> dict:
@@ -278,6 +315,14 @@ def collect(run) -> None:
     fs = target.get("fs", "unknown")
     disk = target.get("disk", "")
     ok = [s for s in run.steps if s["status"] == "ok" and s.get("case")]
+
+    # The flame graph of the buffered job (profile group): an artifact, no measurement.
+    for s in ok:
+        if s["case"].get("tool") == "inferno":
+            art = {k: v for k, v in s["case"].items() if k != "tool"}
+            run.artifact("flamegraph", art, "flame-buffered.svg",
+                         "fio, buffered 4 KiB sequential writes (libaio, iodepth 1, no flush): fio's processes")
+            run.artifact("folded", art, "flame-buffered.folded", "folded stacks of the buffered job")
     jobs: dict[tuple, tuple[dict, dict]] = {}   # a job's step case less tool → (measurement case, perf counts)
 
     for s in ok:
@@ -307,6 +352,17 @@ def collect(run) -> None:
         if case["when"] == "made":
             run.add_sample("file_size", "MiB", {k: v for k, v in case.items() if k != "when"}, size / MIB, s["name"])
 
+    # The target disk's scheduler and queue limits (setup group): one sample each, the
+    # scheduler's name in their case.
+    for s in ok:
+        if s["case"].get("tool") != "sysfs":
+            continue
+        q = queue_sysfs(run.raw(s["name"]).read_text())
+        case = {**_measured(s["case"], fs), "scheduler": q.get("scheduler", "unknown")}
+        for metric, unit in QUEUE_LIMITS.items():
+            if metric in q:
+                run.add_sample(metric, unit, case, q[metric], s["name"])
+
     # strace -c -f of fio: system calls by name, and the traced job's IOPS.
     for s in ok:
         if s["case"].get("tool") != "strace":
@@ -315,13 +371,18 @@ def collect(run) -> None:
         job = fio_job(run.raw(name).read_text())
         check_fio_case(name, s["case"], job["options"])
         summary = strace_summary(run.raw(name, "err").read_text())
-        if experiment == "original strace":
-            # Its own experiment, so that no selector of the untraced jobs pools these samples.
+        if experiment in ("original strace", "strace clock"):
+            # Their own experiments, so that no selector of the untraced jobs pools these
+            # samples. "strace clock": strace -c (clock=system) beside strace -c -w (wall).
+            # strace_seconds: the table's seconds column, the call's total (system CPU time
+            # without -w, wall-clock time with it).
             case = _measured(s["case"], fs)
+            usecs = ORIGINAL_STRACE if experiment == "original strace" else STRACE_SYSCALLS
             for sc, row in summary["syscalls"].items():
                 if sc in STRACE_SYSCALLS:
                     run.add_sample("strace_calls", "calls", {**case, "syscall": sc}, row["calls"], name)
-                if sc in ORIGINAL_STRACE:
+                    run.add_sample("strace_seconds", "s", {**case, "syscall": sc}, row["seconds"], name)
+                if sc in usecs:
                     run.add_sample("strace_usecs", "us/call", {**case, "syscall": sc}, row["usecs_per_call"], name)
             run.add_sample("iops", "IOPS", case, job[_direction(case["rw"])]["iops"], name)
         else:

@@ -27,12 +27,18 @@
 # reads those, never a step's name. Repetitions are interleaved: each pass runs every case of
 # its group once, then the next pass. The cases the claims read run as often in quick mode as
 # in full: 8 passes of the original and layout groups, 5 of the engines group. Full mode also
-# runs 3 passes of the groups no claim reads (buffered, blocksize, numjobs; strace once).
+# runs 3 passes of the groups no claim reads (buffered, blocksize, numjobs, profile; strace once).
 # Quick mode runs fewer cases, never fewer passes: the cases the claims read (the buffered,
-# blocksize and numjobs groups are skipped and say so), with shorter jobs, and strace's two.
+# blocksize, numjobs and profile groups are skipped and say so), with shorter jobs, and strace's two.
 #
-# Groups: setup (target, probes, lay out the file), original, engines, buffered, blocksize,
-# layout, numjobs, strace. The lab writes only in its scratch directory, unless --device DEV and
+# The setup group also reads the target disk's scheduler and queue limits (queue/scheduler,
+# max_sectors_kb, max_segments, nr_requests) as a step. The original group adds, beside the
+# original's jobs, libaio at iodepth 32 with batched submission (iodepth_batch_submit and
+# iodepth_batch_complete_min = 32) and buffered against direct writes with end_fsync=1.
+#
+# Groups: setup (target, probes, queue limits, lay out the file), original, engines, buffered,
+# blocksize, layout, numjobs, strace, profile (full runs only: perf record -g of the buffered
+# job and its flame graph; strace -c -w beside strace -c). The lab writes only in its scratch directory, unless --device DEV and
 # --yes-destroy-data are both given: then fio reads and WRITES the raw device DEV, which
 # must not be mounted, used as swap or held by another device (LVM, RAID, dm-crypt).
 # shellcheck source=../lib/lab.sh disable=SC2317 # group_* functions are called by lab_main
@@ -48,6 +54,7 @@ lab_group blocksize "block size 1k-4m, sequential read/write, direct and buffere
 lab_group layout "written vs sparse vs fallocated file; random write with/without fsync; reading holes"
 lab_group numjobs "numjobs 1, 2, 4 psync processes"
 lab_group strace "strace -c -f of fio itself: psync vs libaio"
+lab_group profile "perf record -g of the original's buffered job (flame graph); strace -c -w beside strace -c"
 
 # ---- lab-specific options (lab.sh does not know them): parsed here, the rest go to lab_main
 fio_die() { printf '%s: %s\n' "$(basename "$0")" "$1" >&2; exit 2; }
@@ -156,6 +163,20 @@ group_setup() {
     IOSTAT_WHY="no block device under the scratch directory ($FS)"
   fi
   LBS=$(cat "/sys/class/block/${DISK:-none}/queue/logical_block_size" 2>/dev/null || echo 512)
+  # The target disk's elevator and queue limits, which decide what can merge and how large a
+  # request may grow: the I/O scheduler (bracketed), the largest request (max_sectors_kb), the
+  # most scattered pieces of memory one request may carry (max_segments), the requests the
+  # scheduler may hold (nr_requests). Read once, as they are; the lab changes none of them.
+  if [[ -n $DISK && $FS != tmpfs && -d /sys/class/block/$DISK/queue ]]; then
+    local q qfiles=()
+    for q in scheduler max_sectors_kb max_segments nr_requests; do
+      [[ ! -r /sys/class/block/$DISK/queue/$q ]] || qfiles+=("/sys/class/block/$DISK/queue/$q")
+    done
+    ((${#qfiles[@]} == 0)) || lab_run --case experiment=queue --case "disk=$DISK" --case tool=sysfs \
+      target.queue -- grep -H . "${qfiles[@]}" || true
+  else
+    lab_skip target.queue "no block device under the scratch directory ($FS): no I/O scheduler or queue limits to read"
+  fi
   # perf: the three block tracepoints, filtered to the target's disk when it has one.
   if ! command -v perf >/dev/null 2>&1; then
     PERF_WHY="perf not installed"
@@ -317,18 +338,22 @@ direct_too_small() {
 # flight, where the block layer has adjacent requests to merge (iostat's wrqm/s). Every job
 # runs ORIG_RUNTIME seconds (time_based), so that block request counts cover equal windows.
 
-# original_job NAME ENGINE IODEPTH BS IO REP: one job of the original group (IO: direct or
-# buffered; a buffered job is followed by the sync that writes its data back).
+# original_job NAME ENGINE IODEPTH BS IO REP [BATCH [END_FSYNC]]: one job of the original group
+# (IO: direct or buffered). BATCH (default 1, fio's own) is iodepth_batch_submit and
+# iodepth_batch_complete_min. END_FSYNC=1 makes it a job of the "original flush" experiment:
+# fio fsyncs the file when its writes end and its run time includes the flush. A buffered job
+# without it is followed by the sync that writes its data back.
 original_job() {
-  local name=$1 e=$2 qd=$3 bs=$4 io=$5 r=$6 direct=1
+  local name=$1 e=$2 qd=$3 bs=$4 io=$5 r=$6 batch=${7:-1} fsync=${8:-0} direct=1 exp=original
   [[ $io == direct ]] || direct=0
-  local case=(--case experiment=original --case "engine=$e" --case "iodepth=$qd" --case "bs=$(numfmt --from=iec "${bs^^}")"
-              --case "io=$io" --case rw=write --case "rep=$r")
+  ((fsync == 0)) || exp="original flush"
+  local case=(--case "experiment=$exp" --case "engine=$e" --case "iodepth=$qd" --case "bs=$(numfmt --from=iec "${bs^^}")"
+              --case "io=$io" --case rw=write --case "batch=$batch" --case "end_fsync=$fsync" --case "rep=$r")
   if ((direct)) && direct_too_small "$name" "$bs"; then return 0; fi
   engine_ok "$e" "$name" || return 0
   fio_job "${case[@]}" "$name" original.fio "FIO_RUNTIME=$ORIG_RUNTIME" FIO_ENGINE="$e" FIO_IODEPTH="$qd" \
-    FIO_BS="$bs" FIO_DIRECT="$direct" || return 0
-  if [[ $io == buffered ]]; then sync_job "$name.sync" "${case[@]}" || true; fi
+    FIO_BS="$bs" FIO_DIRECT="$direct" FIO_BATCH="$batch" FIO_END_FSYNC="$fsync" || return 0
+  if [[ $io == buffered ]] && ((fsync == 0)); then sync_job "$name.sync" "${case[@]}" || true; fi
 }
 
 # original_strace NAME BS REP: strace -c -f of the base job at block size BS, as the original
@@ -339,7 +364,7 @@ original_strace() {
   engine_ok libaio "$name" || return 0
   lab_run --case "experiment=original strace" --case engine=libaio --case iodepth=1 \
     --case "bs=$(numfmt --from=iec "${bs^^}")" --case io=direct --case rw=write --case "rep=$r" --case tool=strace \
-    "$name" -- env FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_BS="$bs" FIO_DIRECT=1 "FIO_FILE=$TARGET" \
+    "$name" -- env FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_BS="$bs" FIO_DIRECT=1 FIO_BATCH=1 FIO_END_FSYNC=0 "FIO_FILE=$TARGET" \
     "FIO_SIZE=$SIZE" "FIO_RUNTIME=$ORIG_RUNTIME" strace -c -f -- fio --output-format=json "$LAB_DIR/original.fio" || true
 }
 
@@ -355,9 +380,18 @@ group_original() {
       e=${eq%:*} qd=${eq#*:}
       original_job "original.write.$e.qd$qd.4k.direct.r$r" "$e" "$qd" 4k direct "$r"
       [[ $eq != libaio:1 ]] || original_job "original.write.libaio.qd1.1k.direct.r$r" libaio 1 1k direct "$r"
+      # Right after fio's default (one write per io_submit): the same 32 writes handed to
+      # the kernel together, in one io_submit (one plug), and reaped together.
+      [[ $eq != libaio:32 ]] || original_job "original.write.libaio.qd32.batch32.4k.direct.r$r" libaio 32 4k direct "$r" 32
     done
     original_job "original.write.libaio.qd1.4k.buffered.r$r" libaio 1 4k buffered "$r"
     original_job "original.write.libaio.qd1.4m.direct.r$r" libaio 1 4m direct "$r"
+    # Buffered against direct, each with end_fsync=1 (its run time includes the flush), back to
+    # back. Each starts with none of the file's pages cached: fio's invalidate=1 drops them
+    # (POSIX_FADV_DONTNEED) as the job opens the file, and no dirty page is left from the job
+    # before (the flush, or the sync after the unflushed buffered job, wrote them back).
+    original_job "original.flush.write.libaio.qd1.4k.direct.r$r" libaio 1 4k direct "$r" 1 1
+    original_job "original.flush.write.libaio.qd1.4k.buffered.r$r" libaio 1 4k buffered "$r" 1 1
     FIO_PIDSTAT=0
     ((strace_ok)) || continue
     for bs in $(lab_quick "1k 4m" "1k 4k 4m"); do
@@ -523,6 +557,51 @@ group_strace() {
       "strace.$e" -- env FIO_ENGINE="$e" FIO_IODEPTH="$qd" FIO_RW=randread "FIO_FILE=$TARGET" \
       "FIO_SIZE=$SIZE" "FIO_RUNTIME=$RUNTIME" \
       strace -c -f -- fio --output-format=json "$LAB_DIR/engines.fio" || true
+  done
+}
+
+# perf record -g of the original's buffered job (libaio, iodepth 1, 4 KiB, no flush: the
+# note's flame graph), drawn as a flame graph (labkit flame, inferno). Only fio's own processes
+# are sampled, not the whole host (-a): the writeback of its pages runs later in kworkers, and
+# other work on the host stays out. Then strace -c -f beside strace -c -f -w of the base job at
+# 1 KiB and 4 MiB, back to back in each pass: -c alone sums each call's system CPU time, -w
+# its wall-clock time (a sleep counts as long as it slept). No claim reads this group: full
+# runs only.
+group_profile() {
+  need_setup profile || return 0
+  quick_skip profile && return 0
+  engine_ok libaio profile || return 0
+  local env=(env FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_BATCH=1 FIO_END_FSYNC=0 "FIO_FILE=$TARGET" "FIO_SIZE=$SIZE"
+             "FIO_RUNTIME=$ORIG_RUNTIME")
+  local pc=(--case experiment=profile --case engine=libaio --case iodepth=1 --case bs=4096 --case io=buffered --case rw=write)
+  local data="$LAB_SCRATCH/perf-buffered.data" script="$LAB_SCRATCH/perf-buffered.script"
+  if lab_require profile.perf perf; then
+    # -F 997: an odd rate, so sampling does not run in lockstep with periodic kernel work.
+    # --no-buildid-cache: nothing written to ~/.debug.
+    if lab_run "${pc[@]}" --case tool=perf profile.perf.record -- "${env[@]}" FIO_BS=4k FIO_DIRECT=0 \
+        perf record -g -F 997 --no-buildid-cache -o "$data" -- fio --output-format=json "$LAB_DIR/original.fio"; then
+      lab_run profile.perf.sync -- sync "$TARGET" || true   # its dirty pages, written back before the next job
+      if lab_run --stdout "$script" profile.perf.script -- perf script -i "$data" && lab_require profile.flame inferno; then
+        lab_run "${pc[@]}" --case tool=inferno profile.flame -- "$LAB_PY" -m labkit flame --perf-script "$script" \
+          --folded "$LAB_RUN/flame-buffered.folded" --svg "$LAB_RUN/flame-buffered.svg" \
+          --title "fio, buffered 4 KiB sequential writes (libaio, iodepth 1, no flush): fio's processes" || true
+      fi
+    fi
+    rm -f "$data" "$script"
+  fi
+  lab_require profile.strace cmd:strace || return 0
+  local r bs clock name w=()
+  for ((r = 1; r <= OTHER_REPS; r++)); do
+    for bs in 1k 4m; do
+      for clock in system wall; do
+        name="profile.strace.$clock.$bs.r$r"
+        direct_too_small "$name" "$bs" && continue
+        if [[ $clock == wall ]]; then w=(strace -c -w -f); else w=(strace -c -f); fi
+        lab_run --case "experiment=strace clock" --case "clock=$clock" --case engine=libaio --case iodepth=1 \
+          --case "bs=$(numfmt --from=iec "${bs^^}")" --case io=direct --case rw=write --case "rep=$r" --case tool=strace \
+          "$name" -- "${env[@]}" FIO_BS="$bs" FIO_DIRECT=1 "${w[@]}" -- fio --output-format=json "$LAB_DIR/original.fio" || true
+      done
+    done
   done
 }
 
