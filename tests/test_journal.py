@@ -169,3 +169,10 @@ def test_primary_reads_a_copy_with_undecodable_bytes_and_a_six_field_run_line(tm
     assert journal.primary(copy) == main.resolve()
     assert journal.read(copy).pending == [(1, "put back caf\ufffd")]
     assert journal.commands(copy) == {1: "lab_restore x"}
+    sp, out2 = tmp_path / "scr2", tmp_path / "out2"
+    body2 = (run_line(out2, sp) + "\ndo\t1\tput back caf\xe9\tlab_restore x\n").encode("latin-1")
+    main2, copy2 = out2 / ".demo.journal", sp / "pcb-demo.r" / ".pcb-journal"
+    for f in (main2, copy2):
+        f.parent.mkdir(parents=True)
+        f.write_bytes(body2)
+    assert journal.copies(main2) == [copy2] and journal.copies(copy2) == [main2]
