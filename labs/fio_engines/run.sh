@@ -45,7 +45,7 @@
 source "$(dirname "$0")/../lib/lab.sh"
 
 lab_define fio_engines "fio: engines, iodepth, buffered vs direct, block size, file layout, numjobs" \
-  fio perf iostat pidstat strace
+  fio perf iostat pidstat strace inferno-flamegraph
 lab_group setup "target file or device, capability probes, lay out the test file" always
 lab_group original "the original's jobs: 4 KiB sequential writes, libaio vs psync at iodepth 1 and 2, buffered, 1k/4M blocks, strace -c"
 lab_group engines "psync, libaio, io_uring at iodepth 1-32: 4 KiB random read/write, O_DIRECT"
