@@ -236,3 +236,17 @@ def test_queue_sysfs():
 def test_queue_sysfs_rejects_other_lines():
     with pytest.raises(ValueError):
         record_module().queue_sysfs("scheduler: mq-deadline\n")
+
+
+def test_strace_c_w_counts_sleeping_and_c_does_not():
+    """strace -c sums each call's system CPU time, -c -w its wall-clock time: in two runs of the
+    same job back to back, fio's main loop sleeps (clock_nanosleep) about as often in each, but
+    only the -w table's seconds hold the sleeping; and with -c, the system time of the job's
+    reaped threads lands on wait4 (RUSAGE_BOTH), which -w shows as a short call."""
+    c = strace_summary(fixture("strace", "fio-original-1k-c.txt"))["syscalls"]
+    w = strace_summary(fixture("strace", "fio-original-1k-cw.txt"))["syscalls"]
+    runtime = float(cmd_env("strace", "fio-original-1k-cw.txt")["FIO_RUNTIME"])
+    assert w["clock_nanosleep"]["seconds"] > 10 * c["clock_nanosleep"]["seconds"]
+    # -w: the sleeps fill most of the main process's run time, and none exceeds it
+    assert 0.5 * runtime < w["clock_nanosleep"]["seconds"] <= 1.5 * runtime
+    assert c["wait4"]["seconds"] > 10 * w["wait4"]["seconds"]
