@@ -141,6 +141,19 @@ def test_fake_lab_runs_and_undoes(tmp_path, host):
     assert typed["case"] == {"rep": 2, "ratio": 0.5, "label": "5.10", "warm": True}
 
 
+def test_without_scratch_or_tmpdir_the_scratch_is_under_tmp(tmp_path, host):
+    """No --scratch and no TMPDIR: the run's scratch directory is made in /tmp (and removed)."""
+    env = {k: v for k, v in os.environ.items() if k != "TMPDIR"}
+    env.update({k: v for k, v in fake_env(tmp_path, host).items() if k != "TMPDIR"})
+    proc = subprocess.run(lab_command(FAKE, "--only", "setup", "--host", "fake", "--out", str(tmp_path / "out")),
+                          text=True, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    scratch = re.search(r"run, scratch (\S+)", proc.stderr).group(1)
+    assert Path(scratch).parent == Path(os.path.realpath("/tmp")) and Path(scratch).name.startswith("pcb-fakelab.")
+    assert not Path(scratch).exists()
+    assert_host_as_before(tmp_path, host)
+
+
 # A lab author's typo in a call of the step language: (FAKELAB_OPTS or FAKELAB_REQUIRE, what the one line says).
 # Three in the fast tier (a run each, 5 s), all six in the full tier.
 TYPOS = [
