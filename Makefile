@@ -178,8 +178,8 @@ test-all: setup test
 # modules that turn results into verdicts and pages, against the fast tier's unit tests.
 # MUTATE=labkit/claims.py,labkit/model.py to run on some of them; SAMPLE=40 to test 40 mutants per
 # module drawn at random (all of them take hours on two CPUs). Prints the kill ratio per module and in all
-# (target >= 80 % in all). supervisor, journal and record are tested through the fake lab: about a
-# minute per mutant that survives, so a sample of 30 of each takes the better part of an hour.
+# (target >= 80 % in all). A mutant of supervisor, journal or record that their own tests miss runs the
+# fake lab's tests too (1-5 minutes on two busy CPUs): a sample of 30 of each can take an hour or more.
 SAMPLE ?= 0
 comma := ,
 MUTMUT_VERSION := 2.5.1

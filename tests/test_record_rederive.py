@@ -10,12 +10,16 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
+
 from labkit import model
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = ROOT / "results" / "qemu-arm64-tcg" / "lat_tcp.json"
 
 
+# runpy runs the module again as __main__, as `python -m` does; the imported copy is not used
+@pytest.mark.filterwarnings("ignore:'labkit.record' found in sys.modules:RuntimeWarning")
 def test_a_committed_result_rederives_to_itself(tmp_path, monkeypatch):
     copy = tmp_path / COMMITTED.name
     old = json.loads(COMMITTED.read_text())
