@@ -48,6 +48,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import events
 from . import journal as journals
 from . import steps as step_records
 
@@ -342,10 +343,10 @@ def stop_run(tag: str, out: "Output", which: str) -> bool:
     """:func:`kill_tagged` as an undo action: "cleanup: stop every process of WHICH" when there
     is any, and the failure if some stayed. True when none is left."""
     if _members(tag, set()):
-        out.say(f"cleanup: stop every process of {which}")
+        out.say(f"cleanup: stop every process of {which}", "cleanup")
     done, err = kill_tagged(tag)
     if not done:
-        out.say(f"cleanup FAILED: stop every process of {which} ({err})")
+        out.say(f"cleanup FAILED: stop every process of {which} ({err})", "cleanup-failed")
     return done
 
 
@@ -365,46 +366,54 @@ def _die_with_parent() -> None:
 # ---- output, journal, lock ---------------------------------------------------------------
 
 class Output:
-    """Progress lines ``[lab  12.3s] text`` to stderr and to the run's log. A write error on
-    stderr is remembered (:attr:`broken`); the log keeps everything."""
+    """Progress lines ``[lab  12.3s] text`` to stderr and to the run's log, each of a kind
+    (:mod:`labkit.events`). A write error on stderr is remembered (:attr:`broken`); the log keeps
+    everything, untagged."""
 
-    COLORS = ((re.compile(r"\] == \["), "\033[1m"), (re.compile(r": FAILED \(|stopped: "), "\033[31m"),
-              (re.compile(r"\]   "), "\033[36m"))
+    COLORS = {"group": "\033[1m", "failed": "\033[31m", "stop": "\033[31m", "cleanup-failed": "\033[31m",
+              "interrupt": "\033[31m", "figure": "\033[36m"}
 
     def __init__(self, name: str):
         self.name, self.start_us, self.log, self.broken, self.quiet = name, time.time_ns() // 1000, None, False, False
         self.color = os.isatty(2) and not os.environ.get("NO_COLOR")     # https://no-color.org
+        self.tags = os.environ.get(events.ENV) == "1"
 
     def prefix(self) -> str:
         """``"[lab  12.3s] "``: the lab's name and the seconds since the start, one decimal."""
         d = max(time.time_ns() // 1000 - self.start_us, 0)
         return f"[{self.name} {f'{d // 1000000}.{(d % 1000000) // 100000}s':>6}] "
 
-    def emit(self, line: str, log_only: bool = False) -> None:
+    def emit(self, line: str, log_only: bool = False, kind: str | None = None) -> None:
         """Write ``line`` to the log and (unless ``log_only`` or a past write error) to stderr,
-        coloured on a terminal: headers bold, failures red, figures cyan."""
+        coloured by its kind on a terminal: headers bold, failures red, figures cyan. A line
+        tagged by the lab's body (:func:`labkit.events.split`) gives its own kind; ``kind`` is
+        the supervisor's. With :data:`labkit.events.ENV` set, stderr keeps the tag."""
+        tagged, arg, text = events.split(line)
+        if kind is None:
+            kind = tagged if tagged in events.KINDS else "text"
+        elif ":" in kind:
+            kind, _, arg = kind.partition(":")
         if self.log:
             try:
                 with open(self.log, "a") as f:
-                    f.write(line + "\n")
+                    f.write(text + "\n")
             except OSError:
                 pass
         if log_only or self.broken:
             return
-        out = line
-        if self.color:
-            for rx, code in self.COLORS:
-                if rx.search(line):
-                    out = f"{code}{line}\033[0m"
-                    break
+        out = text
+        if self.color and kind in self.COLORS:
+            out = f"{self.COLORS[kind]}{text}\033[0m"
+        if self.tags:
+            out = events.tag(f"{kind}:{arg}" if arg else kind, out)
         try:
             os.write(2, (out + "\n").encode(errors="replace"))
         except OSError:
             self.broken = True
 
-    def say(self, text: str) -> None:
-        """A progress line of the supervisor's own (to the log only in quiet mode)."""
-        self.emit(self.prefix() + text, log_only=self.quiet)
+    def say(self, text: str, kind: str = "note") -> None:
+        """A progress line of the supervisor's own, of ``kind`` (to the log only in quiet mode)."""
+        self.emit(self.prefix() + text, log_only=self.quiet, kind=kind)
 
 
 def quote(*words: str) -> str:
@@ -725,7 +734,7 @@ class Supervisor:
             self.out.say("write error on standard output or error (reader gone, terminal closed?): stopping, "
                          "undoing host changes")
             return 141
-        self.out.say(f"interrupted by {signal.Signals(sig).name}: undoing host changes")
+        self.out.say(f"interrupted by {signal.Signals(sig).name}: undoing host changes", "interrupt")
         return EXIT_FOR.get(sig, 128 + int(sig))
 
     def check_stop(self) -> None:
@@ -750,7 +759,7 @@ class Supervisor:
         shutil.rmtree(run_dir, ignore_errors=True)
         (run_dir / "raw").mkdir(parents=True)
         (run_dir / "steps.tsv").write_text("")
-        self.out.say(f"{lab.title}: host {lab.host}, {'quick' if lab.quick else 'full'} run, scratch {self.scratch}")
+        self.out.say(f"{lab.title}: host {lab.host}, {'quick' if lab.quick else 'full'} run, scratch {self.scratch}", "run")
         self.guard_kernel_fs()
         self.check_stop()
         rc = self.relay([PY, "-m", "labkit", "probe", "--scratch", str(self.scratch), "--label", lab.host],
@@ -789,9 +798,9 @@ class Supervisor:
         if rc == BODY_USAGE:
             self.finish(2)
         if rc not in (BODY_OK, BODY_FAILED):
-            self.out.say(f"stopped: the shell failed (bash exit {rc}, its message above): undoing host changes")
+            self.out.say(f"stopped: the shell failed (bash exit {rc}, its message above): undoing host changes", "stop")
             self.finish(4)
-        self.out.say("recording result")
+        self.out.say("recording result", "record")
         rec = self.relay([PY, "-m", "labkit", "record", "--lab", lab.name, "--lab-dir", str(lab.script.parent),
                           "--run-dir", str(run_dir), "--out", str(self.out_dir), "--start", self._start_text(),
                           "--quick", str(int(lab.quick)), "--tools", lab.tools, "--scratch", str(self.scratch),
@@ -811,8 +820,8 @@ class Supervisor:
                     pass
         statuses = [row["status"] for row in step_records.read_tsv(self.out_dir / lab.name / "steps.tsv")]
         skipped, failed = statuses.count("skipped"), statuses.count("failed")
-        self.out.say(f"result: {self.out_dir}/{lab.name}.json ({skipped} skipped, {failed} failed steps)")
-        self.out.say(f"reload the chapter to see it beside ours, or: {PY} -m labkit show {lab.name}")
+        self.out.say(f"result: {self.out_dir}/{lab.name}.json ({skipped} skipped, {failed} failed steps)", "result")
+        self.out.say(f"reload the chapter to see it beside ours, or: {PY} -m labkit show {lab.name}", "result")
         self.finish(1 if rc == BODY_FAILED else 0)
 
     def keep_audit_clean(self, host_json: Path) -> None:
@@ -975,19 +984,19 @@ def replay(path: Path, script: Path, out: Output, write_to: list[Path | None]) -
                     pass
     try:
         for aid, desc in reversed(j.pending):
-            out.say(f"cleanup: {desc}")
+            out.say(f"cleanup: {desc}", "cleanup")
             bash.stdin.write(f"{aid}\t{cmds[aid]}\n")
             bash.stdin.flush()
             answer = bash.stdout.readline().rstrip("\n").split("\t")
             reap_orphans(skip=(bash.pid,))
             if len(answer) < 2:
-                out.say(f"cleanup FAILED: {desc} (the undo shell ended)")
+                out.say(f"cleanup FAILED: {desc} (the undo shell ended)", "cleanup-failed")
                 return False
             status, err = answer[1], answer[2] if len(answer) > 2 else ""
             if status == "0":
                 note("done", aid)
             else:
-                out.say(f"cleanup FAILED: {desc} (exit {status}{': ' + err if err else ''})")
+                out.say(f"cleanup FAILED: {desc} (exit {status}{': ' + err if err else ''})", "cleanup-failed")
                 note("fail", aid, f"exit {status}{': ' + err if err else ''}")
                 ok = False
     finally:

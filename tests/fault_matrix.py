@@ -52,6 +52,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from labrun import ROOT, group_progress, host_state, lab_command, progress_boundary, run_lab, signal_at, state_diff, tagged_processes  # noqa: E402
+from labkit import events  # noqa: E402
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]
 EXPECTED_RC = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
@@ -221,7 +222,7 @@ def group_lines(lab: str, group: str, base: Path) -> list[str]:
     """The progress lines of GROUP (:func:`labrun.group_progress`: those
     :func:`labrun.progress_boundary` counts, in order) in one undisturbed ``--quick --only GROUP`` run."""
     work = Path(tempfile.mkdtemp(prefix=f"count-{lab}-{group}-", dir=base))
-    env = case_env(work)
+    env = dict(case_env(work), **{events.ENV: "1"})   # the lines carry their kinds
     proc = run_lab(script_of(lab), "--quick", "--only", group, "--host", "fault-matrix", "--out", str(work / "out"),
                    "--scratch", str(work / "scratch"), timeout=None, env=env)
     return group_progress(proc.stderr.splitlines(), group)
@@ -232,16 +233,13 @@ def count_boundaries(lab: str, group: str, base: Path) -> int:
     return max(len(group_lines(lab, group, base)), 1)
 
 
-# A step's verdict line (labs/lib/lab.sh: lab_run, lab_skip): "[lab  1.2s] NAME: ok (1.4s)",
-# "NAME: skipped: why", "NAME: failed as expected (...)", "NAME: FAILED (...)".
-STEP_END = re.compile(r"\] [^\s:]+: (ok \(|skipped: |failed as expected|FAILED \()")
 
 
 def step_ends(lines: list[str]) -> list[int]:
     """The 1-based boundary k of each step's last line: its verdict line, and the group's last
     line (the lines after the last verdict, the group's own cleanup, are one more step).
     A group without a verdict line is one step. Returns [1] for no lines at all."""
-    ends = [k for k, line in enumerate(lines, 1) if STEP_END.search(line)]
+    ends = [k for k, line in enumerate(lines, 1) if events.split(line)[0] in events.STEP_ENDS]
     if not lines:
         return [1]
     if not ends or ends[-1] != len(lines):

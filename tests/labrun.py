@@ -12,6 +12,8 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
+
+from labkit import events
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -190,24 +192,25 @@ class Interrupted:
 
 
 class GroupScope:
-    """Which of a lab's progress lines belong to GROUP, fed one line at a time: the lines after
-    ``== [k/n] GROUP:`` (``== GROUP:`` in older recordings) up to the next ``== `` header or ``recording result`` (the lab's body
-    and its supervisor print them). :meth:`feed` returns "line" for a line of the group, "end" for the first line
-    after it, and None for a line before it."""
+    """Which of a lab's progress lines belong to GROUP, fed one line at a time, by the kinds the
+    lines are tagged with (:mod:`labkit.events`; the supervisor keeps the tags when
+    ``PCB_PROGRESS_TAGS=1``): the lines after the ``group:GROUP`` event up to the next ``group``
+    event or the supervisor's ``record``. :meth:`feed` returns "line" for a line of the group,
+    "end" for the first line after it, and None for a line before it. No wording is read."""
 
     def __init__(self, group: str):
         self.group, self.inside = group, False
-        self._header = re.compile(r"\] == (?:\[\d+/\d+\] )?" + re.escape(group) + ":")
 
     def feed(self, line: str) -> str | None:
-        if "] == " in line:
+        kind, arg, _ = events.split(line)
+        if kind == "group":
             if self.inside:
                 return "end"            # the next group begins
-            self.inside = bool(self._header.search(line))
+            self.inside = arg == self.group
             return None
         if not self.inside:
             return None
-        return "end" if "] recording result" in line else "line"
+        return "end" if kind == "record" else "line"
 
 
 def group_progress(lines, group: str) -> list[str]:
@@ -244,7 +247,8 @@ def signal_at(cmd: list[str], at, sig: int, *, env: dict | None = None, timeout:
     """Run ``cmd`` (see :func:`lab_command`) with stdout and stderr through a pipe read by
     ``cat`` in the lab's process group, as ``run.sh 2>&1 | tee`` would be; when ``at(line)`` is
     true for a line cat passes on, send ``sig`` to the whole process group (the lab and cat:
-    the reader dies with the same signal). Then wait for the lab to exit.
+    the reader dies with the same signal). Then wait for the lab to exit. The lab runs with
+    ``PCB_PROGRESS_TAGS=1``: each line ``at`` sees carries its kind (:mod:`labkit.events`).
 
     Raises:
         AssertionError: the lab ended before the boundary, or did not exit within ``wait`` s.
@@ -252,7 +256,7 @@ def signal_at(cmd: list[str], at, sig: int, *, env: dict | None = None, timeout:
     r, w = os.pipe()
     t0 = time.time()
     lab = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=w, stderr=w, process_group=0,
-                           env=dict(os.environ, **(env or {})))
+                           env=dict(os.environ, **(env or {}), **{events.ENV: "1"}))
     reader = subprocess.Popen(["env", f"--default-signal={DEFAULT_SIGNALS}", "cat"], stdin=r,
                               stdout=subprocess.PIPE, process_group=lab.pid)
     os.close(r)
@@ -265,7 +269,7 @@ def signal_at(cmd: list[str], at, sig: int, *, env: dict | None = None, timeout:
             line = raw.decode(errors="replace")
             lines.append(line)
             if boundary is None and at(line):
-                boundary = line.strip()
+                boundary = events.split(line)[2].strip()
                 os.killpg(lab.pid, sig)
             if time.time() > deadline:
                 break

@@ -71,15 +71,16 @@ lab_usage() { lab__supervisor call --help; }
 
 # ---- output -------------------------------------------------------------------------------
 
-# lab__say TEXT: one progress line, "[lab  12.3s] TEXT", on stderr (the supervisor relays it).
+# lab__say KIND TEXT: one progress line "[lab  12.3s] TEXT" on stderr, its KIND (labkit/progress.py
+# KINDS) in a tag \x1f...\x1f that the supervisor strips (it colours by kind, and tells a harness).
 lab__say() {
-  local now=${EPOCHREALTIME//[.,]/} d
+  local now=${EPOCHREALTIME//[.,]/} d tag=$'\x1f'$1$'\x1f'
   d=$(( now - ${LAB_START_US:-$now} )); ((d >= 0)) || d=0
-  printf '[%s %6s] %s\n' "$LAB_NAME" "$((d / 1000000)).$(((d % 1000000) / 100000))s" "$*" >&2 || true
+  printf '%s[%s %6s] %s\n' "$tag" "$LAB_NAME" "$((d / 1000000)).$(((d % 1000000) / 100000))s" "${*:2}" >&2 || true
 }
 
 # lab__stop MESSAGE: say why and stop the run (the supervisor undoes everything).
-lab__stop() { lab__say "$1"; exit 100; }
+lab__stop() { lab__say stop "$1"; exit 100; }
 
 # ---- the journal and the undo ------------------------------------------------------------
 # <out>/.<lab>.journal and its copy <scratch>/.pcb-journal (labkit/journal.py): "do ID
@@ -115,12 +116,12 @@ lab_unwind() {
   for ((k = ${#LAB_PENDING[@]} - 1; k >= 0; k--)); do
     id=${LAB_PENDING[$k]}
     if ((id <= mark)); then keep=("$id" ${keep[@]+"${keep[@]}"}); continue; fi
-    lab__say "cleanup: ${LAB_UNDO_DESC[$id]}"
+    lab__say cleanup "cleanup: ${LAB_UNDO_DESC[$id]}"
     lab__undo_cmd "${LAB_UNDO[$id]}"
     if ((rc == 0)); then
       lab__journal "done" "$id"
     else
-      lab__say "cleanup FAILED: ${LAB_UNDO_DESC[$id]} (exit $rc${err:+: $err})"
+      lab__say cleanup-failed "cleanup FAILED: ${LAB_UNDO_DESC[$id]} (exit $rc${err:+: $err})"
       lab__journal fail "$id" "exit $rc${err:+: $err}"
     fi
     unset "LAB_UNDO[$id]" "LAB_UNDO_DESC[$id]"
@@ -217,7 +218,7 @@ lab_run() {
   [[ -n "$stdout" ]] || stdout="$raw.out"
   printf -v cmd '%q ' "$@"
   printf '%s' "${cmd% }" > "$raw.cmd"
-  lab__say "$name: ${cmd% }"
+  lab__say "step:$name" "$name: ${cmd% }"
   t0=${EPOCHREALTIME//[.,]/}
   setsid "$@" > "$stdout" 2> "$raw.err" < /dev/null &
   wait "$!" || rc=$?
@@ -226,9 +227,9 @@ lab_run() {
   if [[ $expect == success ]] && ((rc == okst)); then rc=0; fi
   if [[ $expect == success && $rc -eq 0 ]] || [[ $expect == failure && $rc -ne 0 ]]; then
     if [[ $expect == failure ]]; then
-      lab__say "$name: failed as expected (exit $rc, ${secs}s): $(tail -n 1 "$raw.err")"
+      lab__say "expected-failure:$name" "$name: failed as expected (exit $rc, ${secs}s): $(tail -n 1 "$raw.err")"
     else
-      lab__say "$name: ok (${secs}s)"
+      lab__say "ok:$name" "$name: ok (${secs}s)"
     fi
     lab__record_step "$name" ok "$rc" "$secs" "$expect" ""
     return 0
@@ -238,8 +239,8 @@ lab_run() {
   [[ -z "$full" ]] || lab__stop "stopping: $full (step $name: $(tail -n 1 "$raw.err" 2>/dev/null))"
   status="exit $rc"
   [[ $expect == success ]] || status="succeeded but was expected to fail"
-  lab__say "$name: FAILED ($status, ${secs}s); last lines of raw/$name.err:"
-  while IFS= read -r l; do printf '    %s\n' "$l" >&2 || true; done < <(tail -n 5 "$raw.err")
+  lab__say "failed:$name" "$name: FAILED ($status, ${secs}s); last lines of raw/$name.err:"
+  while IFS= read -r l; do printf '\x1fdetail:%s\x1f    %s\n' "$name" "$l" >&2 || true; done < <(tail -n 5 "$raw.err")
   lab__record_step "$name" failed "$rc" "$secs" "$expect" "$status: $(tail -n 1 "$raw.err")"
   return 1
 }
@@ -250,7 +251,7 @@ lab_skip() {
   while [[ "$1" == --case ]]; do fields+=("$2"); shift 2; done
   [[ $1 != --* ]] || lab__usage "lab_skip: unknown option $1 (--case KEY=VALUE)"
   lab__case "$1" ${fields[@]+"${fields[@]}"}
-  lab__say "$1: skipped: $2"
+  lab__say "skipped:$1" "$1: skipped: $2"
   lab__record_step "$1" skipped "" 0 success "$2"
 }
 
@@ -265,7 +266,7 @@ lab_spawn() {
   lab__case "$name" ${fields[@]+"${fields[@]}"}
   printf -v cmd '%q ' "$@"
   printf '%s' "${cmd% }" > "$raw.cmd"
-  lab__say "$name: starting in background: ${cmd% }"
+  lab__say "spawn:$name" "$name: starting in background: ${cmd% }"
   setsid "$@" > "$raw.out" 2> "$raw.err" < /dev/null &
   LAB_SPAWNED=$!
   lab__starttime_v start "$LAB_SPAWNED" || start=""
@@ -320,7 +321,7 @@ lab__mount_tracefs() {
   local m=/sys/kernel/tracing
   [[ $EUID -eq 0 && -d $m ]] && grep -qw tracefs /proc/filesystems && ! mountpoint -q "$m" || return 1
   mount -t tracefs nodev "$m" 2>/dev/null || return 1
-  lab__say "mounted tracefs at $m (unmounted when the lab ends)"
+  lab__say note "mounted tracefs at $m (unmounted when the lab ends)"
 }
 
 # lab_free_port [START]: print the first TCP port from START (default 31234) with no listener.
@@ -458,7 +459,7 @@ lab__remove_scratch() {
 lab__group_figures() {
   local fig
   while IFS= read -r fig; do
-    [[ -n "$fig" ]] && lab__say "  $fig"
+    [[ -n "$fig" ]] && lab__say "figure:$1" "  $fig"
   done < <("$LAB_PY" -m labkit.progress figures --lab "$LAB_NAME" --lab-dir "$LAB_DIR" --run-dir "$LAB_RUN" \
              --group "$1" --quick "$LAB_QUICK" 2>/dev/null || true)
 }
@@ -482,7 +483,7 @@ lab__body() {
       left=" (~${left} s left, from the last run here)"
     fi
     LAB_GROUP=$g
-    lab__say "== [$k/${#sel[@]}] $g: ${desc[$g]}$left"
+    lab__say "group:$g" "== [$k/${#sel[@]}] $g: ${desc[$g]}$left"
     "group_$g" || true
     lab__group_figures "$g"
   done
