@@ -117,8 +117,9 @@ def usage_text(lab: Lab) -> str:
 
 {lab.title}
 
-  --quick         short run: fewer cases and repetitions (at least 3 of each step a claim
-                  reads, against 5 or more in a full run){_budgets(lab)}
+  --quick         short run: fewer cases (those no claim reads are skipped, with the
+                  reason), each step a claim reads repeated as often as in a full
+                  run{_budgets(lab)}
   --out DIR       host results directory (default: local-results/<host label>);
                   writes DIR/{lab.name}.json and DIR/{lab.name}/ (raw outputs, artifacts)
   --scratch DIR   parent of the scratch directory (default: ${{TMPDIR:-/tmp}}); the lab
