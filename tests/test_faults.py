@@ -52,8 +52,11 @@ def test_state_resumes_only_for_the_same_code(tmp_path, monkeypatch):
     f = tmp_path / "state.jsonl"
     st = fm.State(f, "aaaa")
     # Each group: two steps of two lines, then one line of the group's cleanup.
-    lines = ["[fstime  1.0s] a.bg: starting in background: x", "[fstime  1.1s] a: ok (1.0s)",
-             "[fstime  1.2s] b: cmd", "[fstime  2.2s] b: skipped: no tool", "[fstime  2.3s] cleanup: stop a.bg (pid 1)"]
+    from labkit import events   # the lines as the matrix reads them: each tagged with its kind
+    lines = [events.tag("spawn:a.bg", "[fstime  1.0s] a.bg: starting in background: x"),
+             events.tag("ok:a", "[fstime  1.1s] a: ok (1.0s)"), events.tag("step:b", "[fstime  1.2s] b: cmd"),
+             events.tag("skipped:b", "[fstime  2.2s] b: skipped: no tool"),
+             events.tag("cleanup", "[fstime  2.3s] cleanup: stop a.bg (pid 1)")]
     monkeypatch.setattr(fm, "group_lines", lambda lab, group, base: lines)
     n_groups = len(fm.groups("fstime"))
     cases = fm.full_cases(["fstime"], tmp_path, st)

@@ -97,7 +97,7 @@ def test_flame_graphs_and_shares(quick_run):
 
 def test_heat_map_artifact_and_range(quick_run):
     r = result(quick_run)
-    (hm,) = [a for a in r["artifacts"] if a["kind"] == "heatmap"]
+    (hm,) = [a for a in r["artifacts"] if a["kind"] == "heatmap" and a["case"].get("experiment") == "heat"]
     svg = (quick_run[1] / hm["path"]).read_text()
     assert svg.lstrip().startswith("<?xml") and "<svg" in svg
     summary = json.loads((quick_run[1] / LAB / "heatmap.json").read_text())
