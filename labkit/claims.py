@@ -384,6 +384,11 @@ def _fieller_hull(qa: float, qb: float, qc: float, nonneg: bool) -> tuple[float,
     return float(lo), float(hi)
 
 
+def _ratio(x: float, y: float) -> float:
+    """x ÷ y, infinite for a positive x over 0, NaN for anything else over 0."""
+    return float(x / y) if y != 0 else (float("inf") if x > 0 else float("nan"))
+
+
 @functools.lru_cache(maxsize=4096)
 def _interval(a: tuple, b: tuple, statistic: str, paired: bool) -> tuple[float, float, float, str]:
     """(estimate, low, high, method) of a ÷ b (module docstring, "The effect and its interval").
@@ -396,8 +401,7 @@ def _interval(a: tuple, b: tuple, statistic: str, paired: bool) -> tuple[float, 
         est = float(f(ratios))
         constant = np.ptp(ratios) == 0 if np.isfinite(ratios).all() else np.ptp(xa) == 0 and np.ptp(xb) == 0
     else:
-        with np.errstate(all="ignore"):
-            est = float(f(xa) / f(xb)) if f(xb) != 0 else (float("inf") if f(xa) > 0 else float("nan"))
+        est = _ratio(f(xa), f(xb))
         constant = np.ptp(xa) == 0 and np.ptp(xb) == 0
     if constant:
         return est, est, est, "no spread: every sample of a side is equal, so the values decide"
@@ -412,8 +416,7 @@ def _interval(a: tuple, b: tuple, statistic: str, paired: bool) -> tuple[float, 
         inf = float("inf")
         return inf, inf, inf, "exact: b is 0 in every sample and a above 0 in every one, so the ratio is infinite"
     lo, hi = fieller_interval(xa, xb, paired)
-    ma, mb = float(xa.mean()), float(xb.mean())
-    mest = ma / mb if mb != 0 else (float("inf") if ma > 0 else float("nan"))
+    mest = _ratio(float(xa.mean()), float(xb.mean()))
     how = ("Fieller interval, ratio of means" if statistic == "mean" else
            "Fieller interval, ratio of means (a side has samples ≤ 0)")
     if np.isnan(lo):

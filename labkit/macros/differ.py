@@ -35,35 +35,31 @@ def _audit(host: dict) -> str | None:
     return "audit enabled on the boot" if ever else "audit never enabled on the boot"
 
 
-# (what it is, how to read it from a host's provenance)
+# (the words before a value that does not name itself, how to read it from a host's provenance)
 FIELDS = (
-    ("architecture", lambda h: h.get("arch")),
-    ("CPU", lambda h: h.get("cpu_model")),
-    ("kernel", lambda h: h.get("kernel")),
-    ("CPU", _emulation),
-    ("virtualization", lambda h: h.get("virtualization")),
-    ("SMT", lambda h: None if h.get("smt") is None else ("SMT" if h.get("smt") else "no SMT")),
-    ("PMU", _pmu),
-    ("scratch filesystem", lambda h: h.get("scratch_fs")),
-    ("root", lambda h: None if h.get("root") is None else ("root" if h.get("root") else "not root")),
-    ("audit", _audit),
+    ("architecture ", lambda h: h.get("arch")),
+    ("CPU ", lambda h: h.get("cpu_model")),
+    ("kernel ", lambda h: h.get("kernel")),
+    ("", _emulation),
+    ("virtualization ", lambda h: h.get("virtualization")),
+    ("", lambda h: None if h.get("smt") is None else ("SMT" if h.get("smt") else "no SMT")),
+    ("", _pmu),
+    ("scratch filesystem ", lambda h: h.get("scratch_fs")),
+    ("", lambda h: None if h.get("root") is None else ("root" if h.get("root") else "not root")),
+    ("", _audit),
 )
 
 
 def provenance_diff(reference: dict, other: dict) -> list[str]:
-    """What differs between two hosts' provenance among :data:`FIELDS`, as short phrases
-    ``"kernel 6.1.0-50-arm64 (here) vs 6.18.44 (reference)"``, in the order of
-    :data:`FIELDS`; empty when nothing listed differs. ``reference`` and ``other`` are the
-    results' ``host`` dicts; a field either host lacks is left out."""
+    """What differs between two hosts' provenance among :data:`FIELDS`, as short phrases,
+    ``other``'s value first: ``"kernel 6.1.0-50-arm64 vs 6.18.44"``, ``"SMT vs no SMT"``, in
+    the order of :data:`FIELDS`; empty when nothing listed differs. ``reference`` and ``other``
+    are the results' ``host`` dicts; a field either host lacks is left out."""
     out = []
-    for name, read in FIELDS:
+    for prefix, read in FIELDS:
         a, b = read(other), read(reference)
-        if a is None or b is None or a == b:
-            continue
-        if name in ("kernel", "architecture", "CPU", "virtualization", "scratch filesystem") and read not in (_emulation,):
-            out.append(f"{name} {a} vs {b}")
-        else:
-            out.append(f"{a} vs {b}")
+        if a is not None and b is not None and a != b:
+            out.append(f"{prefix}{a} vs {b}")
     return out
 
 
