@@ -1,1 +1,1 @@
-cp /tmp/pcb-nvme_swiotlb.ef1228/data.img /tmp/pcb-nvme_swiotlb.ef1228/tmpfs/data.img
+cp /tmp/pcb-nvme_swiotlb.034d46/data.img /tmp/pcb-nvme_swiotlb.034d46/tmpfs/data.img

@@ -1,1 +1,1 @@
-fincore --json --bytes /tmp/pcb-nvme_swiotlb.ef1228/data.img
+fincore --json --bytes /tmp/pcb-nvme_swiotlb.034d46/data.img

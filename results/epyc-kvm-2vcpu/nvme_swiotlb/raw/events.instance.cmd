@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-25850
+mkdir /sys/kernel/tracing/instances/pcb-12946

@@ -1,1 +1,1 @@
-/work/dev/.venv/bin/python /work/dev/labs/nvme_swiotlb/dt_widen.py /tmp/pcb-nvme_swiotlb.ef1228/guest/bullseye-dma-ranges/dma-ranges.dtb /tmp/pcb-nvme_swiotlb.ef1228/guest/bullseye-dma-ranges-wide/dma-ranges.dtb
+/work/main/.venv/bin/python /work/main/labs/nvme_swiotlb/dt_widen.py /tmp/pcb-nvme_swiotlb.034d46/guest/bullseye-dma-ranges/dma-ranges.dtb /tmp/pcb-nvme_swiotlb.034d46/guest/bullseye-dma-ranges-wide/dma-ranges.dtb

@@ -1,1 +1,1 @@
-/work/dev/.venv/bin/python /work/dev/labs/nvme_swiotlb/dt_dma_ranges.py --root /tmp/nref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/guest/bullseye-dma-ranges/device-tree
+/work/main/.venv/bin/python /work/main/labs/nvme_swiotlb/dt_dma_ranges.py --root /tmp/nvref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/guest/bullseye-dma-ranges/device-tree
