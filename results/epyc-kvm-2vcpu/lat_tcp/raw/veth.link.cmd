@@ -1,1 +1,1 @@
-ip link add pcb-va netns pcb-lat-a-13714 type veth peer name pcb-vb netns pcb-lat-b-13714
+ip link add pcb-va netns pcb-lat-a-28188 type veth peer name pcb-vb netns pcb-lat-b-28188

@@ -1,1 +1,1 @@
-ip netns add pcb-lat-a-13714
+ip netns add pcb-lat-a-28188

@@ -1,1 +1,1 @@
-ip netns add pcb-lat-b-13714
+ip netns add pcb-lat-b-28188

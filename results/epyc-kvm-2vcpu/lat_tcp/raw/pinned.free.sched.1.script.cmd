@@ -1,0 +1,1 @@
+perf script -i /tmp/pcb-lat_tcp.573d90/sched-free-1.data
