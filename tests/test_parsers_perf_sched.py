@@ -81,3 +81,21 @@ def test_comm_with_spaces_and_no_events():
     assert e.comm == "Web Content" and e.fields["comm"] == "Web Content" and e.fields["dest_cpu"] == 0
     with pytest.raises(ParseError):
         sched_events("[ perf record: Woken up 1 times to write data ]\n")
+
+
+def test_a_move_the_recording_lacks_is_placed_where_an_event_shows_the_task():
+    """The lab's own capture in which the server's child runs on CPU 1 with no event that moved
+    it there from CPU 0 (tests/fixtures/perf/lat_tcp-sched-missing-move.script.cmd): the first
+    event fired in its context on CPU 1 places it there, and a later migration's orig_cpu agrees."""
+    ev = sched_events((FIX / "lat_tcp-sched-missing-move.script").read_text())
+    client, child = _pair(ev)
+    new = next(e for e in ev if e.event == "sched:sched_wakeup_new" and e.fields["pid"] == child)
+    shown = next(e for e in ev if e.tid == child and e.cpu != new.fields["target_cpu"])
+    tl = cpu_timeline(ev, child)
+    assert tl[0] == (new.time, new.fields["target_cpu"])
+    assert (shown.time, shown.cpu) in tl
+    assert cpu_at(tl, shown.time) == shown.cpu
+    # From there to the client's exit the two are on different CPUs almost the whole time.
+    end = next(e.time for e in ev if e.event == "sched:sched_process_exit" and e.fields["pid"] == client)
+    share = same_cpu_time(cpu_timeline(ev, client), tl, tl[0][0], end) / (end - tl[0][0])
+    assert share < 0.01

@@ -23,6 +23,13 @@ first CPU without that event, and ``sched_wakeup_new`` says which (``target_cpu`
 that execs fires ``sched_process_exec`` on its CPU after exec balancing. So those events and
 ``sched_switch`` (the CPU a task is switched in or out on) give a task's CPU at every instant,
 not at 50 ms snapshots.
+
+A recording can still lack a move: one of our reference captures shows a server child running
+on CPU 1 (an event fired in its context there, and its later ``sched_migrate_task`` says
+``orig_cpu=1``) with no event that took it from CPU 0, where ``sched_wakeup_new`` had put it.
+So every event that *shows* where a task is counts as well: one fired in the task's own context
+(it runs on that CPU) and a migration's ``orig_cpu`` (where it was). A move the recording
+lacks is then placed at the first event that shows the task on its new CPU.
 """
 
 from __future__ import annotations
@@ -85,21 +92,30 @@ def cpu_timeline(events: list[SchedEvent], tid: int) -> list[tuple[float, int]]:
     """``[(time, cpu), ...]``: from each time on, the CPU task ``tid`` is on or last ran on
     (``task_cpu()``; module docstring), one entry per event that sets or shows it:
     ``sched_process_exec`` of the task (its CPU), ``sched_wakeup_new`` (``target_cpu``),
-    ``sched_migrate_task`` (``dest_cpu``), ``sched_switch`` in or out (the CPU it fired on).
-    Entries that repeat the CPU already held are dropped. Empty when no event names ``tid``."""
+    ``sched_migrate_task`` (``orig_cpu`` just before, ``dest_cpu`` from then on),
+    ``sched_switch`` in or out (the CPU it fired on), and any event fired in the task's own
+    context (the CPU it fired on: the task was running there). Entries that repeat the CPU
+    already held are dropped. Empty when no event names ``tid``."""
     out: list[tuple[float, int]] = []
-    for e in events:
-        f, cpu = e.fields, None
-        if e.event == "sched:sched_process_exec" and f.get("pid") == tid:
-            cpu = e.cpu
-        elif e.event == "sched:sched_wakeup_new" and f.get("pid") == tid:
-            cpu = f.get("target_cpu")
-        elif e.event == "sched:sched_migrate_task" and f.get("pid") == tid:
-            cpu = f.get("dest_cpu")
-        elif e.event == "sched:sched_switch" and tid in (f.get("prev_pid"), f.get("next_pid")):
-            cpu = e.cpu
+
+    def hold(t: float, cpu) -> None:
         if isinstance(cpu, int) and (not out or out[-1][1] != cpu):
-            out.append((e.time, cpu))
+            out.append((t, cpu))
+
+    for e in events:
+        f = e.fields
+        if e.tid == tid:
+            hold(e.time, e.cpu)
+        if e.event == "sched:sched_process_exec" and f.get("pid") == tid:
+            hold(e.time, e.cpu)
+        elif e.event == "sched:sched_wakeup_new" and f.get("pid") == tid:
+            hold(e.time, f.get("target_cpu"))
+        elif e.event == "sched:sched_migrate_task" and f.get("pid") == tid:
+            if out:   # before its first placement, orig_cpu says nothing the window needs
+                hold(e.time, f.get("orig_cpu"))
+            hold(e.time, f.get("dest_cpu"))
+        elif e.event == "sched:sched_switch" and tid in (f.get("prev_pid"), f.get("next_pid")):
+            hold(e.time, e.cpu)
     return out
 
 
