@@ -1,1 +1,1 @@
-findmnt -T /tmp/pcb-fio_engines.q271HV
+findmnt -T /tmp/pcb-fio_engines.5c0422

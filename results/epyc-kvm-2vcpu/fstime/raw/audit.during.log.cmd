@@ -1,1 +1,1 @@
-du -b /tmp/pcb-fstime.gmcSFS/audit
+du -b /tmp/pcb-fstime.d1ffb3/audit

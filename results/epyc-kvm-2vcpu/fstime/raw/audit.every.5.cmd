@@ -1,1 +1,1 @@
-sh /work/main/labs/fstime/audit_exec.sh b64 /tmp/pcb-fstime.gmcSFS/audit/every.5.pid /tmp/pcb-fstime.gmcSFS/fstime -c -t 2 -s 0.5 -d /tmp/pcb-fstime.gmcSFS/tmpfs/files -b 1024 -m 2000
+sh /work/refrun/labs/fstime/audit_exec.sh b64 /tmp/pcb-fstime.d1ffb3/audit/every.5.pid /tmp/pcb-fstime.d1ffb3/fstime -c -t 2 -s 0.5 -d /tmp/pcb-fstime.d1ffb3/tmpfs/files -b 1024 -m 2000

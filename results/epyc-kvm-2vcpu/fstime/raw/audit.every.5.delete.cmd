@@ -1,1 +1,1 @@
-auditctl -d always\,exit -F arch=b64 -S all -F pid=17757
+auditctl -d always\,exit -F arch=b64 -S all -F pid=12836

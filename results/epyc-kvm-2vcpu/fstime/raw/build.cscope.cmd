@@ -1,1 +1,1 @@
-cscope -bk -f /tmp/pcb-fstime.gmcSFS/cscope.out /work/main/labs/fstime/fstime.c
+cscope -bk -f /tmp/pcb-fstime.d1ffb3/cscope.out /work/refrun/labs/fstime/fstime.c

@@ -1,1 +1,1 @@
-/tmp/pcb-fstime.gmcSFS/fstime -c -t 2 -s 0.5 -d /tmp/pcb-fstime.gmcSFS/mnt-xfs-on-disk -b 256 -m 500
+/tmp/pcb-fstime.d1ffb3/fstime -c -t 2 -s 0.5 -d /tmp/pcb-fstime.d1ffb3/mnt-xfs-on-disk -b 256 -m 500

@@ -1,1 +1,1 @@
-/work/main/.venv/bin/python /work/main/labs/fstime/cpushare.py /tmp/runB/epyc-kvm-2vcpu/.fstime.partial/raw/cpu.stat.2.out 15541
+/work/refrun/.venv/bin/python /work/refrun/labs/fstime/cpushare.py /tmp/ref1/epyc-kvm-2vcpu/.fstime.partial/raw/cpu.stat.2.out 10429

@@ -1,1 +1,1 @@
-sh /work/main/labs/fstime/cpusample.sh 15541 3
+sh /work/refrun/labs/fstime/cpusample.sh 10429 3

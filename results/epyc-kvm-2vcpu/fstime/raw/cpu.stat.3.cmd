@@ -1,1 +1,1 @@
-sh /work/main/labs/fstime/cpusample.sh 15831 3
+sh /work/refrun/labs/fstime/cpusample.sh 10723 3

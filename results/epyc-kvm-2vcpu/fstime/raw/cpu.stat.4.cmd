@@ -1,1 +1,1 @@
-sh /work/main/labs/fstime/cpusample.sh 16121 3
+sh /work/refrun/labs/fstime/cpusample.sh 11017 3

@@ -1,1 +1,1 @@
-sh /work/main/labs/fstime/cpusample.sh 16409 3
+sh /work/refrun/labs/fstime/cpusample.sh 11311 3

@@ -1,1 +1,1 @@
-/work/main/.venv/bin/python /work/main/labs/fstime/auditframes.py /tmp/runB/epyc-kvm-2vcpu/.fstime.partial/flame-tmpfs.folded
+/work/refrun/.venv/bin/python /work/refrun/labs/fstime/auditframes.py /tmp/ref1/epyc-kvm-2vcpu/.fstime.partial/flame-tmpfs.folded

@@ -1,1 +1,1 @@
-perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.gmcSFS/perf-tmpfs.data -p 16706 -- sleep 3
+perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.d1ffb3/perf-tmpfs.data -p 11613 -- sleep 3

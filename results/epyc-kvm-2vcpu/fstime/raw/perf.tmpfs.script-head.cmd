@@ -1,1 +1,1 @@
-head -n 60 /tmp/pcb-fstime.gmcSFS/perf-tmpfs.script
+head -n 60 /tmp/pcb-fstime.d1ffb3/perf-tmpfs.script

@@ -1,1 +1,1 @@
-perf script -i /tmp/pcb-fstime.gmcSFS/perf-tmpfs.data
+perf script -i /tmp/pcb-fstime.d1ffb3/perf-tmpfs.data

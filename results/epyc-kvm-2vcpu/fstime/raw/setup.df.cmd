@@ -1,1 +1,1 @@
-df -T /tmp/pcb-fstime.gmcSFS/disk /tmp/pcb-fstime.gmcSFS/tmpfs/files /tmp/pcb-fstime.gmcSFS/mnt-ext4-on-tmpfs /tmp/pcb-fstime.gmcSFS/mnt-xfs-on-tmpfs /tmp/pcb-fstime.gmcSFS/mnt-xfs-on-disk
+df -T /tmp/pcb-fstime.d1ffb3/disk /tmp/pcb-fstime.d1ffb3/tmpfs/files /tmp/pcb-fstime.d1ffb3/mnt-ext4-on-tmpfs /tmp/pcb-fstime.d1ffb3/mnt-xfs-on-tmpfs /tmp/pcb-fstime.d1ffb3/mnt-xfs-on-disk

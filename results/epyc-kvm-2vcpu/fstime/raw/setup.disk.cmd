@@ -1,1 +1,1 @@
-mkdir /tmp/pcb-fstime.gmcSFS/disk
+mkdir /tmp/pcb-fstime.d1ffb3/disk

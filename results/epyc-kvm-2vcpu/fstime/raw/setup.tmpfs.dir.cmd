@@ -1,1 +1,1 @@
-mkdir /tmp/pcb-fstime.gmcSFS/tmpfs/files
+mkdir /tmp/pcb-fstime.d1ffb3/tmpfs/files

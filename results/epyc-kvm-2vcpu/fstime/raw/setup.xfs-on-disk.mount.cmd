@@ -1,1 +1,1 @@
-mount -t xfs /dev/loop2 /tmp/pcb-fstime.gmcSFS/mnt-xfs-on-disk
+mount -t xfs /dev/loop2 /tmp/pcb-fstime.d1ffb3/mnt-xfs-on-disk

@@ -1,1 +1,1 @@
-truncate -s 512M /tmp/pcb-fstime.gmcSFS/tmpfs/xfs.img
+truncate -s 512M /tmp/pcb-fstime.d1ffb3/tmpfs/xfs.img

@@ -1,1 +1,1 @@
-perf report -i /tmp/pcb-optane_kyber.22S1u9/flame-kyber.data --stdio --no-children --fields overhead\,sym -g fractal\,0.5\,callee --percent-limit 15
+perf report -i /tmp/pcb-optane_kyber.58a0b8/flame-kyber.data --stdio --no-children --fields overhead\,sym -g fractal\,0.5\,callee --percent-limit 5

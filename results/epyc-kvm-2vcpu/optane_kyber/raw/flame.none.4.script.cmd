@@ -1,1 +1,1 @@
-perf script --max-stack 48 -i /tmp/pcb-optane_kyber.22S1u9/flame-none.4.data
+perf script --max-stack 48 -i /tmp/pcb-optane_kyber.58a0b8/flame-none.4.data

@@ -1,1 +1,1 @@
-/work/main/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.22S1u9/heat.script --folded /work/main/results/epyc-kvm-2vcpu/.optane_kyber.partial/heat-all.folded --svg /work/main/results/epyc-kvm-2vcpu/.optane_kyber.partial/heat-all.svg --title every\ CPU\,\ the\ whole\ recording
+/work/refrun/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.58a0b8/heat.script --folded /tmp/ref1/epyc-kvm-2vcpu/.optane_kyber.partial/heat-all.folded --svg /tmp/ref1/epyc-kvm-2vcpu/.optane_kyber.partial/heat-all.svg --title every\ CPU\,\ the\ whole\ recording

@@ -1,1 +1,1 @@
-perf script --max-stack 48 -i /tmp/pcb-optane_kyber.22S1u9/heat.data --time 47980.400000\,47980.600000
+perf script --max-stack 48 -i /tmp/pcb-optane_kyber.58a0b8/heat.data --time 13716.400000\,13716.600000

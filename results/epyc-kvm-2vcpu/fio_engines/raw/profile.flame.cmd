@@ -1,0 +1,1 @@
+/work/refrun/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-fio_engines.5c0422/perf-buffered.script --folded /tmp/ref1/epyc-kvm-2vcpu/.fio_engines.partial/flame-buffered.folded --svg /tmp/ref1/epyc-kvm-2vcpu/.fio_engines.partial/flame-buffered.svg --title fio\,\ buffered\ 4\ KiB\ sequential\ writes\ \(libaio\,\ iodepth\ 1\,\ no\ flush\):\ fio\'s\ processes

@@ -1,0 +1,1 @@
+sync /tmp/pcb-fio_engines.5c0422/data.dat
