@@ -164,11 +164,12 @@ def collect(run: Run, lab_dir: Path) -> None:
 
 def measuring_code(lab: str) -> list[str]:
     """Git pathspecs of the code that decides what a run of ``lab`` measures and records: the
-    lab's folder (less its page data, which every build reads afresh: see labkit.stale), the lab
-    contract, and labkit's probe, recorder, model, parsers and guest runner. Page macros,
-    rendering and the claims engine are not in it: they change pages, not measurements."""
-    from .stale import PAGE_DATA
-    return [f"labs/{lab}", *(f":(exclude)labs/{lab}/{n}" for n in PAGE_DATA), "labs/lib", "labkit/supervisor.py",
+    lab's folder (less its page data, which every build reads afresh, and its tests:
+    labkit.stale.lab_code), the lab contract, and labkit's probe, recorder, model, parsers and
+    guest runner. Page macros, rendering and the claims engine are not in it: they change pages,
+    not measurements."""
+    from .stale import lab_code
+    return [*lab_code(lab), "labs/lib", "labkit/supervisor.py",
             "labkit/probe.py", "labkit/record.py", "labkit/steps.py", "labkit/model.py", "labkit/schema.json", "labkit/tools.py",
             "labkit/parsers", "labkit/guest"]
 

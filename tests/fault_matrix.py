@@ -130,8 +130,8 @@ SITE_ONLY = ("labkit/mkdocs_hooks.py", "labkit/page_marks.py", "labkit/macros/",
 
 def code_hash(lab: str | None = None) -> str:
     """sha256 (first 16 hex digits) of the files git tracks under labs/ and labkit/ (but
-    ``SITE_ONLY`` and the labs' prose, ``evidence.md``), as they are in the work tree: the code a
-    case exercises. With ``lab``, only that lab's folder of the labs' own folders (labs/lib and
+    ``SITE_ONLY``, the labs' prose, ``evidence.md``, and the labs' own tests, ``labs/<lab>/tests/``),
+    as they are in the work tree: the code a case exercises. With ``lab``, only that lab's folder of the labs' own folders (labs/lib and
     labkit are every lab's): a change to one lab starts only its cases over. Outcomes recorded
     under another hash are stale."""
     own = {p.parent.name for p in ROOT.glob("labs/*/run.sh")}
@@ -142,7 +142,7 @@ def code_hash(lab: str | None = None) -> str:
     for name in sorted(n for n in names if n):
         text = name.decode()
         parts = text.split("/")
-        if text.startswith(SITE_ONLY) or parts[-1] == "evidence.md":
+        if text.startswith(SITE_ONLY) or parts[-1] == "evidence.md" or parts[0] == "labs" and parts[2:3] == ["tests"]:
             continue
         if lab is not None and parts[0] == "labs" and len(parts) > 2 and parts[1] in own and parts[1] != lab:
             continue

@@ -80,10 +80,10 @@ def test_state_resumes_only_for_the_same_code(tmp_path, monkeypatch):
 
 def test_a_change_to_one_lab_starts_only_its_cases_over(tmp_path, monkeypatch):
     """Per-lab code hashes: a lab's hash follows its own folder and the shared code (labs/lib,
-    labkit), not another lab's folder or the labs' prose; the record keeps the outcomes of the
-    labs whose hash is unchanged."""
+    labkit), not another lab's folder, the labs' prose or their tests; the record keeps the
+    outcomes of the labs whose hash is unchanged."""
     files = {"labs/lib/lab.sh": b"lib", "labs/a/run.sh": b"a", "labs/b/run.sh": b"b",
-             "labs/a/evidence.md": b"prose", "labkit/x.py": b"x"}
+             "labs/a/evidence.md": b"prose", "labs/a/tests/test_a.py": b"test", "labkit/x.py": b"x"}
 
     def tree(root):
         for name, data in files.items():
@@ -98,6 +98,7 @@ def test_a_change_to_one_lab_starts_only_its_cases_over(tmp_path, monkeypatch):
     assert before["a"] != before["b"]
     (tmp_path / "labs/b/run.sh").write_bytes(b"b changed")
     (tmp_path / "labs/a/evidence.md").write_bytes(b"prose changed")
+    (tmp_path / "labs/a/tests/test_a.py").write_bytes(b"test changed")
     assert fm.code_hash("a") == before["a"] and fm.code_hash("b") != before["b"]
     (tmp_path / "labs/lib/lab.sh").write_bytes(b"lib changed")
     assert fm.code_hash("a") != before["a"]
