@@ -543,7 +543,7 @@ def evaluate_one(claim: dict, result: Result) -> Verdict:
 
 def _host_gate(claim: dict, result: Result) -> Verdict | None:
     """The not-applicable verdict when the result's host lacks what ``claim["requires"]``
-    names (keys of the host provenance, :mod:`labkit.probe`), else None."""
+    names (keys of the host provenance, :mod:`labkit.run.probe`), else None."""
     host = result.get("host") or {}
     lacking = [f"{k} = {json.dumps(host.get(k))}" for k, want in (claim.get("requires") or {}).items()
                if host.get(k) != want]

@@ -31,7 +31,8 @@ from pathlib import Path
 
 from . import cards
 from . import claims as claims_mod
-from . import commands, model, probe, render, results
+from . import commands, model, render, results
+from .run import probe
 from .parsers import perf as perf_parsers
 
 
@@ -361,7 +362,7 @@ def _cmd_recover(a) -> int:
     """Find the journals of killed lab runs and undo each with its lab's ``run.sh --recover``."""
     import os
     import subprocess
-    from . import journal
+    from .run import journal
     outs = [Path(d) for d in a.out] if a.out else [results.ROOT / "local-results", results.ROOT / "ci-results"]
     for d in a.out or []:
         if not Path(d).is_dir():

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from . import model
 from . import steps as steps_format
-from .tools import versions
+from .run.tools import versions
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -169,8 +169,8 @@ def measuring_code(lab: str) -> list[str]:
     guest runner. Page macros, rendering and the claims engine are not in it: they change pages,
     not measurements."""
     from .stale import lab_code
-    return [*lab_code(lab), "labs/lib", "labkit/supervisor.py",
-            "labkit/probe.py", "labkit/record.py", "labkit/steps.py", "labkit/model.py", "labkit/schema.json", "labkit/tools.py",
+    return [*lab_code(lab), "labs/lib", "labkit/run/supervisor.py",
+            "labkit/run/probe.py", "labkit/record.py", "labkit/steps.py", "labkit/model.py", "labkit/schema.json", "labkit/run/tools.py",
             "labkit/parsers", "labkit/guest"]
 
 

@@ -52,7 +52,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from labrun import ROOT, group_progress, host_state, lab_command, progress_boundary, run_lab, signal_at, state_diff, tagged_processes  # noqa: E402
-from labkit import events  # noqa: E402
+from labkit.run import events  # noqa: E402
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]
 EXPECTED_RC = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
@@ -295,7 +295,7 @@ def lock_free(lab: str) -> bool:
 
 def wait_for_lock(script: str | Path, timeout: int = 3600) -> None:
     """Wait until no run of the lab holds its lock (another run on a shared machine): a case
-    must not be refused for that. flock on the lab's run.sh, as its supervisor takes it (labkit/supervisor.py)."""
+    must not be refused for that. flock on the lab's run.sh, as its supervisor takes it (labkit/run/supervisor.py)."""
     subprocess.run(["flock", "-w", str(timeout), str(script_of(str(script)) if not str(script).endswith(".sh")
                                                      else script), "true"], check=False)
 

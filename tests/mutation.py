@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PY = ROOT / ".venv" / "bin" / "python"
 MACROS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "labkit" / "macros").glob("*.py"))  # the page macros' modules
 # What a result's provenance, the nav and CI, and a run's stop and undo depend on (issue 42).
-CONTRACT_PATHS = ["labkit/record.py", "labkit/manifest.py", "labkit/probe.py", "labkit/supervisor.py",
-                  "labkit/journal.py", "labkit/guest/command.py"]
+CONTRACT_PATHS = ["labkit/record.py", "labkit/manifest.py", "labkit/run/probe.py", "labkit/run/supervisor.py",
+                  "labkit/run/journal.py", "labkit/guest/command.py"]
 DEFAULT_PATHS = ["labkit/claims.py", "labkit/model.py", "labkit/results.py", "labkit/render.py",
                  "labkit/charts.py", *MACROS, *CONTRACT_PATHS]
 # The fast tier's unit tests of each module (no lab run, no site build, no browser), quickest
@@ -60,9 +60,9 @@ TESTS = {"labkit/claims.py": CLAIMS_TESTS, "labkit/model.py": CLAIMS_TESTS,
                               "tests/test_lat_tcp_claims.py", "tests/test_optane_kyber_claims.py",
                               "tests/test_stale_rule.py", "tests/test_lab_contract.py"],
          "labkit/manifest.py": ["tests/test_manifest_order.py", "tests/test_toml_schemas.py", "tests/test_lab_folders.py"],
-         "labkit/probe.py": ["tests/test_probe_sysroot.py", "tests/test_probe.py", "tests/test_fstime_audit.py"],
-         "labkit/supervisor.py": ["tests/test_supervisor*.py", "tests/test_lab_contract.py"],
-         "labkit/journal.py": ["tests/test_journal*.py", "tests/test_lab_contract.py"],
+         "labkit/run/probe.py": ["tests/test_probe_sysroot.py", "tests/test_probe.py", "tests/test_fstime_audit.py"],
+         "labkit/run/supervisor.py": ["tests/test_supervisor*.py", "tests/test_lab_contract.py"],
+         "labkit/run/journal.py": ["tests/test_journal*.py", "tests/test_lab_contract.py"],
          "labkit/guest/command.py": ["tests/test_guest_command.py", "tests/test_guest.py", "tests/test_guest_cli.py"]}
 # --thorough adds the fast tier's tests on every committed result (a minute per surviving mutant).
 THOROUGH = ["tests/test_tools_cards.py", "tests/test_claims_failable.py", "tests/test_model_claims.py",

@@ -52,7 +52,7 @@ def test_state_resumes_only_for_the_same_code(tmp_path, monkeypatch):
     f = tmp_path / "state.jsonl"
     st = fm.State(f, "aaaa")
     # Each group: two steps of two lines, then one line of the group's cleanup.
-    from labkit import events   # the lines as the matrix reads them: each tagged with its kind
+    from labkit.run import events   # the lines as the matrix reads them: each tagged with its kind
     lines = [events.tag("spawn:a.bg", "[fstime  1.0s] a.bg: starting in background: x"),
              events.tag("ok:a", "[fstime  1.1s] a: ok (1.0s)"), events.tag("step:b", "[fstime  1.2s] b: cmd"),
              events.tag("skipped:b", "[fstime  2.2s] b: skipped: no tool"),
@@ -228,7 +228,7 @@ def unmounted_tracefs():
 def test_a_tracefs_mount_a_tool_makes_is_undone(tmp_path, unmounted_tracefs):
     """On a freshly booted host /sys/kernel/tracing is not mounted, and `perf stat -e
     block:block_rq_complete` (fio_engines' setup probes with it) mounts it by itself: the lab
-    unmounts it again (labkit/supervisor.py guard_kernel_fs). Found by the suite's fault matrix
+    unmounts it again (labkit/run/supervisor.py guard_kernel_fs). Found by the suite's fault matrix
     in CI after a reboot."""
     tr = unmounted_tracefs
     run = run_lab("fio_engines", "--quick", "--only", "setup", "--host", "fault-test", "--out", str(tmp_path / "out"),

@@ -1,5 +1,5 @@
 """Whether audit had been enabled before a run: the host probe's answer
-(labkit.probe.audit_ever_enabled) on real recorded outputs and, where the machine allows,
+(labkit.run.probe.audit_ever_enabled) on real recorded outputs and, where the machine allows,
 against a measurement; and the lab's auditframes.py on real folded stacks of a copy loop
 recorded before and after audit was enabled (tests/fixtures/fstime, each with its .cmd)."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import probe
+from labkit.run import probe
 from labkit.parsers.perf import share_under
 
 ROOT = Path(__file__).resolve().parent.parent

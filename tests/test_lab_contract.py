@@ -447,7 +447,7 @@ def test_recover_with_nothing_to_do(tmp_path, host):
     assert proc.returncode == 0 and "nothing to recover" in proc.stderr
 
 
-# ---- audit contexts (labkit/auditctx.py) ------------------------------------------------------
+# ---- audit contexts (labkit/run/auditctx.py) ------------------------------------------------------
 
 def audit_rules_now() -> list[str]:
     out = subprocess.run(["auditctl", "-l"], capture_output=True, text=True, timeout=20).stdout
@@ -499,7 +499,7 @@ def test_a_killed_run_leaves_its_task_never_rule_and_recover_removes_it(tmp_path
     assert any(f"audit: added '{rule}'" in ln for ln in got.lines), "".join(got.lines[-20:])
     assert rule in audit_rules_now()
     journal = (tmp_path / "out" / ".fakelab.journal").read_text()
-    assert f"delete the audit rule '{rule}'" in journal and "labkit.auditctx remove" in journal
+    assert f"delete the audit rule '{rule}'" in journal and "labkit.run.auditctx remove" in journal
     refused = subprocess.run(lab_command(FAKE, *args), capture_output=True, text=True, env=env, timeout=60)
     assert refused.returncode == 2 and "--recover" in refused.stderr, refused.stderr
     rec = subprocess.run(lab_command(FAKE, "--recover", *args[2:]), capture_output=True, text=True, env=env, timeout=60)
@@ -580,7 +580,7 @@ def test_every_shell_script_is_shellcheck_clean():
 def test_perf_record_never_fills_the_build_id_cache():
     """perf record copies every binary it sampled into ~/.debug unless --no-buildid-cache:
     every perf record that runs on the host (labs' run.sh, lab.sh, labkit) has it."""
-    sources = [*ROOT.glob("labs/*/run.sh"), ROOT / "labs" / "lib" / "lab.sh", *ROOT.glob("labkit/*.py")]
+    sources = [*ROOT.glob("labs/*/run.sh"), ROOT / "labs" / "lib" / "lab.sh", *ROOT.glob("labkit/**/*.py")]
     # As a command in bash (after "-- ", "! ", a line start) or as an argv in Python.
     pattern = re.compile(r'(?:(?:^|--\s|!\s|;\s|\(\s?)\s*perf\s+record\b|"perf",\s*"record")(?P<rest>[^\n]*)', re.M)
     bad, seen = [], 0

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def host_dict() -> dict:
-    """A probed host as labkit.probe records one, every optional field present."""
+    """A probed host as labkit.run.probe records one, every optional field present."""
     return {"arch": "x86_64", "cpu_vendor": "AuthenticAMD", "cpu_model": "EPYC", "cpus": 2, "cores": 1, "sockets": 1,
             "smt": True, "threads_per_core": 2, "kernel": "6.18.0", "distro": "Debian 12", "virtualization": "kvm",
             "memory_bytes": 3 * 2**30 + 2**29, "scratch_fs": "ext4", "perf_event_paranoid": 2,

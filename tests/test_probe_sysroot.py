@@ -1,4 +1,4 @@
-"""The probe's SMT and PMU readings (labkit/probe.py) from sysroot trees and recorded outputs.
+"""The probe's SMT and PMU readings (labkit/run/probe.py) from sysroot trees and recorded outputs.
 
 SMT: ``/sys/devices/system/cpu/smt/active`` when the kernel has it ("1" on, "0" off), else the
 topology's threads per core. The trees are util-linux's real lscpu dumps (tests/fixtures/cpuinfo),
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import probe
+from labkit.run import probe
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 DUMPS = FIX / "cpuinfo"

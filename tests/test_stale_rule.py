@@ -37,7 +37,7 @@ def commit(repo: Path, message: str) -> str:
 @pytest.fixture
 def repo(tmp_path) -> Path:
     files = [f"labs/{LAB}/{f}" for f in (*MEASURING, *stale.PAGE_DATA, *TESTS)] + OUTSIDE + [
-        "labkit/probe.py", "labkit/record.py", "labkit/parsers/fio.py", "labkit/guest/qemu.py"]
+        "labkit/run/probe.py", "labkit/record.py", "labkit/parsers/fio.py", "labkit/guest/qemu.py"]
     for f in files:
         (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / f).write_text(f"{f} v1\n")
@@ -145,7 +145,7 @@ def dirty_after(repo: Path, path: str) -> bool:
 
 
 @pytest.mark.parametrize("path", [f"labs/{LAB}/{f}" for f in MEASURING] + [
-    "labs/lib/lab.sh", "labkit/probe.py", "labkit/record.py", "labkit/parsers/fio.py", "labkit/guest/qemu.py"])
+    "labs/lib/lab.sh", "labkit/run/probe.py", "labkit/record.py", "labkit/parsers/fio.py", "labkit/guest/qemu.py"])
 def test_an_uncommitted_measuring_file_makes_the_run_dirty(repo, path):
     assert record.git_commit(repo, record.measuring_code(LAB)) == (git(repo, "rev-parse", "HEAD"), False)
     assert dirty_after(repo, path) is True

@@ -5,7 +5,7 @@ Only what can change a timing or a count on the same code is compared: the archi
 CPU model, the kernel, virtualization and CPU emulation, SMT, the hardware PMU (perf then
 samples on ``cpu-clock``), the scratch filesystem, root (what a lab may do), and audit
 (whether the measured processes carried an audit context). Each is read from the results'
-``host`` provenance (:func:`labkit.probe.probe`); nothing is guessed from labels.
+``host`` provenance (:func:`labkit.run.probe.probe`); nothing is guessed from labels.
 """
 
 from __future__ import annotations

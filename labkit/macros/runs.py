@@ -50,7 +50,7 @@ def _host_rows(h: dict) -> list[list[str]]:
 
 def audit_note(h: dict) -> str:
     """Why a host's measurements were made by processes carrying kernel audit contexts (audit
-    work on every system call, labkit/auditctx.py), or "" when they were not or it is not
+    work on every system call, labkit/run/auditctx.py), or "" when they were not or it is not
     known: ``audit_context`` "present: REASON"; a result from before ``audit_context`` existed
     whose probe found audit enabled on the boot (nothing suppressed the contexts then)."""
     ctx = h.get("audit_context")

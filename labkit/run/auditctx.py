@@ -1,13 +1,13 @@
 """Audit-clean measurement: a lab run's processes take the plain system-call path on any boot.
 
-Once kernel audit has been enabled on a boot (``audit_ever_enabled``, :func:`labkit.probe.
+Once kernel audit has been enabled on a boot (``audit_ever_enabled``, :func:`labkit.run.probe.
 audit_ever_enabled`), ``audit_alloc()`` (kernel/auditsc.c) gives every new task an audit
 context and sets its ``SYSCALL_AUDIT`` work, so each of its system calls pays audit's entry
 and exit work until the next boot, whether audit is still enabled or not. A rule on the task
 filter list whose action is ``never`` makes ``audit_alloc()`` give the tasks it matches no
 context and clear that work (Fedora's default ``audit.rules`` shipped ``-a task,never``).
 
-The supervisor (:mod:`labkit.supervisor`) calls :func:`suppress` after the probe and before
+The supervisor (:mod:`labkit.run.supervisor`) calls :func:`suppress` after the probe and before
 the lab's first step. As root with ``auditctl``, when the probe did not find audit never
 enabled, it journals the rule's removal and then adds::
 
@@ -15,7 +15,7 @@ enabled, it journals the rule's removal and then adds::
 
 The field matches every task the run starts (none of them can have the supervisor's PID) and
 names the run whose rule it is, so that two runs never remove each other's rule and the undo
-(:func:`remove`, ``python -m labkit.auditctx remove PID``; also what ``--recover`` replays after
+(:func:`remove`, ``python -m labkit.run.auditctx remove PID``; also what ``--recover`` replays after
 a SIGKILL) deletes exactly this one. ``auditctl`` refuses a key (``-k``) on a task rule. A
 plain ``-a never,task`` that the host already has is left in place and not removed. The
 result's ``host.audit_context`` records the outcome (:data:`NEVER`, :data:`SUPPRESSED` or
@@ -134,7 +134,7 @@ def suppress(host: dict, pid: int, defer, say=lambda _m: None, run=_auditctl) ->
         elif context != NEVER:
             say(f"audit: this run's processes carry audit contexts ({context})")
         return context
-    defer(f"delete the audit rule '{rule_for(pid)}'", sys.executable, "-m", "labkit.auditctx", "remove", str(pid))
+    defer(f"delete the audit rule '{rule_for(pid)}'", sys.executable, "-m", "labkit.run.auditctx", "remove", str(pid))
     err = add(pid, run)
     if err is not None:
         say(f"audit: could not add '{rule_for(pid)}': {err}")
@@ -144,11 +144,11 @@ def suppress(host: dict, pid: int, defer, say=lambda _m: None, run=_auditctl) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m labkit.auditctx remove PID``: the undo of a run's rule. Exit 0 when the rule
+    """``python -m labkit.run.auditctx remove PID``: the undo of a run's rule. Exit 0 when the rule
     is not loaded afterwards, 1 when it still is, 2 bad usage."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) != 2 or argv[0] != "remove" or not argv[1].isdigit():
-        print("usage: python -m labkit.auditctx remove PID", file=sys.stderr)
+        print("usage: python -m labkit.run.auditctx remove PID", file=sys.stderr)
         return 2
     if remove(int(argv[1])):
         return 0

@@ -12,7 +12,7 @@ and a copy of it, line for line, as ``.pcb-journal`` in its scratch directory
 when the out directory is gone. A run that ends in any way but SIGKILL undoes everything and
 removes its journal; a journal left behind is a killed run's, and
 ``labs/<lab>/run.sh --recover --out OUT`` undoes it (``labkit recover`` finds them all).
-The writer is labkit.supervisor; the undo actions are shell commands of the lab, run by a bash
+The writer is labkit.run.supervisor; the undo actions are shell commands of the lab, run by a bash
 of the lab's own script.
 """
 

@@ -8,7 +8,7 @@ environment (``PCB_LAB_NAME``, ``PCB_LAB_TITLE``, ``PCB_LAB_TOOLS``, ``PCB_LAB_G
 - the command line (``--help``; bad usage is one line on stderr and exit 2, nothing started);
 - the lock: one run per lab (flock on the lab's run.sh, held by this process only);
 - the journal ``<out>/.<lab>.journal`` and its copy ``<scratch>/.pcb-journal`` (so that
-  ``--recover --scratch`` finds it when the out directory is gone), see :mod:`labkit.journal`;
+  ``--recover --scratch`` finds it when the out directory is gone), see :mod:`labkit.run.journal`;
 - the run's processes: the lab's bash ("the body": ``PCB_LAB_ROLE=body``, the groups' steps)
   and the helpers (probe, record, guest runner) run as children whose stderr is relayed line by
   line to this process's stderr and to ``<out>/.<lab>.log``; every one carries
@@ -50,9 +50,9 @@ from pathlib import Path
 
 from . import events
 from . import journal as journals
-from . import steps as step_records
+from .. import steps as step_records
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]   # the checkout (this file is labkit/run/supervisor.py)
 PY = sys.executable
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 EXIT_FOR = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129, signal.SIGQUIT: 131}
@@ -368,7 +368,7 @@ def _die_with_parent() -> None:
 
 class Output:
     """Progress lines ``[lab  12.3s] text`` to stderr and to the run's log, each of a kind
-    (:mod:`labkit.events`). A write error on stderr is remembered (:attr:`broken`); the log keeps
+    (:mod:`labkit.run.events`). A write error on stderr is remembered (:attr:`broken`); the log keeps
     everything, untagged."""
 
     COLORS = {"group": "\033[1m", "failed": "\033[31m", "stop": "\033[31m", "cleanup-failed": "\033[31m",
@@ -387,8 +387,8 @@ class Output:
     def emit(self, line: str, log_only: bool = False, kind: str | None = None) -> None:
         """Write ``line`` to the log and (unless ``log_only`` or a past write error) to stderr,
         coloured by its kind on a terminal: headers bold, failures red, figures cyan. A line
-        tagged by the lab's body (:func:`labkit.events.split`) gives its own kind; ``kind`` is
-        the supervisor's. With :data:`labkit.events.ENV` set, stderr keeps the tag."""
+        tagged by the lab's body (:func:`labkit.run.events.split`) gives its own kind; ``kind`` is
+        the supervisor's. With :data:`labkit.run.events.ENV` set, stderr keeps the tag."""
         tagged, arg, text = events.split(line)
         if kind is None:
             kind = tagged if tagged in events.KINDS else "text"
@@ -498,7 +498,7 @@ class Lock:
 
 
 def find_journals(name: str, out: Path | None, scratch_parent: Path) -> list[Path]:
-    """This lab's journals (:func:`labkit.journal.find` for one lab, one out directory and one
+    """This lab's journals (:func:`labkit.run.journal.find` for one lab, one out directory and one
     scratch parent)."""
     return journals.find([out] if out is not None else [], [scratch_parent], lab=name)
 
@@ -827,7 +827,7 @@ class Supervisor:
 
     def keep_audit_clean(self, host_json: Path) -> None:
         """Before the lab's first step: keep audit contexts off the run's processes where the
-        boot has had audit enabled (:func:`labkit.auditctx.suppress`: the task,never rule's
+        boot has had audit enabled (:func:`labkit.run.auditctx.suppress`: the task,never rule's
         removal journalled, then the rule added), and write the outcome into the probed host as
         ``audit_context``. A host file that cannot be read is left to ``labkit record``."""
         from . import auditctx
@@ -897,8 +897,8 @@ class Supervisor:
     def guest(self) -> None:
         """--guest ARCH: the whole lab in a QEMU guest (labkit.guest) with a copy of the checkout
         as git tracks it; the result and its artifacts come back to the out directory."""
-        from .guest import job as guest
-        from .record import git_commit, measuring_code
+        from ..guest import job as guest
+        from ..record import git_commit, measuring_code
         lab = self.lab
         self.take_lock()
         try:
@@ -1010,7 +1010,7 @@ def replay(path: Path, script: Path, out: Output, write_to: list[Path | None]) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m labkit.supervisor SCRIPT N ARGV... ARGS...`` (from lab.sh's lab_main): run.sh's own N
+    """``python -m labkit.run.supervisor SCRIPT N ARGV... ARGS...`` (from lab.sh's lab_main): run.sh's own N
     arguments, then the options lab_main got; see the module docstring."""
     argv = list(sys.argv[1:] if argv is None else argv)
     script, n = argv[0], int(argv[1])

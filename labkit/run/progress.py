@@ -4,7 +4,7 @@ measured (the lab's own ``record.py`` run on the partial run directory).
 
 Both are best effort: a lab that has never run here gets no estimate, and a collector that
 needs a later group's data prints no figures; neither ever fails the run. ``labs/lib/lab.sh``
-calls them through ``python -m labkit.progress`` (:func:`main`), which imports little: it runs
+calls them through ``python -m labkit.run.progress`` (:func:`main`), which imports little: it runs
 between a lab's groups.
 """
 
@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import render
+from .. import render
 
 MAX_LINES = 8
 """Figures printed after a group at most (the rest is counted: "… and 12 more")."""
@@ -50,7 +50,7 @@ def group_figures(lab: str, lab_dir: Path, run_dir: Path, group: str, quick: boo
     """Lines ``"pinned same-cpu: median 17.6 µs, n = 10"`` for the measurements that the steps
     of ``group`` produced so far, from the lab's collector run on the partial ``run_dir``
     (its output silenced). ``[]`` when the collector cannot run on partial data."""
-    from .record import Run, collect
+    from ..record import Run, collect
     try:
         run = Run(lab, Path(run_dir), quick, Path(lab_dir))
         steps = {s["name"] for s in run.steps if s["group"] == group}
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     """``eta --lab L --quick 0|1 --previous FILE``: ``group<TAB>seconds`` lines;
     ``figures --lab L --lab-dir D --run-dir R --group G --quick 0|1``: the group's figures.
     Both print nothing when they cannot tell; exit 0 (2 on bad usage)."""
-    p = argparse.ArgumentParser(prog="python -m labkit.progress", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m labkit.run.progress", description=__doc__.split("\n\n")[0])
     p.add_argument("what", choices=["eta", "figures"])
     p.add_argument("--lab", required=True)
     p.add_argument("--quick", choices=["0", "1"], default="0")

@@ -3,7 +3,7 @@ the human text.
 
 ``labs/lib/lab.sh`` (``lab__say KIND TEXT``) writes each progress line with its kind in a tag,
 ``\\x1fKIND\\x1fTEXT`` (the unit separator, on which :meth:`str.splitlines` does not split,
-unlike ``\\x1c`` to ``\\x1e``); the supervisor (:mod:`labkit.supervisor`) strips the tag,
+unlike ``\\x1c`` to ``\\x1e``); the supervisor (:mod:`labkit.run.supervisor`) strips the tag,
 colours the line by its kind on a terminal, writes the plain text to the log and, when :data:`ENV` is ``1`` in
 its environment (a test harness such as the fault matrix), keeps the tag on what it writes to
 stderr, so that the harness reads kinds and never the wording. A kind may carry one argument
