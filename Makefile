@@ -176,7 +176,7 @@ test-all: setup test
 
 # Mutation testing (mutmut, in a copy of the checkout: the tree in use is never mutated) of the
 # modules that turn results into verdicts and pages, against the fast tier's unit tests.
-# MUTATE=labkit/claims.py,labkit/model.py to run on some of them; SAMPLE=40 to test 40 mutants per
+# MUTATE=labkit/stats/claims.py,labkit/model.py to run on some of them; SAMPLE=40 to test 40 mutants per
 # module drawn at random (all of them take hours on two CPUs). Prints the kill ratio per module and in all
 # (target >= 80 % in all). A mutant of supervisor, journal or record that their own tests miss runs the
 # fake lab's tests too (1-5 minutes on two busy CPUs): a sample of 30 of each can take an hour or more.
@@ -184,7 +184,7 @@ SAMPLE ?= 0
 comma := ,
 MUTMUT_VERSION := 2.5.1
 MUTATE_CONTRACT := labkit/record.py,labkit/manifest.py,labkit/run/probe.py,labkit/run/supervisor.py,labkit/run/journal.py,labkit/guest/command.py
-MUTATE ?= labkit/claims.py,labkit/model.py,labkit/results.py,labkit/render.py,labkit/charts.py,$(subst $(eval) ,$(comma),$(sort $(wildcard labkit/macros/*.py))),$(MUTATE_CONTRACT)
+MUTATE ?= labkit/stats/claims.py,labkit/model.py,labkit/results.py,labkit/render.py,labkit/charts.py,$(subst $(eval) ,$(comma),$(sort $(wildcard labkit/macros/*.py))),$(MUTATE_CONTRACT)
 mutation: setup
 	@[ -x $(TOOLS)/mutmut/bin/mutmut ] || { python3 -m venv $(TOOLS)/mutmut && \
 	  $(TOOLS)/mutmut/bin/pip install -q --disable-pip-version-check mutmut==$(MUTMUT_VERSION); }

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from . import cards
-from . import claims as claims_mod
+from .stats import claims as claims_mod
 from . import commands, model, render, results
 from .run import probe
 from .parsers import perf as perf_parsers
@@ -402,7 +402,7 @@ def _cmd_recover(a) -> int:
 
 
 def _cmd_calibrate(args) -> int:
-    from . import calibration
+    from .stats import calibration
     return calibration.main(args.draws or calibration.DRAWS)
 
 
@@ -445,7 +445,7 @@ def parser() -> argparse.ArgumentParser:
     ev.add_argument("files", nargs="+")
     ev.set_defaults(fn=_cmd_reevaluate)
     cal = sub.add_parser("calibrate", help="false-decision rate and power of the claims' intervals (simulated)")
-    cal.add_argument("--draws", type=int, default=None, help="draws per cell (default: labkit.calibration.DRAWS)")
+    cal.add_argument("--draws", type=int, default=None, help="draws per cell (default: labkit.stats.calibration.DRAWS)")
     cal.set_defaults(fn=_cmd_calibrate)
     pr = sub.add_parser("probe", help="probe this host (JSON)")
     pr.add_argument("--scratch")

@@ -66,7 +66,7 @@ class Step(TypedDict, total=False):
 
 
 class Effect(TypedDict):
-    """The ratio a verdict was decided on (labkit/claims.py): ``statistic`` (its name),
+    """The ratio a verdict was decided on (labkit/stats/claims.py): ``statistic`` (its name),
     ``estimate``, ``low``/``high`` (the interval; None where it does not exist or is open),
     ``level`` (0.95), ``factor`` and ``needs`` (the claim's threshold, in words), ``n_a``/``n_b``
     (samples a side) and ``method`` (how the interval was computed)."""
@@ -83,7 +83,7 @@ class Effect(TypedDict):
 
 
 class Verdict(TypedDict, total=False):
-    """A claim's verdict (:func:`labkit.claims.evaluate_one`): ``id``, ``verdict`` (holds,
+    """A claim's verdict (:func:`labkit.stats.claims.evaluate_one`): ``id``, ``verdict`` (holds,
     fails, inconclusive, untested, not applicable), ``evidence``; optional ``role``, ``reason``
     (every verdict but holds/fails), ``effect``, ``flags``, ``emulated``."""
     id: str

@@ -83,7 +83,7 @@ def collect(run) -> None:
         run.add("bandwidth", "MB/s", dict(key), values, first[key])
 '''
 
-CLAIMS_TOML = '''# The {name} chapter's testable statements (labkit/claims.py), evaluated on every host's result.
+CLAIMS_TOML = '''# The {name} chapter's testable statements (labkit/stats/claims.py), evaluated on every host's result.
 
 [[claim]]
 id = "bigger-blocks-faster"

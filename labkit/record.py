@@ -226,7 +226,7 @@ def assemble(lab: str, lab_dir: Path, run_dir: Path, *, start: float, quick: boo
     }
     claims_file = Path(lab_dir) / "claims.toml"
     if claims_file.exists():
-        from . import claims as claims_mod  # SciPy: only when a result is assembled
+        from .stats import claims as claims_mod  # SciPy: only when a result is assembled
         result["claims"] = claims_mod.evaluate(claims_mod.load(claims_file), result)
     model.validate(result, f"{lab} result", new=True)
     return result
@@ -275,7 +275,7 @@ def rederive(path: Path, lab_dir: Path | None = None) -> dict:
         raise FileNotFoundError(f"{path}: the collector made artifacts its folder lacks: {', '.join(missing)}")
     claims_file = lab_dir / "claims.toml"
     if claims_file.exists():
-        from . import claims as claims_mod
+        from .stats import claims as claims_mod
         result["claims"] = claims_mod.evaluate(claims_mod.load(claims_file), result)
     model.validate(result, str(path))
     model.write_atomic(path, result)

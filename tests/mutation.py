@@ -9,7 +9,7 @@ files git tracks, as they are in the work tree) under a temporary directory, nev
 in use. Tests that already fail without any mutant are reported and left out (mutmut needs a
 green baseline); a timed-out mutant counts as killed (the tests noticed).
 
-    .venv/bin/python tests/mutation.py --mutmut .tools/mutmut/bin/mutmut [--paths labkit/claims.py,...]
+    .venv/bin/python tests/mutation.py --mutmut .tools/mutmut/bin/mutmut [--paths labkit/stats/claims.py,...]
                                        [--sample N [--seed S]] [--keep DIR] [--json FILE]
 
 ``--sample N`` tests N mutants per module drawn at random (fixed seed) instead of every one:
@@ -41,7 +41,7 @@ MACROS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "labkit" / "macr
 # What a result's provenance, the nav and CI, and a run's stop and undo depend on (issue 42).
 CONTRACT_PATHS = ["labkit/record.py", "labkit/manifest.py", "labkit/run/probe.py", "labkit/run/supervisor.py",
                   "labkit/run/journal.py", "labkit/guest/command.py"]
-DEFAULT_PATHS = ["labkit/claims.py", "labkit/model.py", "labkit/results.py", "labkit/render.py",
+DEFAULT_PATHS = ["labkit/stats/claims.py", "labkit/model.py", "labkit/results.py", "labkit/render.py",
                  "labkit/charts.py", *MACROS, *CONTRACT_PATHS]
 # The fast tier's unit tests of each module (no lab run, no site build, no browser), quickest
 # first: pytest stops at the first failure, so most mutants cost a second or two.
@@ -49,7 +49,7 @@ CLAIMS_TESTS = ["tests/test_claims_handbuilt.py", "tests/test_claims_rules.py", 
                 "tests/test_claims_contract.py", "tests/test_check.py", "tests/test_cli.py"]
 PAGE_TESTS = ["tests/test_render_values.py", "tests/test_macros_tables.py", "tests/test_macros_pages.py", "tests/test_macros_render.py",
               "tests/test_macros_excerpts.py", "tests/test_claims_handbuilt.py", "tests/test_cli.py"]
-TESTS = {"labkit/claims.py": CLAIMS_TESTS, "labkit/model.py": CLAIMS_TESTS,
+TESTS = {"labkit/stats/claims.py": CLAIMS_TESTS, "labkit/model.py": CLAIMS_TESTS,
          "labkit/results.py": ["tests/test_results_loading.py", "tests/test_cli.py", "tests/test_check.py"],
          "labkit/render.py": PAGE_TESTS, "labkit/charts.py": ["tests/test_charts_figure.py"] + PAGE_TESTS,
          # the tool cards' macros (annotated outputs, exercises, lab times) are tested on the cards

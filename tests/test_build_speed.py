@@ -229,7 +229,8 @@ def test_verdicts_are_remembered_and_follow_the_result(tmp_path, monkeypatch):
     """A verdict comes from the disk cache the second time; a changed sample gives a new one."""
     import copy
     import json as _json
-    from labkit import claims, model
+    from labkit.stats import claims
+    from labkit import model
     monkeypatch.setenv(model.CACHE_ENV, str(tmp_path))
     result = _json.loads((ROOT / "results" / "epyc-kvm-2vcpu" / "lat_tcp.json").read_text())
     claim = next(c for c in claims.load(ROOT / "labs" / "lat_tcp" / "claims.toml") if c["kind"] == "compare")

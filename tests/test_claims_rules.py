@@ -1,4 +1,4 @@
-"""The verdict rules of labkit/claims.py (a ratio and its bootstrap interval against the claim's
+"""The verdict rules of labkit/stats/claims.py (a ratio and its bootstrap interval against the claim's
 threshold) on small results built from a real one. Samples are the real samples of one committed
 measurement, scaled, shifted or repeated; no measured value is typed here."""
 
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import claims, model
+from labkit.stats import claims
+from labkit import model
 
 ROOT = Path(__file__).resolve().parent.parent
 TCG = {"emulator": "qemu-system-aarch64", "accelerator": "tcg", "machine": "virt", "guest_cpu": "cortex-a72",

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import claims, model
+from labkit.stats import claims
+from labkit import model
 from derived import validate_metric
 from labkit import original as original_mod
 from test_claims_failable import derive

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import claims, model
+from labkit.stats import claims
+from labkit import model
 from labkit import record as record_mod
 from labkit import original as original_mod
 from labkit.parsers.perf import perf_stat_csv

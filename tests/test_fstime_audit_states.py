@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import claims, model
+from labkit.stats import claims
+from labkit import model
 from labkit import record as record_mod
 from labkit.parsers.dd import dd_summary
 from labkit.parsers.jsonline import json_lines

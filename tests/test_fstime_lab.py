@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import claims as claims_mod
+from labkit.stats import claims as claims_mod
 from labkit import model
 from labkit.parsers.auditctl import audit_config, audit_rules, audit_status
 from labrun import check_quick_result, interrupt_at, is_root, loop_devices_backed_by, mounts_under, processes_matching, run_lab

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import claims, model
+from labkit.stats import claims
+from labkit import model
 from labkit.record import Run
 
 ROOT = Path(__file__).resolve().parents[1]

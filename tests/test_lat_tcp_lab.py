@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import claims, model
+from labkit.stats import claims
+from labkit import model
 from labrun import check_quick_result, interrupt_at, is_root, links, netns_list, processes_matching
 
 pytestmark = pytest.mark.lab     # a real quick run of the lat_tcp lab

@@ -215,7 +215,7 @@ def test_step_output_whole_output_limit_and_exit_status(tree, monkeypatch):
 
 
 def test_claims_table_marks_a_changed_verdict_and_folds_the_evidence(tree):
-    from labkit import claims as claims_mod
+    from labkit.stats import claims as claims_mod
     spec = claims_mod.load(tree / "labs" / "lat_tcp" / "claims.toml")
     first = spec[0]["id"]
 

@@ -17,7 +17,7 @@ import markdown
 import pytest
 from markupsafe import escape
 
-from labkit import claims as claims_mod
+from labkit.stats import claims as claims_mod
 from labkit import macros, model, original, render
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from markupsafe import escape
 
-from labkit import claims as claims_mod
+from labkit.stats import claims as claims_mod
 from labkit import macros, render, stale
 from test_macros_render import TCG, add_host, emulate, reference
 from test_render_values import m
@@ -286,7 +286,7 @@ def test_claims_summary_counts_verdicts_in_their_order(tree):
     md = macros.claims("lat_tcp")
     summaries = re.findall(r"(\d+) claims: ([^.\n]*)\.", md)
     assert summaries
-    from labkit import claims as claims_mod
+    from labkit.stats import claims as claims_mod
     for total, body in summaries:
         parts = [p.split(" ", 1) for p in body.split(", ")]
         names = [name for _, name in parts]

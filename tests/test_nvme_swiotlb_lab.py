@@ -247,7 +247,7 @@ def test_guest_group_reproduces_the_root_cause(guest_run):
     the 1 GiB dma-ranges window, the window widened to all RAM), every guest measurement marked with the
     guest's emulation, each guest step's case brought back, and the count claims hold: bounces
     (on every request) and swiotlb calls only with the 1 GiB window, none with the widened one."""
-    from labkit import claims as claims_mod
+    from labkit.stats import claims as claims_mod
     proc, out, seconds = guest_run
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = result(out)

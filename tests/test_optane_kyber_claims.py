@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import claims, model
+from labkit.stats import claims
+from labkit import model
 from labkit.parsers.jsonline import json_line
 from labkit.record import Run
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from labkit import claims, manifest, original, tomlschema
+from labkit.stats import claims
+from labkit import manifest, original, tomlschema
 
 ROOT = Path(__file__).resolve().parent.parent
 LABKIT = ROOT / "labkit"

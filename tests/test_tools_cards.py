@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import cards, claims, cli, macros, model
+from labkit import cards, cli, macros, model
+from labkit.stats import claims
 from derived import validate_metric
 from test_claims_failable import derive
 

@@ -5,9 +5,9 @@ Layout: one folder per tool, one file per lab whose results the exercises read::
     labkit/cards/<tool>/<lab>.exercises.toml
 
 Each file has the format of a chapter's ``labs/<lab>/exercises.toml`` (``[[exercise]]`` with
-id, title, change, predict, check; :func:`labkit.claims.load_exercises`), and each check is
+id, title, change, predict, check; :func:`labkit.stats.claims.load_exercises`), and each check is
 evaluated on a result of ``<lab>`` by the chapters' evaluator
-(:func:`labkit.claims.exercise_claim`, :func:`labkit.claims.evaluate_one`): the card page
+(:func:`labkit.stats.claims.exercise_claim`, :func:`labkit.stats.claims.evaluate_one`): the card page
 renders them (macro ``tool_exercises``) and ``labkit check <tool>`` checks them on the reader's
 own results. The files live here, not under ``labs/``, because every folder of ``labs/`` but
 ``lib`` is a lab (``.github/ci-labs.sh``), and not in ``docs/``, which holds pages.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import claims
+from ..stats import claims
 from ..results import ROOT
 
 DIR = Path(__file__).resolve().parent
@@ -31,11 +31,11 @@ def tools(base: Path = DIR) -> list[str]:
 
 def load(tool: str, base: Path = DIR, root: Path = ROOT) -> list[tuple[str, list[dict]]]:
     """``[(lab, exercises), ...]`` for ``tool``, labs in name order, each list as
-    :func:`labkit.claims.load_exercises` returns it.
+    :func:`labkit.stats.claims.load_exercises` returns it.
 
     Raises:
         KeyError: ``tool`` has no folder of exercises.
-        labkit.claims.ClaimError: a bad file, a file named after no lab
+        labkit.stats.claims.ClaimError: a bad file, a file named after no lab
             (``labs/<lab>/run.sh`` missing), or an exercise id used twice in the tool.
     """
     folder = base / tool

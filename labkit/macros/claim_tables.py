@@ -1,13 +1,13 @@
 """Claims and verdicts: every claim of a lab with its verdict on each host, and the original's
 conclusions with how each fares. Verdicts are evaluated at build time from the stored
-measurements and today's ``labs/<lab>/claims.toml`` (:mod:`labkit.claims`)."""
+measurements and today's ``labs/<lab>/claims.toml`` (:mod:`labkit.stats.claims`)."""
 
 from __future__ import annotations
 
 import html
 import re
 
-from .. import claims as claims_mod
+from ..stats import claims as claims_mod
 from .. import commands, render
 from . import differ, hosts, templates
 from .hosts import EMULATED_BADGE, MacroError
@@ -117,7 +117,7 @@ def claims(lab: str) -> str:
     CSS class) as a sentence (:func:`_claim_sentence`) with the raw evidence folded under it.
 
     Verdicts are evaluated at build time from the result's measurements and today's
-    claims.toml (:func:`labkit.claims.evaluate_one`), so a claim added after the run shows
+    claims.toml (:func:`labkit.stats.claims.evaluate_one`), so a claim added after the run shows
     what the stored data say; where the verdict stored at run time differs, the cell says so.
 
     Raises:

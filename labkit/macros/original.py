@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 
-from .. import claims as claims_mod
+from ..stats import claims as claims_mod
 from .. import original as original_mod
 from .. import render
 from . import hosts, templates
@@ -55,7 +55,7 @@ def original_tables(lab: str) -> str:
 
 def _here_ratio(result: dict, here: dict) -> str:
     """Markdown inline text: our ratio a ÷ b for one host (medians, or means) with its 95 %
-    interval (:func:`labkit.claims.ratio_interval`), marked when measured on an emulated CPU;
+    interval (:func:`labkit.stats.claims.ratio_interval`), marked when measured on an emulated CPU;
     "–" with the reason when a side is missing or zero."""
     stat = here.get("statistic", "median")
     a, why_a = claims_mod.side(result, here["metric"], here["a"], stat)

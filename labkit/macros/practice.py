@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 
-from .. import claims as claims_mod
+from ..stats import claims as claims_mod
 from .. import commands, render
 from . import hosts
 from .hosts import MacroError

@@ -1,10 +1,10 @@
 """Calibration of the claims engine's intervals: how often a verdict decides wrongly.
 
 Simulated results with two sides of the same true median (a true ratio of 1) go through the
-very function that bounds every ratio of positive samples (:func:`labkit.claims.log_t_interval`,
+very function that bounds every ratio of positive samples (:func:`labkit.stats.claims.log_t_interval`,
 vectorised over draws: the leading axis of its arrays). A *false decision* is an interval that
 excludes the true ratio: a claim whose threshold sits at the truth would then hold or fail
-wrongly. At the nominal level (:data:`labkit.claims.LEVEL`, 95 %) that must happen in at most
+wrongly. At the nominal level (:data:`labkit.stats.claims.LEVEL`, 95 %) that must happen in at most
 5 % of draws, at every n the labs decide on.
 
 Two noise models, both multiplicative as benchmark noise is (a run is slower or faster by a

@@ -50,7 +50,7 @@ decides on, 3 samples a side included:
   (:func:`log_t_interval`): Welch's for independent sides, the one-sample t interval of the
   per-pair log ratios for ``paired`` sides. Its coverage is exact for lognormal noise at any n
   and stays at or under its nominal 5 % of false decisions with an occasional disturbed
-  repetition (:mod:`labkit.calibration` simulates both through this code;
+  repetition (:mod:`labkit.stats.calibration` simulates both through this code;
   ``labkit calibrate`` prints the table, DESIGN.md carries it). The bootstrap used before is
   not: percentile and BCa intervals are too narrow at small n (Hesterberg, "What teachers
   should know about the bootstrap", The American Statistician 69, 2015: a narrowness bias of
@@ -116,15 +116,16 @@ from pathlib import Path
 
 import numpy as np
 
-from . import model, tomlschema
-from .model import Result, Verdict
+from .. import model, tomlschema
+from ..model import Result, Verdict
 
 VERDICTS = ("holds", "fails", "inconclusive", "untested", "not applicable")
 MIN_SAMPLES = 3
 LEVEL = 0.95          # confidence level of every interval
 EMULATED_EVIDENCE = "emulated CPU: timings are not hardware"
-SCHEMA = Path(__file__).with_name("claims.schema.json")
-EXERCISES_SCHEMA = Path(__file__).with_name("exercises.schema.json")
+SCHEMAS = Path(__file__).resolve().parents[1]     # labkit/, where every *.schema.json is (labkit.tomlschema)
+SCHEMA = SCHEMAS / "claims.schema.json"
+EXERCISES_SCHEMA = SCHEMAS / "exercises.schema.json"
 
 
 class ClaimError(ValueError):
@@ -274,7 +275,7 @@ def log_t_interval(a, b, paired: bool, statistic: str = "median"):
     scale (the method of every ratio whose samples are all > 0).
 
     ``a``, ``b``: arrays of shape ``(..., n_a)`` and ``(..., n_b)`` (equal when ``paired``): the
-    leading axes are independent draws, so the calibration (:mod:`labkit.calibration`) runs the
+    leading axes are independent draws, so the calibration (:mod:`labkit.stats.calibration`) runs the
     very code that decides a verdict. Unpaired: Welch's t interval (Welch 1947,
     Welch–Satterthwaite degrees of freedom) for mean(log a) − mean(log b); paired: the
     one-sample t interval of the per-pair log ratios log(a_i ÷ b_i) with n − 1 degrees of
@@ -712,7 +713,7 @@ def evaluate_cached(claim: dict, result: Result) -> Verdict:
     under the hash of the claim, the result and the engine (:func:`_engine_digest`), so that a
     site build does not evaluate the same claim again. Used by the pages; the lab's own record
     and ``labkit check`` evaluate afresh."""
-    from .model import cache_dir
+    from ..model import cache_dir
     folder = cache_dir("verdicts")
     if folder is None:
         return evaluate_one(claim, result)
