@@ -30,10 +30,11 @@ import sys
 from pathlib import Path
 
 from . import cards
-from .stats import claims as claims_mod
-from . import commands, model, render, results
-from .run import probe
+from . import model, results
 from .parsers import perf as perf_parsers
+from .run import probe
+from .stats import claims as claims_mod
+from .view import commands, render
 
 
 class UsageError(Exception):

@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import macros, manifest, render
+from . import macros, manifest
+from .view import render
 
 PREFIX = "evidence"
 """Site folder of the evidence pages: ``evidence/<lab>.md`` → ``/evidence/<lab>/``."""

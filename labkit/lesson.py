@@ -147,7 +147,8 @@ def lesson_start(lab: str) -> str:
     Raises:
         MacroError: the manifest has no ``needs``, or no host has a result of ``lab``.
     """
-    from . import macros, manifest, render
+    from . import macros, manifest
+    from .view import render
     m = manifest.load(macros.ROOT / "labs" / lab)
     if not m.get("needs"):
         raise macros.MacroError(f"lesson_start: labs/{lab}/lab.toml has no `needs` (what a reader needs to run the lab)")

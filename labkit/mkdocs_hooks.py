@@ -25,9 +25,10 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 from selectolax.lexbor import LexborHTMLParser
 
-from labkit import charts, evidence, lesson, render, results
+from labkit import evidence, lesson, results
 from labkit.macros import beside
 from labkit.macros.hosts import page_dir
+from labkit.view import charts, render
 
 _PLAYER = re.compile(r"```asciinema-player\n(.*?)\n```", re.S)
 # What mkdocs-asciinema-player's on_config adds to extra_css / extra_javascript, for every page.
@@ -66,7 +67,7 @@ def fresh_labkit() -> bool:
     for name in [n for n in sys.modules if n == "labkit" or n.startswith("labkit.")]:
         del sys.modules[name]
     charts, evidence, lesson, render, results = (importlib.import_module(f"labkit.{m}") for m in
-                                                 ("charts", "evidence", "lesson", "render", "results"))
+                                                 ("view.charts", "evidence", "lesson", "view.render", "results"))
     beside = importlib.import_module("labkit.macros.beside")
     page_dir = importlib.import_module("labkit.macros.hosts").page_dir
     return True
@@ -319,8 +320,8 @@ def lazy_parts(html: str, page_dir: str, store: dict[str, str]) -> str:
 
 def on_page_content(html, page, config, files):
     """Fill in the chapter's reading time (:func:`labkit.lesson.fill`), and keep measured data
-    (the blocks :func:`labkit.render.tabs` marks with the comments :data:`labkit.render.DATA_OPEN`
-    and :data:`labkit.render.DATA_CLOSE`) out of the search index that every page downloads
+    (the blocks :func:`labkit.view.render.tabs` marks with the comments :data:`labkit.view.render.DATA_OPEN`
+    and :data:`labkit.view.render.DATA_CLOSE`) out of the search index that every page downloads
     (material's search plugin skips elements marked ``data-search-exclude``), the prose staying
     searchable. Folds (``<details>``) carry the mark from :mod:`labkit.page_marks`."""
     html = lesson.fill(html)
@@ -353,7 +354,7 @@ def on_page_context(context, page, config, nav):
 
 @event_priority(-100)  # after the search plugin has written its index
 def on_post_build(config):
-    """Write the chart figures the macros drew (:func:`labkit.charts.store`) and the folded
+    """Write the chart figures the macros drew (:func:`labkit.view.charts.store`) and the folded
     blocks' fragments (:func:`lazy_folds`) into the site, each next to its page, and add the
     evidence pages' titles to the search index, which skipped their text
     (:func:`labkit.evidence.index_titles`)."""

@@ -11,7 +11,7 @@ written as HTML:
   so that exercises' predictions and verdicts and long outputs stay out of the search index that
   every page downloads. A fold written as raw HTML (a claim's evidence in a table cell) is not
   in the tree; it sits in a measured-data block, which the search plugin skips whole
-  (``labkit.render.tabs``, ``labkit/mkdocs_hooks.py`` on_page_content).
+  (``labkit.view.render.tabs``, ``labkit/mkdocs_hooks.py`` on_page_content).
 """
 
 from __future__ import annotations

@@ -41,8 +41,8 @@ MACROS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "labkit" / "macr
 # What a result's provenance, the nav and CI, and a run's stop and undo depend on (issue 42).
 CONTRACT_PATHS = ["labkit/record.py", "labkit/manifest.py", "labkit/run/probe.py", "labkit/run/supervisor.py",
                   "labkit/run/journal.py", "labkit/guest/command.py"]
-DEFAULT_PATHS = ["labkit/stats/claims.py", "labkit/model.py", "labkit/results.py", "labkit/render.py",
-                 "labkit/charts.py", *MACROS, *CONTRACT_PATHS]
+DEFAULT_PATHS = ["labkit/stats/claims.py", "labkit/model.py", "labkit/results.py", "labkit/view/render.py",
+                 "labkit/view/charts.py", *MACROS, *CONTRACT_PATHS]
 # The fast tier's unit tests of each module (no lab run, no site build, no browser), quickest
 # first: pytest stops at the first failure, so most mutants cost a second or two.
 CLAIMS_TESTS = ["tests/test_claims_handbuilt.py", "tests/test_claims_rules.py", "tests/test_results_loading.py",
@@ -51,7 +51,7 @@ PAGE_TESTS = ["tests/test_render_values.py", "tests/test_macros_tables.py", "tes
               "tests/test_macros_excerpts.py", "tests/test_claims_handbuilt.py", "tests/test_cli.py"]
 TESTS = {"labkit/stats/claims.py": CLAIMS_TESTS, "labkit/model.py": CLAIMS_TESTS,
          "labkit/results.py": ["tests/test_results_loading.py", "tests/test_cli.py", "tests/test_check.py"],
-         "labkit/render.py": PAGE_TESTS, "labkit/charts.py": ["tests/test_charts_figure.py"] + PAGE_TESTS,
+         "labkit/view/render.py": PAGE_TESTS, "labkit/view/charts.py": ["tests/test_charts_figure.py"] + PAGE_TESTS,
          # the tool cards' macros (annotated outputs, exercises, lab times) are tested on the cards
          **{path: PAGE_TESTS + ["tests/test_tools_cards.py"] for path in MACROS},
          # the fake lab (tests/fakelab) runs the supervisor, the journal and `labkit record` for

@@ -13,7 +13,8 @@ from playwright.sync_api import expect
 
 from bench import FRAMES_JS
 from conftest import build_site, serve
-from labkit import model, render
+from labkit import model
+from labkit.view import render
 
 pytestmark = [pytest.mark.browser, pytest.mark.lab]   # the pages of a real quick run, in Chromium
 
@@ -41,7 +42,7 @@ def committed(committed_site):
 
 def shown_median(result: dict, m: dict) -> str:
     """The median of measurement ``m`` as the pinned round-trip table of ``result`` shows it
-    (one precision per column: labkit.render.measurement_table with page=True)."""
+    (one precision per column: labkit.view.render.measurement_table with page=True)."""
     ms = render.select(result, "round_trip", {"experiment": "pinned"})
     _, rows = render.measurement_table(ms, [], page=True)
     return rows[ms.index(m)][0]
@@ -334,7 +335,7 @@ _CHAPTERS = [f"/cases/{md.stem}/" for md in sorted((Path(__file__).resolve().par
 def test_phone_shows_each_tables_figure_and_each_tab_title(committed, watched, path):
     """At 390 px, every data table (``.pc-data``, every host's, folded ones too) shows its
     first two columns without scrolling sideways: the first case column and the median or
-    the first metric (labkit.render.figure_first; docs/assets/casebook.css compacts the
+    the first metric (labkit.view.render.figure_first; docs/assets/casebook.css compacts the
     columns); and every host tab's title is whole, not clipped by the tab strip."""
     url = committed
     page, errors, _ = watched

@@ -1,4 +1,4 @@
-"""labkit/charts.py on the drawn figure (chart_figure): the axes a reader sees, with fixed expected
+"""labkit/view/charts.py on the drawn figure (chart_figure): the axes a reader sees, with fixed expected
 values. Ticks at the measured x values in human units (B/KiB/MiB, thousands separators, never
 ``2^n``), log axes, tick labels that turn when they would collide, axis labels and titles from
 the metric and case keys (wrapped to the width), the legend under the plot (the host always
@@ -19,7 +19,8 @@ import pytest
 from matplotlib.colors import to_hex
 from matplotlib.ticker import FixedLocator, LogLocator, NullFormatter, NullLocator
 
-from labkit import charts, heatmap
+from labkit import heatmap
+from labkit.view import charts
 from test_render_values import m
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import commands, macros, model
+from labkit import macros, model
+from labkit.view import commands
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = sorted((ROOT / "results").glob("*/*.json"))

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from markupsafe import escape
 
+from labkit import macros, stale
 from labkit.stats import claims as claims_mod
-from labkit import macros, render, stale
+from labkit.view import render
 from test_macros_render import TCG, add_host, emulate, reference
 from test_render_values import m
 

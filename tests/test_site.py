@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, build_site
-from labkit import model, render
+from labkit import model
+from labkit.view import render
 
 pytestmark = pytest.mark.slow   # whole site builds
 

@@ -25,7 +25,7 @@ The macros, by module:
 :mod:`.hosts` holds the build's state (``ROOT``, the hosts loaded once per build, the page
 being rendered) and the per-host loop; :mod:`.templates` renders the HTML
 (``templates/*.html``, escaped by Jinja). Text that comes from a result or a tool's output is
-escaped (:func:`labkit.render.esc`, code blocks, the templates); a host whose CPU is emulated
+escaped (:func:`labkit.view.render.esc`, code blocks, the templates); a host whose CPU is emulated
 (QEMU TCG) carries a badge in every tab and table.
 
 Every name below is importable as ``labkit.macros.<name>``; the underscored ones are the

@@ -2,7 +2,7 @@
 worker processes while mkdocs renders the rest of the site.
 
 During a build (:func:`start`, from ``labkit/mkdocs_hooks.py``'s ``on_pre_build``), a chart
-that the chart cache (:func:`labkit.charts.chart_svg`) does not hold yet is handed to a pool of
+that the chart cache (:func:`labkit.view.charts.chart_svg`) does not hold yet is handed to a pool of
 :func:`workers` processes (:class:`concurrent.futures.ProcessPoolExecutor`, started
 by a ``forkserver`` that has imported matplotlib once), and the macro's ``<img>`` carries
 placeholders for the figure's file name and size (:func:`later`). mkdocs renders every page's
@@ -11,7 +11,7 @@ placeholders (``on_page_context``) every chart has long been submitted and the d
 overlapped the rest of the build. A chart the cache holds is read at once, and outside a build
 (a test calling a macro) every chart is drawn at once: :func:`later` returns ``None`` then.
 
-The SVG bytes are those :func:`labkit.charts.chart_svg` gives in the build's own process (the
+The SVG bytes are those :func:`labkit.view.charts.chart_svg` gives in the build's own process (the
 same function runs in the worker, and keeps its result in the cache). Where workers cannot
 start or die, the build draws the rest itself (:func:`_give_up`, logged at info level: a
 warning would fail ``--strict``). As for any program that uses :mod:`multiprocessing`, a script
@@ -29,7 +29,8 @@ import re
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from .. import charts, model
+from .. import model
+from ..view import charts
 
 _PLACEHOLDER = re.compile(r"@@pcb-draw:(\d+):(src|width|height)@@")
 
@@ -63,8 +64,8 @@ def finish(cancel: bool = False) -> None:
 
 
 def _cached(ms: list[dict], x: str, series: str | None, opts: dict) -> bool:
-    """Whether :func:`labkit.charts.chart_svg` of these arguments would read its cache (the
-    file it names by :func:`labkit.charts.chart_key`); False when the cache is off."""
+    """Whether :func:`labkit.view.charts.chart_svg` of these arguments would read its cache (the
+    file it names by :func:`labkit.view.charts.chart_key`); False when the cache is off."""
     folder = model.cache_dir("charts")
     return folder is not None and (folder / f"{charts.chart_key(ms, x, series, **opts)}.svg").is_file()
 
@@ -81,17 +82,17 @@ def _executor() -> ProcessPoolExecutor:
     if _pool is None:
         ctx = multiprocessing.get_context("forkserver")
         os.environ.setdefault("MPLBACKEND", "Agg")      # the fork server imports pyplot headless
-        ctx.set_forkserver_preload(["labkit.charts", "matplotlib.pyplot"])
+        ctx.set_forkserver_preload(["labkit.view.charts", "matplotlib.pyplot"])
         _pool = ProcessPoolExecutor(max_workers=workers(), mp_context=ctx,
                                     initializer=charts.pyplot)
     return _pool
 
 
 def later(folder: str, ms: list[dict], x: str, series: str | None = None, **opts) -> dict[str, str] | None:
-    """During a build, for a chart the cache lacks: submit :func:`labkit.charts.chart_svg` of
+    """During a build, for a chart the cache lacks: submit :func:`labkit.view.charts.chart_svg` of
     these arguments to the pool and return the image's ``src``, ``width`` and ``height`` as
     placeholders that :func:`fill` replaces (the figure is then stored for the page's site
-    folder ``folder``, as :func:`labkit.charts.store`). ``None`` when the chart should be
+    folder ``folder``, as :func:`labkit.view.charts.store`). ``None`` when the chart should be
     drawn at once (no build, the cache holds it, or worker processes cannot start here:
     :func:`_give_up`)."""
     if not _active or _cached(ms, x, series, opts):
@@ -107,18 +108,18 @@ def later(folder: str, ms: list[dict], x: str, series: str | None = None, **opts
 
 
 def image(folder: str, ms: list[dict], x: str, series: str | None = None, **opts) -> dict:
-    """The ``src``, ``width`` and ``height`` of the chart :func:`labkit.charts.chart_svg` draws
+    """The ``src``, ``width`` and ``height`` of the chart :func:`labkit.view.charts.chart_svg` draws
     of these arguments, stored for the page's site folder ``folder``: placeholders
     (:func:`later`) while a worker draws it, else drawn (or read from the cache) here.
 
     Raises:
-        ValueError: as :func:`labkit.charts.chart_figure`, for a chart drawn here.
+        ValueError: as :func:`labkit.view.charts.chart_figure`, for a chart drawn here.
     """
     return later(folder, ms, x, series, **opts) or _figure(folder, charts.chart_svg(ms, x, series, **opts))
 
 
 def _figure(folder: str, svg: str) -> dict:
-    """``svg`` stored for the site folder ``folder`` (:func:`labkit.charts.store`): its file
+    """``svg`` stored for the site folder ``folder`` (:func:`labkit.view.charts.store`): its file
     name as ``src``, its ``width`` and ``height`` in CSS pixels."""
     width, height = charts.svg_size(svg)
     return {"src": charts.store(folder, svg), "width": width, "height": height}
@@ -155,7 +156,7 @@ def fill(html: str) -> str:
     name and size, waiting for the workers that still draw them.
 
     Raises:
-        ValueError: a chart could not be drawn (:func:`labkit.charts.chart_figure`'s message),
+        ValueError: a chart could not be drawn (:func:`labkit.view.charts.chart_figure`'s message),
             or a placeholder names no chart of this build.
     """
     return _PLACEHOLDER.sub(lambda m: str(_resolve(int(m.group(1)))[m.group(2)]), html)

@@ -8,7 +8,7 @@ import html
 import re
 
 from ..stats import claims as claims_mod
-from .. import commands, render
+from ..view import commands, render
 from . import differ, hosts, templates
 from .hosts import EMULATED_BADGE, MacroError
 from .numbers import number as _num, times as _times

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from .. import render
+from ..view import render
 from . import beside, hosts, templates
 from .hosts import MacroError
 
@@ -17,13 +17,13 @@ def chart(lab: str, metric: str, x: str, series: str | None = None, where: dict 
           kind: str = "line", logx: bool = False, logy: bool = False, title: str = "",
           group: str | None = None, ylabel: str | None = None, xbytes: bool = False,
           xlabel: str | None = None) -> str:
-    """Markdown: per host, an SVG chart (matplotlib, :func:`labkit.charts.chart_svg`) of
+    """Markdown: per host, an SVG chart (matplotlib, :func:`labkit.view.charts.chart_svg`) of
     ``metric`` against case key ``x`` (one line or bar group per value of case key ``series``),
     titled ``title``, the host named in its legend; ``where`` filters cases (subset match),
     ``group`` names the step group whose skips explain a host without data.
 
     Each chart is drawn for the light and the dark scheme and written as two files next to
-    the page (``fig-<hash>.svg``, :func:`labkit.charts.store`), shown with
+    the page (``fig-<hash>.svg``, :func:`labkit.view.charts.store`), shown with
     ``<img loading="lazy">`` and their size in px, one per scheme (CSS). During a build, a
     chart the cache lacks is drawn by worker processes and its file name and size filled in
     later (:mod:`.beside`).

@@ -12,8 +12,8 @@ import html
 import posixpath
 from typing import Callable
 
-from .. import commands, render
 from .. import results as results_mod
+from ..view import commands, render
 
 ROOT = results_mod.ROOT
 """The checkout whose ``labs/`` and ``results/`` the macros read."""
@@ -24,7 +24,7 @@ _macro_env = None  # mkdocs-macros' env (its ``page`` is the page being rendered
 
 EMULATED_BADGE = '<span class="pc-emulated">emulated CPU</span>'
 """The short badge of a verdict or a ratio measured on an emulated CPU (a host's tab and label
-carry the long one, :func:`labkit.render.emulation_badge`)."""
+carry the long one, :func:`labkit.view.render.emulation_badge`)."""
 
 
 class MacroError(ValueError):
@@ -162,7 +162,7 @@ def group_ran(lab: str, group: str | None) -> bool:
 
 
 def per_host(lab: str, body: Callable[[results_mod.Host, dict], str]) -> tuple[str, int]:
-    """One content tab per host with a result of ``lab`` (:func:`labkit.render.tabs`, hosts
+    """One content tab per host with a result of ``lab`` (:func:`labkit.view.render.tabs`, hosts
     in :func:`for_lab`'s order), each holding ``body(host, result)``: Markdown, or a
     :class:`Note` (e.g. :func:`skip_note`) where the host has nothing of this kind.
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import html
 
-from ..stats import claims as claims_mod
 from .. import original as original_mod
-from .. import render
+from ..stats import claims as claims_mod
+from ..view import render
 from . import hosts, templates
 from .hosts import EMULATED_BADGE, MacroError
 from .numbers import number as _num

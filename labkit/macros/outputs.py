@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .. import commands, render
+from ..view import commands, render
 from . import hosts
 from .excerpts import Selection, shown_of, stream_name
 from .hosts import MacroError, Note
@@ -39,7 +39,7 @@ def _check_stream(macro: str, stream: str) -> None:
 
 
 def _display(text: str, result: dict) -> str:
-    """``text`` as a reader sees it: machine paths replaced (:func:`labkit.commands.display_text`),
+    """``text`` as a reader sees it: machine paths replaced (:func:`labkit.view.commands.display_text`),
     without its final newlines."""
     return commands.display_text(text.rstrip("\n"), result)
 
@@ -84,7 +84,7 @@ def step_output(lab: str, step: str, stream: str = "both", lines=None, match: st
                 context: int = 0, before: int | None = None, after: int | None = None,
                 tail: int | None = None) -> str:
     """Markdown: per host, the command of ``step`` as a reader would type it (machine paths
-    replaced, :func:`labkit.commands.display_command`) and an excerpt of its real output
+    replaced, :func:`labkit.view.commands.display_command`) and an excerpt of its real output
     (``stream``: out, err or both: out then err), with its exit status, its time in s and which
     lines are shown.
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 
 from ..stats import claims as claims_mod
-from .. import commands, render
+from ..view import commands, render
 from . import hosts
 from .hosts import MacroError
 

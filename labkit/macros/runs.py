@@ -3,7 +3,8 @@ stale or fresh) and the steps that were skipped or failed."""
 
 from __future__ import annotations
 
-from .. import commands, render, stale
+from .. import stale
+from ..view import commands, render
 from . import hosts
 from .hosts import MacroError
 

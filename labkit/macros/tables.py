@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import html
 
-from .. import render
 from .. import results as results_mod
+from ..view import render
 from . import hosts, templates
 from .hosts import MacroError
 
@@ -57,7 +57,7 @@ def _metric_specs(metrics: list, where: dict | None) -> list[dict]:
 def metrics_table(lab: str, metrics: list, where: dict | None = None, columns: list | None = None,
                   group: str | None = None, optional: bool = False) -> str:
     """Markdown: per host, one table of several metrics side by side, a row per case
-    (:func:`labkit.render.metrics_table`: medians, units in the headers, samples).
+    (:func:`labkit.view.render.metrics_table`: medians, units in the headers, samples).
 
     ``metrics``: each a metric name, or a dict ``{"metric": name, "where": {...}, "label":
     header}`` (``where`` narrows that column, e.g. ``{"process": "all"}``; ``label`` defaults
@@ -93,7 +93,7 @@ def metrics_table(lab: str, metrics: list, where: dict | None = None, columns: l
 
 def _side_by_side(a: results_mod.Host, b: results_mod.Host, lab: str) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of ``lab``'s medians on hosts ``a`` and ``b`` with the ratio b/a
-    (:func:`labkit.render.compare_rows`), the host columns headed by badged labels, cells escaped."""
+    (:func:`labkit.view.render.compare_rows`), the host columns headed by badged labels, cells escaped."""
     header, rows = render.compare_rows(a.results[lab], b.results[lab])
     header[2], header[3] = render.host_label(a.results[lab]["host"]), render.host_label(b.results[lab]["host"])
     return header, [[render.esc(c) for c in row] for row in rows]
@@ -160,7 +160,7 @@ def cases_table() -> str:
 
 def stacked_table(header: list[str], rows: list[list[str]]) -> str:
     """Markdown (an HTML block, md_in_html: cells are Markdown inline text, like
-    :func:`labkit.render.markdown_table`'s) for a table that is a table on a wide screen and a
+    :func:`labkit.view.render.markdown_table`'s) for a table that is a table on a wide screen and a
     card per row on a phone (docs/assets/casebook.css, ``.pc-stack``): the first cell is the
     card's title, each other cell is preceded by its column's header, which a wide screen does
     not show (``.pc-stack-label``, hidden from screen readers, which announce the header cells;

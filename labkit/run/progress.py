@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from .. import render
+from ..view import render
 
 MAX_LINES = 8
 """Figures printed after a group at most (the rest is counted: "… and 12 more")."""

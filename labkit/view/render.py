@@ -7,7 +7,7 @@ import html
 import math
 import re
 
-from . import model
+from .. import model
 
 # Material icons (inline SVG via pymdownx.emoji): no emoji font needed in the browser.
 VERDICT_MARK = {
@@ -58,7 +58,7 @@ def byte_keys() -> frozenset:
     tables show them in B, KiB, MiB or GiB."""
     global _BYTE_KEYS
     if _BYTE_KEYS is None:
-        from . import manifest
+        from .. import manifest
         _BYTE_KEYS = frozenset(k for k, u in manifest.case_units().items() if u == "bytes")
     return _BYTE_KEYS
 

@@ -17,7 +17,7 @@ would collide turn, and the legend sits under the plot in as many columns as fit
 
 **Cached.** Drawing is most of a build's time; :func:`chart_svg` keeps each SVG under
 ``labkit.model.cache_dir("charts")`` (``.cache/charts/`` of the checkout), named by a hash of
-its measurements, its arguments, the source of this module and of ``labkit/render.py`` (its
+its measurements, its arguments, the source of this module and of ``labkit/view/render.py`` (its
 number formats), and matplotlib's version: a changed result or a changed drawing draws anew.
 matplotlib is imported only to draw (:func:`pyplot`).
 """
@@ -35,7 +35,7 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from . import model
+from .. import model
 from .render import BYTE_UNITS, byte_scale, fmt_case_value, human_bytes
 from .render import unit as display_unit
 
