@@ -209,9 +209,9 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def tree(tmp_path, monkeypatch):
     """A checkout-like tree with labs/ and results/ (the committed host folders, their files linked,
-    never written) that labkit.macros reads instead of the repository; the macros' host cache is
+    never written) that labkit.site.macros reads instead of the repository; the macros' host cache is
     reset around the test."""
-    from labkit import macros
+    from labkit.site import macros
     root = tmp_path / "repo"
     shutil.copytree(ROOT / "labs", root / "labs")
     for host in (ROOT / "results").iterdir():

@@ -37,7 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = ROOT / ".venv" / "bin" / "python"
-MACROS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "labkit" / "macros").glob("*.py"))  # the page macros' modules
+MACROS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "labkit" / "site" / "macros").glob("*.py"))  # the page macros' modules
 # What a result's provenance, the nav and CI, and a run's stop and undo depend on (issue 42).
 CONTRACT_PATHS = ["labkit/record.py", "labkit/manifest.py", "labkit/run/probe.py", "labkit/run/supervisor.py",
                   "labkit/run/journal.py", "labkit/guest/command.py"]

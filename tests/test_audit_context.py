@@ -16,7 +16,7 @@ import pytest
 
 from labkit import model
 from labkit.run import auditctx
-from labkit.macros import runs
+from labkit.site.macros import runs
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
@@ -201,7 +201,7 @@ def test_the_provenance_row_says_how_the_run_stood(committed):
 def test_the_provenance_warns_where_contexts_were_present(tree):
     """lat_tcp's x86_64 reference was measured on a boot where audit had been enabled, before
     runs suppressed the contexts: its provenance carries the warning; the arm64 guest's does not."""
-    from labkit import macros
+    from labkit.site import macros
     md = macros.provenance("lat_tcp")
     blocks = re.split(r'^===!? "', md, flags=re.M)[1:]
     assert blocks, md[:500]

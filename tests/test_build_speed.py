@@ -165,7 +165,7 @@ def test_a_result_is_validated_once(cache, validations, tmp_path, reference):
 
 
 def test_load_hosts_twice_validates_each_file_once(cache, validations, tmp_path, reference, monkeypatch):
-    """A build asks for the hosts twice (labkit/mkdocs_hooks.py on_files, labkit.macros)."""
+    """A build asks for the hosts twice (labkit/site/mkdocs_hooks.py on_files, labkit.site.macros)."""
     monkeypatch.setenv("PERF_CASEBOOK_RESULTS", "")
     for label in ("h1", "h2"):
         r = copy.deepcopy(reference)
@@ -246,12 +246,12 @@ def test_verdicts_are_remembered_and_follow_the_result(tmp_path, monkeypatch):
     assert claims.evaluate_cached(claim, changed) == {"id": claim["id"]} and calls == [1]
 
 
-# ---- charts drawn beside the build (labkit.macros.beside) ----
+# ---- charts drawn beside the build (labkit.site.macros.beside) ----
 
 @pytest.fixture
 def beside(cache):
-    """labkit.macros.beside in a build (started), finished after the test."""
-    from labkit.macros import beside
+    """labkit.site.macros.beside in a build (started), finished after the test."""
+    from labkit.site.macros import beside
     charts.take()
     beside.start()
     yield beside
@@ -288,7 +288,7 @@ def test_a_chart_that_fails_beside_the_build_fails_where_it_is_filled_in(beside)
 
 
 def test_outside_a_build_every_chart_is_drawn_at_once(cache):
-    from labkit.macros import beside
+    from labkit.site.macros import beside
     beside.finish()
     assert beside.later("cases/x/", two_points(), "q") is None
     assert beside.workers() >= 1

@@ -173,7 +173,7 @@ def test_site_only_code_is_outside_what_labs_run():
     for path in sorted((ROOT / "labs").rglob("*")):
         if path.is_file() and path.suffix in {".sh", ".py", ""}:
             text = path.read_text(errors="replace")
-            assert not any(m in text for m in ("mkdocs_hooks", "labkit.macros", "labkit/macros")), path
+            assert not any(m in text for m in ("mkdocs_hooks", "labkit.site", "labkit/site")), path
 
 
 @pytest.mark.timeout(180)

@@ -13,7 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from labkit import macros, results
+from labkit import results
+from labkit.site import macros
 from labkit.view import render
 from test_macros_render import add_host, emulate, reference
 

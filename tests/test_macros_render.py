@@ -17,7 +17,8 @@ import markdown
 import pytest
 from markupsafe import escape
 
-from labkit import macros, model, original
+from labkit import model, original
+from labkit.site import macros
 from labkit.stats import claims as claims_mod
 from labkit.view import render
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from markupsafe import escape
 
-from labkit import macros, stale
+from labkit import stale
+from labkit.site import macros
 from labkit.stats import claims as claims_mod
 from labkit.view import render
 from test_macros_render import TCG, add_host, emulate, reference

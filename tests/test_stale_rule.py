@@ -17,7 +17,7 @@ from labkit import record, stale
 
 LAB = "demo"
 MEASURING = ["run.sh", "record.py", "prog.c", "jobs/engines.fio", "README"]   # anything in the folder but page data
-OUTSIDE = ["labs/lib/lab.sh", "labkit/stats/claims.py", "labkit/macros/tables.py", "docs/cases/demo.md", "labs/other/run.sh"]
+OUTSIDE = ["labs/lib/lab.sh", "labkit/stats/claims.py", "labkit/site/macros/tables.py", "docs/cases/demo.md", "labs/other/run.sh"]
 TESTS = ["tests/test_demo_record.py", "tests/test_demo_lab.py"]   # the lab's own tests, under labs/demo/
 
 
@@ -152,7 +152,7 @@ def test_an_uncommitted_measuring_file_makes_the_run_dirty(repo, path):
 
 
 @pytest.mark.parametrize("path", [f"labs/{LAB}/{f}" for f in (*stale.PAGE_DATA, *TESTS)] + [
-    "labkit/stats/claims.py", "labkit/macros/tables.py", "docs/cases/demo.md", "labs/other/run.sh"])
+    "labkit/stats/claims.py", "labkit/site/macros/tables.py", "docs/cases/demo.md", "labs/other/run.sh"])
 def test_uncommitted_page_data_or_page_code_leaves_the_run_clean(repo, path):
     assert dirty_after(repo, path) is False
 

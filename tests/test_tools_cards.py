@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import cards, cli, macros, model
+from labkit import cards, cli, model
+from labkit.site import macros
 from labkit.stats import claims
 from derived import validate_metric
 from test_claims_failable import derive
@@ -323,9 +324,9 @@ def _anchors(page: Path, headings_only: bool = False) -> set[str]:
 
 
 def _evidence_anchors(lab: str) -> set[str]:
-    """The ids of a generated evidence page (labkit/evidence.py): its sections, one per metric,
+    """The ids of a generated evidence page (labkit/site/evidence.py): its sections, one per metric,
     and those of the lab's own labs/<lab>/evidence.md."""
-    from labkit import evidence
+    from labkit.site import evidence
     ids = {"claims", "measurements", "artifacts", "recordings", "skipped", "provenance"}
     ids |= {evidence.anchor(m["metric"]) for p in (DOCS.parent / "results").glob(f"*/{lab}.json")
             for m in json.loads(p.read_text())["measurements"]}

@@ -3,7 +3,7 @@ figure files of a site build.
 
 A chart is drawn twice, for the light and the dark colour scheme (:func:`chart_svg` with
 ``dark=True``), and written as files next to the page that shows it (:func:`store` during the
-build, written out by ``labkit/mkdocs_hooks.py`` after it): pages load figures lazily
+build, written out by ``labkit/site/mkdocs_hooks.py`` after it): pages load figures lazily
 instead of carrying them inline.
 
 **Sized for a phone.** A page shows a chart at the width of its column, at most 640 px
@@ -424,7 +424,7 @@ _FIGURES: dict[str, str] = {}
 def store(site_dir_of_page: str, svg: str) -> str:
     """Keep ``svg`` for the site at ``<site_dir_of_page>/fig-<hash>.svg`` (the page's own
     folder, e.g. ``cases/lat_tcp/``) and return that file's name. Written out after the build
-    by ``labkit/mkdocs_hooks.py`` (:func:`take`); the name is the content's hash, so the same
+    by ``labkit/site/mkdocs_hooks.py`` (:func:`take`); the name is the content's hash, so the same
     chart keeps its URL."""
     name = f"fig-{hashlib.sha1(svg.encode()).hexdigest()[:12]}.svg"
     _FIGURES[f"{site_dir_of_page}{name}"] = svg

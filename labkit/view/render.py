@@ -272,7 +272,7 @@ def tabs(items: list[tuple[str, str]]) -> str:
 
     Tabs with the same title are linked across the site (docs/assets/casebook.js, which also
     remembers the pick), so picking a host once switches every table. The block is marked
-    with the comments :data:`DATA_OPEN` / :data:`DATA_CLOSE`, which ``labkit/mkdocs_hooks.py``
+    with the comments :data:`DATA_OPEN` / :data:`DATA_CLOSE`, which ``labkit/site/mkdocs_hooks.py``
     turns into ``<div class="pc-data" data-search-exclude>``: measured data stay out of the
     search index, which every page downloads; the prose around them is indexed. (Comments,
     not an md_in_html ``<div markdown>``: that splits a tab set whose bodies hold raw HTML.)
