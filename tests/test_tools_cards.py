@@ -1,5 +1,5 @@
 """The tool cards (docs/tools/<tool>.md) and their self-checking exercises
-(labkit/cards/<tool>/<lab>.exercises.toml), the method page and the learning path.
+(cards/<tool>/<lab>.exercises.toml), the method page and the learning path.
 
 - every tool with exercises has a card in the nav, every card has exercises, and every card has
   the same sections and injects real output through a macro;
@@ -92,7 +92,7 @@ def test_exercise_files_load_and_name_labs(tool):
 
 
 def test_a_bad_file_name_or_a_repeated_id_fails_loud(tmp_path):
-    src = ROOT / "labkit" / "cards" / "gdb" / "lat_tcp.exercises.toml"
+    src = ROOT / "cards" / "gdb" / "lat_tcp.exercises.toml"
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "no_such_lab.exercises.toml").write_text(src.read_text())
     with pytest.raises(claims.ClaimError, match="no lab 'no_such_lab'"):

@@ -1,26 +1,27 @@
-"""The tool cards' exercises (``docs/tools/<tool>.md``), kept as data.
+"""The tool cards' exercises (``docs/tools/<tool>.md``), kept as data in the checkout's ``cards/``.
 
 Layout: one folder per tool, one file per lab whose results the exercises read::
 
-    labkit/cards/<tool>/<lab>.exercises.toml
+    cards/<tool>/<lab>.exercises.toml
 
 Each file has the format of a chapter's ``labs/<lab>/exercises.toml`` (``[[exercise]]`` with
 id, title, change, predict, check; :func:`labkit.stats.claims.load_exercises`), and each check is
 evaluated on a result of ``<lab>`` by the chapters' evaluator
 (:func:`labkit.stats.claims.exercise_claim`, :func:`labkit.stats.claims.evaluate_one`): the card page
 renders them (macro ``tool_exercises``) and ``labkit check <tool>`` checks them on the reader's
-own results. The files live here, not under ``labs/``, because every folder of ``labs/`` but
-``lib`` is a lab (``.github/ci-labs.sh``), and not in ``docs/``, which holds pages.
+own results. The files are content, not code, so they are outside the labkit package; they are
+not under ``labs/<lab>/``, where every file but the page data and ``tests/`` is the lab's
+measuring code (:func:`labkit.stale.lab_code`), and not in ``docs/``, which holds pages.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..stats import claims
-from ..results import ROOT
+from .results import ROOT
+from .stats import claims
 
-DIR = Path(__file__).resolve().parent
+DIR = ROOT / "cards"
 SUFFIX = ".exercises.toml"
 
 
