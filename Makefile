@@ -157,7 +157,7 @@ ci-labs: setup
 	bash .github/ci-labs.sh $(if $(FULL),--full) $(if $(HOST),--host $(HOST)) $(if $(LABS),--labs $(LABS)) $(if $(CI_OUT),--out $(CI_OUT))
 
 # The fast tier (no lab run for real, no guest boot, no browser, no site build: under 150 s), and
-# everything (markers by rule in tests/conftest.py; every test has a pytest-timeout).
+# everything (markers by rule in conftest.py; every test has a pytest-timeout).
 # The fast tier runs on every CPU (pytest-xdist; one worker runs all the tests of a file, so
 # tests that share the fake lab's lock stay in one file). The rest of the suite: first what
 # measures nothing (site builds, browsers checking pages, the fake lab) on every CPU, the fake

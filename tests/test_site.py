@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow   # whole site builds
 
 @pytest.fixture(scope="session")
 def site(committed_site) -> Path:
-    """The site of the committed results (built once per session, tests/conftest.py)."""
+    """The site of the committed results (built once per session, conftest.py)."""
     return committed_site
 
 

@@ -1,5 +1,8 @@
-"""Shared fixtures: the repo root, a built site served on 127.0.0.1, Debian's Chromium for
-Playwright (never a downloaded browser), and a real quick run of each lab per session."""
+"""The suite's rootdir conftest, for tests/ and every lab's own tests (labs/<lab>/tests/): the
+test tiers and their guard, and shared fixtures: the repo root, a built site served on
+127.0.0.1, Debian's Chromium for Playwright (never a downloaded browser), and a real quick run
+of each lab per session. Helpers shared by the tests (tests/labrun.py, ...) are importable by
+name from both places: pyproject.toml's ``pythonpath = ["tests"]``."""
 
 from __future__ import annotations
 
@@ -16,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+ROOT = Path(__file__).resolve().parent
 CHROMIUM = (shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
             or "/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts"
