@@ -56,18 +56,18 @@ TESTS = {"labkit/stats/claims.py": CLAIMS_TESTS, "labkit/model.py": CLAIMS_TESTS
          **{path: PAGE_TESTS + ["tests/test_tools_cards.py"] for path in MACROS},
          # the fake lab (tests/fakelab) runs the supervisor, the journal and `labkit record` for
          # real: about a minute for the file, so these modules cost the most per surviving mutant
-         "labkit/record.py": ["tests/test_record*.py", "tests/test_case*.py", "tests/test_nvme_swiotlb_record.py",
-                              "tests/test_lat_tcp_claims.py", "tests/test_optane_kyber_claims.py",
+         "labkit/record.py": ["tests/test_record*.py", "tests/test_case*.py", "labs/nvme_swiotlb/tests/test_nvme_swiotlb_record.py",
+                              "labs/lat_tcp/tests/test_lat_tcp_claims.py", "labs/optane_kyber/tests/test_optane_kyber_claims.py",
                               "tests/test_stale_rule.py", "tests/test_lab_contract.py"],
          "labkit/manifest.py": ["tests/test_manifest_order.py", "tests/test_toml_schemas.py", "tests/test_lab_folders.py"],
-         "labkit/run/probe.py": ["tests/test_probe_sysroot.py", "tests/test_probe.py", "tests/test_fstime_audit.py"],
+         "labkit/run/probe.py": ["tests/test_probe_sysroot.py", "tests/test_probe.py", "tests/test_probe_audit.py"],
          "labkit/run/supervisor.py": ["tests/test_supervisor*.py", "tests/test_lab_contract.py"],
          "labkit/run/journal.py": ["tests/test_journal*.py", "tests/test_lab_contract.py"],
          "labkit/guest/command.py": ["tests/test_guest_command.py", "tests/test_guest.py", "tests/test_guest_cli.py"]}
 # --thorough adds the fast tier's tests on every committed result (a minute per surviving mutant).
 THOROUGH = ["tests/test_tools_cards.py", "tests/test_claims_failable.py", "tests/test_model_claims.py",
-            "tests/test_fio_engines_claims.py", "tests/test_fstime_claims.py", "tests/test_lat_tcp_claims.py",
-            "tests/test_optane_kyber_claims.py"]
+            "labs/fio_engines/tests/test_fio_engines_claims.py", "labs/fstime/tests/test_fstime_claims.py",
+            "labs/lat_tcp/tests/test_lat_tcp_claims.py", "labs/optane_kyber/tests/test_optane_kyber_claims.py"]
 PYTEST = [str(PY), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:playwright", "-p", "no:base_url",
           "-m", "not lab and not guest and not slow and not timing"]
 

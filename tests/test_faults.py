@@ -148,7 +148,8 @@ def test_site_only_code_is_outside_what_labs_run():
     from labrun import ROOT
     """The fault matrix's code hash leaves out ``SITE_ONLY`` (the site's build), so a page
     change does not start the day-long matrix over. That holds only while no lab-side module
-    imports them (any import, also inside a function) and no lab names them."""
+    imports them (any import, also inside a function) and no lab names them (a lab's tests,
+    labs/<lab>/tests/, are pytest's, not the lab's run)."""
     import ast
     # modules and packages (a folder with an __init__.py), as dotted names under labkit
     site_modules = {p.removeprefix("labkit/").removesuffix(".py").removesuffix("/").replace("/", ".")
@@ -171,7 +172,7 @@ def test_site_only_code_is_outside_what_labs_run():
                 assert not any(inner == m or inner.startswith(m + ".") for m in site_modules), (rel, name)
         assert "theme/" not in path.read_text(), rel
     for path in sorted((ROOT / "labs").rglob("*")):
-        if path.is_file() and path.suffix in {".sh", ".py", ""}:
+        if path.is_file() and path.suffix in {".sh", ".py", ""} and path.relative_to(ROOT / "labs").parts[1:2] != ("tests",):
             text = path.read_text(errors="replace")
             assert not any(m in text for m in ("mkdocs_hooks", "labkit.site", "labkit/site")), path
 

@@ -5,7 +5,7 @@ topology's threads per core. The trees are util-linux's real lscpu dumps (tests/
 copied into tmp_path and given an ``smt/active`` file or not (file layouts, no measurements).
 PMU: ``perf stat -e instructions``, ``perf record -h`` and ``perf evlist`` outputs recorded on
 real hosts (tests/fixtures/perf and tests/fixtures/arm64, each with the .cmd that made it).
-Audit readings are tested in tests/test_fstime_audit.py on recorded auditctl outputs."""
+Audit readings are tested in tests/test_probe_audit.py on recorded auditctl outputs."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "labs" / "fstime" / "fstime.c"
+SRC = Path(__file__).resolve().parents[1] / "fstime.c"
 CFLAGS = ["-O2", "-g", "-fno-omit-frame-pointer", "-Wall", "-Wextra",
           "-Werror", "-std=c11", "-D_GNU_SOURCE"]
 JSON_KEYS = ["tool", "phase", "bufsize", "max_blocks", "file_bytes", "bytes",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 SRC = REPO / "labs" / "lat_tcp" / "lat_tcp.c"
 CFLAGS = ["-O2", "-g", "-Wall", "-Wextra", "-Werror", "-std=c11", "-D_GNU_SOURCE"]
 LMBENCH_LINE = re.compile(

@@ -17,7 +17,7 @@ from labkit.parsers.jsonline import ParseError
 from labkit.parsers.perf import share_under
 from labkit.parsers.procstat import cpu_shares, elapsed_ticks, process_shares, snapshots
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 FIX = ROOT / "tests" / "fixtures"
 
 

@@ -17,7 +17,7 @@ import pytest
 from labkit import steps
 from labkit.record import Run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 LAB = ROOT / "labs" / "nvme_swiotlb"
 
 

@@ -17,7 +17,7 @@ from labkit.parsers.jsonline import ParseError
 from labkit.parsers.perf import perf_stat_csv
 from labkit.parsers.strace import strace_summary
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 FIX = ROOT / "tests" / "fixtures"
 
 

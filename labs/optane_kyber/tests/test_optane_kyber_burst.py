@@ -12,7 +12,7 @@ import pytest
 
 from labkit.parsers.jsonline import json_line
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from labkit.parsers.perf import perf_stat_csv
 from labkit.parsers.perf_script import sample_headers, sample_times
 from labkit.parsers.sysbench import sysbench_cpu
 
-FIX = Path(__file__).parent / "fixtures"
+FIX = Path(__file__).resolve().parents[3] / "tests" / "fixtures"
 HEAT_SCRIPT = FIX / "perf" / "optane_kyber-heat-burst.script.gz"
 HEAT_BURST = FIX / "perf" / "optane_kyber-heat-burst.json"
 

@@ -15,7 +15,7 @@ from labrun import check_quick_result, interrupt_at, is_root, links, netns_list,
 
 pytestmark = pytest.mark.lab     # a real quick run of the lat_tcp lab
 
-LAB = Path(__file__).resolve().parents[1] / "labs" / "lat_tcp"
+LAB = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")

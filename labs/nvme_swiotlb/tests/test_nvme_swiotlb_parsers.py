@@ -19,7 +19,7 @@ from labkit.parsers.jsonline import ParseError
 from labkit.parsers.strace import strace_summary
 from labkit.parsers.strace_t import log_histogram, strace_calls
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 FIX = ROOT / "tests" / "fixtures"
 
 

@@ -19,7 +19,7 @@ from labkit.parsers.dd import dd_summary
 from labkit.parsers.jsonline import json_lines
 from labkit.parsers.procstat import elapsed_ticks, process_shares, snapshots
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 LAB = ROOT / "labs" / "fstime"
 REF = ROOT / "results" / "epyc-kvm-2vcpu"
 SPEC = {c["id"]: c for c in claims.load(LAB / "claims.toml")}

@@ -21,7 +21,7 @@ from labrun import check_quick_result, interrupt_at, is_root, loop_devices_backe
 
 pytestmark = pytest.mark.lab     # a real quick run of the fstime lab
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 TARGETS = ["disk", "tmpfs", "ext4-on-tmpfs", "xfs-on-tmpfs", "xfs-on-disk"]
 
 

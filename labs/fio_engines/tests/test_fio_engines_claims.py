@@ -21,7 +21,7 @@ from derived import validate_metric
 from labkit import original as original_mod
 from test_claims_failable import derive
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 LAB = ROOT / "labs" / "fio_engines"
 REFERENCE = ROOT / "results" / "epyc-kvm-2vcpu" / "fio_engines.json"
 SPEC = claims.load(LAB / "claims.toml")

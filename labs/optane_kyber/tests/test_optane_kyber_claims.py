@@ -22,7 +22,7 @@ from labkit import model
 from labkit.parsers.jsonline import json_line
 from labkit.record import Run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 LAB = ROOT / "labs" / "optane_kyber"
 REFERENCE = ROOT / "results" / "epyc-kvm-2vcpu"
 SPEC = claims.load(LAB / "claims.toml")

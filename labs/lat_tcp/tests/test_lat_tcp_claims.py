@@ -24,7 +24,7 @@ from labkit.stats import claims
 from labkit import model
 from labkit.record import Run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 LAB = ROOT / "labs" / "lat_tcp"
 REFERENCE = ROOT / "results" / "epyc-kvm-2vcpu"
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "labs" / "nvme_swiotlb" / "bounce.c"
+SRC = Path(__file__).resolve().parents[1] / "bounce.c"
 CFLAGS = ["-O2", "-g", "-Wall", "-Wextra", "-Werror", "-std=c11", "-D_GNU_SOURCE"]
 
 

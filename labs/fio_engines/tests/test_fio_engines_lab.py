@@ -24,7 +24,7 @@ from labrun import check_quick_result, interrupt_at, is_root, processes_matching
 pytestmark = pytest.mark.lab     # real quick runs of the fio_engines lab
 
 LAB = "fio_engines"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

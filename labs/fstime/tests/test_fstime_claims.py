@@ -20,7 +20,7 @@ from labkit import model
 from labkit import original as original_mod
 from labrun import run_lab
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 LAB = ROOT / "labs" / "fstime"
 REFERENCE = ROOT / "results" / "epyc-kvm-2vcpu"
 FIX = ROOT / "tests" / "fixtures" / "fstime"

@@ -1,23 +1,20 @@
 """Whether audit had been enabled before a run: the host probe's answer
-(labkit.run.probe.audit_ever_enabled) on real recorded outputs and, where the machine allows,
-against a measurement; and the lab's auditframes.py on real folded stacks of a copy loop
-recorded before and after audit was enabled (tests/fixtures/fstime, each with its .cmd)."""
+(labkit.run.probe.audit_ever_enabled) on real recorded outputs (tests/fixtures/auditctl and
+tests/fixtures/fstime, each with its .cmd) and, where the machine allows, against a
+measurement. The fstime lab's own reading of audit frames is labs/fstime/tests/test_fstime_audit.py."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from labkit.run import probe
-from labkit.parsers.perf import share_under
 
-ROOT = Path(__file__).resolve().parent.parent
-FIX = ROOT / "tests" / "fixtures"
+FIX = Path(__file__).resolve().parent / "fixtures"
 
 
 def fixture(tool: str, name: str) -> str:
@@ -25,8 +22,6 @@ def fixture(tool: str, name: str) -> str:
     assert (path.parent / (path.stem + ".cmd")).exists(), f"{path} has no .cmd file"
     return path.read_text()
 
-
-# ---- the probe, on recorded outputs ----------------------------------------------------
 
 def runner(**outputs):
     """A command runner for probe.audit_ever_enabled: ``auditctl -s`` → outputs["status"],
@@ -106,44 +101,3 @@ def test_probe_agrees_with_a_measurement(tmp_path):
     assert kernel_frames > 100, "too few kernel frames to judge"
     audited = "__audit_syscall_exit" in script.stdout or "audit_reset_context" in script.stdout
     assert audited is answer
-
-
-# ---- auditframes.py -----------------------------------------------------------------------
-
-def auditframes(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "labs" / "fstime" / "auditframes.py"), *args],
-                          capture_output=True, text=True, env={"PYTHONPATH": str(ROOT)})
-
-
-def test_auditframes_lists_audit_functions_with_their_shares():
-    path = FIX / "fstime" / "copy-xfs-on-tmpfs.folded"
-    folded = fixture("fstime", "copy-xfs-on-tmpfs.folded")
-    p = auditframes(str(path))
-    assert p.returncode == 0, p.stderr
-    lines = p.stdout.splitlines()
-    names = [line.split(":")[0] for line in lines]
-    assert {"__audit_syscall_exit", "audit_reset_context"} <= set(names)
-    shares = [float(line.rsplit(" in ", 1)[1].split("%")[0]) for line in lines]
-    assert shares == sorted(shares, reverse=True)
-    for name, share in zip(names, shares):
-        assert share == pytest.approx(100 * share_under(folded, [name + "_[k]"]), abs=0.05)
-    total = 100 * share_under(folded, ["audit_", "__audit_"])
-    assert p.stderr.startswith(f"{total:.1f}% of the samples")
-
-
-def test_auditframes_prints_nothing_for_a_copy_loop_without_audit():
-    p = auditframes(str(FIX / "fstime" / "copy-tmpfs-audit-never-enabled.folded"))
-    assert p.returncode == 0, p.stderr
-    assert p.stdout == ""
-    assert p.stderr.startswith("0.0% of the samples") and "no audit context" in p.stderr
-
-
-def test_auditframes_usage_and_errors(tmp_path):
-    h = auditframes("--help")
-    assert h.returncode == 0 and "auditframes.py FOLDED" in h.stdout
-    assert auditframes().returncode == 2
-    assert auditframes("a", "b").returncode == 2
-    assert auditframes(str(tmp_path / "missing")).returncode == 1
-    empty = tmp_path / "empty.folded"
-    empty.write_text("")
-    assert auditframes(str(empty)).returncode == 1
