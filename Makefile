@@ -126,7 +126,7 @@ node-tools:
 
 PORT ?= 8000
 serve: venv
-	@echo "serve: building the guide, then serving it at http://127.0.0.1:$(PORT) (it rebuilds when docs/, labkit/, labs/, results/ or local-results/ change: reload after a lab run)"
+	@echo "serve: building the guide, then serving it at http://127.0.0.1:$(PORT) (it rebuilds when docs/, labkit/, labs/, cards/, results/ or local-results/ change: reload after a lab run)"
 	@NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve --strict -a 127.0.0.1:$(PORT)
 
 PERF_CASEBOOK_RESULTS ?=
@@ -157,7 +157,7 @@ ci-labs: setup
 	bash .github/ci-labs.sh $(if $(FULL),--full) $(if $(HOST),--host $(HOST)) $(if $(LABS),--labs $(LABS)) $(if $(CI_OUT),--out $(CI_OUT))
 
 # The fast tier (no lab run for real, no guest boot, no browser, no site build: under 150 s), and
-# everything (markers by rule in tests/conftest.py; every test has a pytest-timeout).
+# everything (markers by rule in conftest.py; every test has a pytest-timeout).
 # The fast tier runs on every CPU (pytest-xdist; one worker runs all the tests of a file, so
 # tests that share the fake lab's lock stay in one file). The rest of the suite: first what
 # measures nothing (site builds, browsers checking pages, the fake lab) on every CPU, the fake
@@ -176,15 +176,15 @@ test-all: setup test
 
 # Mutation testing (mutmut, in a copy of the checkout: the tree in use is never mutated) of the
 # modules that turn results into verdicts and pages, against the fast tier's unit tests.
-# MUTATE=labkit/claims.py,labkit/model.py to run on some of them; SAMPLE=40 to test 40 mutants per
+# MUTATE=labkit/stats/claims.py,labkit/model.py to run on some of them; SAMPLE=40 to test 40 mutants per
 # module drawn at random (all of them take hours on two CPUs). Prints the kill ratio per module and in all
 # (target >= 80 % in all). A mutant of supervisor, journal or record that their own tests miss runs the
 # fake lab's tests too (1-5 minutes on two busy CPUs): a sample of 30 of each can take an hour or more.
 SAMPLE ?= 0
 comma := ,
 MUTMUT_VERSION := 2.5.1
-MUTATE_CONTRACT := labkit/record.py,labkit/manifest.py,labkit/probe.py,labkit/supervisor.py,labkit/journal.py,labkit/guest/command.py
-MUTATE ?= labkit/claims.py,labkit/model.py,labkit/results.py,labkit/render.py,labkit/charts.py,$(subst $(eval) ,$(comma),$(sort $(wildcard labkit/macros/*.py))),$(MUTATE_CONTRACT)
+MUTATE_CONTRACT := labkit/record.py,labkit/manifest.py,labkit/run/probe.py,labkit/run/supervisor.py,labkit/run/journal.py,labkit/guest/command.py
+MUTATE ?= labkit/stats/claims.py,labkit/model.py,labkit/results.py,labkit/view/render.py,labkit/view/charts.py,$(subst $(eval) ,$(comma),$(sort $(wildcard labkit/site/macros/*.py))),$(MUTATE_CONTRACT)
 mutation: setup
 	@[ -x $(TOOLS)/mutmut/bin/mutmut ] || { python3 -m venv $(TOOLS)/mutmut && \
 	  $(TOOLS)/mutmut/bin/pip install -q --disable-pip-version-check mutmut==$(MUTMUT_VERSION); }

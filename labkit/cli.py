@@ -15,7 +15,7 @@
   labkit diff-flame --before A --after B --folded O --svg S --title T
   labkit check LAB [--results DIR] [--exercises FILE]   your run vs the chapter's exercises
   labkit recover [--out DIR]... [--scratch DIR]...     undo what killed lab runs left behind
-  labkit check TOOL [--results DIR]  your runs vs a tool card's exercises (labkit/cards/TOOL/)
+  labkit check TOOL [--results DIR]  your runs vs a tool card's exercises (cards/TOOL/)
   labkit guest shell|run|prepare|accel|cache ...   QEMU guests (labkit.guest; labkit guest --help)
 
 Exit status: 0 ok (for check: it ran, whatever the verdicts), 1 failure (invalid result,
@@ -30,9 +30,11 @@ import sys
 from pathlib import Path
 
 from . import cards
-from . import claims as claims_mod
-from . import commands, model, probe, render, results
+from . import model, results
 from .parsers import perf as perf_parsers
+from .run import probe
+from .stats import claims as claims_mod
+from .view import commands, render
 
 
 class UsageError(Exception):
@@ -311,10 +313,10 @@ def _check_one(ex_label: str, exercises: list[dict], claims: list[dict], files: 
 
 
 def _check_tool(a, folder: Path) -> int:
-    """A tool card's exercises (labkit/cards/<tool>/<lab>.exercises.toml), each file on the
+    """A tool card's exercises (cards/<tool>/<lab>.exercises.toml), each file on the
     reader's results of its lab."""
     if a.exercises:
-        raise UsageError(f"--exercises is for a lab; {a.lab!r} is a tool card (its exercises: labkit/cards/{a.lab}/)")
+        raise UsageError(f"--exercises is for a lab; {a.lab!r} is a tool card (its exercises: cards/{a.lab}/)")
     found = 0
     for lab, exercises in cards.load(a.lab, root=results.ROOT):
         files = _check_results(lab, folder)
@@ -361,7 +363,7 @@ def _cmd_recover(a) -> int:
     """Find the journals of killed lab runs and undo each with its lab's ``run.sh --recover``."""
     import os
     import subprocess
-    from . import journal
+    from .run import journal
     outs = [Path(d) for d in a.out] if a.out else [results.ROOT / "local-results", results.ROOT / "ci-results"]
     for d in a.out or []:
         if not Path(d).is_dir():
@@ -401,7 +403,7 @@ def _cmd_recover(a) -> int:
 
 
 def _cmd_calibrate(args) -> int:
-    from . import calibration
+    from .stats import calibration
     return calibration.main(args.draws or calibration.DRAWS)
 
 
@@ -444,7 +446,7 @@ def parser() -> argparse.ArgumentParser:
     ev.add_argument("files", nargs="+")
     ev.set_defaults(fn=_cmd_reevaluate)
     cal = sub.add_parser("calibrate", help="false-decision rate and power of the claims' intervals (simulated)")
-    cal.add_argument("--draws", type=int, default=None, help="draws per cell (default: labkit.calibration.DRAWS)")
+    cal.add_argument("--draws", type=int, default=None, help="draws per cell (default: labkit.stats.calibration.DRAWS)")
     cal.set_defaults(fn=_cmd_calibrate)
     pr = sub.add_parser("probe", help="probe this host (JSON)")
     pr.add_argument("--scratch")
@@ -470,9 +472,9 @@ def parser() -> argparse.ArgumentParser:
                         description="Evaluate labs/LAB/exercises.toml's checks (the same way as claims) on your "
                                     "results: per exercise and host, as predicted, not as predicted, "
                                     "inconclusive, untested (why) or not applicable (emulated CPU). For a tool "
-                                    "card (TOOL, e.g. perf), the exercises of labkit/cards/TOOL/<lab>.exercises.toml, "
+                                    "card (TOOL, e.g. perf), the exercises of cards/TOOL/<lab>.exercises.toml, "
                                     "each on your results of <lab>.")
-    ck.add_argument("lab", help="a lab (labs/LAB) or a tool card (labkit/cards/TOOL), e.g. lat_tcp or perf")
+    ck.add_argument("lab", help="a lab (labs/LAB) or a tool card (cards/TOOL), e.g. lat_tcp or perf")
     ck.add_argument("--results", metavar="DIR",
                     help="a host folder holding LAB.json, or a folder of host folders (default: local-results)")
     ck.add_argument("--exercises", metavar="FILE", help="an exercises file (default: labs/LAB/exercises.toml)")

@@ -42,9 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import charts
 from .parsers.jsonline import ParseError
 from .parsers.perf_script import sample_times
+from .view import charts
 
 
 TEXT_PT = 11     # ticks and labels; the page never shows the map under 1 CSS px per point

@@ -66,7 +66,7 @@ class Step(TypedDict, total=False):
 
 
 class Effect(TypedDict):
-    """The ratio a verdict was decided on (labkit/claims.py): ``statistic`` (its name),
+    """The ratio a verdict was decided on (labkit/stats/claims.py): ``statistic`` (its name),
     ``estimate``, ``low``/``high`` (the interval; None where it does not exist or is open),
     ``level`` (0.95), ``factor`` and ``needs`` (the claim's threshold, in words), ``n_a``/``n_b``
     (samples a side) and ``method`` (how the interval was computed)."""
@@ -83,7 +83,7 @@ class Effect(TypedDict):
 
 
 class Verdict(TypedDict, total=False):
-    """A claim's verdict (:func:`labkit.claims.evaluate_one`): ``id``, ``verdict`` (holds,
+    """A claim's verdict (:func:`labkit.stats.claims.evaluate_one`): ``id``, ``verdict`` (holds,
     fails, inconclusive, untested, not applicable), ``evidence``; optional ``role``, ``reason``
     (every verdict but holds/fails), ``effect``, ``flags``, ``emulated``."""
     id: str
@@ -98,7 +98,7 @@ class Verdict(TypedDict, total=False):
 
 class Result(TypedDict, total=False):
     """A result file (labkit/schema.json): ``schema_version``, ``lab``, ``host`` (provenance,
-    :func:`labkit.probe.probe`), ``tools``, ``run``, ``steps``, ``measurements``, ``artifacts``
+    :func:`labkit.run.probe.probe`), ``tools``, ``run``, ``steps``, ``measurements``, ``artifacts``
     and ``claims`` (the verdicts as evaluated when the run was recorded; pages evaluate again
     with today's claims.toml)."""
     schema_version: int
@@ -162,7 +162,7 @@ def validate(result: dict, source: str = "<result>", new: bool = False) -> None:
         raise ResultError(f"{source}: {where}: {err.message}")
     host = result["host"]
     if new and "audit_context" not in host:
-        raise ResultError(f"{source}: host: a new result must record audit_context (labkit/auditctx.py)")
+        raise ResultError(f"{source}: host: a new result must record audit_context (labkit/run/auditctx.py)")
     if host.get("audit_context") == "never enabled" and host.get("audit_ever_enabled") is True:
         raise ResultError(f"{source}: host: audit_context 'never enabled' but audit_ever_enabled is true")
     seen = set()

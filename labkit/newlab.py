@@ -1,7 +1,7 @@
 """``labkit new-lab NAME``: scaffold a new case, one lab folder plus one chapter.
 
-Writes ``labs/NAME/`` (run.sh, record.py, claims.toml, original.toml, exercises.toml, lab.toml)
-and ``docs/cases/NAME.md`` from the templates below, then runs the new lab once in quick mode
+Writes ``labs/NAME/`` (run.sh, record.py, claims.toml, original.toml, exercises.toml, lab.toml,
+and the lab's tests in ``tests/``) and ``docs/cases/NAME.md`` from the templates below, then runs the new lab once in quick mode
 into ``results/<this host's label>/`` so that the site builds with its page (``mkdocs build
 --strict`` needs a result for every lab). Nothing else in the checkout changes: the nav, the
 home page's table, ``make setup`` and the CI matrix read the lab's manifest.
@@ -9,7 +9,8 @@ home page's table, ``make setup`` and the CI matrix read the lab's manifest.
 The scaffold is a real, small lab (dd writes a file in its scratch directory with 4 KiB and
 1 MiB blocks, with and without ``conv=fdatasync``, repetitions interleaved) whose two claims
 can hold or fail on any host; its original.toml is a placeholder to replace with the
-investigation the new chapter retells.
+investigation the new chapter retells. Its tests are the two every lab has: its record.py on
+hand-made outputs (fast tier: ``make test``) and one real quick run (``lab`` tier).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def collect(run) -> None:
         run.add("bandwidth", "MB/s", dict(key), values, first[key])
 '''
 
-CLAIMS_TOML = '''# The {name} chapter's testable statements (labkit/claims.py), evaluated on every host's result.
+CLAIMS_TOML = '''# The {name} chapter's testable statements (labkit/stats/claims.py), evaluated on every host's result.
 
 [[claim]]
 id = "bigger-blocks-faster"
@@ -172,6 +173,78 @@ sync = "str"
 rep = "int"
 '''
 
+TEST_RECORD_PY = r'''"""labs/{name}/record.py on hand-made dd outputs, without a run (fast tier): one bandwidth
+measurement per block size and sync mode, read from each step's case, its samples in repetition
+order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from labkit import steps
+from labkit.record import Run, collect
+
+LAB = Path(__file__).resolve().parents[1]
+MIB16 = 16 * 1048576
+DD_ERR = "{{records}}+0 records in\n{{records}}+0 records out\n{{b}} bytes copied, {{s}} s, {{r}} MB/s\n"
+
+
+def run_dir(tmp_path: Path, seconds: dict) -> Run:
+    """A run directory as labs/lib/lab.sh writes it: one ok step per (bs, sync, rep), with its
+    case (raw/NAME.case) and dd's summary of 16 MiB in ``seconds[(bs, sync, rep)]``."""
+    d = tmp_path / "run"
+    (d / "raw").mkdir(parents=True)
+    (d / "host.json").write_text("{{}}")
+    rows = []
+    for (bs, sync, rep), s in seconds.items():
+        name = f"write.{{bs}}.{{sync}}.{{rep}}"
+        row = {{"name": name, "group": "write", "status": "ok", "exit": "0", "seconds": str(s), "expect": "success"}}
+        rows.append("\t".join(row.get(c, "") for c in steps.COLUMNS))
+        (d / "raw" / f"{{name}}.err").write_text(DD_ERR.format(records=MIB16 // bs, b=MIB16, s=s, r=round(MIB16 / s / 1e6)))
+        (d / "raw" / f"{{name}}.case").write_text(f"experiment=write\nbs={{bs}}\nsync={{sync}}\nrep={{rep}}\n")
+    (d / "steps.tsv").write_text("\n".join(rows) + "\n")
+    return Run("{name}", d, quick=True, lab_dir=LAB)
+
+
+def test_one_measurement_per_block_size_and_sync(tmp_path):
+    seconds = {{(bs, sync, rep): 0.1 * rep + (0.4 if bs == 4096 else 0.0)
+               for rep in (1, 2, 3) for bs, sync in ((4096, "sync"), (1048576, "sync"), (1048576, "none"))}}
+    run = run_dir(tmp_path, seconds)
+    collect(run, LAB)
+    got = {{(m["case"]["bs"], m["case"]["sync"]): m for m in run.measurements}}
+    assert set(got) == {{(4096, "sync"), (1048576, "sync"), (1048576, "none")}}
+    for (bs, sync), m in got.items():
+        assert m["metric"] == "bandwidth" and m["unit"] == "MB/s"
+        assert m["case"] == {{"experiment": "write", "bs": bs, "sync": sync}}
+        assert m["samples"] == pytest.approx([MIB16 / seconds[(bs, sync, rep)] / 1e6 for rep in (1, 2, 3)])
+'''
+
+TEST_LAB_PY = '''"""The {name} lab run for real in quick mode (lab tier: make test-all, not make test)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from labkit import model
+from labrun import check_quick_result, run_lab
+
+pytestmark = pytest.mark.lab     # a real quick run of the {name} lab
+
+
+def test_quick_run_succeeds_and_validates(tmp_path):
+    start = time.monotonic()
+    proc = run_lab("{name}", "--quick", "--host", "test-quick", "--out", str(tmp_path))
+    seconds = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = model.load(tmp_path / "{name}.json")
+    check_quick_result(result, seconds)
+    assert {{m["metric"] for m in result["measurements"]}} == {{"bandwidth"}}
+'''
+
 CHAPTER_MD = '''# {title}
 
 ```console
@@ -220,9 +293,10 @@ def scaffold(name: str, root: Path, title: str | None = None) -> list[Path]:
     files = {
         lab / "run.sh": RUN_SH, lab / "record.py": RECORD_PY, lab / "claims.toml": CLAIMS_TOML,
         lab / "original.toml": ORIGINAL_TOML, lab / "exercises.toml": EXERCISES_TOML,
-        lab / "lab.toml": LAB_TOML, chapter: CHAPTER_MD,
+        lab / "lab.toml": LAB_TOML, lab / "tests" / f"test_{name}_record.py": TEST_RECORD_PY,
+        lab / "tests" / f"test_{name}_lab.py": TEST_LAB_PY, chapter: CHAPTER_MD,
     }
-    lab.mkdir(parents=True)
+    (lab / "tests").mkdir(parents=True)
     for path, text in files.items():
         path.write_text(text.format(name=name, title=title.replace('"', "'"), order=order))
     (lab / "run.sh").chmod(0o755)

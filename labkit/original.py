@@ -16,7 +16,7 @@ column headers), never measurements. Layout::
 
 A row label is the row's first cell. The original ratio is a ÷ b of the two cells' numbers
 (:func:`cell_number`); the ratio here is a ÷ b of the two sides' medians per host
-(:mod:`labkit.claims` sides). ``labkit/original.schema.json`` describes every key and is checked
+(:mod:`labkit.stats.claims` sides). ``labkit/original.schema.json`` describes every key and is checked
 on load (:mod:`labkit.tomlschema`); this module adds what a schema cannot say (unique ids, the
 machines, tables, rows and cells an entry names). Every error names the file and the entry.
 """

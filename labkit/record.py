@@ -22,7 +22,7 @@ from pathlib import Path
 
 from . import model
 from . import steps as steps_format
-from .tools import versions
+from .run.tools import versions
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -164,12 +164,13 @@ def collect(run: Run, lab_dir: Path) -> None:
 
 def measuring_code(lab: str) -> list[str]:
     """Git pathspecs of the code that decides what a run of ``lab`` measures and records: the
-    lab's folder (less its page data, which every build reads afresh: see labkit.stale), the lab
-    contract, and labkit's probe, recorder, model, parsers and guest runner. Page macros,
-    rendering and the claims engine are not in it: they change pages, not measurements."""
-    from .stale import PAGE_DATA
-    return [f"labs/{lab}", *(f":(exclude)labs/{lab}/{n}" for n in PAGE_DATA), "labs/lib", "labkit/supervisor.py",
-            "labkit/probe.py", "labkit/record.py", "labkit/steps.py", "labkit/model.py", "labkit/schema.json", "labkit/tools.py",
+    lab's folder (less its page data, which every build reads afresh, and its tests:
+    labkit.stale.lab_code), the lab contract, and labkit's probe, recorder, model, parsers and
+    guest runner. Page macros, rendering and the claims engine are not in it: they change pages,
+    not measurements."""
+    from .stale import lab_code
+    return [*lab_code(lab), "labs/lib", "labkit/run/supervisor.py",
+            "labkit/run/probe.py", "labkit/record.py", "labkit/steps.py", "labkit/model.py", "labkit/schema.json", "labkit/run/tools.py",
             "labkit/parsers", "labkit/guest"]
 
 
@@ -225,7 +226,7 @@ def assemble(lab: str, lab_dir: Path, run_dir: Path, *, start: float, quick: boo
     }
     claims_file = Path(lab_dir) / "claims.toml"
     if claims_file.exists():
-        from . import claims as claims_mod  # SciPy: only when a result is assembled
+        from .stats import claims as claims_mod  # SciPy: only when a result is assembled
         result["claims"] = claims_mod.evaluate(claims_mod.load(claims_file), result)
     model.validate(result, f"{lab} result", new=True)
     return result
@@ -274,7 +275,7 @@ def rederive(path: Path, lab_dir: Path | None = None) -> dict:
         raise FileNotFoundError(f"{path}: the collector made artifacts its folder lacks: {', '.join(missing)}")
     claims_file = lab_dir / "claims.toml"
     if claims_file.exists():
-        from . import claims as claims_mod
+        from .stats import claims as claims_mod
         result["claims"] = claims_mod.evaluate(claims_mod.load(claims_file), result)
     model.validate(result, str(path))
     model.write_atomic(path, result)

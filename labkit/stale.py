@@ -14,6 +14,14 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 PAGE_DATA = ("claims.toml", "original.toml", "exercises.toml", "lab.toml", "evidence.md")  # pages, setup, CI read these
+TESTS = "tests"   # the lab's own tests (pytest collects labs/<lab>/tests/): they check the lab, no run executes them
+NOT_MEASURING = (*PAGE_DATA, TESTS)
+
+
+def lab_code(lab: str) -> list[str]:
+    """Git pathspecs of ``lab``'s own code: its folder less :data:`NOT_MEASURING`, the page data
+    and the lab's tests."""
+    return [f"labs/{lab}", *(f":(exclude)labs/{lab}/{name}" for name in NOT_MEASURING)]
 
 
 @lru_cache(maxsize=64)
@@ -25,11 +33,11 @@ def last_change(root: Path, lab: str) -> str | None:
     at once for a fix to a progress message. So are the lab's page data, which every build
     reads afresh and which change nothing a run measures: ``claims.toml`` (claims are evaluated
     on each result at build time), ``original.toml`` (the original's figures), ``exercises.toml``,
-    ``lab.toml`` (the manifest) and ``evidence.md`` (the lab's part of its evidence page).
+    ``lab.toml`` (the manifest) and ``evidence.md`` (the lab's part of its evidence page); and the
+    lab's tests (``tests/``), which pytest runs and a run of the lab never does.
     """
     try:
-        proc = _git(root, "log", "-1", "--format=%H", "--", f"labs/{lab}",
-                    *(f":(exclude)labs/{lab}/{name}" for name in PAGE_DATA))
+        proc = _git(root, "log", "-1", "--format=%H", "--", *lab_code(lab))
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout.strip() or None if proc.returncode == 0 else None
@@ -37,11 +45,10 @@ def last_change(root: Path, lab: str) -> str | None:
 
 @lru_cache(maxsize=64)
 def _same_code(root: Path, lab: str, commit: str) -> bool:
-    """True when the lab's code (its folder less :data:`PAGE_DATA`) at ``commit`` is the same as
-    in the work tree's HEAD, whatever commits touched it in between (a change and its revert)."""
+    """True when the lab's code (:func:`lab_code`) at ``commit`` is the same as in the work tree's
+    HEAD, whatever commits touched it in between (a change and its revert)."""
     try:
-        proc = _git(root, "diff", "--quiet", commit, "HEAD", "--", f"labs/{lab}",
-                    *(f":(exclude)labs/{lab}/{name}" for name in PAGE_DATA))
+        proc = _git(root, "diff", "--quiet", commit, "HEAD", "--", *lab_code(lab))
     except (OSError, subprocess.TimeoutExpired):
         return False
     return proc.returncode == 0

@@ -13,7 +13,7 @@ the lab does not declare, or a value that is not of its key's type, is an error 
 it when the step runs, from :func:`env_words` in ``PCB_LAB_CASE``; :func:`read_case` when a run
 directory is recorded).
 
-Only the standard library is imported (labkit.supervisor imports this module).
+Only the standard library is imported (labkit.run.supervisor imports this module).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each format is described, key by key, by a draft 2020-12 JSON Schema beside this module
 (``labkit/<format>.schema.json``): the schemas are the formats' documentation, and their modules
-(:mod:`labkit.manifest`, :mod:`labkit.claims`, :mod:`labkit.original`) keep in Python only what
+(:mod:`labkit.manifest`, :mod:`labkit.stats.claims`, :mod:`labkit.original`) keep in Python only what
 a schema cannot say (unique ids, cross-references). A schema names another by its ``$id``
 (``https://perf-casebook.invalid/schema/<name>.json``, relative: ``claims.json#/$defs/selector``);
 every ``*.schema.json`` in the schema's folder can be referred to.

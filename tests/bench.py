@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))     # the suite's conftest.py, at the checkout's root
 from conftest import CHROMIUM, build_site  # noqa: E402
 
 NODE_TOOLS = ROOT / ".tools" / "node" / "node_modules"
@@ -41,7 +41,7 @@ LIGHTHOUSE = NODE_TOOLS / ".bin" / "lighthouse"
 MAX_PAGE_BYTES = 400_000          # bytes transferred, recordings (asciicast files) excluded
 MIN_LIGHTHOUSE = 95               # performance and accessibility, mobile, home page and chapters
 RECORDING_SUFFIXES = (".cast",)
-# Chromium as the browser tests launch it (tests/conftest.py: browser_type_launch_args).
+# Chromium as the browser tests launch it (conftest.py: browser_type_launch_args).
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--disable-quic"]
 VIEWPORTS = {"desktop": {"width": 1280, "height": 900}, "phone": {"width": 390, "height": 844}}

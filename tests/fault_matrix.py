@@ -52,7 +52,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from labrun import ROOT, group_progress, host_state, lab_command, progress_boundary, run_lab, signal_at, state_diff, tagged_processes  # noqa: E402
-from labkit import events  # noqa: E402
+from labkit.run import events  # noqa: E402
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]
 EXPECTED_RC = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
@@ -122,16 +122,16 @@ def sampled_cases(lab_names: list[str], seed: int = 15, per_group: int = 2) -> l
     return cases
 
 
-# Files under labkit/ that no lab run uses: the site's build (mkdocs hooks, Markdown marks, macros, lexer, theme).
-# tests/test_faults.py checks that no module a lab imports imports these.
-SITE_ONLY = ("labkit/mkdocs_hooks.py", "labkit/page_marks.py", "labkit/macros/", "labkit/evidence.py", "labkit/lesson.py",
-             "labkit/lexer.py", "labkit/theme/")
+# Files under labkit/ that no lab run uses: the site's build (labkit/site: mkdocs hooks, Markdown marks,
+# macros, evidence pages, lessons, lexer, theme). tests/test_faults.py checks that no module a lab imports
+# imports them.
+SITE_ONLY = ("labkit/site/",)
 
 
 def code_hash(lab: str | None = None) -> str:
     """sha256 (first 16 hex digits) of the files git tracks under labs/ and labkit/ (but
-    ``SITE_ONLY`` and the labs' prose, ``evidence.md``), as they are in the work tree: the code a
-    case exercises. With ``lab``, only that lab's folder of the labs' own folders (labs/lib and
+    ``SITE_ONLY``, the labs' prose, ``evidence.md``, and the labs' own tests, ``labs/<lab>/tests/``),
+    as they are in the work tree: the code a case exercises. With ``lab``, only that lab's folder of the labs' own folders (labs/lib and
     labkit are every lab's): a change to one lab starts only its cases over. Outcomes recorded
     under another hash are stale."""
     own = {p.parent.name for p in ROOT.glob("labs/*/run.sh")}
@@ -142,7 +142,7 @@ def code_hash(lab: str | None = None) -> str:
     for name in sorted(n for n in names if n):
         text = name.decode()
         parts = text.split("/")
-        if text.startswith(SITE_ONLY) or parts[-1] == "evidence.md":
+        if text.startswith(SITE_ONLY) or parts[-1] == "evidence.md" or parts[0] == "labs" and parts[2:3] == ["tests"]:
             continue
         if lab is not None and parts[0] == "labs" and len(parts) > 2 and parts[1] in own and parts[1] != lab:
             continue
@@ -295,7 +295,7 @@ def lock_free(lab: str) -> bool:
 
 def wait_for_lock(script: str | Path, timeout: int = 3600) -> None:
     """Wait until no run of the lab holds its lock (another run on a shared machine): a case
-    must not be refused for that. flock on the lab's run.sh, as its supervisor takes it (labkit/supervisor.py)."""
+    must not be refused for that. flock on the lab's run.sh, as its supervisor takes it (labkit/run/supervisor.py)."""
     subprocess.run(["flock", "-w", str(timeout), str(script_of(str(script)) if not str(script).endswith(".sh")
                                                      else script), "true"], check=False)
 

@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from labkit import events
+from labkit.run import events
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,7 +193,7 @@ class Interrupted:
 
 class GroupScope:
     """Which of a lab's progress lines belong to GROUP, fed one line at a time, by the kinds the
-    lines are tagged with (:mod:`labkit.events`; the supervisor keeps the tags when
+    lines are tagged with (:mod:`labkit.run.events`; the supervisor keeps the tags when
     ``PCB_PROGRESS_TAGS=1``): the lines after the ``group:GROUP`` event up to the next ``group``
     event or the supervisor's ``record``. :meth:`feed` returns "line" for a line of the group,
     "end" for the first line after it, and None for a line before it. No wording is read."""
@@ -248,7 +248,7 @@ def signal_at(cmd: list[str], at, sig: int, *, env: dict | None = None, timeout:
     ``cat`` in the lab's process group, as ``run.sh 2>&1 | tee`` would be; when ``at(line)`` is
     true for a line cat passes on, send ``sig`` to the whole process group (the lab and cat:
     the reader dies with the same signal). Then wait for the lab to exit. The lab runs with
-    ``PCB_PROGRESS_TAGS=1``: each line ``at`` sees carries its kind (:mod:`labkit.events`).
+    ``PCB_PROGRESS_TAGS=1``: each line ``at`` sees carries its kind (:mod:`labkit.run.events`).
 
     Raises:
         AssertionError: the lab ended before the boundary, or did not exit within ``wait`` s.

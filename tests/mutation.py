@@ -9,7 +9,7 @@ files git tracks, as they are in the work tree) under a temporary directory, nev
 in use. Tests that already fail without any mutant are reported and left out (mutmut needs a
 green baseline); a timed-out mutant counts as killed (the tests noticed).
 
-    .venv/bin/python tests/mutation.py --mutmut .tools/mutmut/bin/mutmut [--paths labkit/claims.py,...]
+    .venv/bin/python tests/mutation.py --mutmut .tools/mutmut/bin/mutmut [--paths labkit/stats/claims.py,...]
                                        [--sample N [--seed S]] [--keep DIR] [--json FILE]
 
 ``--sample N`` tests N mutants per module drawn at random (fixed seed) instead of every one:
@@ -37,37 +37,37 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = ROOT / ".venv" / "bin" / "python"
-MACROS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "labkit" / "macros").glob("*.py"))  # the page macros' modules
+MACROS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "labkit" / "site" / "macros").glob("*.py"))  # the page macros' modules
 # What a result's provenance, the nav and CI, and a run's stop and undo depend on (issue 42).
-CONTRACT_PATHS = ["labkit/record.py", "labkit/manifest.py", "labkit/probe.py", "labkit/supervisor.py",
-                  "labkit/journal.py", "labkit/guest/command.py"]
-DEFAULT_PATHS = ["labkit/claims.py", "labkit/model.py", "labkit/results.py", "labkit/render.py",
-                 "labkit/charts.py", *MACROS, *CONTRACT_PATHS]
+CONTRACT_PATHS = ["labkit/record.py", "labkit/manifest.py", "labkit/run/probe.py", "labkit/run/supervisor.py",
+                  "labkit/run/journal.py", "labkit/guest/command.py"]
+DEFAULT_PATHS = ["labkit/stats/claims.py", "labkit/model.py", "labkit/results.py", "labkit/view/render.py",
+                 "labkit/view/charts.py", *MACROS, *CONTRACT_PATHS]
 # The fast tier's unit tests of each module (no lab run, no site build, no browser), quickest
 # first: pytest stops at the first failure, so most mutants cost a second or two.
 CLAIMS_TESTS = ["tests/test_claims_handbuilt.py", "tests/test_claims_rules.py", "tests/test_results_loading.py",
                 "tests/test_claims_contract.py", "tests/test_check.py", "tests/test_cli.py"]
 PAGE_TESTS = ["tests/test_render_values.py", "tests/test_macros_tables.py", "tests/test_macros_pages.py", "tests/test_macros_render.py",
               "tests/test_macros_excerpts.py", "tests/test_claims_handbuilt.py", "tests/test_cli.py"]
-TESTS = {"labkit/claims.py": CLAIMS_TESTS, "labkit/model.py": CLAIMS_TESTS,
+TESTS = {"labkit/stats/claims.py": CLAIMS_TESTS, "labkit/model.py": CLAIMS_TESTS,
          "labkit/results.py": ["tests/test_results_loading.py", "tests/test_cli.py", "tests/test_check.py"],
-         "labkit/render.py": PAGE_TESTS, "labkit/charts.py": ["tests/test_charts_figure.py"] + PAGE_TESTS,
+         "labkit/view/render.py": PAGE_TESTS, "labkit/view/charts.py": ["tests/test_charts_figure.py"] + PAGE_TESTS,
          # the tool cards' macros (annotated outputs, exercises, lab times) are tested on the cards
          **{path: PAGE_TESTS + ["tests/test_tools_cards.py"] for path in MACROS},
          # the fake lab (tests/fakelab) runs the supervisor, the journal and `labkit record` for
          # real: about a minute for the file, so these modules cost the most per surviving mutant
-         "labkit/record.py": ["tests/test_record*.py", "tests/test_case*.py", "tests/test_nvme_swiotlb_record.py",
-                              "tests/test_lat_tcp_claims.py", "tests/test_optane_kyber_claims.py",
+         "labkit/record.py": ["tests/test_record*.py", "tests/test_case*.py", "labs/nvme_swiotlb/tests/test_nvme_swiotlb_record.py",
+                              "labs/lat_tcp/tests/test_lat_tcp_claims.py", "labs/optane_kyber/tests/test_optane_kyber_claims.py",
                               "tests/test_stale_rule.py", "tests/test_lab_contract.py"],
          "labkit/manifest.py": ["tests/test_manifest_order.py", "tests/test_toml_schemas.py", "tests/test_lab_folders.py"],
-         "labkit/probe.py": ["tests/test_probe_sysroot.py", "tests/test_probe.py", "tests/test_fstime_audit.py"],
-         "labkit/supervisor.py": ["tests/test_supervisor*.py", "tests/test_lab_contract.py"],
-         "labkit/journal.py": ["tests/test_journal*.py", "tests/test_lab_contract.py"],
+         "labkit/run/probe.py": ["tests/test_probe_sysroot.py", "tests/test_probe.py", "tests/test_probe_audit.py"],
+         "labkit/run/supervisor.py": ["tests/test_supervisor*.py", "tests/test_lab_contract.py"],
+         "labkit/run/journal.py": ["tests/test_journal*.py", "tests/test_lab_contract.py"],
          "labkit/guest/command.py": ["tests/test_guest_command.py", "tests/test_guest.py", "tests/test_guest_cli.py"]}
 # --thorough adds the fast tier's tests on every committed result (a minute per surviving mutant).
 THOROUGH = ["tests/test_tools_cards.py", "tests/test_claims_failable.py", "tests/test_model_claims.py",
-            "tests/test_fio_engines_claims.py", "tests/test_fstime_claims.py", "tests/test_lat_tcp_claims.py",
-            "tests/test_optane_kyber_claims.py"]
+            "labs/fio_engines/tests/test_fio_engines_claims.py", "labs/fstime/tests/test_fstime_claims.py",
+            "labs/lat_tcp/tests/test_lat_tcp_claims.py", "labs/optane_kyber/tests/test_optane_kyber_claims.py"]
 PYTEST = [str(PY), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:playwright", "-p", "no:base_url",
           "-m", "not lab and not guest and not slow and not timing"]
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import claims, model
+from labkit.stats import claims
+from labkit import model
 from labrun import run_lab
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import probe
+from labkit.run import probe
 from labkit.parsers import perf
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "arm64"

@@ -1,5 +1,5 @@
 """Audit-clean measurement, fast tier: what a run decides about audit contexts
-(labkit/auditctx.py) on recorded ``auditctl`` outputs, the journal before the rule, the undo,
+(labkit/run/auditctx.py) on recorded ``auditctl`` outputs, the journal before the rule, the undo,
 the result's ``host.audit_context`` (schema and the model's invariants) and the page's note.
 The real rule on a real run (and its --recover after SIGKILL) is in test_lab_contract.py."""
 
@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from labkit import auditctx, model
-from labkit.macros import runs
+from labkit import model
+from labkit.run import auditctx
+from labkit.site.macros import runs
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
@@ -90,7 +91,7 @@ def test_the_rules_removal_is_journalled_before_the_rule_is_added(monkeypatch):
     assert ctl.rules == ["-a never,task -F pid!=4242"]
     kind, desc, cmd, rules_then = events[0]
     assert kind == "defer" and rules_then == [], "the undo must be journalled before the rule exists"
-    assert "-a never,task -F pid!=4242" in desc and cmd[-3:] == ("labkit.auditctx", "remove", "4242")
+    assert "-a never,task -F pid!=4242" in desc and cmd[-3:] == ("labkit.run.auditctx", "remove", "4242")
     assert any("added '-a never,task -F pid!=4242'" in e for e in events[1:] if isinstance(e, str))
 
 
@@ -130,7 +131,7 @@ def test_remove_deletes_only_its_own_rule_and_is_harmless_twice():
 
 def test_the_undo_command_bad_usage_is_one_line_exit_2():
     for argv in ([], ["remove"], ["remove", "x"], ["add", "1"]):
-        p = subprocess.run([sys.executable, "-m", "labkit.auditctx", *argv], capture_output=True, text=True,
+        p = subprocess.run([sys.executable, "-m", "labkit.run.auditctx", *argv], capture_output=True, text=True,
                            cwd=ROOT, timeout=60)
         assert p.returncode == 2 and len(p.stderr.splitlines()) == 1, (argv, p.stderr)
 
@@ -200,7 +201,7 @@ def test_the_provenance_row_says_how_the_run_stood(committed):
 def test_the_provenance_warns_where_contexts_were_present(tree):
     """lat_tcp's x86_64 reference was measured on a boot where audit had been enabled, before
     runs suppressed the contexts: its provenance carries the warning; the arm64 guest's does not."""
-    from labkit import macros
+    from labkit.site import macros
     md = macros.provenance("lat_tcp")
     blocks = re.split(r'^===!? "', md, flags=re.M)[1:]
     assert blocks, md[:500]

@@ -13,7 +13,8 @@ from playwright.sync_api import expect
 
 from bench import FRAMES_JS
 from conftest import build_site, serve
-from labkit import model, render
+from labkit import model
+from labkit.view import render
 
 pytestmark = [pytest.mark.browser, pytest.mark.lab]   # the pages of a real quick run, in Chromium
 
@@ -41,7 +42,7 @@ def committed(committed_site):
 
 def shown_median(result: dict, m: dict) -> str:
     """The median of measurement ``m`` as the pinned round-trip table of ``result`` shows it
-    (one precision per column: labkit.render.measurement_table with page=True)."""
+    (one precision per column: labkit.view.render.measurement_table with page=True)."""
     ms = render.select(result, "round_trip", {"experiment": "pinned"})
     _, rows = render.measurement_table(ms, [], page=True)
     return rows[ms.index(m)][0]
@@ -163,8 +164,8 @@ def test_host_pick_keeps_its_place_and_is_remembered(committed, watched):
 def test_scheme_follows_the_system_and_the_toggle(committed, browser, system):
     """The palette's options carry media queries (mkdocs.yml): a first visit opens in the
     system's scheme (prefers-color-scheme, applied before the first paint by
-    labkit/theme/partials/javascripts/palette.html); the toggle, without mkdocs-material's
-    palette runtime (labkit/theme/partials/palette.html, docs/assets/casebook.js), goes to light,
+    labkit/site/theme/partials/javascripts/palette.html); the toggle, without mkdocs-material's
+    palette runtime (labkit/site/theme/partials/palette.html, docs/assets/casebook.js), goes to light,
     to dark, and back to the system's (which it follows when the system changes), by click or
     by Enter; a pick holds on the next page."""
     url = committed
@@ -334,7 +335,7 @@ _CHAPTERS = [f"/cases/{md.stem}/" for md in sorted((Path(__file__).resolve().par
 def test_phone_shows_each_tables_figure_and_each_tab_title(committed, watched, path):
     """At 390 px, every data table (``.pc-data``, every host's, folded ones too) shows its
     first two columns without scrolling sideways: the first case column and the median or
-    the first metric (labkit.render.figure_first; docs/assets/casebook.css compacts the
+    the first metric (labkit.view.render.figure_first; docs/assets/casebook.css compacts the
     columns); and every host tab's title is whole, not clipped by the tab strip."""
     url = committed
     page, errors, _ = watched
@@ -369,7 +370,7 @@ def test_phone_shows_each_tables_figure_and_each_tab_title(committed, watched, p
 
 @pytest.mark.parametrize("width", [390, 1280])
 def test_original_vs_here_is_a_card_per_row_on_a_phone(committed, watched, width):
-    """labkit.macros.stacked_table on a chapter: at 390 px each row is a card that fits the screen
+    """labkit.site.macros.stacked_table on a chapter: at 390 px each row is a card that fits the screen
     (no sideways scroll), the header row is hidden from sight but not from screen readers, and
     each cell shows its column's header, the emulated host's badge included; at 1280 px it is a
     table whose cells show no such label."""
@@ -431,7 +432,7 @@ def test_the_page_keeps_its_length_and_annotations_are_not_clipped(committed, wa
 
 
 def _annotations_of_shown_tabs(page) -> list[dict]:
-    """For each tab set holding an annotated output (labkit.macros.annotated_output), the tab
+    """For each tab set holding an annotated output (labkit.site.macros.annotated_output), the tab
     shown: its title, the code annotations mkdocs-material built in it, the ``(n)!`` markers left
     as text in its code, and whether its list of notes is still shown as a list."""
     return page.evaluate("""() => [...document.querySelectorAll('.tabbed-set[data-pc-tabs]')]
@@ -499,7 +500,7 @@ def test_code_blocks_never_wrap(committed, watched, width):
 def test_figures_fit_the_column_or_stay_legible(committed, watched, width):
     """Flame graphs and heat maps (docs/assets/casebook.css): in a 1280 px window each fits the
     content column, no sideways scroll; on a phone each is drawn at three quarters of its own
-    size or more, so inferno's 12 px text stays 9 px or more (labkit.macros.flamegraph's
+    size or more, so inferno's 12 px text stays 9 px or more (labkit.site.macros.flamegraph's
     ``--pc-w``), and scrolls sideways."""
     page, errors, _ = watched
     page.set_viewport_size({"width": width, "height": 800})

@@ -34,8 +34,9 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 def _pages() -> list[str]:
     """URL path of every page of the guide, known at collection: its Markdown sources and each
-    lab's generated evidence page (labkit.evidence, one per labs/<lab>/lab.toml)."""
-    from labkit import evidence, manifest
+    lab's generated evidence page (labkit.site.evidence, one per labs/<lab>/lab.toml)."""
+    from labkit import manifest
+    from labkit.site import evidence
     sources = [md.relative_to(DOCS).as_posix() for md in sorted(DOCS.rglob("*.md"))]
     sources += [evidence.page_src(m["name"]) for m in manifest.labs(DOCS.parent)]
     out = []
@@ -100,7 +101,7 @@ def _axe_cases() -> list[tuple[str, str]]:
     only: they are built from the same blocks as the chapters (result and verdict tables, tabs,
     folds, outputs), which are checked in the dark scheme there, and one pass of axe over
     fio_engines' opened evidence page takes 150 s."""
-    from labkit import evidence
+    from labkit.site import evidence
     return [(path, vp) for path in _pages() for vp in VIEWPORTS
             if vp == "phone" or not path.startswith(f"/{evidence.PREFIX}/")]
 

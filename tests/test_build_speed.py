@@ -1,7 +1,7 @@
 """What keeps a warm site build fast without letting it show stale or invalid data: the build's
 on-disk caches (labkit.model.cache_dir, ``.cache/`` of the checkout, git-ignored).
 
-- Chart SVGs (labkit.charts.chart_svg) are named by a hash of the measurements, the chart's
+- Chart SVGs (labkit.view.charts.chart_svg) are named by a hash of the measurements, the chart's
   arguments, the drawing code and matplotlib's version: a second build reads them back without
   importing matplotlib; a changed measurement, argument or drawing code draws anew; a chart
   that fails to draw is never kept.
@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import charts, model, results
+from labkit import model, results
+from labkit.view import charts
 from test_render_values import m
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +42,7 @@ def cache(tmp_path, monkeypatch) -> Path:
 
 @pytest.fixture
 def draws(monkeypatch) -> list:
-    """Every chart that is really drawn (labkit.charts._draw_svg), by its arguments."""
+    """Every chart that is really drawn (labkit.view.charts._draw_svg), by its arguments."""
     calls, real = [], charts._draw_svg
 
     def spy(ms, x, series=None, **opts):
@@ -80,7 +81,7 @@ def test_a_warm_chart_does_not_import_matplotlib(cache, tmp_path):
     """A build whose charts are all cached never loads matplotlib (about 2 s of a build)."""
     svg = charts.chart_svg(two_points(), "q", host="h")
     (tmp_path / "ms.json").write_text(json.dumps(two_points()))
-    code = ("import json, sys; from labkit import charts; "
+    code = ("import json, sys; from labkit.view import charts; "
             f"svg = charts.chart_svg(json.load(open({str(tmp_path / 'ms.json')!r})), 'q', host='h'); "
             "print(json.dumps([svg, 'matplotlib' in sys.modules]))")
     env = {"PCB_BUILD_CACHE": str(cache), "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
@@ -164,7 +165,7 @@ def test_a_result_is_validated_once(cache, validations, tmp_path, reference):
 
 
 def test_load_hosts_twice_validates_each_file_once(cache, validations, tmp_path, reference, monkeypatch):
-    """A build asks for the hosts twice (labkit/mkdocs_hooks.py on_files, labkit.macros)."""
+    """A build asks for the hosts twice (labkit/site/mkdocs_hooks.py on_files, labkit.site.macros)."""
     monkeypatch.setenv("PERF_CASEBOOK_RESULTS", "")
     for label in ("h1", "h2"):
         r = copy.deepcopy(reference)
@@ -229,7 +230,8 @@ def test_verdicts_are_remembered_and_follow_the_result(tmp_path, monkeypatch):
     """A verdict comes from the disk cache the second time; a changed sample gives a new one."""
     import copy
     import json as _json
-    from labkit import claims, model
+    from labkit import model
+    from labkit.stats import claims
     monkeypatch.setenv(model.CACHE_ENV, str(tmp_path))
     result = _json.loads((ROOT / "results" / "epyc-kvm-2vcpu" / "lat_tcp.json").read_text())
     claim = next(c for c in claims.load(ROOT / "labs" / "lat_tcp" / "claims.toml") if c["kind"] == "compare")
@@ -244,12 +246,12 @@ def test_verdicts_are_remembered_and_follow_the_result(tmp_path, monkeypatch):
     assert claims.evaluate_cached(claim, changed) == {"id": claim["id"]} and calls == [1]
 
 
-# ---- charts drawn beside the build (labkit.macros.beside) ----
+# ---- charts drawn beside the build (labkit.site.macros.beside) ----
 
 @pytest.fixture
 def beside(cache):
-    """labkit.macros.beside in a build (started), finished after the test."""
-    from labkit.macros import beside
+    """labkit.site.macros.beside in a build (started), finished after the test."""
+    from labkit.site.macros import beside
     charts.take()
     beside.start()
     yield beside
@@ -286,7 +288,7 @@ def test_a_chart_that_fails_beside_the_build_fails_where_it_is_filled_in(beside)
 
 
 def test_outside_a_build_every_chart_is_drawn_at_once(cache):
-    from labkit.macros import beside
+    from labkit.site.macros import beside
     beside.finish()
     assert beside.later("cases/x/", two_points(), "q") is None
     assert beside.workers() >= 1

@@ -1,8 +1,8 @@
-"""The claims engine's intervals are 95 % at the n they decide on (labkit/calibration.py).
+"""The claims engine's intervals are 95 % at the n they decide on (labkit/stats/calibration.py).
 
-Simulated sides with a true ratio of 1 go through :func:`labkit.claims.log_t_interval`, the
+Simulated sides with a true ratio of 1 go through :func:`labkit.stats.claims.log_t_interval`, the
 function that bounds every ratio of positive samples; the share of intervals that exclude 1
-must stay within :data:`labkit.calibration.LIMIT` for every design the labs use, under
+must stay within :data:`labkit.stats.calibration.LIMIT` for every design the labs use, under
 lognormal noise and with an occasional disturbed repetition. Simulated, not measured: no
 measured value is typed here."""
 
@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from labkit import calibration, claims, model
+from labkit.stats import calibration, claims
+from labkit import model
 
 
 @pytest.fixture(scope="module")

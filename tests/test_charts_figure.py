@@ -1,4 +1,4 @@
-"""labkit/charts.py on the drawn figure (chart_figure): the axes a reader sees, with fixed expected
+"""labkit/view/charts.py on the drawn figure (chart_figure): the axes a reader sees, with fixed expected
 values. Ticks at the measured x values in human units (B/KiB/MiB, thousands separators, never
 ``2^n``), log axes, tick labels that turn when they would collide, axis labels and titles from
 the metric and case keys (wrapped to the width), the legend under the plot (the host always
@@ -19,7 +19,8 @@ import pytest
 from matplotlib.colors import to_hex
 from matplotlib.ticker import FixedLocator, LogLocator, NullFormatter, NullLocator
 
-from labkit import charts, heatmap
+from labkit import heatmap
+from labkit.view import charts
 from test_render_values import m
 
 
@@ -280,7 +281,7 @@ def test_chart_text_is_legible_on_a_phone_and_not_huge_on_a_laptop(name):
     phone, wide = on_screen_px(svg, PHONE_COLUMN_PX), on_screen_px(svg, WIDE_COLUMN_PX)
     assert min(phone) >= MIN_TEXT_PX, sorted(phone)[:3]
     assert max(wide) <= 24, sorted(wide)[-3:]
-    # the page shows it at the width macros give the <img> (labkit.macros.chart: svg_size)
+    # the page shows it at the width macros give the <img> (labkit.site.macros.chart: svg_size)
     assert charts.svg_size(svg)[0] <= WIDE_COLUMN_PX
 
 
@@ -327,7 +328,7 @@ def test_every_text_fits_in_the_figure_and_tick_labels_do_not_touch(fig_of, name
 
 
 def test_heat_map_text_is_legible_at_its_smallest(tmp_path):
-    """A heat map is shown at three quarters of its own width or more (labkit.macros.flamegraph
+    """A heat map is shown at three quarters of its own width or more (labkit.site.macros.flamegraph
     ``--pc-w``; it scrolls sideways in a narrower column): there, its text is 11 px or more."""
     hm = heatmap.bin_times([s + f / 50 for s in range(8) for f in range(0, 50, 3)], rows=50)
     svg = heatmap.heatmap_svg(hm, "a title", (1, 10, 12), (400, 600))

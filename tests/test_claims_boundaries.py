@@ -1,4 +1,4 @@
-"""Every decision rule of labkit/claims.py at and around its boundary.
+"""Every decision rule of labkit/stats/claims.py at and around its boundary.
 
 The interval is set by hand (``claims._interval`` replaced) so that each case puts it exactly
 where the table says: wholly past the threshold, touching it from either side, straddling it,
@@ -12,7 +12,8 @@ import math
 
 import pytest
 
-from labkit import claims, model
+from labkit.stats import claims
+from labkit import model
 
 INF = math.inf
 F = 2.0       # the factor of every case

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import claims
+from labkit.stats import claims
 
 ROOT = Path(__file__).resolve().parent.parent
 CLAIM_FILES = sorted((ROOT / "labs").glob("*/claims.toml"))

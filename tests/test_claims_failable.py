@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import claims, model
+from labkit.stats import claims
+from labkit import model
 from derived import validate_metric
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import claims, model
+from labkit.stats import claims
+from labkit import model
 
 ROOT = Path(__file__).resolve().parent.parent
 

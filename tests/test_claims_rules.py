@@ -1,4 +1,4 @@
-"""The verdict rules of labkit/claims.py (a ratio and its bootstrap interval against the claim's
+"""The verdict rules of labkit/stats/claims.py (a ratio and its bootstrap interval against the claim's
 threshold) on small results built from a real one. Samples are the real samples of one committed
 measurement, scaled, shifted or repeated; no measured value is typed here."""
 
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import claims, model
+from labkit import model
+from labkit.stats import claims
 
 ROOT = Path(__file__).resolve().parent.parent
 TCG = {"emulator": "qemu-system-aarch64", "accelerator": "tcg", "machine": "virt", "guest_cpu": "cortex-a72",
@@ -127,7 +128,7 @@ def test_a_denominator_of_mostly_zeros_gives_an_interval_open_above(reference, r
     not surely away from 0. Its low end decides a greater claim (holds when far past the factor,
     inconclusive when below it), and a result and every page show the upper end as none, "∞"."""
     from labkit import cli
-    from labkit.macros import claim_tables
+    from labkit.site.macros import claim_tables
     b = [real[0] / 40, 0.0, 0.0, real[1] / 100, real[1] / 100]
     far = build(reference, a=[x * 1000 for x in real[:5]], b=b)
     out = claims.evaluate_one(claim(relation="greater", factor=4), far)

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from labkit import model
-from labkit.render import fmt
+from labkit.view.render import fmt
 
 
 def labkit(*args, env=None):

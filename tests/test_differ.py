@@ -1,5 +1,5 @@
 """Why does my result differ? A verdict that differs from the reference host's names the host
-provenance that differs (labkit/macros/differ.py), read from the two committed results."""
+provenance that differs (labkit/site/macros/differ.py), read from the two committed results."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import copy
 import json
 
 from conftest import ROOT
-from labkit.macros import differ
+from labkit.site.macros import differ
 
 X86 = json.loads((ROOT / "results" / "epyc-kvm-2vcpu" / "lat_tcp.json").read_text())["host"]
 ARM = json.loads((ROOT / "results" / "qemu-arm64-tcg" / "lat_tcp.json").read_text())["host"]

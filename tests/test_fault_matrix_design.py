@@ -11,9 +11,9 @@ SIGS = [s.name for s in fm.SIGNALS]
 
 
 def lines_of(*kinds: str) -> list[str]:
-    """Progress lines as labs/lib/lab.sh tags them (:mod:`labkit.events`), one per kind: 'bg',
+    """Progress lines as labs/lib/lab.sh tags them (:mod:`labkit.run.events`), one per kind: 'bg',
     'cmd', 'ok', 'skip', 'xfail', 'fail', 'stop' (a helper stopped), 'other'."""
-    from labkit import events
+    from labkit.run import events
     tagged = {"bg": ("spawn:s.iostat", "s.iostat: starting in background: iostat -x 1 vda"),
               "cmd": ("step:s", "s: env A=1 fio --output-format=json x.fio"), "ok": ("ok:s", "s: ok (1.456s)"),
               "skip": ("skipped:s", "s: skipped: no perf (kernel lockdown)"),
@@ -33,7 +33,7 @@ def test_steps_end_at_their_verdict_and_the_group_cleanup_is_one_more_step():
 
 def test_a_verdict_is_its_kind_not_its_words():
     # a step whose command mentions "ok (" is not a verdict, nor a cleanup line, nor an untagged line
-    from labkit import events
+    from labkit.run import events
     assert fm.step_ends([events.tag("step:s", "[lab  1.0s] s: echo 'ok (' x"),
                          events.tag("cleanup", "[lab  1.1s] cleanup: stop s (pid 3)")]) == [2]
     assert fm.step_ends([events.tag("cleanup-failed", "[lab  1.0s] cleanup FAILED: umount /x (exit 32)")]) == [1]
@@ -107,59 +107,10 @@ def test_a_ring_buffer_first_allocated_is_no_change_but_another_size_is():
         "tracefs[current_tracer]: 'nop' -> 'blk'"]
 
 
-def _tagged_run(tmp_path, tags: bool = True) -> list[str]:
-    """The lines of one whole run of the fake lab (tests/fakelab) with their kinds kept
-    (``PCB_PROGRESS_TAGS=1``), as the matrix reads a lab's (``tags=False``: as a reader sees them)."""
-    import os
-    import subprocess
-    from labkit import events
-    host = tmp_path / "host"
-    host.mkdir()
-    (host / "knob").write_text("before\n")
-    env = dict(os.environ, **fm.case_env(tmp_path / "work"), FAKELAB_DIR=str(host), **{events.ENV: "1" if tags else "0"})
-    proc = subprocess.run(fm.lab_command(fm.ROOT / "tests" / "fakelab" / "run.sh", "--host", "fake", "--out",
-                                         str(tmp_path / "out"), "--scratch", str(tmp_path / "work" / "scratch")),
-                          text=True, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
-    return proc.stderr.splitlines()
-
-
-def test_the_count_and_the_signal_see_the_same_lines_of_a_group(tmp_path):
-    """group_lines (the matrix's count of a group's boundaries) and progress_boundary (where a
-    case is signalled) scope a group alike, on every group of a real run whose lines carry their
-    kinds: the k-th line counted is the one the k-th boundary fires at, and one past the count
-    fires at the group's end. The scope reads kinds, never wording."""
-    import labrun
-    from labkit import events
-    lines = _tagged_run(tmp_path)
-    kinds = [events.split(line) for line in lines]
-    groups = [arg for kind, arg, _ in kinds if kind == "group"]
-    assert len(groups) >= 2, lines
-    assert any(kind in events.STEP_ENDS for kind, _, _ in kinds) and any(kind == "record" for kind, _, _ in kinds)
-    for group in groups:
-        counted = labrun.group_progress(lines, group)
-        assert counted and not any(events.split(line)[0] in ("group", "record") for line in counted), group
-        last = next(i for i, (kind, arg, _) in enumerate(kinds) if kind == "group" and arg == group)
-        for k in range(1, len(counted) + 2):
-            at = labrun.progress_boundary(group, k)
-            fired = next((i for i, line in enumerate(lines) if at(line)), None)
-            if k <= len(counted):   # the k-th line of the group, right after the one before
-                assert fired == last + 1 and lines[fired] == counted[k - 1], (group, k)
-                last = fired
-            else:                   # one past: the line right after the group, if the run goes on
-                assert fired == (last + 1 if last + 1 < len(lines) else None), (group, k)
-                assert fired is None or kinds[fired][0] in ("group", "record")
-
-
-def test_a_reader_sees_no_tags(tmp_path):
-    """Without PCB_PROGRESS_TAGS the terminal carries the text alone."""
-    lines = _tagged_run(tmp_path, tags=False)
-    assert any("] == [1/" in line for line in lines) and not any("\x1f" in line for line in lines)
-
-
 def test_the_supervisor_strips_a_tag_and_keeps_it_for_a_harness(tmp_path, capfd, monkeypatch):
     """Output.emit: the log gets the text; stderr gets the text, tagged only with the harness's
     variable set; a line without a tag is of kind text; the supervisor's own lines carry theirs."""
-    from labkit import events, supervisor
+    from labkit.run import events, supervisor
     line = events.tag("ok:s", "[lab  1.0s] s: ok (1.0s)")
     for tags in ("0", "1"):
         monkeypatch.setenv(events.ENV, tags)
@@ -179,7 +130,7 @@ def test_the_supervisor_strips_a_tag_and_keeps_it_for_a_harness(tmp_path, capfd,
 def test_step_ends_are_read_from_kinds():
     """fault_matrix.step_ends counts a step's end by its kind alone: a line whose wording looks
     like a verdict but is untagged is no boundary; a tagged skip is."""
-    from labkit import events
+    from labkit.run import events
     lines = [events.tag("step:a", "[x 0.1s] a: cmd"), events.tag("ok:a", "[x 0.2s] a: ok (0.1s)"),
              "[x 0.3s] b: ok (0.1s)", events.tag("skipped:c", "[x 0.4s] c: skipped: why"),
              events.tag("cleanup", "[x 0.5s] cleanup: something")]

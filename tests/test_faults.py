@@ -52,7 +52,7 @@ def test_state_resumes_only_for_the_same_code(tmp_path, monkeypatch):
     f = tmp_path / "state.jsonl"
     st = fm.State(f, "aaaa")
     # Each group: two steps of two lines, then one line of the group's cleanup.
-    from labkit import events   # the lines as the matrix reads them: each tagged with its kind
+    from labkit.run import events   # the lines as the matrix reads them: each tagged with its kind
     lines = [events.tag("spawn:a.bg", "[fstime  1.0s] a.bg: starting in background: x"),
              events.tag("ok:a", "[fstime  1.1s] a: ok (1.0s)"), events.tag("step:b", "[fstime  1.2s] b: cmd"),
              events.tag("skipped:b", "[fstime  2.2s] b: skipped: no tool"),
@@ -80,10 +80,10 @@ def test_state_resumes_only_for_the_same_code(tmp_path, monkeypatch):
 
 def test_a_change_to_one_lab_starts_only_its_cases_over(tmp_path, monkeypatch):
     """Per-lab code hashes: a lab's hash follows its own folder and the shared code (labs/lib,
-    labkit), not another lab's folder or the labs' prose; the record keeps the outcomes of the
-    labs whose hash is unchanged."""
+    labkit), not another lab's folder, the labs' prose or their tests; the record keeps the
+    outcomes of the labs whose hash is unchanged."""
     files = {"labs/lib/lab.sh": b"lib", "labs/a/run.sh": b"a", "labs/b/run.sh": b"b",
-             "labs/a/evidence.md": b"prose", "labkit/x.py": b"x"}
+             "labs/a/evidence.md": b"prose", "labs/a/tests/test_a.py": b"test", "labkit/x.py": b"x"}
 
     def tree(root):
         for name, data in files.items():
@@ -98,6 +98,7 @@ def test_a_change_to_one_lab_starts_only_its_cases_over(tmp_path, monkeypatch):
     assert before["a"] != before["b"]
     (tmp_path / "labs/b/run.sh").write_bytes(b"b changed")
     (tmp_path / "labs/a/evidence.md").write_bytes(b"prose changed")
+    (tmp_path / "labs/a/tests/test_a.py").write_bytes(b"test changed")
     assert fm.code_hash("a") == before["a"] and fm.code_hash("b") != before["b"]
     (tmp_path / "labs/lib/lab.sh").write_bytes(b"lib changed")
     assert fm.code_hash("a") != before["a"]
@@ -147,7 +148,8 @@ def test_site_only_code_is_outside_what_labs_run():
     from labrun import ROOT
     """The fault matrix's code hash leaves out ``SITE_ONLY`` (the site's build), so a page
     change does not start the day-long matrix over. That holds only while no lab-side module
-    imports them (any import, also inside a function) and no lab names them."""
+    imports them (any import, also inside a function) and no lab names them (a lab's tests,
+    labs/<lab>/tests/, are pytest's, not the lab's run)."""
     import ast
     # modules and packages (a folder with an __init__.py), as dotted names under labkit
     site_modules = {p.removeprefix("labkit/").removesuffix(".py").removesuffix("/").replace("/", ".")
@@ -170,9 +172,9 @@ def test_site_only_code_is_outside_what_labs_run():
                 assert not any(inner == m or inner.startswith(m + ".") for m in site_modules), (rel, name)
         assert "theme/" not in path.read_text(), rel
     for path in sorted((ROOT / "labs").rglob("*")):
-        if path.is_file() and path.suffix in {".sh", ".py", ""}:
+        if path.is_file() and path.suffix in {".sh", ".py", ""} and path.relative_to(ROOT / "labs").parts[1:2] != ("tests",):
             text = path.read_text(errors="replace")
-            assert not any(m in text for m in ("mkdocs_hooks", "labkit.macros", "labkit/macros")), path
+            assert not any(m in text for m in ("mkdocs_hooks", "labkit.site", "labkit/site")), path
 
 
 @pytest.mark.timeout(180)
@@ -227,7 +229,7 @@ def unmounted_tracefs():
 def test_a_tracefs_mount_a_tool_makes_is_undone(tmp_path, unmounted_tracefs):
     """On a freshly booted host /sys/kernel/tracing is not mounted, and `perf stat -e
     block:block_rq_complete` (fio_engines' setup probes with it) mounts it by itself: the lab
-    unmounts it again (labkit/supervisor.py guard_kernel_fs). Found by the suite's fault matrix
+    unmounts it again (labkit/run/supervisor.py guard_kernel_fs). Found by the suite's fault matrix
     in CI after a reboot."""
     tr = unmounted_tracefs
     run = run_lab("fio_engines", "--quick", "--only", "setup", "--host", "fault-test", "--out", str(tmp_path / "out"),

@@ -1,5 +1,5 @@
-"""labkit/journal.py, the one reader of lab journals, on journal files laid out in tmp_path in
-the format its docstring gives (the format labkit.supervisor writes; tests/test_lab_contract.py
+"""labkit/run/journal.py, the one reader of lab journals, on journal files laid out in tmp_path in
+the format its docstring gives (the format labkit.run.supervisor writes; tests/test_lab_contract.py
 reads real ones, written by the fake lab). File layouts and process ids, no measurements."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import journal
+from labkit.run import journal
 
 
 def run_line(out: Path, scratch_parent: Path | None = None, lab: str = "demo", pid: int = 4321, start: str = "777",

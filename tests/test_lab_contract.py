@@ -447,7 +447,7 @@ def test_recover_with_nothing_to_do(tmp_path, host):
     assert proc.returncode == 0 and "nothing to recover" in proc.stderr
 
 
-# ---- audit contexts (labkit/auditctx.py) ------------------------------------------------------
+# ---- audit contexts (labkit/run/auditctx.py) ------------------------------------------------------
 
 def audit_rules_now() -> list[str]:
     out = subprocess.run(["auditctl", "-l"], capture_output=True, text=True, timeout=20).stdout
@@ -499,7 +499,7 @@ def test_a_killed_run_leaves_its_task_never_rule_and_recover_removes_it(tmp_path
     assert any(f"audit: added '{rule}'" in ln for ln in got.lines), "".join(got.lines[-20:])
     assert rule in audit_rules_now()
     journal = (tmp_path / "out" / ".fakelab.journal").read_text()
-    assert f"delete the audit rule '{rule}'" in journal and "labkit.auditctx remove" in journal
+    assert f"delete the audit rule '{rule}'" in journal and "labkit.run.auditctx remove" in journal
     refused = subprocess.run(lab_command(FAKE, *args), capture_output=True, text=True, env=env, timeout=60)
     assert refused.returncode == 2 and "--recover" in refused.stderr, refused.stderr
     rec = subprocess.run(lab_command(FAKE, "--recover", *args[2:]), capture_output=True, text=True, env=env, timeout=60)
@@ -580,7 +580,7 @@ def test_every_shell_script_is_shellcheck_clean():
 def test_perf_record_never_fills_the_build_id_cache():
     """perf record copies every binary it sampled into ~/.debug unless --no-buildid-cache:
     every perf record that runs on the host (labs' run.sh, lab.sh, labkit) has it."""
-    sources = [*ROOT.glob("labs/*/run.sh"), ROOT / "labs" / "lib" / "lab.sh", *ROOT.glob("labkit/*.py")]
+    sources = [*ROOT.glob("labs/*/run.sh"), ROOT / "labs" / "lib" / "lab.sh", *ROOT.glob("labkit/**/*.py")]
     # As a command in bash (after "-- ", "! ", a line start) or as an argv in Python.
     pattern = re.compile(r'(?:(?:^|--\s|!\s|;\s|\(\s?)\s*perf\s+record\b|"perf",\s*"record")(?P<rest>[^\n]*)', re.M)
     bad, seen = [], 0
@@ -666,3 +666,54 @@ def test_recover_right_after_a_kill_waits_for_the_lock_and_ignores_a_zombie(tmp_
     assert rec.returncode == 0, rec.stderr
     assert not journal.exists()
     assert_host_as_before(tmp_path, host)
+
+
+# ---- the fault matrix reads a real run by its lines' kinds (tests/fault_matrix.py) ------------
+# Here rather than in tests/test_fault_matrix_design.py: these run the fake lab, whose lock the
+# tests of this file share, and one file runs on one worker.
+
+def _tagged_run(tmp_path, tags: bool = True) -> list[str]:
+    """The lines of one whole run of the fake lab (tests/fakelab) with their kinds kept
+    (``PCB_PROGRESS_TAGS=1``), as the matrix reads a lab's (``tags=False``: as a reader sees them)."""
+    from labkit.run import events
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "knob").write_text("before\n")
+    env = dict(os.environ, **fm.case_env(tmp_path / "work"), FAKELAB_DIR=str(host), **{events.ENV: "1" if tags else "0"})
+    proc = subprocess.run(lab_command(FAKE, "--host", "fake", "--out", str(tmp_path / "out"),
+                                      "--scratch", str(tmp_path / "work" / "scratch")),
+                          text=True, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+    return proc.stderr.splitlines()
+
+
+def test_the_count_and_the_signal_see_the_same_lines_of_a_group(tmp_path):
+    """group_lines (the matrix's count of a group's boundaries) and progress_boundary (where a
+    case is signalled) scope a group alike, on every group of a real run whose lines carry their
+    kinds: the k-th line counted is the one the k-th boundary fires at, and one past the count
+    fires at the group's end. The scope reads kinds, never wording."""
+    import labrun
+    from labkit.run import events
+    lines = _tagged_run(tmp_path)
+    kinds = [events.split(line) for line in lines]
+    groups = [arg for kind, arg, _ in kinds if kind == "group"]
+    assert len(groups) >= 2, lines
+    assert any(kind in events.STEP_ENDS for kind, _, _ in kinds) and any(kind == "record" for kind, _, _ in kinds)
+    for group in groups:
+        counted = labrun.group_progress(lines, group)
+        assert counted and not any(events.split(line)[0] in ("group", "record") for line in counted), group
+        last = next(i for i, (kind, arg, _) in enumerate(kinds) if kind == "group" and arg == group)
+        for k in range(1, len(counted) + 2):
+            at = labrun.progress_boundary(group, k)
+            fired = next((i for i, line in enumerate(lines) if at(line)), None)
+            if k <= len(counted):   # the k-th line of the group, right after the one before
+                assert fired == last + 1 and lines[fired] == counted[k - 1], (group, k)
+                last = fired
+            else:                   # one past: the line right after the group, if the run goes on
+                assert fired == (last + 1 if last + 1 < len(lines) else None), (group, k)
+                assert fired is None or kinds[fired][0] in ("group", "record")
+
+
+def test_a_reader_sees_no_tags(tmp_path):
+    """Without PCB_PROGRESS_TAGS the terminal carries the text alone."""
+    lines = _tagged_run(tmp_path, tags=False)
+    assert any("] == [1/" in line for line in lines) and not any("\x1f" in line for line in lines)

@@ -1,9 +1,11 @@
-"""One folder is one case: every lab folder holds the same files and a valid manifest, the nav,
-the home page and the CI workflow come from the manifests, and `labkit new-lab` adds a case that
-builds by touching only its own folder, its chapter and its results."""
+"""One folder is one case: every lab folder holds the same files (its tests included) and a valid
+manifest, the nav, the home page and the CI workflow come from the manifests, and `labkit
+new-lab` adds a case, its tests included, that builds by touching only its own folder, its
+chapter and its results."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -12,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from labkit import manifest
+from labkit import manifest, newlab
 
 ROOT = Path(__file__).resolve().parent.parent
-LAB_FILES = {"run.sh", "record.py", "claims.toml", "original.toml", "exercises.toml", "lab.toml"}
+LAB_FILES = {"run.sh", "record.py", "claims.toml", "original.toml", "exercises.toml", "lab.toml", "tests"}
 LABS = [m["name"] for m in manifest.labs(ROOT)]
 
 
@@ -57,6 +59,30 @@ def test_the_workflow_and_the_makefile_name_no_lab():
             assert f" {pkg} " in f" {debs} ", (lab, pkg)
 
 
+def _module(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_new_lab_writes_its_tests_and_its_record_test_passes(tmp_path):
+    """`labkit new-lab` (its files only, nothing run) writes the lab's tests beside its code: a
+    fast test of its record.py on hand-made outputs, which passes as written, and a real quick
+    run marked for the lab tier."""
+    root = tmp_path / "repo"
+    (root / "labs").mkdir(parents=True)
+    (root / "docs" / "cases").mkdir(parents=True)
+    files = {p.relative_to(root).as_posix() for p in newlab.scaffold("demo", root)}
+    assert {"labs/demo/tests/test_demo_record.py", "labs/demo/tests/test_demo_lab.py"} <= files
+    assert LAB_FILES <= {p.name for p in (root / "labs" / "demo").iterdir()}
+    fast = _module(root / "labs" / "demo" / "tests" / "test_demo_record.py")
+    assert not hasattr(fast, "pytestmark")                              # the fast tier
+    fast.test_one_measurement_per_block_size_and_sync(tmp_path)
+    lab = _module(root / "labs" / "demo" / "tests" / "test_demo_lab.py")
+    assert lab.pytestmark.name == "lab"
+
+
 @pytest.mark.lab
 @pytest.mark.slow
 @pytest.mark.timeout(300)
@@ -82,4 +108,5 @@ def test_new_lab_builds_with_only_its_own_files(tmp_path):
     changed = sorted(line[3:] for line in status if not line[3:].startswith((".venv", ".tools")))
     assert changed and all(p.startswith(("labs/demo/", "docs/cases/demo.md", "results/demo-host/demo"))
                            for p in changed), changed
+    assert "labs/demo/tests/test_demo_record.py" in changed and "labs/demo/tests/test_demo_lab.py" in changed
     shutil.rmtree(clone / "results" / "demo-host", ignore_errors=True)

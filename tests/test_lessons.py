@@ -11,7 +11,8 @@ import re
 import pytest
 
 from conftest import ROOT
-from labkit import evidence, lesson, manifest
+from labkit import manifest
+from labkit.site import evidence, lesson
 
 LABS = [m["name"] for m in manifest.labs(ROOT)]
 
@@ -25,7 +26,7 @@ def _text(page_html: str) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize("lab", LABS)
 def test_chapter_is_a_lesson(committed_site, lab):
-    """A reading time of at most :data:`labkit.lesson.MAX_MINUTES` over everything visible in
+    """A reading time of at most :data:`labkit.site.lesson.MAX_MINUTES` over everything visible in
     the first tab, ≤ 3,000 prose words, ≤ 12 tables, ``run.sh`` within the first 10 % of the
     text, the reading time stated in the first-screen box, a link to the evidence page."""
     page = (committed_site / "cases" / lab / "index.html").read_text()
@@ -97,7 +98,7 @@ def test_index_titles_adds_one_title_only_entry_per_evidence_page(tmp_path):
 
 
 def test_evidence_link_fails_on_an_unknown_metric():
-    from labkit import macros
+    from labkit.site import macros
     macros._HOSTS_CACHE = None
     known = next(iter(evidence.metrics_by_group("lat_tcp").values()))[0]
     assert f"#{evidence.anchor(known)})" in evidence.evidence_link("lat_tcp", metric=known)

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from labkit import commands, macros, model
+from labkit import model
+from labkit.site import macros
+from labkit.view import commands
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = sorted((ROOT / "results").glob("*/*.json"))
@@ -214,7 +216,7 @@ def test_step_output_command_is_readable(tree):
 
 
 def test_a_step_block_colours_only_its_dollar_line_as_a_command(tree):
-    """labkit.lexer (the ``pcb-step`` lexer step_output's blocks name, found through Pygments'
+    """labkit.site.lexer (the ``pcb-step`` lexer step_output's blocks name, found through Pygments'
     entry point): perf report's "# ..." header, strace -c's "% time" and a "(...)" line are output,
     where Pygments' console lexer takes them for prompts; a "$ " line and its backslash
     continuation are the command."""
@@ -238,7 +240,7 @@ def test_the_build_stops_when_the_step_lexer_is_missing(monkeypatch):
     from mkdocs.exceptions import PluginError
     from pygments.util import ClassNotFound
 
-    from labkit import mkdocs_hooks
+    from labkit.site import mkdocs_hooks
 
     def missing(name, **options):
         raise ClassNotFound(f"no lexer for alias {name!r} found")

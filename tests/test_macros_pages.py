@@ -13,7 +13,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from labkit import macros, render, results
+from labkit import results
+from labkit.site import macros
+from labkit.view import render
 from test_macros_render import add_host, emulate, reference
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -215,7 +217,7 @@ def test_step_output_whole_output_limit_and_exit_status(tree, monkeypatch):
 
 
 def test_claims_table_marks_a_changed_verdict_and_folds_the_evidence(tree):
-    from labkit import claims as claims_mod
+    from labkit.stats import claims as claims_mod
     spec = claims_mod.load(tree / "labs" / "lat_tcp" / "claims.toml")
     first = spec[0]["id"]
 

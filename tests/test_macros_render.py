@@ -17,8 +17,10 @@ import markdown
 import pytest
 from markupsafe import escape
 
-from labkit import claims as claims_mod
-from labkit import macros, model, original, render
+from labkit import model, original
+from labkit.site import macros
+from labkit.stats import claims as claims_mod
+from labkit.view import render
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "original" / "lat_tcp.toml"
@@ -455,7 +457,7 @@ def test_chart_macro_draws_each_host_in_both_schemes(tree):
     """chart: a tab per host with two lazily loaded figures (light, dark) whose files the build
     writes next to the page, sized from the SVG, the alt text naming title, metric, x, series and
     host; a host without the data gets the skip note instead; a metric no host has fails."""
-    from labkit import charts
+    from labkit.view import charts
     charts.take()
     md = macros.chart("lat_tcp", "round_trip", x="msize", where={"experiment": "msize"}, logx=True,
                       title="Round trip <by size>", group="msize")
@@ -497,7 +499,7 @@ def test_results_table_macro_and_its_optional_rule(tree):
 def test_chart_defaults_are_linear_axes_and_no_title(tree):
     """Without logx, logy and title the chart is the one drawn with them off (the same files), its
     alt text leads with the metric; a log axis draws another chart."""
-    from labkit import charts
+    from labkit.view import charts
     args = ("lat_tcp", "round_trip")
     kw = dict(x="msize", where={"experiment": "msize"}, group="msize")
 

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 from markupsafe import escape
 
-from labkit import claims as claims_mod
-from labkit import macros, render, stale
+from labkit import stale
+from labkit.site import macros
+from labkit.stats import claims as claims_mod
+from labkit.view import render
 from test_macros_render import TCG, add_host, emulate, reference
 from test_render_values import m
 
@@ -24,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def host_dict() -> dict:
-    """A probed host as labkit.probe records one, every optional field present."""
+    """A probed host as labkit.run.probe records one, every optional field present."""
     return {"arch": "x86_64", "cpu_vendor": "AuthenticAMD", "cpu_model": "EPYC", "cpus": 2, "cores": 1, "sockets": 1,
             "smt": True, "threads_per_core": 2, "kernel": "6.18.0", "distro": "Debian 12", "virtualization": "kvm",
             "memory_bytes": 3 * 2**30 + 2**29, "scratch_fs": "ext4", "perf_event_paranoid": 2,
@@ -286,7 +288,7 @@ def test_claims_summary_counts_verdicts_in_their_order(tree):
     md = macros.claims("lat_tcp")
     summaries = re.findall(r"(\d+) claims: ([^.\n]*)\.", md)
     assert summaries
-    from labkit import claims as claims_mod
+    from labkit.stats import claims as claims_mod
     for total, body in summaries:
         parts = [p.split(" ", 1) for p in body.split(", ")]
         names = [name for _, name in parts]

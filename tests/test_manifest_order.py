@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from labkit import manifest, mkdocs_hooks, results
-from labkit.macros import hosts, tables
+from labkit import manifest, results
+from labkit.site import mkdocs_hooks
+from labkit.site.macros import hosts, tables
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = (ROOT / "labs" / "lat_tcp" / "lab.toml").read_text()

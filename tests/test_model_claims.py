@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import claims, model, results
+from labkit.stats import claims
+from labkit import model, results
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,7 +50,7 @@ def test_committed_claims_are_reproducible(path):
     for a result recorded with the claims engine and claims.toml of today (an older result
     is re-evaluated by the pages at build time; rerunning the lab refreshes its stored verdicts)."""
     r = model.load(path)
-    changed = _changed_since(r["run"].get("git_commit"), ["labkit/claims.py", f"labs/{r['lab']}/claims.toml"])
+    changed = _changed_since(r["run"].get("git_commit"), ["labkit/stats/claims.py", f"labs/{r['lab']}/claims.toml"])
     if changed:
         pytest.skip(f"claims engine or labs/{r['lab']}/claims.toml changed in {changed[:40]}, after the run: rerun the lab")
     spec = claims.load(ROOT / "labs" / r["lab"] / "claims.toml")

@@ -30,20 +30,20 @@ def _d(killed=0, timeout=0, survived=0, suspicious=0):
 
 
 def test_the_table_has_one_row_per_module_with_its_own_ratio():
-    per = {"labkit/probe.py": _d(killed=9, survived=1), "labkit/guest/command.py": _d(killed=3, timeout=1),
-           "labkit/journal.py": _d()}
+    per = {"labkit/run/probe.py": _d(killed=9, survived=1), "labkit/guest/command.py": _d(killed=3, timeout=1),
+           "labkit/run/journal.py": _d()}
     total = {k: sum(d[k] for d in per.values()) for k in mutation.STATES}
     rows = {line.split()[0]: line.split()[1:] for line in mutation.table(per, total).splitlines()[2:]}
-    assert list(rows) == ["labkit/guest/command.py", "labkit/journal.py", "labkit/probe.py", "all"]
-    assert rows["labkit/probe.py"] == ["9", "0", "0", "1", "90%"]
+    assert list(rows) == ["labkit/guest/command.py", "labkit/run/journal.py", "labkit/run/probe.py", "all"]
+    assert rows["labkit/run/probe.py"] == ["9", "0", "0", "1", "90%"]
     assert rows["labkit/guest/command.py"] == ["3", "1", "0", "0", "100%"]
-    assert rows["labkit/journal.py"] == ["0", "0", "0", "0", "-"]          # nothing tried: no ratio
+    assert rows["labkit/run/journal.py"] == ["0", "0", "0", "0", "-"]          # nothing tried: no ratio
     assert rows["all"] == ["12", "1", "0", "1", "93%"]
 
 
 def test_a_sampled_table_gives_each_module_its_interval():
-    per = {"labkit/probe.py": _d(killed=8, survived=2)}
-    line = mutation.table(per, per["labkit/probe.py"], sampled=True).splitlines()[2]
+    per = {"labkit/run/probe.py": _d(killed=8, survived=2)}
+    line = mutation.table(per, per["labkit/run/probe.py"], sampled=True).splitlines()[2]
     lo, hi = mutation.interval(8, 10)
     assert line.endswith(f"{lo:.0%}–{hi:.0%}")
 
@@ -53,8 +53,8 @@ def test_every_module_it_mutates_by_default_has_tests_that_exist(tmp_path):
     for path in mutation.DEFAULT_PATHS:
         assert (mutation.ROOT / path).is_file(), path
         assert mutation.test_files(mutation.ROOT, mutation.TESTS[path]), path
-    for module in ("labkit/record.py", "labkit/manifest.py", "labkit/probe.py", "labkit/supervisor.py",
-                   "labkit/journal.py", "labkit/guest/command.py"):
+    for module in ("labkit/record.py", "labkit/manifest.py", "labkit/run/probe.py", "labkit/run/supervisor.py",
+                   "labkit/run/journal.py", "labkit/guest/command.py"):
         assert module in mutation.DEFAULT_PATHS
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import probe
+from labkit.run import probe
 
 DUMPS = Path(__file__).resolve().parent / "fixtures" / "cpuinfo"
 

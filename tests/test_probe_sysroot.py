@@ -1,11 +1,11 @@
-"""The probe's SMT and PMU readings (labkit/probe.py) from sysroot trees and recorded outputs.
+"""The probe's SMT and PMU readings (labkit/run/probe.py) from sysroot trees and recorded outputs.
 
 SMT: ``/sys/devices/system/cpu/smt/active`` when the kernel has it ("1" on, "0" off), else the
 topology's threads per core. The trees are util-linux's real lscpu dumps (tests/fixtures/cpuinfo),
 copied into tmp_path and given an ``smt/active`` file or not (file layouts, no measurements).
 PMU: ``perf stat -e instructions``, ``perf record -h`` and ``perf evlist`` outputs recorded on
 real hosts (tests/fixtures/perf and tests/fixtures/arm64, each with the .cmd that made it).
-Audit readings are tested in tests/test_fstime_audit.py on recorded auditctl outputs."""
+Audit readings are tested in tests/test_probe_audit.py on recorded auditctl outputs."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import probe
+from labkit.run import probe
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 DUMPS = FIX / "cpuinfo"

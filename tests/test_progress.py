@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from conftest import ROOT
-from labkit import progress
+from labkit.run import progress
 
 REF = ROOT / "results" / "epyc-kvm-2vcpu"
 

@@ -1,4 +1,4 @@
-"""The rendering layer with fixed expected values (labkit/render.py, labkit/charts.py): number
+"""The rendering layer with fixed expected values (labkit/view/render.py, labkit/view/charts.py): number
 formatting and column precision, byte scaling, table alignment and escaping, compare ratios
 (b/a) and their noise flags, tabs and admonitions, the emulated-CPU badge, and chart whiskers
 (median − min below, max − median above, in the axis unit). The numbers here are formatting
@@ -9,7 +9,7 @@ from __future__ import annotations
 import matplotlib.axes
 import pytest
 
-from labkit import charts, render
+from labkit.view import charts, render
 
 
 @pytest.mark.parametrize("x,shown", [

@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, build_site
-from labkit import model, render
+from labkit import model
+from labkit.view import render
 
 pytestmark = pytest.mark.slow   # whole site builds
 
 
 @pytest.fixture(scope="session")
 def site(committed_site) -> Path:
-    """The site of the committed results (built once per session, tests/conftest.py)."""
+    """The site of the committed results (built once per session, conftest.py)."""
     return committed_site
 
 
@@ -160,7 +161,7 @@ def test_player_only_where_a_recording_is(site):
 
 
 def test_no_script_blocks_the_first_paint(site):
-    """Every external script of every page is deferred (labkit/theme/main.html): a parser-blocking
+    """Every external script of every page is deferred (labkit/site/theme/main.html): a parser-blocking
     one at the end of <body> could run before the first paint and delay the chapter's heading,
     Lighthouse's largest contentful paint. Material's bundle and docs/assets/casebook.js are
     among them, in that order."""
@@ -211,7 +212,7 @@ def _tab_set(*blocks: str) -> str:
 def test_lazy_tabs_moves_every_large_tab_but_the_first():
     """The first host's tab stays; a later one longer than the threshold becomes a placeholder
     and a fragment holding exactly its HTML (nested <div>s included); a short one stays."""
-    from labkit.mkdocs_hooks import lazy_tabs
+    from labkit.site.mkdocs_hooks import lazy_tabs
     first = "<p>" + "a" * 600 + "</p>"
     big = '<div class="x"><div>' + "b" * 600 + "</div></div><p>after the nested divs</p>"
     small = "<p>c</p>"
@@ -252,7 +253,7 @@ def test_chapters_and_cards_are_whole(site):
 
 
 def test_a_cold_build_gives_the_site_of_a_warm_one(tmp_path):
-    """With an empty build cache, charts are drawn beside the build (labkit.macros.beside) and
+    """With an empty build cache, charts are drawn beside the build (labkit.site.macros.beside) and
     filled in later; with the cache that build left, they are read back in the build's own
     process. Both give the same files, byte for byte."""
     cache = tmp_path / "cache"
@@ -309,7 +310,7 @@ def test_serve_draws_charts_beside_each_build_and_leaves_no_process(tmp_path):
             assert r.read().lstrip().startswith(b"<?xml")
         shutil.rmtree(tmp_path / "cache")                  # the rebuild draws every chart again
         (repo / "docs" / "method.md").write_text((repo / "docs" / "method.md").read_text() + "\nEdited.\n")
-        macro = repo / "labkit" / "evidence.py"     # and a macro: the rebuild runs the edited code
+        macro = repo / "labkit" / "site" / "evidence.py"     # and a macro: the rebuild runs the edited code
         assert "### Group `" in macro.read_text() and "Group EDITED" not in html
         macro.write_text(macro.read_text().replace("### Group `", "### Group EDITED `"))
         end = time.time() + 120

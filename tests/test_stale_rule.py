@@ -1,6 +1,7 @@
 """The staleness rule (labkit/stale.py) and the dirty flag of a run (labkit/record.py:
 measuring_code, git_commit): which files count as the code that measures. Each page-data file
-(stale.PAGE_DATA) changes nothing a run measured; each measuring file of the lab does.
+(stale.PAGE_DATA) and the lab's tests (labs/<lab>/tests/) change nothing a run measured; each
+measuring file of the lab does.
 
 Each test builds a small git repository in tmp_path (a lab folder, labs/lib, a few labkit files)
 and commits changes to it: file layouts and commits, no measured values."""
@@ -16,7 +17,8 @@ from labkit import record, stale
 
 LAB = "demo"
 MEASURING = ["run.sh", "record.py", "prog.c", "jobs/engines.fio", "README"]   # anything in the folder but page data
-OUTSIDE = ["labs/lib/lab.sh", "labkit/claims.py", "labkit/macros/tables.py", "docs/cases/demo.md", "labs/other/run.sh"]
+OUTSIDE = ["labs/lib/lab.sh", "labkit/stats/claims.py", "labkit/site/macros/tables.py", "docs/cases/demo.md", "labs/other/run.sh"]
+TESTS = ["tests/test_demo_record.py", "tests/test_demo_lab.py"]   # the lab's own tests, under labs/demo/
 
 
 def git(repo: Path, *args: str) -> str:
@@ -34,8 +36,8 @@ def commit(repo: Path, message: str) -> str:
 
 @pytest.fixture
 def repo(tmp_path) -> Path:
-    files = [f"labs/{LAB}/{f}" for f in (*MEASURING, *stale.PAGE_DATA)] + OUTSIDE + [
-        "labkit/probe.py", "labkit/record.py", "labkit/parsers/fio.py", "labkit/guest/qemu.py"]
+    files = [f"labs/{LAB}/{f}" for f in (*MEASURING, *stale.PAGE_DATA, *TESTS)] + OUTSIDE + [
+        "labkit/run/probe.py", "labkit/record.py", "labkit/parsers/fio.py", "labkit/guest/qemu.py"]
     for f in files:
         (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / f).write_text(f"{f} v1\n")
@@ -76,6 +78,18 @@ def test_a_change_to_page_data_leaves_a_result_fresh(repo, name):
     assert stale.last_change(repo, LAB) == run
 
 
+@pytest.mark.parametrize("name", TESTS)
+def test_a_change_to_the_labs_tests_leaves_a_result_fresh(repo, name):
+    """labs/<lab>/tests/ is pytest's: a changed test, or a new one, measures nothing."""
+    run = git(repo, "rev-parse", "HEAD")
+    change(repo, f"labs/{LAB}/{name}")
+    (repo / f"labs/{LAB}/tests/test_demo_new.py").write_text("def test_x():\n    pass\n")
+    commit(repo, "a new test")
+    assert state(repo, run) == "fresh"
+    stale.last_change.cache_clear()
+    assert stale.last_change(repo, LAB) == run
+
+
 @pytest.mark.parametrize("name", MEASURING)
 def test_a_change_to_measuring_code_makes_a_result_stale(repo, name):
     run = git(repo, "rev-parse", "HEAD")
@@ -92,10 +106,13 @@ def test_a_change_outside_the_lab_folder_leaves_a_result_fresh(repo, path):
     assert state(repo, run) == "fresh"
 
 
-def test_a_measuring_file_named_like_page_data_elsewhere_counts(repo):
-    """Only the lab folder's own page data are left out: a claims.toml in a subfolder is code."""
+@pytest.mark.parametrize("name", ["jobs/claims.toml", "jobs/tests/x.fio"])
+def test_a_measuring_file_named_like_page_data_elsewhere_counts(repo, name):
+    """Only the lab folder's own page data and tests/ are left out: a claims.toml or a tests
+    folder in a subfolder is code."""
     run = git(repo, "rev-parse", "HEAD")
-    (repo / f"labs/{LAB}/jobs/claims.toml").write_text("x\n")
+    (repo / f"labs/{LAB}/{name}").parent.mkdir(parents=True, exist_ok=True)
+    (repo / f"labs/{LAB}/{name}").write_text("x\n")
     commit(repo, "sub")
     assert state(repo, run) == "stale"
 
@@ -128,14 +145,14 @@ def dirty_after(repo: Path, path: str) -> bool:
 
 
 @pytest.mark.parametrize("path", [f"labs/{LAB}/{f}" for f in MEASURING] + [
-    "labs/lib/lab.sh", "labkit/probe.py", "labkit/record.py", "labkit/parsers/fio.py", "labkit/guest/qemu.py"])
+    "labs/lib/lab.sh", "labkit/run/probe.py", "labkit/record.py", "labkit/parsers/fio.py", "labkit/guest/qemu.py"])
 def test_an_uncommitted_measuring_file_makes_the_run_dirty(repo, path):
     assert record.git_commit(repo, record.measuring_code(LAB)) == (git(repo, "rev-parse", "HEAD"), False)
     assert dirty_after(repo, path) is True
 
 
-@pytest.mark.parametrize("path", [f"labs/{LAB}/{f}" for f in stale.PAGE_DATA] + [
-    "labkit/claims.py", "labkit/macros/tables.py", "docs/cases/demo.md", "labs/other/run.sh"])
+@pytest.mark.parametrize("path", [f"labs/{LAB}/{f}" for f in (*stale.PAGE_DATA, *TESTS)] + [
+    "labkit/stats/claims.py", "labkit/site/macros/tables.py", "docs/cases/demo.md", "labs/other/run.sh"])
 def test_uncommitted_page_data_or_page_code_leaves_the_run_clean(repo, path):
     assert dirty_after(repo, path) is False
 

@@ -1,5 +1,5 @@
 """What bash and Python say to each other about a run, each written down once: the probe's
-capabilities and the names labs ask for them by (labkit/probe.py CAPABILITIES), the --help text's
+capabilities and the names labs ask for them by (labkit/run/probe.py CAPABILITIES), the --help text's
 account of quick mode (the lab's own budgets), prctl's options by name."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import manifest, probe, supervisor
+from labkit import manifest
+from labkit.run import probe, supervisor
 
 ROOT = Path(__file__).resolve().parents[1]
 LAB_SH = (ROOT / "labs" / "lib" / "lab.sh").read_text()
@@ -41,7 +42,7 @@ def test_every_capability_a_lab_requires_is_known():
 
 
 def test_the_supervisor_exports_the_table():
-    source = (ROOT / "labkit" / "supervisor.py").read_text()
+    source = (ROOT / "labkit" / "run" / "supervisor.py").read_text()
     assert "CAPABILITIES" in source and "split('_')" not in source
     assert "PCB_LAB_CAPS" in LAB_SH
 
@@ -59,12 +60,12 @@ def test_help_gives_the_labs_own_budgets(m):
 def test_prctl_options_are_named():
     """prctl(2): PR_SET_PDEATHSIG is 1 and PR_SET_CHILD_SUBREAPER 36 (<linux/prctl.h>)."""
     assert (supervisor.PR_SET_PDEATHSIG, supervisor.PR_SET_CHILD_SUBREAPER) == (1, 36)
-    source = (ROOT / "labkit" / "supervisor.py").read_text()
+    source = (ROOT / "labkit" / "run" / "supervisor.py").read_text()
     assert not re.search(r"\.prctl\(\d", source)
 
 
 def test_steps_tsv_has_one_reader():
     """The supervisor and labkit record read steps.tsv through labkit.steps.read_tsv, not by substring."""
-    for path in ("labkit/supervisor.py", "labkit/record.py"):
+    for path in ("labkit/run/supervisor.py", "labkit/record.py"):
         source = (ROOT / path).read_text()
         assert "read_tsv(" in source and '"\\tskipped\\t"' not in source, path

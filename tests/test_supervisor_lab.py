@@ -1,4 +1,4 @@
-"""labkit/supervisor.py's Lab: the declaration lab.sh's ``lab_main`` passes in the environment
+"""labkit/run/supervisor.py's Lab: the declaration lab.sh's ``lab_main`` passes in the environment
 (PCB_LAB_NAME, PCB_LAB_TITLE, PCB_LAB_TOOLS, PCB_LAB_GROUPS: one ``group<TAB>description[<TAB>always]``
 a line) and the groups a run selects. The fake lab (tests/test_lab_contract.py) runs the rest."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from labkit import supervisor
+from labkit.run import supervisor
 
 DECLARED = {"PCB_LAB_NAME": "demo", "PCB_LAB_TITLE": "A demo", "PCB_LAB_TOOLS": "fio perf",
             "PCB_LAB_GROUPS": "setup\tbuild the programs\talways\nwork\tthe measurements\nextra\tmore"}

@@ -1,8 +1,8 @@
 """What the site changes of mkdocs-material, checked without a build or a browser: each
-override in labkit/theme names the upstream file it was derived from and that file's sha256,
+override in labkit/site/theme names the upstream file it was derived from and that file's sha256,
 which must be the installed theme's (a theme upgrade that changes the file fails here, in the
-fast tier, instead of in the browser tier); the Markdown marks of labkit.page_marks; the
-data pages' fragments (labkit.mkdocs_hooks.lazy_folds, lazy_tabs) on small pages."""
+fast tier, instead of in the browser tier); the Markdown marks of labkit.site.page_marks; the
+data pages' fragments (labkit.site.mkdocs_hooks.lazy_folds, lazy_tabs) on small pages."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import markdown
 import material
 import pytest
 
-from labkit.mkdocs_hooks import lazy_folds, lazy_parts, lazy_tabs
+from labkit.site.mkdocs_hooks import lazy_folds, lazy_parts, lazy_tabs
 
 ROOT = Path(__file__).resolve().parent.parent
-THEME = ROOT / "labkit" / "theme"
+THEME = ROOT / "labkit" / "site" / "theme"
 UPSTREAM = Path(material.__file__).parent / "templates"
 _DERIVED = re.compile(r"Derived from mkdocs-material (\S+) (\S+), sha256 ([0-9a-f]{64})")
 OVERRIDES = sorted(p.relative_to(THEME).as_posix() for p in THEME.rglob("*.html"))
@@ -35,13 +35,13 @@ def test_an_override_matches_the_installed_theme_file_it_was_derived_from(overri
     overrides the file of its own path; main.html extends base.html."""
     text = (THEME / override).read_text()
     found = _DERIVED.findall(text)
-    assert len(found) == 1, f"labkit/theme/{override} names no 'Derived from mkdocs-material VERSION FILE, sha256 HEX'"
+    assert len(found) == 1, f"labkit/site/theme/{override} names no 'Derived from mkdocs-material VERSION FILE, sha256 HEX'"
     version, upstream, digest = found[0]
     assert upstream == ("base.html" if override == "main.html" else override), (override, upstream)
     installed = metadata.version("mkdocs-material")
     now = hashlib.sha256((UPSTREAM / upstream).read_bytes()).hexdigest()
     assert now == digest, (
-        f"labkit/theme/{override} was derived from mkdocs-material {version}'s {upstream}, which the "
+        f"labkit/site/theme/{override} was derived from mkdocs-material {version}'s {upstream}, which the "
         f"installed {installed} changed (sha256 {now}): compare the two, adapt the override (or drop it "
         f"if the theme now does what it is for), then record the new sha256 and version")
     assert version == installed
@@ -55,14 +55,14 @@ def test_the_theme_is_pinned_at_the_version_the_overrides_name():
 
 
 def test_material_still_mounts_tab_sets_by_data_tabs():
-    """labkit.page_marks renames pymdownx's data-tabs so that material's runtime leaves the tab
+    """labkit.site.page_marks renames pymdownx's data-tabs so that material's runtime leaves the tab
     sets alone: that works only while the runtime finds them by that attribute."""
     bundle, = (UPSTREAM / "assets" / "javascripts").glob("bundle.*.min.js")
     assert '"[data-tabs]"' in bundle.read_text()
 
 
 def _md(text: str) -> str:
-    return markdown.markdown(text, extensions=["pymdownx.details", "pymdownx.tabbed", "md_in_html", "labkit.page_marks"],
+    return markdown.markdown(text, extensions=["pymdownx.details", "pymdownx.tabbed", "md_in_html", "labkit.site.page_marks"],
                              extension_configs={"pymdownx.tabbed": {"alternate_style": True}})
 
 

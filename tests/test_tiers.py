@@ -1,4 +1,4 @@
-"""Test tiers are explicit marks, and the guard in tests/conftest.py holds a test to them: a test
+"""Test tiers are explicit marks, and the guard in conftest.py holds a test to them: a test
 that starts a lab, a guest, a browser or a site build without its mark fails while it runs."""
 
 from __future__ import annotations

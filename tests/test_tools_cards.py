@@ -1,5 +1,5 @@
 """The tool cards (docs/tools/<tool>.md) and their self-checking exercises
-(labkit/cards/<tool>/<lab>.exercises.toml), the method page and the learning path.
+(cards/<tool>/<lab>.exercises.toml), the method page and the learning path.
 
 - every tool with exercises has a card in the nav, every card has exercises, and every card has
   the same sections and injects real output through a macro;
@@ -24,7 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from labkit import cards, claims, cli, macros, model
+from labkit import cards, cli, model
+from labkit.site import macros
+from labkit.stats import claims
 from derived import validate_metric
 from test_claims_failable import derive
 
@@ -90,7 +92,7 @@ def test_exercise_files_load_and_name_labs(tool):
 
 
 def test_a_bad_file_name_or_a_repeated_id_fails_loud(tmp_path):
-    src = ROOT / "labkit" / "cards" / "gdb" / "lat_tcp.exercises.toml"
+    src = ROOT / "cards" / "gdb" / "lat_tcp.exercises.toml"
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "no_such_lab.exercises.toml").write_text(src.read_text())
     with pytest.raises(claims.ClaimError, match="no lab 'no_such_lab'"):
@@ -322,9 +324,9 @@ def _anchors(page: Path, headings_only: bool = False) -> set[str]:
 
 
 def _evidence_anchors(lab: str) -> set[str]:
-    """The ids of a generated evidence page (labkit/evidence.py): its sections, one per metric,
+    """The ids of a generated evidence page (labkit/site/evidence.py): its sections, one per metric,
     and those of the lab's own labs/<lab>/evidence.md."""
-    from labkit import evidence
+    from labkit.site import evidence
     ids = {"claims", "measurements", "artifacts", "recordings", "skipped", "provenance"}
     ids |= {evidence.anchor(m["metric"]) for p in (DOCS.parent / "results").glob(f"*/{lab}.json")
             for m in json.loads(p.read_text())["measurements"]}

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from labkit import tools
+from labkit.run import tools
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def lab_tools() -> list[str]:
     """Every tool a lab names in its ``lab_define`` (labs/<lab>/run.sh), plus the tools
-    with a version flag of their own in labkit.tools."""
+    with a version flag of their own in labkit.run.tools."""
     names = []
     for run in sorted((ROOT / "labs").glob("*/run.sh")):
         m = re.search(r'^lab_define\s+\S+\s+"[^"]*"((?:\s*\\\n)?[^\n]*)', run.read_text(), re.M)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from labkit import claims, cli
+from labkit.stats import claims
+from labkit import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = sorted(ROOT.glob("labs/*/claims.toml"))

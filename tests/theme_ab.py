@@ -1,6 +1,6 @@
 """What two theme overrides save, measured: a page as built against the same page with
-mkdocs-material's runtime given back the host tab sets (``data-tabs``, labkit/page_marks.py) or
-the palette toggle (``data-md-component="palette"``, labkit/theme/partials/palette.html), each
+mkdocs-material's runtime given back the host tab sets (``data-tabs``, labkit/site/page_marks.py) or
+the palette toggle (``data-md-component="palette"``, labkit/site/theme/partials/palette.html), each
 variant a copy of the built page with that one attribute changed. Headless Chromium (Debian's)
 at 390 px with the CPU slowed 4x, loads interleaved; per load the total blocking time (long
 tasks until 1.5 s after load, each less 50 ms) and Chromium's style, layout and script time.

@@ -1,25 +1,25 @@
-/* Perf Casebook: what the pages need beyond mkdocs-material (deferred: labkit/theme/main.html).
+/* Perf Casebook: what the pages need beyond mkdocs-material (deferred: labkit/site/theme/main.html).
  *
  * - Flame graphs (<object data-pc-src>) load when they come near the viewport, so a page's
- *   weight does not count figures a reader never scrolls to (labkit/macros.py flamegraph()).
+ *   weight does not count figures a reader never scrolls to (labkit/site/macros/figures.py flamegraph()).
  * - Recordings (<div data-pc-cast>) get an asciinema player with the options the macro wrote
- *   (labkit/macros.py cast()) when they come near the viewport; the player's script is named
- *   only on pages with a recording (<template id="pc-player-js">, labkit/theme/main.html) and
+ *   (labkit/site/macros/figures.py cast()) when they come near the viewport; the player's script is named
+ *   only on pages with a recording (<template id="pc-player-js">, labkit/site/theme/main.html) and
  *   loaded then.
- * - On evidence pages (labkit/mkdocs_hooks.py LAZY_PAGES), another host's tab and a large
+ * - On evidence pages (labkit/site/mkdocs_hooks.py LAZY_PAGES), another host's tab and a large
  *   closed block are fragments fetched when the tab is shown or the block opened, their code
  *   and tables given the copy buttons and scroll wrappers mkdocs-material gives a page's at load.
  * - Names and keyboard access that mkdocs-material's markup lacks: the search dialog and code
  *   annotation markers get a name, and a box that scrolls sideways (a table, a flame graph) can
  *   be focused to scroll it (axe: scrollable-region-focusable).
- * - Host tabs (tab sets marked data-pc-tabs by labkit/page_marks.py, which keeps
+ * - Host tabs (tab sets marked data-pc-tabs by labkit/site/page_marks.py, which keeps
  *   mkdocs-material's runtime off them): they switch by CSS alone; here a pick is followed by
  *   every set with a tab of the same title, the set the reader clicked stays where it was on
  *   screen, and the pick is remembered (localStorage) for the next page.
- * - The light/dark toggle (labkit/theme/partials/palette.html, kept from mkdocs-material's
+ * - The light/dark toggle (labkit/site/theme/partials/palette.html, kept from mkdocs-material's
  *   runtime): a pick sets <body>'s data-md-color-* and is stored as material stores it
  *   (__md_set("__palette")), so material's inline script applies it before the next page's
- *   first paint (labkit/theme/partials/javascripts/palette.html); the option
+ *   first paint (labkit/site/theme/partials/javascripts/palette.html); the option
  *   "(prefers-color-scheme)" follows the system's scheme, also when the system changes it.
  */
 (function () {

@@ -1,4 +1,4 @@
-"""The job script a lab's ``--guest ARCH`` run gives its guest (labkit.supervisor).
+"""The job script a lab's ``--guest ARCH`` run gives its guest (labkit.run.supervisor).
 
 The guest boots with a copy of the checkout in ``/job/repo`` and runs ``/job/run`` as root
 with ``sh`` (labkit.guest's init). The script brings up what no init system brings up there

@@ -6,7 +6,7 @@
 # A lab author's mistake in a call of the step language (an unknown option, a malformed or
 # undeclared --case) stops the run at once with one line, and the run exits 2.
 
-# The body's exit status for such a mistake (labkit/supervisor.py BODY_USAGE: the run exits 2).
+# The body's exit status for such a mistake (labkit/run/supervisor.py BODY_USAGE: the run exits 2).
 LAB_USAGE_EXIT=101
 
 # LAB_CASE_TYPE: each declared case key's type.

@@ -8,7 +8,7 @@
 #   group_build() { lab_run build -- gcc -O2 -o "$LAB_SCRATCH/lat_tcp" "$LAB_DIR/lat_tcp.c"; }
 #   lab_main "$@"
 #
-# lab_main hands the run to labkit.supervisor (Python: options, lock, journal, signals, undo,
+# lab_main hands the run to labkit.run.supervisor (Python: options, lock, journal, signals, undo,
 # --recover, --guest, probe, record), which runs this script again in a role (PCB_LAB_ROLE):
 #   body  the selected groups in order; exit 0 (all steps as expected), 1 (a step failed: the
 #         result is still recorded) or 100 (stopped, reason said: disk full, internal error);
@@ -52,7 +52,7 @@ lab_define() { LAB_NAME=$1; LAB_TITLE=$2; shift 2; LAB_TOOLS="$*"; }
 # lab_group NAME DESCRIPTION [always]: declare a group of steps, run in declaration order by group_NAME.
 lab_group() { LAB_GROUPS+=("$1"); LAB_GROUP_DESC+=("$2"); LAB_GROUP_ALWAYS+=("${3:-}"); }
 
-# lab__supervisor exec|call ARG...: run labkit.supervisor with this lab's declaration.
+# lab__supervisor exec|call ARG...: run labkit.run.supervisor with this lab's declaration.
 lab__supervisor() {
   local groups="" i how=$1; shift
   [[ -n "$LAB_NAME" ]] || { echo "lab.sh: lab_define was not called" >&2; exit 2; }
@@ -61,9 +61,9 @@ lab__supervisor() {
   done
   export PCB_LAB_NAME=$LAB_NAME PCB_LAB_TITLE=$LAB_TITLE PCB_LAB_TOOLS=$LAB_TOOLS PCB_LAB_GROUPS=$groups
   if [[ $how == exec ]]; then
-    exec "$LAB_PY" -m labkit.supervisor "$LAB_SCRIPT" "${#LAB_ARGV[@]}" ${LAB_ARGV[@]+"${LAB_ARGV[@]}"} "$@"
+    exec "$LAB_PY" -m labkit.run.supervisor "$LAB_SCRIPT" "${#LAB_ARGV[@]}" ${LAB_ARGV[@]+"${LAB_ARGV[@]}"} "$@"
   fi
-  "$LAB_PY" -m labkit.supervisor "$LAB_SCRIPT" 0 "$@"
+  "$LAB_PY" -m labkit.run.supervisor "$LAB_SCRIPT" 0 "$@"
 }
 
 # lab_usage: print the --help text (for a lab that parses options of its own first).
@@ -71,7 +71,7 @@ lab_usage() { lab__supervisor call --help; }
 
 # ---- output -------------------------------------------------------------------------------
 
-# lab__say KIND TEXT: one progress line "[lab  12.3s] TEXT" on stderr, its KIND (labkit/progress.py
+# lab__say KIND TEXT: one progress line "[lab  12.3s] TEXT" on stderr, its KIND (labkit/run/progress.py
 # KINDS) in a tag \x1f...\x1f that the supervisor strips (it colours by kind, and tells a harness).
 lab__say() {
   local now=${EPOCHREALTIME//[.,]/} d tag=$'\x1f'$1$'\x1f'
@@ -83,7 +83,7 @@ lab__say() {
 lab__stop() { lab__say stop "$1"; exit 100; }
 
 # ---- the journal and the undo ------------------------------------------------------------
-# <out>/.<lab>.journal and its copy <scratch>/.pcb-journal (labkit/journal.py): "do ID
+# <out>/.<lab>.journal and its copy <scratch>/.pcb-journal (labkit/run/journal.py): "do ID
 # DESCRIPTION COMMAND" before a change, "done ID", "fail ID MESSAGE". COMMAND: shell words
 # naming a command or a function of lab.sh or of the lab's run.sh.
 
@@ -282,7 +282,7 @@ lab_wait_for() {
 
 # lab_require NAME CAP...: on the first missing capability record NAME as skipped with the reason
 # and return 1. CAPs: root, cmd:PROG, cpus:N, perf, tracefs (mounted if need be), inferno, and the
-# probe's capabilities (labkit/probe.py CAPABILITIES, named in PCB_LAB_CAPS: loop, netns, pmu, ...).
+# probe's capabilities (labkit/run/probe.py CAPABILITIES, named in PCB_LAB_CAPS: loop, netns, pmu, ...).
 lab_require() {
   local name=$1 cap why=""; shift
   for cap in "$@"; do
@@ -310,7 +310,7 @@ lab_require() {
 }
 
 # lab__host_cap CAP: why the probe found CAP unavailable (PCB_CAP_<CAP>, set by the supervisor
-# from host.json with labkit/probe.py CAPABILITIES), nothing when it is available.
+# from host.json with labkit/run/probe.py CAPABILITIES), nothing when it is available.
 lab__host_cap() { local v="PCB_CAP_${1^^}"; printf '%s' "${!v:-}"; }
 # lab__nobpf: --no-bpf-event where perf has it (else -q): no 1 s wait at perf record's exit.
 lab__nobpf() { if [[ $(perf record -h 2>&1) == *--no-bpf-event* ]]; then echo --no-bpf-event; else echo -q; fi; }
@@ -454,13 +454,13 @@ lab__remove_scratch() {
 
 # ---- main -----------------------------------------------------------------------------
 
-# lab__group_figures GROUP: the figures GROUP measured, indented under its steps (labkit.progress:
+# lab__group_figures GROUP: the figures GROUP measured, indented under its steps (labkit.run.progress:
 # the lab's record.py on the run so far; nothing when it needs later groups' data).
 lab__group_figures() {
   local fig
   while IFS= read -r fig; do
     [[ -n "$fig" ]] && lab__say "figure:$1" "  $fig"
-  done < <("$LAB_PY" -m labkit.progress figures --lab "$LAB_NAME" --lab-dir "$LAB_DIR" --run-dir "$LAB_RUN" \
+  done < <("$LAB_PY" -m labkit.run.progress figures --lab "$LAB_NAME" --lab-dir "$LAB_DIR" --run-dir "$LAB_RUN" \
              --group "$1" --quick "$LAB_QUICK" 2>/dev/null || true)
 }
 

@@ -1,0 +1,226 @@
+"""Claims and verdicts: every claim of a lab with its verdict on each host, and the original's
+conclusions with how each fares. Verdicts are evaluated at build time from the stored
+measurements and today's ``labs/<lab>/claims.toml`` (:mod:`labkit.stats.claims`)."""
+
+from __future__ import annotations
+
+import html
+import re
+
+from ...stats import claims as claims_mod
+from ...view import commands, render
+from . import differ, hosts, templates
+from .hosts import EMULATED_BADGE, MacroError
+from .numbers import number as _num, times as _times
+from .original import load_original
+from .tables import stacked_table
+
+_ROLE_WORD = {"conclusion": "Original's conclusion", "instrument": "Instrument check", "ours": "Ours"}
+
+
+def _side_label(own: dict, other: dict) -> str:
+    """What tells one side of a claim from the other: the values of the selector keys that
+    differ (``same-cpu``; ``kernel=5.10, dt=plain`` when several differ)."""
+    diff = {k: v for k, v in own.items() if other.get(k) != v}
+    if len(diff) == 1:
+        value = next(iter(diff.values()))
+        if isinstance(value, str) and not re.fullmatch(r"[-+.\d]+", value):
+            return value
+    return ", ".join(f"{k}={render.case_cell(k, v)}" for k, v in diff.items())
+
+
+def _sides(c: dict) -> tuple[str, str]:
+    """The labels of a comparison's sides a and b (:func:`_side_label`; "a" and "b" when their
+    selectors do not differ)."""
+    return _side_label(c["a"], c["b"]) or "a", _side_label(c["b"], c["a"]) or "b"
+
+
+def _value(x: float, u: str) -> str:
+    """A claim side's value with its unit, bytes in KiB/MiB/GiB (``14.29 µs``, ``512 MiB``);
+    a plain ratio or fraction without one."""
+    if u in ("ratio", "fraction"):
+        return render.fmt(x)
+    if u == "x":
+        return f"{render.fmt(x)}×"
+    div, shown = render.display_scale(u, [x])
+    return f"{render.fmt(x / div)} {shown}".rstrip()
+
+
+def _interval_text(e: dict) -> str:
+    """An effect's interval as "2.31× (95 % interval 2.10–2.52×)", or the estimate alone with
+    the reason when no interval exists."""
+    if e.get("estimate") is None:
+        return e["method"]
+    if e.get("low") is None:
+        return f"{_times(e['estimate'])} ({e['method']})"
+    if e["low"] == e["high"] and str(e.get("method", "")).startswith("no spread"):
+        return f"{_times(e['estimate'])} (no spread in the samples)"
+    span = claims_mod.span_text(e, _num, _times)
+    return f"{_times(e['estimate'])} ({round(e['level'] * 100)} % interval {span})"
+
+
+def _effect_text(c: dict, e: dict, result: dict) -> str | None:
+    """The effect of a decided comparison or trend in words, from the verdict's fields: for a
+    comparison the two sides' values and the ratio with its interval and what the claim needs;
+    for a trend its first and last points and their ratio. None for other kinds."""
+    stat = c.get("statistic", "median")
+    if c["kind"] in ("compare", "within"):
+        a, _ = claims_mod.side(result, c["metric"], c["a"], stat)
+        b, _ = claims_mod.side(result, c["metric"], c["b"], stat)
+        la, lb = _sides(c)
+        mean = " (means)" if stat == "mean" else ""
+        what = "per-repetition ratio" if c.get("paired") else "ratio"
+        return (f"{_value(a.value, a.unit)} {la} vs {_value(b.value, b.unit)} {lb}{mean}: {what} "
+                f"{la} ÷ {lb} = {_interval_text(e)}, needs {e['needs']}; n = {e['n_a']} / {e['n_b']}")
+    if c["kind"] == "increasing":
+        ms = [m for m in claims_mod.select(result, c["metric"], c["where"])
+              if isinstance(m["case"].get(c["over"]), (int, float))]
+        first = min(ms, key=lambda m: m["case"][c["over"]])
+        last = max(ms, key=lambda m: m["case"][c["over"]])
+        over = c["over"]
+        return (f"{c['metric']} from {_value(first['median'], first['unit'])} at {over} = "
+                f"{render.case_cell(over, first['case'][over])} to {_value(last['median'], last['unit'])} at "
+                f"{over} = {render.case_cell(over, last['case'][over])}: last ÷ first = {_interval_text(e)}, "
+                f"needs {e['needs']}")
+    return None
+
+
+def _claim_sentence(c: dict, v: dict, result: dict) -> str:
+    """Markdown inline text: the verdict ``v`` of claim ``c`` on ``result`` as a sentence, from
+    the verdict's fields (never from its evidence string): for a comparison the two sides'
+    values and the effect with its interval and what the claim needs ("14.29 µs same-cpu vs
+    62.48 µs other-core: a ÷ b = 0.229× (95 % interval 0.21–0.25×), needs < 0.909, n = 22 /
+    22"); for a trend its first and last points and the ratio; otherwise (a step, no data, an
+    emulated CPU) the verdict's reason or evidence. Verdicts other than holds and fails end with
+    their reason; flags (drift, two modes) follow, then the emulated-CPU badge."""
+    e = v.get("effect")
+    text = _effect_text(c, e, result) if e else None
+    if text is None:
+        text = commands.display_text(v.get("reason") or v["evidence"], result)
+        reason = None
+    else:
+        reason = v.get("reason")
+    out = render.esc(text)
+    if reason and v["verdict"] not in ("holds", "fails"):
+        out += f"; {render.esc(commands.display_text(reason, result))}"
+    for flag in v.get("flags", []):
+        out += f" ⚠ {render.esc(flag)}"
+    if v.get("emulated"):
+        out += " " + EMULATED_BADGE
+    return out
+
+
+def claims(lab: str) -> str:
+    """Markdown: per host, a count of the verdicts and a table of each claim of
+    ``labs/<lab>/claims.toml``: its role, statement and ``source`` ("Original: ..."), then its
+    verdict (holds, fails, inconclusive, untested, not applicable: each with its own mark and
+    CSS class) as a sentence (:func:`_claim_sentence`) with the raw evidence folded under it.
+
+    Verdicts are evaluated at build time from the result's measurements and today's
+    claims.toml (:func:`labkit.stats.claims.evaluate_one`), so a claim added after the run shows
+    what the stored data say; where the verdict stored at run time differs, the cell says so.
+
+    Raises:
+        ClaimError: a missing or malformed claims.toml; NoResult: no host has a result of ``lab``.
+    """
+    spec = claims_mod.load(hosts.ROOT / "labs" / lab / "claims.toml")
+
+    def table(host, result):
+        stored = {c["id"]: c for c in result["claims"]}
+        rows, count = [], {}
+        for c in spec:
+            v = claims_mod.evaluate_cached(c, result)
+            count[v["verdict"]] = count.get(v["verdict"], 0) + 1
+            statement = templates.render("claim_statement.html", role=_ROLE_WORD[c["role"]], statement=c["statement"],
+                                         source=c.get("source") or "")
+            evidence = render.esc(commands.display_text(v["evidence"], result))
+            old = stored.get(c["id"])
+            changed = ""
+            if old is not None and old["verdict"] != v["verdict"]:
+                changed = (f" *(recorded as {render.esc(old['verdict'])} when the lab ran; the claim or the"
+                           f" verdict rules changed since)*")
+            sentence = _claim_sentence(c, v, result)
+            verdict = f"{render.VERDICT_MARK[v['verdict']]}: {sentence}{changed}"
+            if sentence != evidence:  # a step's or a skip's evidence is its sentence: no fold
+                verdict += templates.render("evidence_fold.html", evidence=evidence)
+            rows.append([statement, verdict])
+        summary = ", ".join(f"{count[k]} {k}" for k in claims_mod.VERDICTS if k in count)
+        return f"{len(spec)} claims: {summary}.\n\n" + render.markdown_table(["Claim", "Here"], rows, align=None)
+
+    return hosts.per_host(lab, table)[0]
+
+
+def _ratio_name(c: dict) -> str:
+    """What an effect divides, named by its sides: "same-cpu ÷ other-core" for a comparison,
+    "last ÷ first" for a trend, "" for other kinds."""
+    if c["kind"] in ("compare", "within"):
+        return " ÷ ".join(_sides(c))
+    return "last ÷ first" if c["kind"] == "increasing" else ""
+
+
+def _verdict_cell(c: dict, v: dict) -> str:
+    """Markdown inline text: one verdict, short: its mark, then the effect named by its sides,
+    with its interval and what the claim needs (``same-cpu ÷ other-core = 0.229× (95 % interval
+    0.210–0.250×), needs < 0.769``), or the reason it is not decided; flags and the
+    emulated-CPU badge after."""
+    e = v.get("effect")
+    text = render.VERDICT_MARK[v["verdict"]]
+    if e and (e.get("estimate") is not None or v["verdict"] in ("holds", "fails")):   # an infinite ratio decides too
+        name = _ratio_name(c)
+        text += f": {render.esc(name + ' = ' if name else '')}{render.esc(_interval_text(e))}, needs {render.esc(e['needs'])}"
+    if v["verdict"] not in ("holds", "fails") and v.get("reason") and not (e and v["reason"].startswith("the 95%")):
+        text += f"; {render.esc(v['reason'])}"
+    if v.get("flags"):
+        text += " ⚠ " + render.esc("; ".join(v["flags"]))
+    if v.get("emulated"):
+        text += " " + EMULATED_BADGE
+    return text
+
+
+def verdicts(lab: str) -> str:
+    """Markdown: the original's conclusions and how each fares on every host: one row per
+    ``[[conclusion]]`` of ``labs/<lab>/original.toml`` (in its order) and per claim testing it
+    (role ``conclusion``), one column per host with the verdict and its effect and interval
+    (:func:`_verdict_cell`; where a host's verdict differs from the reference host's, the first
+    committed one, the cell names the host provenance that differs: :mod:`labkit.site.macros.differ`),
+    evaluated at build time from today's claims.toml (a
+    :func:`labkit.site.macros.tables.stacked_table`); then the conclusions no host of ours can
+    test, each with its reason. Instrument checks and our own claims are not in this table
+    (:func:`claims` lists every claim).
+
+    Raises:
+        ClaimError, OriginalError: a malformed claims.toml or original.toml.
+        MacroError: a conclusion claim naming a conclusion original.toml does not have.
+        NoResult: no host has a result of ``lab``.
+    """
+    spec = [c for c in claims_mod.load(hosts.ROOT / "labs" / lab / "claims.toml") if c["role"] == "conclusion"]
+    orig = load_original(lab)
+    ids = {c["id"] for c in orig["conclusion"]}
+    for c in spec:
+        if c["conclusion"] not in ids:
+            raise MacroError(f"verdicts: claim {c['id']} of {lab} names conclusion {c['conclusion']!r}, "
+                             f"which labs/{lab}/original.toml does not have")
+    pairs = hosts.for_lab(lab)
+    header = ["The original concluded", "Claim"] + [render.host_label(r["host"], h.title) for h, r in pairs]
+    rows, untestable = [], []
+    for con in orig["conclusion"]:
+        tested = [c for c in spec if c["conclusion"] == con["id"]]
+        if not tested:
+            untestable.append(f"- {html.escape(con['text'], quote=False)} *Not tested here: "
+                              f"{html.escape(con.get('untestable', 'no claim yet'), quote=False)}*")
+            continue
+        for k, c in enumerate(tested):
+            vs = [claims_mod.evaluate_cached(c, r) for _, r in pairs]
+            cells = [_verdict_cell(c, v) for v in vs]
+            ref = next((i for i, (h, _) in enumerate(pairs) if not h.local), None)
+            for i, ((h, r), v) in enumerate(zip(pairs, vs)):
+                note = None if ref is None or i == ref else differ.differs_note(
+                    v["verdict"], vs[ref]["verdict"], pairs[ref][1]["host"], r["host"], pairs[ref][0].label)
+                if note:
+                    cells[i] += f' <span class="pc-differs">↯ {render.esc(note)}</span>'
+            rows.append([html.escape(con["text"], quote=False) if k == 0 else "″",
+                         html.escape(c["statement"], quote=False)] + cells)
+    out = stacked_table(header, rows)
+    if untestable:
+        out += "\n\nConclusions of the original that no host of ours can test:\n\n" + "\n".join(untestable) + "\n"
+    return out

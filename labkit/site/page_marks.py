@@ -1,0 +1,54 @@
+"""A Markdown extension (mkdocs.yml ``markdown_extensions: labkit.site.page_marks``) that marks two
+kinds of block in a page's element tree, after the block parsers made them and before the tree is
+written as HTML:
+
+- pymdownx.tabbed's tab sets: ``data-tabs`` becomes ``data-pc-tabs``. mkdocs-material's runtime
+  mounts every ``[data-tabs]`` element (a ResizeObserver, an IntersectionObserver and layout
+  reads per set); renamed, the sets switch by CSS alone (docs/assets/casebook.css) and
+  docs/assets/casebook.js links them by tab title. DESIGN.md ("Pages in the browser") gives the
+  measurement that keeps this.
+- pymdownx.details' folds: ``data-search-exclude``, which mkdocs-material's search plugin honours,
+  so that exercises' predictions and verdicts and long outputs stay out of the search index that
+  every page downloads. A fold written as raw HTML (a claim's evidence in a table cell) is not
+  in the tree; it sits in a measured-data block, which the search plugin skips whole
+  (``labkit.view.render.tabs``, ``labkit/site/mkdocs_hooks.py`` on_page_content).
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as etree
+
+from markdown import Extension
+from markdown.treeprocessors import Treeprocessor
+
+SEARCH_EXCLUDE = "data-search-exclude"
+
+
+def _mark(root) -> None:
+    for el in root.iter("div"):
+        if "data-tabs" in el.attrib and "tabbed-set" in (el.get("class") or "").split():
+            el.set("data-pc-tabs", el.attrib.pop("data-tabs"))
+    for el in root.iter("details"):
+        el.set(SEARCH_EXCLUDE, None)   # Python-Markdown writes a bare attribute for the value None
+
+
+class _Marks(Treeprocessor):
+    def run(self, root):
+        _mark(root)
+        # md_in_html keeps the element tree of a raw HTML block with Markdown inside
+        # (``<div markdown>``) in the stash, written out after the treeprocessors
+        for block in self.md.htmlStash.rawHtmlBlocks:
+            if isinstance(block, etree.Element):
+                _mark(block)
+        return None
+
+
+class PageMarks(Extension):
+    def extendMarkdown(self, md):
+        # priority 1: after every treeprocessor of the extensions in use (pymdownx.tabbed's
+        # tab_slugs runs at 4, the toc at 20), before the tree is serialized
+        md.treeprocessors.register(_Marks(md), "pc_page_marks", 1)
+
+
+def makeExtension(**kwargs):
+    return PageMarks(**kwargs)
