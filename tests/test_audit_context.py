@@ -199,12 +199,19 @@ def test_the_provenance_row_says_how_the_run_stood(committed):
 
 
 def test_the_provenance_warns_where_contexts_were_present(tree):
-    """lat_tcp's x86_64 reference was measured on a boot where audit had been enabled, before
-    runs suppressed the contexts: its provenance carries the warning; the arm64 guest's does not."""
+    """Each host's provenance carries the warning exactly where its result says the measured
+    processes carried audit contexts (today's references suppressed them: none does), and the
+    rule that decides it warns for "present: ..." and an old audited boot, not for a run that
+    suppressed the contexts or a boot that never enabled audit."""
     from labkit.site import macros
     md = macros.provenance("lat_tcp")
     blocks = re.split(r'^===!? "', md, flags=re.M)[1:]
     assert blocks, md[:500]
     warned = {b.split('"', 1)[0]: "Measured with audit contexts" in b for b in blocks}
     hosts = {p.parent.name: json.loads(p.read_text())["host"] for p in sorted((ROOT / "results").glob("*/lat_tcp.json"))}
-    assert sum(warned.values()) == sum(bool(runs.audit_note(h)) for h in hosts.values()) >= 1, warned
+    assert warned == {k: bool(runs.audit_note(h)) for k, h in hosts.items()}, warned
+    x86 = hosts["epyc-kvm-2vcpu"]
+    assert runs.audit_note({**x86, "audit_context": "present: not root"})
+    assert runs.audit_note({**x86, "audit_context": None, "audit_ever_enabled": True})
+    assert not runs.audit_note({**x86, "audit_context": "suppressed with task,never"})
+    assert not runs.audit_note({**x86, "audit_context": None, "audit_ever_enabled": False})

@@ -87,7 +87,7 @@ def test_a_move_the_recording_lacks_is_placed_where_an_event_shows_the_task():
     """The lab's own capture in which the server's child runs on CPU 1 with no event that moved
     it there from CPU 0 (tests/fixtures/perf/lat_tcp-sched-missing-move.script.cmd): the first
     event fired in its context on CPU 1 places it there, and a later migration's orig_cpu agrees."""
-    ev = sched_events((FIX / "lat_tcp-sched-missing-move.script").read_text())
+    ev = sched_events((FIX / "lat_tcp-sched-missing-move.script.out").read_text())
     client, child = _pair(ev)
     new = next(e for e in ev if e.event == "sched:sched_wakeup_new" and e.fields["pid"] == child)
     shown = next(e for e in ev if e.tid == child and e.cpu != new.fields["target_cpu"])

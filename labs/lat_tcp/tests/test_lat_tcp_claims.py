@@ -363,9 +363,12 @@ def test_placement_claim_holds_when_the_round_trip_is_the_predicted_one(tmp_path
 
 
 def test_placement_claim_is_untested_without_the_recording(reference):
-    """The reference run predates the recording: no side, no verdict."""
+    """Without the recording (the reference, less its placement measurements): no side, no
+    verdict."""
     claim = next(c for c in SPEC if c["id"] == "placement-explains-unpinned-round-trip")
-    assert claims.evaluate_one(claim, reference)["verdict"] == "untested"
+    bare = {**reference, "measurements": [m for m in reference["measurements"]
+                                          if m["case"].get("experiment") != "placement"]}
+    assert claims.evaluate_one(claim, bare)["verdict"] == "untested"
 
 
 def test_record_refuses_a_size_the_case_does_not_say(tmp_path):
