@@ -1,1 +1,1 @@
-cp /scratch/pcb-nvme_swiotlb.18f490/data.img /scratch/pcb-nvme_swiotlb.18f490/tmpfs/data.img
+cp /scratch/pcb-nvme_swiotlb.236cbe/data.img /scratch/pcb-nvme_swiotlb.236cbe/tmpfs/data.img

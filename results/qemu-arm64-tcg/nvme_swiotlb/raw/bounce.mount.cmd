@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=528m\,mode=0700 tmpfs /scratch/pcb-nvme_swiotlb.18f490/tmpfs
+mount -t tmpfs -o size=528m\,mode=0700 tmpfs /scratch/pcb-nvme_swiotlb.236cbe/tmpfs

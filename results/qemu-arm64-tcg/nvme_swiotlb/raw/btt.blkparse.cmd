@@ -1,1 +1,1 @@
-blkparse -i loop -D /scratch/pcb-nvme_swiotlb.18f490/blktrace -d /scratch/pcb-nvme_swiotlb.18f490/blk.bin -O
+blkparse -i loop -D /scratch/pcb-nvme_swiotlb.236cbe/blktrace -d /scratch/pcb-nvme_swiotlb.236cbe/blk.bin -O

@@ -1,1 +1,1 @@
-fincore --json --bytes /scratch/pcb-nvme_swiotlb.18f490/data.img
+fincore --json --bytes /scratch/pcb-nvme_swiotlb.236cbe/data.img

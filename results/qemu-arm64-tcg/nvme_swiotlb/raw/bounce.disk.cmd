@@ -1,1 +1,0 @@
-/scratch/pcb-nvme_swiotlb.18f490/bounce -f /scratch/pcb-nvme_swiotlb.18f490/data.img -b 4k\,64k\,1m -n 5 -t 0.1

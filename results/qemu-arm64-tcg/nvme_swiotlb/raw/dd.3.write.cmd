@@ -1,1 +1,0 @@
-dd if=/dev/urandom of=/scratch/pcb-nvme_swiotlb.18f490/data.img bs=1M count=512 conv=fsync\,notrunc

@@ -1,0 +1,1 @@
+dd if=/scratch/pcb-nvme_swiotlb.236cbe/data.img of=/dev/null bs=1M iflag=direct

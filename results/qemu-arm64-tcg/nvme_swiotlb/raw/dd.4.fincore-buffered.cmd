@@ -1,0 +1,1 @@
+fincore --json --bytes /scratch/pcb-nvme_swiotlb.236cbe/data.img

@@ -1,1 +1,0 @@
-strace -c -w dd if=/scratch/pcb-nvme_swiotlb.18f490/data.img of=/dev/null bs=1M

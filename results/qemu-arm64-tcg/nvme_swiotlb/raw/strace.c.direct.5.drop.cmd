@@ -1,0 +1,1 @@
+sh -c echo\ 3\ \>\ /proc/sys/vm/drop_caches
