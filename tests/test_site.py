@@ -23,8 +23,11 @@ def site(committed_site) -> Path:
 
 
 def _copy_repo(dst: Path) -> Path:
-    """A throwaway copy of what the build reads (docs, labs, results, snippets, labkit, config)."""
-    for name in ("docs", "labs", "results", "snippets", "labkit"):
+    """A throwaway copy of what the build reads: docs, config and every path mkdocs.yml watches."""
+    watched = re.findall(r"^  - (\S+)$", (ROOT / "mkdocs.yml").read_text().split("\nwatch:\n", 1)[1].split("\n\n", 1)[0],
+                         re.M)
+    assert watched, "mkdocs.yml has no watch list"
+    for name in ("docs", *watched):
         shutil.copytree(ROOT / name, dst / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "mkdocs.yml", dst / "mkdocs.yml")
     return dst
