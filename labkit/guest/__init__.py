@@ -9,7 +9,7 @@ One runner for every lab::
 
 ``prepare`` assembles everything from Debian packages only and caches it under
 ``$PCB_GUEST_CACHE`` (default ``$XDG_CACHE_HOME/perf-casebook/guest``, else
-``~/.cache/perf-casebook/guest``):
+``~/.cache/perf-casebook/guest``; under ``sudo``, the invoking user's ``~``):
 
 - ``kernels/<arch>/<package>_<version>/``: the kernel image and its whole module tree (from the
   release's ``linux-image-<flavour>`` meta package, downloaded with a private apt configuration),
@@ -47,6 +47,7 @@ import hashlib
 import json
 import os
 import platform
+import pwd
 import shlex
 import shutil
 import subprocess
@@ -166,12 +167,57 @@ class GuestSpec:
             local.check_arch(local.locate(self.kernel, self.modules), self.arch)
 
 
+def sudo_owner() -> tuple[str, int, int] | None:
+    """(home, uid, gid) of the user who ran ``sudo``, when this process is root under sudo for
+    another user; else None. sudo sets SUDO_USER and (by default, ``env_reset``) HOME to root's."""
+    name = os.environ.get("SUDO_USER")
+    if os.geteuid() != 0 or not name or name == "root":
+        return None
+    try:
+        pw = pwd.getpwnam(name)
+    except KeyError:
+        return None
+    return pw.pw_dir, pw.pw_uid, pw.pw_gid
+
+
 def cache_dir() -> Path:
-    """Where guests are cached (see the module docstring)."""
+    """Where guests are cached (see the module docstring). Under ``sudo`` the default is the
+    invoking user's cache, not root's, so that a lab run with sudo and a later ``labkit guest
+    shell`` without it share one download (:func:`_give_back` hands what root made to that user)."""
     if os.environ.get("PCB_GUEST_CACHE"):
         return Path(os.environ["PCB_GUEST_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "perf-casebook" / "guest"
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "perf-casebook" / "guest"
+    owner = sudo_owner()
+    home = owner[0] if owner else os.path.expanduser("~")
+    return Path(home) / ".cache" / "perf-casebook" / "guest"
+
+
+def _give_back(cache: Path) -> None:
+    """Root under sudo, with the cache inside the invoking user's home: make that user the owner
+    of every entry root created there (and of the ``.cache`` folders on the way), so that the
+    user's own runs can read, lock and prune it. Nothing otherwise."""
+    owner = sudo_owner()
+    if owner is None:
+        return
+    home, uid, gid = owner
+    try:
+        cache.resolve().relative_to(Path(home).resolve())
+    except ValueError:
+        return
+    def own(path: str) -> None:
+        try:
+            if os.lstat(path).st_uid == 0:
+                os.lchown(path, uid, gid)
+        except OSError:
+            pass
+    parent = cache
+    while parent != Path(home) and Path(home) in parent.parents:
+        own(str(parent))
+        parent = parent.parent
+    for top, dirs, files in os.walk(cache):
+        for name in (*dirs, *files):
+            own(os.path.join(top, name))
 
 
 @contextmanager
@@ -183,6 +229,7 @@ def _locked(cache: Path):
         try:
             yield
         finally:
+            _give_back(cache)
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
@@ -361,6 +408,7 @@ def _accel(spec: GuestSpec, prep: dict, work: Path, say: Say) -> tuple[str, str]
     else:
         accel, reason = "tcg", "a KVM probe boot did not finish within 40 s (e.g. it hangs at 'Booting from ROM')"
     qemu.save_probe(cache_dir() / f"accel-{spec.arch}.json", {"accel": accel, "reason": reason})
+    _give_back(cache_dir())
     return accel, reason
 
 
