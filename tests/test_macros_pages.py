@@ -306,7 +306,17 @@ def test_lab_time_names_each_host_in_turn(tree):
     assert len(pairs) >= 2 and len(parts) == len(pairs)
     for part, (host, r) in zip(parts, pairs):
         assert part == (f"{macros._duration(r['run']['duration_s'])} ({'quick' if r['run']['quick'] else 'full'} run, "
-                        f"{render.host_label(r['host'], host.title)})")
+                        f"{render.host_label(r['host'], host.title)}{macros._skipped_groups(r)})")
+
+
+def test_lab_time_says_which_whole_groups_a_run_left_out():
+    def result(*steps):
+        return {"steps": [{"name": n, "group": g, "status": st} for n, g, st in steps]}
+    assert macros._skipped_groups(result(("a", "dd", "ok"), ("b", "dd", "skipped"))) == ""
+    assert macros._skipped_groups(result(("a", "dd", "ok"), ("g", "guest", "skipped"))) == ", without the guest group"
+    assert macros._skipped_groups(result(("a", "dd", "ok"), ("g", "guest", "skipped"), ("f", "fgraph", "skipped"),
+                                         ("f2", "fgraph", "skipped"))) == ", without the guest and fgraph groups"
+    assert macros._skipped_groups(result(("g", "guest", "skipped"), ("g2", "guest", "failed"))) == ""
 
 
 def test_diff_flamegraphs_are_interactive_too(tree, monkeypatch):

@@ -58,7 +58,7 @@ from .hosts import tab as _tab
 from .original import _here_ratio, original_table, original_tables, original_vs_here
 from .outputs import ANNOTATE_LANG, _annotated_block, annotated_output, artifact_text, step_output
 from .practice import _describe_check, exercises, tool_exercises
-from .runs import _duration, _host_rows, host_provenance, hosts_table, lab_time, provenance, skips
+from .runs import _duration, _host_rows, _skipped_groups, host_provenance, hosts_table, lab_time, provenance, skips
 from .tables import cases_table, compare_hosts, compare_table, metrics_table, results_table, stacked_table
 
 MACROS = (results_table, metrics_table, chart, flamegraph, claims, verdicts, cases_table, provenance, skips, hosts_table,

@@ -154,4 +154,16 @@ def lab_time(lab: str) -> str:
         NoResult: no host has a result of ``lab``.
     """
     return "; ".join(f"{_duration(r['run']['duration_s'])} ({'quick' if r['run']['quick'] else 'full'} run, "
-                     f"{render.host_label(r['host'], host.title)})" for host, r in hosts.for_lab(lab))
+                     f"{render.host_label(r['host'], host.title)}{_skipped_groups(r)})" for host, r in hosts.for_lab(lab))
+
+
+def _skipped_groups(result: dict) -> str:
+    """``", without the guest group"`` when whole groups of ``result`` were skipped (every step
+    of the group ``skipped``): a time that left out a group is not the time of the whole lab."""
+    by_group: dict[str, set[str]] = {}
+    for step in result.get("steps", []):
+        by_group.setdefault(step["group"], set()).add(step["status"])
+    gone = [g for g, states in by_group.items() if states == {"skipped"}]
+    if not gone:
+        return ""
+    return f", without the {' and '.join(gone)} group{'s' if len(gone) > 1 else ''}"
