@@ -13,7 +13,13 @@ enabled, it journals the rule's removal and then adds::
 
     -a never,task -F pid!=<the supervisor's PID>
 
-The field matches every task the run starts (none of them can have the supervisor's PID) and
+The task filter runs in ``audit_alloc()``, which ``copy_process()`` (kernel/fork.c) calls before
+the new task has a PID of its own, so the PID a task rule sees is the *forking parent's*
+(checked on the reference machine: a ``dd`` loop forked by the PID a ``pid!=`` rule names keeps
+its context). The rule therefore gives no context to every task forked by any process but the
+supervisor: the lab's body (the supervisor's own child) keeps one, every command the body
+starts and everything below it has none. Tasks other programs on the host start during the run
+are covered too, which is why a host whose audit is in use gets no rule. The field also
 names the run whose rule it is, so that two runs never remove each other's rule and the undo
 (:func:`remove`, ``python -m labkit.run.auditctx remove PID``; also what ``--recover`` replays after
 a SIGKILL) deletes exactly this one. ``auditctl`` refuses a key (``-k``) on a task rule. A

@@ -22,6 +22,8 @@
  *       -w  write for -t s
  *       -r  write 2 s (creates the file), then read for -t s
  *       -c  write 2 s, read 2 s, then copy for -t s  (the default)
+ *     (the 2 s of priming are -p, ours: UnixBench's w_test(2), r_test(2)
+ *     by default)
  *   - Before each phase: sync(), sleep S, sync(), sleep S (before the copy
  *     phase the second sleep is S/2).  UnixBench sleeps 2,2 / 2,2 / 2,1 s,
  *     i.e. our default -s 2.  sync() flushes the whole system, which can
@@ -45,7 +47,9 @@
  *     alignment does not depend on the build (UnixBench's static buffer
  *     happened to sit at 32 mod 64 in our x86-64 build).
  *   - -t and -s accept fractional seconds (UnixBench: whole seconds); -s
- *     is ours (UnixBench's sleeps are fixed).
+ *     and -p are ours (UnixBench's sleeps and priming phases are fixed):
+ *     a short -p only shortens the write and read that fill and warm the
+ *     file before the measured phase.
  *   - Bytes are counted exactly.  UnixBench counts 256-byte units and
  *     gives rounded part credit for short transfers; for buffer sizes that
  *     are multiples of 256 (all UnixBench uses) the counts are identical.
@@ -57,12 +61,12 @@
  *
  * Usage
  *   fstime [-c|-r|-w] [-t seconds] [-d dir] [-b bufsize] [-m max_blocks]
- *          [-s settle_seconds]
+ *          [-s settle_seconds] [-p prime_seconds]
  *   fstime -h | --help
- *   Defaults: -c -t 10 -d . -b 1024 -m 2000 -s 2 (UnixBench's defaults;
+ *   Defaults: -c -t 10 -d . -b 1024 -m 2000 -s 2 -p 2 (UnixBench's defaults;
  *   UnixBench's Run uses -t 30 with -b 1024 -m 2000, -b 256 -m 500 and
  *   -b 4096 -m 8000).  bufsize 256..8192, max_blocks 1..1048576 and at
- *   least one buffer, t in (0, 3600], s in [0, 3600].
+ *   least one buffer, t and p in (0, 3600], s in [0, 3600].
  *
  * Output
  *   stderr, UnixBench's lines, after each phase (so 3 pairs for -c; like
@@ -97,11 +101,11 @@
 #define MAX_BUFSIZE     8192
 #define MAX_MAX_BLOCKS  (1024L * 1024)      /* 1 GiB file at most */
 #define MAX_SECONDS     3600.0
-#define PRIME_SECONDS   2.0                 /* UnixBench's w_test(2), r_test(2) */
+#define PRIME_SECONDS   2.0                 /* UnixBench's w_test(2), r_test(2): -p's default */
 
 static const char usage_text[] =
     "usage: fstime [-c|-r|-w] [-t seconds] [-d dir] [-b bufsize] [-m max_blocks]\n"
-    "              [-s settle_seconds]\n"
+    "              [-s settle_seconds] [-p prime_seconds]\n"
     "       fstime -h|--help\n"
     "  -c  copy test: write 2 s, read 2 s, then copy dummy0 -> dummy1 (default)\n"
     "  -r  read test: write 2 s, then read\n"
@@ -112,6 +116,8 @@ static const char usage_text[] =
     "  -m  file size in 1024-byte blocks, 1..1048576 (default 2000);\n"
     "      file = (max_blocks*1024/bufsize)*bufsize bytes\n"
     "  -s  settle sleep before each phase, 0..3600 s (default 2)\n"
+    "  -p  seconds of each priming write/read before -r and -c's measured\n"
+    "      phase, > 0 and <= 3600 (default 2, UnixBench's)\n"
     "Output: UnixBench COUNT|score|0|KBps and TIME|secs lines on stderr, one\n"
     "JSON line per phase on stdout.  Exit 0 ok, 1 I/O error, 2 usage, 3 range.\n";
 
@@ -372,6 +378,7 @@ int main(int argc, char **argv)
     char mode = 'c';
     double seconds = 10.0;
     double settle_s = 2.0;
+    double prime_s = PRIME_SECONDS;
     const char *dir = ".";
     char msg[PATH_MAX + 128];
 
@@ -382,13 +389,14 @@ int main(int argc, char **argv)
 
     opterr = 0;
     int opt;
-    while ((opt = getopt_long(argc, argv, ":crwt:d:b:m:s:h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":crwt:d:b:m:s:p:h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'c': case 'r': case 'w':
             mode = (char)opt;
             break;
         case 't': seconds = parse_double(opt, optarg); break;
         case 's': settle_s = parse_double(opt, optarg); break;
+        case 'p': prime_s = parse_double(opt, optarg); break;
         case 'b': bufsize = parse_long(opt, optarg); bufsize_arg = optarg; break;
         case 'm': max_blocks = parse_long(opt, optarg); max_blocks_arg = optarg; break;
         case 'd': dir = optarg; break;
@@ -437,6 +445,12 @@ int main(int argc, char **argv)
         snprintf(msg, sizeof msg,
                  "settle time %g out of range: must be 0..%.0f seconds (-s)",
                  settle_s, MAX_SECONDS);
+        range_error(msg);
+    }
+    if (!(prime_s > 0) || prime_s > MAX_SECONDS) {
+        snprintf(msg, sizeof msg,
+                 "priming time %g out of range: must be > 0 and <= %.0f seconds (-p)",
+                 prime_s, MAX_SECONDS);
         range_error(msg);
     }
     struct stat st;
@@ -493,12 +507,12 @@ int main(int argc, char **argv)
         write_phase(seconds, settle_s);
         break;
     case 'r':
-        write_phase(PRIME_SECONDS, settle_s);
+        write_phase(prime_s, settle_s);
         read_phase(seconds, settle_s);
         break;
     default:
-        write_phase(PRIME_SECONDS, settle_s);
-        read_phase(PRIME_SECONDS, settle_s);
+        write_phase(prime_s, settle_s);
+        read_phase(prime_s, settle_s);
         copy_phase(seconds, settle_s);
         break;
     }

@@ -21,19 +21,18 @@
 #   strace  strace -c of a copy phase: which system calls, how many
 #   dd      dd bs=1k of a file to another file on every filesystem, the same copy by
 #           another program
-#   audit   the copy on tmpfs in four audit states: off (audit never enabled on this boot, or
-#           the process kept without an audit context by a task,never rule: the supervisor
-#           adds one where audit was ever enabled, labkit/auditctx.py); auditd (started by
-#           the lab, logging into the scratch dir) with no system-call rule (a "dummy"
-#           context: the slow system-call entry only, the original's likely state); auditd
-#           and one rule that matches nothing (every system-call exit runs the filters); a
-#           rule auditing every system call of the fstime process (by PID). The three
-#           audited states need the process to carry a context: task,never rules are taken
-#           out while they run (put back on cleanup). Then, with audit enabled once on this
-#           boot for certain, a system-call loop (dd bs=1 to /dev/null) without and with a
-#           task,never rule of the lab's, interleaved: what the suppression removes. Audit
-#           state restored exactly after. It runs last: the states run one after the other,
-#           because enabling audit cannot be undone before the next boot.
+#   audit   the copy on tmpfs in four audit states, all with auditd (started by the lab,
+#           logging into the scratch dir) running, one repetition of each in turn: off (the
+#           process started under a task,never rule of the lab's, so it carries no audit
+#           context: the plain system-call path); no system-call rule (a "dummy" context:
+#           the slow system-call entry only, the original's likely state); one rule that
+#           matches nothing (every system-call exit runs the filters); a rule auditing every
+#           system call of the fstime process (by PID). The audited states need the process
+#           to carry a context: other task,never rules (the supervisor's own,
+#           labkit/run/auditctx.py) are taken out for the group (put back on cleanup). Then a
+#           system-call loop (dd bs=1 to /dev/null) without and with a task,never rule of the
+#           lab's, interleaved: what the suppression removes. Audit state restored exactly
+#           after. It runs last: it enables audit, which cannot be undone before the next boot.
 # Every measuring step carries its case as fields (lab_run --case): record.py reads those.
 # Mounts are unmounted, loop devices detached, audit rules deleted, the audit enabled flag
 # restored and auditd stopped by PID on exit, error, Ctrl-C and TERM.
@@ -54,16 +53,18 @@ lab_group audit "audit off / auditd, no rules / one rule matching nothing / ever
 TMPFS_MIB=768        # the lab's tmpfs: two sparse 512 MiB images and the test files fit
 IMG_MIB=512          # image size (sparse: only what is written takes space)
 DD_MIB=64            # size of the file dd copies
-BIN="" SETTINGS="" REPS=5 T=1 S=0.1 D=1 OBS_PID=""
+BIN="" SETTINGS="" REPS=5 T=1 S=0.1 P=0.25 D=1 OBS_PID=""
 T_NAMES=() T_DIRS=() T_FS=()
 
 group_build() {
   # UnixBench's Run: fstime -c -t 30 with -b 256 -m 500, -b 1024 -m 2000, -b 4096 -m 8000.
-  # Here the measured copy phase is shorter (-t) and so is the settle sleep (-s, UnixBench 2 s).
+  # Here the measured copy phase is shorter (-t) and so is the settle sleep (-s, UnixBench 2 s);
+  # quick mode also shortens the write and read that fill the file first (-p, UnixBench 2 s).
   SETTINGS=$(lab_quick "1024/2000" "256/500 1024/2000 4096/8000")
   REPS=5  # every step a claim reads: 5 samples a side, in quick mode as in a full run
   T=$(lab_quick 1 2)
   S=$(lab_quick 0.1 0.5)
+  P=$(lab_quick 0.25 2)
   D=$(lab_quick 1 3)     # seconds of observation (perf record, /proc/stat) in a copy phase
   BIN="$LAB_SCRATCH/fstime"
   lab_run build -- gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -D_GNU_SOURCE \
@@ -189,7 +190,7 @@ group_copy() {
         [[ -z $only || " $only " == *" ${T_NAMES[$i]} "* ]] || continue
         lab_run --case experiment=copy --case tool=fstime --case "target=${T_NAMES[$i]}" --case "fs=${T_FS[$i]}" \
           --case "bufsize=$b" --case "max_blocks=$m" --case "rep=$rep" \
-          "copy.${T_NAMES[$i]}.b$b.$rep" -- "$BIN" -c -t "$T" -s "$S" -d "${T_DIRS[$i]}" -b "$b" -m "$m"
+          "copy.${T_NAMES[$i]}.b$b.$rep" -- "$BIN" -c -t "$T" -s "$S" -p "$P" -d "${T_DIRS[$i]}" -b "$b" -m "$m"
       done
     done
   done
@@ -223,7 +224,7 @@ observe() {
   local name=$1 dir
   dir=$(target_dir "$2") || { lab_skip "$name" "no $2 filesystem (see the setup steps)"; return 1; }
   lab_spawn --case "target=$2" --case "fs=$(target_fs "$2")" --case bufsize=1024 \
-    "$name" -- "$BIN" -c -t "${3:-600}" -s "$S" -d "$dir" -b 1024 -m 2000
+    "$name" -- "$BIN" -c -t "${3:-600}" -s "$S" -p "$P" -d "$dir" -b 1024 -m 2000
   OBS_PID=$LAB_SPAWNED
   wait_copy "$OBS_PID" "$LAB_RUN/raw/$name.out" ||
     { lab_skip "$name.copy" "fstime's copy phase did not start: $(tail -n 1 "$LAB_RUN/raw/$name.err")"; return 1; }
@@ -346,8 +347,9 @@ audit_daemon_pid() { auditctl -s 2>/dev/null | awk '$1 == "pid" { print $2 }'; }
 audit_put_back() { auditctl -l 2>/dev/null | grep -qxF -- "$*" || auditctl "$@"; }
 
 # task_never_out NAME: take out the task,never rules that would keep processes started now
-# without an audit context: this run's own (labkit/auditctx.py: "-F pid!=<the supervisor's
-# PID>", this shell's parent) and the host's plain one, each put back on cleanup (registered
+# without an audit context: this run's own (labkit/run/auditctx.py: "-F pid!=<the supervisor's
+# PID>", this shell's parent; it covers every process not forked by the supervisor itself, so
+# every command of this shell) and the host's plain one, each put back on cleanup (registered
 # first). Another run's rule (a lab running beside this one, which removes it when it ends) is
 # not this run's to take out or put back: NAME is skipped with the reason, status 1.
 task_never_out() {
@@ -368,11 +370,14 @@ task_never_out() {
   done < <(auditctl -l)
 }
 
-# task_never_in NAME: add the lab's own task,never rule (-F pid!=<this shell>: every process
-# started from now on, none of which can have this PID); deleted on cleanup (registered first).
+# task_never_in NAME: add the lab's own task,never rule, -F pid=<this shell>; deleted on
+# cleanup (registered first). The task filter runs in audit_alloc(), which copy_process()
+# (kernel/fork.c) calls before the child has a PID of its own, so the PID it sees is the forking
+# parent's: this rule matches exactly the processes this shell starts (every lab_run command),
+# nothing else on the host. (A "pid!=<this shell>" rule would miss exactly those.)
 task_never_in() {
-  lab_defer "delete the audit rule '-a never,task -F pid!=$$'" audit_try_delete task,never -F "pid!=$$"
-  lab_run "$1" -- auditctl -a task,never -F "pid!=$$"
+  lab_defer "delete the audit rule '-a never,task -F pid=$$'" audit_try_delete task,never -F "pid=$$"
+  lab_run "$1" -- auditctl -a task,never -F "pid=$$"
 }
 
 group_audit() {
@@ -388,7 +393,7 @@ group_audit() {
   lab_run audit.before.rules -- auditctl -l || return 0
   enabled=$(awk '$1 == "enabled" { print $2 }' "$LAB_RUN/raw/audit.before.status.out")
   apid=$(awk '$1 == "pid" { print $2 }' "$LAB_RUN/raw/audit.before.status.out")
-  # task,never rules (the supervisor's own, labkit/auditctx.py, or the host's) audit nothing.
+  # task,never rules (the supervisor's own, labkit/run/auditctx.py, or the host's) audit nothing.
   rules=$(grep -v -e '^No rules' -e '^-a never,task$' -e '^-a never,task ' "$LAB_RUN/raw/audit.before.rules.out" | grep -c . || true)
   if [[ $enabled != 0 || $apid != 0 || $rules != 0 ]]; then
     lab_skip audit "audit is in use on this host (enabled $enabled, audit daemon pid $apid, $rules rules besides task,never): the lab leaves a live audit configuration alone"
@@ -401,13 +406,6 @@ group_audit() {
     lab_skip audit "ausyscall does not know arch $arch on $(uname -m)"; return 0
   fi
   echo "$arch" > "$LAB_RUN/audit.arch"
-
-  # 1. Audit off, as found: never enabled on this boot, or no audit context for processes
-  #    started under a task,never rule (host.audit_context in the result says which).
-  for ((i = 1; i <= REPS; i++)); do
-    lab_run --case experiment=audit --case audit=off --case tool=fstime --case target=tmpfs --case fs=tmpfs --case "rep=$i" \
-      "audit.off.$i" -- "$BIN" -c -t "$T" -s "$S" -d "$dir" -b 1024 -m 2000
-  done
 
   mark=$(lab_mark)
   # The enabled flag is restored after auditd is stopped (the stack runs newest first).
@@ -432,36 +430,43 @@ group_audit() {
   fi
   lab_run audit.auditd.status -- auditctl -s
 
-  # 2. auditd running, no system-call rule: a new process gets a "dummy" context (audit_n_rules
-  #    is 0), which takes the slow system-call entry and exit but runs no filter.
-  for ((i = 1; i <= REPS; i++)); do
-    lab_run --case experiment=audit --case audit=norules --case tool=fstime --case target=tmpfs --case fs=tmpfs \
-      --case "rep=$i" "audit.norules.$i" -- "$BIN" -c -t "$T" -s "$S" -d "$dir" -b 1024 -m 2000
-  done
-
-  # 3. auditd running and a rule for every system call of a PID that cannot exist
-  #    (pid_max): every system call of every process is checked against it, none matches.
+  # The four states in turn in each repetition, so that a drift of the machine reaches them
+  # all alike (the claims pair them by repetition).
+  local rmark pidfile pidmax
   pidmax=$(cat /proc/sys/kernel/pid_max)
-  lab_defer "delete the audit rule for pid $pidmax" audit_try_delete always,exit -F "arch=$arch" -S all -F "pid=$pidmax"
-  if lab_run audit.nomatch.rule -- auditctl -a always,exit -F "arch=$arch" -S all -F "pid=$pidmax"; then
-    for ((i = 1; i <= REPS; i++)); do
+  for ((i = 1; i <= REPS; i++)); do
+    # 1. Off: started under a task,never rule, the process has no audit context
+    #    (audit_alloc() in kernel/auditsc.c), whatever the daemon and the rules.
+    rmark=$(lab_mark)
+    task_never_in "audit.task-never.in.$i" || { lab_unwind "$mark"; return 0; }
+    lab_run --case experiment=audit --case audit=off --case tool=fstime --case target=tmpfs --case fs=tmpfs \
+      --case "rep=$i" "audit.off.$i" -- "$BIN" -c -t "$T" -s "$S" -p "$P" -d "$dir" -b 1024 -m 2000
+    lab_unwind "$rmark"
+
+    # 2. auditd running, no system-call rule: a new process gets a "dummy" context (audit_n_rules
+    #    is 0), which takes the slow system-call entry and exit but runs no filter.
+    lab_run --case experiment=audit --case audit=norules --case tool=fstime --case target=tmpfs --case fs=tmpfs \
+      --case "rep=$i" "audit.norules.$i" -- "$BIN" -c -t "$T" -s "$S" -p "$P" -d "$dir" -b 1024 -m 2000
+
+    # 3. A rule for every system call of a PID that cannot exist (pid_max): every system
+    #    call of every process is checked against it, none matches.
+    rmark=$(lab_mark)
+    lab_defer "delete the audit rule for pid $pidmax" audit_try_delete always,exit -F "arch=$arch" -S all -F "pid=$pidmax"
+    lab_run "audit.nomatch.rule.$i" -- auditctl -a always,exit -F "arch=$arch" -S all -F "pid=$pidmax" &&
       lab_run --case experiment=audit --case audit=nomatch --case tool=fstime --case target=tmpfs --case fs=tmpfs \
-        --case "rep=$i" "audit.nomatch.$i" -- "$BIN" -c -t "$T" -s "$S" -d "$dir" -b 1024 -m 2000
-    done
+        --case "rep=$i" "audit.nomatch.$i" -- "$BIN" -c -t "$T" -s "$S" -p "$P" -d "$dir" -b 1024 -m 2000
+    lab_unwind "$rmark"
 
     # 4. Every system call of the fstime process audited: audit_exec.sh adds the rule for
     #    its own PID, then execs fstime (same PID). The delete is registered first.
-    for ((i = 1; i <= REPS; i++)); do
-      pidfile="$adir/every.$i.pid"
-      lab_defer "delete the audit rule for the pid in $pidfile" audit_delete_pid_rule "$arch" "$pidfile"
-      lab_run --case experiment=audit --case audit=every --case tool=fstime --case target=tmpfs --case fs=tmpfs \
-        --case "rep=$i" "audit.every.$i" -- sh "$LAB_DIR/audit_exec.sh" "$arch" "$pidfile" \
-        "$BIN" -c -t "$T" -s "$S" -d "$dir" -b 1024 -m 2000
-      [[ -s $pidfile ]] &&
-        lab_run "audit.every.$i.delete" -- auditctl -d always,exit -F "arch=$arch" -S all -F "pid=$(cat "$pidfile")"
-    done
-    lab_run audit.nomatch.delete -- auditctl -d always,exit -F "arch=$arch" -S all -F "pid=$pidmax"
-  fi
+    pidfile="$adir/every.$i.pid"
+    rmark=$(lab_mark)
+    lab_defer "delete the audit rule for the pid in $pidfile" audit_delete_pid_rule "$arch" "$pidfile"
+    lab_run --case experiment=audit --case audit=every --case tool=fstime --case target=tmpfs --case fs=tmpfs \
+      --case "rep=$i" "audit.every.$i" -- sh "$LAB_DIR/audit_exec.sh" "$arch" "$pidfile" \
+      "$BIN" -c -t "$T" -s "$S" -p "$P" -d "$dir" -b 1024 -m 2000
+    lab_unwind "$rmark"
+  done
   lab_run --case experiment=audit audit.during.log -- du -b "$adir"
   lab_unwind "$mark"
   audit_suppression

@@ -128,8 +128,10 @@ def test_bad_arguments_exit_2(fstime, tmp_path, args, needle):
     (["-t", "0"], ["time", "-t"]),
     (["-t", "-1"], ["time", "-t"]),
     (["-s", "-1"], ["settle", "-s"]),
+    (["-p", "0"], ["priming", "-p"]),
+    (["-p", "3601"], ["priming", "-p"]),
 ], ids=["bufsize-100", "bufsize-8193", "max_blocks-0", "max_blocks-huge",
-        "file-too-small", "t-0", "t-negative", "s-negative"])
+        "file-too-small", "t-0", "t-negative", "s-negative", "p-0", "p-huge"])
 def test_out_of_range_exit_3(fstime, tmp_path, args, needles):
     res = run(fstime, "-d", str(tmp_path), *args)
     assert res.returncode == 3, res.stderr
@@ -172,6 +174,18 @@ def test_copy_run(fstime, tmp_path):
     # The write phase checks its deadline only after whole passes.
     assert recs[0]["bytes"] % copy["file_bytes"] == 0
     assert dummy_files(d) == []
+
+
+def test_priming_phases_follow_p(fstime, tmp_path):
+    # -p shortens the write and read that come before -c's copy (UnixBench: 2 s each).
+    res = run(fstime, "-c", "-t", "0.3", "-s", "0", "-p", "0.25", "-b", "1024", "-m", "200",
+              "-d", str(tmp_path))
+    recs = parse_run(res, 1024, 200)
+    assert [r["phase"] for r in recs] == ["write", "read", "copy"]
+    for r in recs[:2]:
+        assert 0.25 - SLACK <= r["seconds"] < 0.75
+    assert 0.3 - SLACK <= recs[2]["seconds"] < 0.8
+    assert dummy_files(tmp_path) == []
 
 
 def test_read_mode(fstime, tmp_path):
