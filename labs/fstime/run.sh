@@ -5,7 +5,8 @@
 #   sudo labs/fstime/run.sh [--quick] [--out DIR] [--only GROUP,..] [--host LABEL]
 #
 # What it does, one step per command (each kept with its output under <out>/fstime/raw/):
-#   build   compile fstime.c (our UnixBench fstime) into the scratch dir
+#   build   compile fstime.c (our UnixBench fstime) into the scratch dir; the original's code
+#           walk: cscope queries, gdb's list of source files, a gdb stop in the copy loop
 #   setup   the filesystems: a directory on the scratch dir's own filesystem ("disk"), a
 #           private tmpfs, an ext4 and an xfs image on that tmpfs and an xfs image on the
 #           disk filesystem, each image on a loop device (--direct-io=on), mkfs'd, mounted
@@ -76,6 +77,19 @@ group_build() {
       lab_run build.cscope.kbps -- cscope -dL -f "$LAB_SCRATCH/cscope.out" -4 KBps &&
       lab_run build.cscope.copy -- cscope -dL -f "$LAB_SCRATCH/cscope.out" -2 copy_phase &&
       lab_run build.cscope.report -- cscope -dL -f "$LAB_SCRATCH/cscope.out" -3 report
+  fi
+  # The original's other two moves, in gdb's batch mode: the source files the binary was built
+  # from (its debug information: what the original fed cscope), and a stop in the copy loop (the
+  # original used gdb -tui): a breakpoint on the loop's read, hit twice, with the call stack.
+  # The stopped fstime is killed with gdb; its files stay in a scratch folder, removed on exit.
+  if [[ -n "$BIN" ]] && lab_require build.gdb cmd:gdb; then
+    local line gdir="$LAB_SCRATCH/gdb"
+    mkdir -p "$gdir"
+    line=$(( $(grep -n 'end of dummy0: rewind both' "$LAB_DIR/fstime.c" | cut -d: -f1) - 1 ))
+    lab_run build.gdb.sources -- gdb -batch -nx -ex "info sources" "$BIN" &&
+      lab_run build.gdb.loop -- gdb -batch -nx -ex "break fstime.c:$line" -ex run -ex bt \
+        -ex "list $((line - 2)),$((line + 6))" -ex continue -ex "info breakpoints" \
+        --args "$BIN" -c -t 0.2 -s 0 -p 0.05 -d "$gdir" -b 1024 -m 2000
   fi
 }
 
