@@ -30,6 +30,7 @@ message above; everything undone), 128+N stopped by signal N.
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import errno
 import fcntl
@@ -164,37 +165,58 @@ def _kernel_fs(path: str) -> bool:
     return real.startswith(("/proc/", "/sys/"))
 
 
+# The options that take a value: (attribute of Lab, what the value is, for "needs ...").
+_VALUED = {"--out": ("out", "a directory"), "--scratch": ("scratch_parent", "a directory"),
+           "--only": ("only_text", "a list of groups"), "--host": ("host", "a label"),
+           "--guest": ("guest", "an architecture (arm64 or x86_64)")}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as :class:`Usage` (one line, exit 2), never its own exit."""
+
+    def error(self, message: str):
+        m = re.match(r"unrecognized arguments: (\S+)", message)
+        raise Usage(f"unknown option: {m.group(1)}" if m else message)
+
+
+def _parser() -> _Parser:
+    p = _Parser(prog="run.sh", add_help=False, allow_abbrev=False)
+    for opt, (dest, _) in _VALUED.items():
+        p.add_argument(opt, dest=dest)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--recover", action="store_true")
+    p.add_argument("-h", "--help", action="store_true")
+    return p
+
+
 def parse(lab: Lab) -> bool:
-    """Fill ``lab``'s options from ``lab.args``. Returns False after printing ``--help``.
+    """Fill ``lab``'s options from ``lab.args`` (argparse, then the checks argparse cannot make).
+    Returns False after printing ``--help``.
+
+    A value is the next argument whatever it looks like (``--host -x`` is a bad label, not a
+    missing one): each ``--opt VALUE`` is handed to argparse as ``--opt=VALUE``.
 
     Raises:
         Usage: an option or value that cannot work (before anything is created).
     """
     names = [g for g, _, _ in lab.groups]
-    seen: set[str] = set()
-    a = list(lab.args)
+    a, joined = list(lab.args), []
     while a:
         opt = a.pop(0)
-        key, eq, val = opt.partition("=")
-        if key in ("--out", "--scratch", "--only", "--host", "--guest"):
-            seen.add(key)
-            if not eq:
-                if not a:
-                    need = {"--out": "a directory", "--scratch": "a directory", "--only": "a list of groups",
-                            "--host": "a label", "--guest": "an architecture (arm64 or x86_64)"}[key]
-                    raise Usage(f"{key} needs {need}")
-                val = a.pop(0)
-            setattr(lab, {"--out": "out", "--scratch": "scratch_parent", "--only": "only_text",
-                          "--host": "host", "--guest": "guest"}[key], val)
-        elif opt == "--quick":
-            lab.quick = True
-        elif opt == "--recover":
-            lab.recover = True
-        elif opt in ("-h", "--help"):
-            sys.stdout.write(usage_text(lab))
-            return False
-        else:
-            raise Usage(f"unknown option: {opt}")
+        if opt in _VALUED:
+            if not a:
+                raise Usage(f"{opt} needs {_VALUED[opt][1]}")
+            opt = f"{opt}={a.pop(0)}"
+        joined.append(opt)
+    ns = _parser().parse_args(joined)
+    if ns.help:
+        sys.stdout.write(usage_text(lab))
+        return False
+    seen = {opt for opt, (dest, _) in _VALUED.items() if getattr(ns, dest) is not None}
+    for opt in seen:
+        setattr(lab, _VALUED[opt][0], getattr(ns, _VALUED[opt][0]))
+    lab.quick = lab.quick or ns.quick
+    lab.recover = lab.recover or ns.recover
     if "--only" in seen:
         only = [g for g in re.split(r"[, ]+", lab.only_text) if g]
         if not only:
