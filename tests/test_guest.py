@@ -39,17 +39,23 @@ missing = [t for t in NEEDED if not shutil.which(t)]
 needs_qemu = pytest.mark.skipif(bool(missing), reason=f"not installed: {' '.join(missing)} (make setup installs them)")
 
 
-def test_dma_ranges_added_to_the_bridge_only():
-    dts = (FIX / "virt-2cpu-2048m.dts").read_text()
-    out = images.add_dma_ranges(dts, guest.PCIE_NODE, guest.DMA_WINDOW)
-    added = [ln for ln in out.splitlines() if ln not in dts.splitlines()]
+@pytest.mark.skipif(not (shutil.which("dtc") and shutil.which("fdtput")), reason="dtc/fdtput not installed")
+def test_dma_ranges_added_to_the_bridge_only(tmp_path):
+    src = tmp_path / "virt.dtb"
+    images.dts_to_dtb((FIX / "virt-2cpu-2048m.dts").read_text(), src)
+    out = tmp_path / "window.dtb"
+    images.dtb_with_property(src, out, guest.PCIE_PATH, "dma-ranges", guest.DMA_WINDOW)
+    before, after = images.dtb_to_dts(src).splitlines(), images.dtb_to_dts(out).splitlines()
+    added = [ln for ln in after if ln not in before]
     assert added == [f"\t\tdma-ranges = <{guest.DMA_WINDOW}>;"]
-    node = out[out.index("pcie@10000000 {"):]
+    assert [ln for ln in before if ln not in after] == []
+    node = "\n".join(after)[ "\n".join(after).index("pcie@10000000 {"):]
     assert node.index("dma-ranges") < node.index("};")
+    assert images.property_cells(out, guest.PCIE_PATH, "dma-ranges") == guest.DMA_WINDOW
     with pytest.raises(guest.GuestBuildError, match="already has dma-ranges"):
-        images.add_dma_ranges(out, guest.PCIE_NODE, guest.DMA_WINDOW)
+        images.dtb_with_property(out, tmp_path / "again.dtb", guest.PCIE_PATH, "dma-ranges", guest.DMA_WINDOW)
     with pytest.raises(guest.GuestBuildError, match="no node"):
-        images.add_dma_ranges(dts, "pcie@deadbeef", guest.DMA_WINDOW)
+        images.dtb_with_property(src, tmp_path / "x.dtb", "/pcie@deadbeef", "dma-ranges", guest.DMA_WINDOW)
 
 
 def test_module_order_puts_dependencies_first(tmp_path):

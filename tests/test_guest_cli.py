@@ -226,11 +226,9 @@ def test_scratch_nvme_is_sparse(tmp_path):
 def test_device_tree_record_names_the_tree_booted(tmp_path, dtb):
     work = tmp_path / "work"
     work.mkdir()
-    window = images.add_dma_ranges((FIX / "virt-2cpu-2048m.dts").read_text(), guest.PCIE_NODE, guest.DMA_WINDOW)
-    images.dts_to_dtb(window, tmp_path / "window.dtb")
+    images.dtb_with_property(dtb, tmp_path / "window.dtb", guest.PCIE_PATH, "dma-ranges", guest.DMA_WINDOW)
     wide = "0x2000000 0x00 0x40000000 0x00 0x40000000 0x00 0x80000000"
-    images.dts_to_dtb(images.add_dma_ranges((FIX / "virt-2cpu-2048m.dts").read_text(), guest.PCIE_NODE, wide),
-                      work / "dma-ranges.dtb")
+    images.dtb_with_property(dtb, work / "dma-ranges.dtb", guest.PCIE_PATH, "dma-ranges", wide)
     for spec, name, origin, path, ranges in (
             (guest.GuestSpec(dtb=str(dtb)), "virt.dtb", "file", dtb, None),
             (guest.GuestSpec(dtb=str(tmp_path / "window.dtb")), "window.dtb", "file", tmp_path / "window.dtb",
@@ -246,15 +244,19 @@ def test_device_tree_record_names_the_tree_booted(tmp_path, dtb):
     assert guest._device_tree(guest.GuestSpec(), work, "tcg") == (None, None)
 
 
-def test_node_property_reads_the_nodes_own_lines():
-    dts = (FIX / "virt-2cpu-2048m.dts").read_text()
-    assert images.node_property(dts, guest.PCIE_NODE, "dma-ranges") is None
-    assert images.node_property(dts, guest.PCIE_NODE, "bus-range") == "0x00 0xff"
-    added = images.add_dma_ranges(dts, guest.PCIE_NODE, guest.DMA_WINDOW)
-    assert images.node_property(added, guest.PCIE_NODE, "dma-ranges") == guest.DMA_WINDOW
-    assert images.node_property(added, "pcie@deadbeef", "dma-ranges") is None
-    nested = "/ {\n\tbus {\n\t\tchild {\n\t\t\treg = <0x01>;\n\t\t};\n\t\treg = <0x02>;\n\t};\n};\n"
-    assert images.node_property(nested, "bus", "reg") == "0x02"
+def test_property_cells_reads_the_nodes_own_property(dtb, tmp_path):
+    assert images.property_cells(dtb, guest.PCIE_PATH, "dma-ranges") is None
+    assert images.property_cells(dtb, guest.PCIE_PATH, "bus-range") == "0x00 0xff"
+    assert images.property_cells(dtb, "/pcie@deadbeef", "dma-ranges") is None
+    nested = tmp_path / "nested.dtb"
+    images.dts_to_dtb("/dts-v1/;\n/ {\n\tbus {\n\t\treg = <0x02>;\n\t\tchild {\n\t\t\treg = <0x01>;\n\t\t};\n\t};\n};\n",
+                      nested)
+    assert images.property_cells(nested, "/bus", "reg") == "0x02"
+    assert images.property_cells(nested, "/bus/child", "reg") == "0x01"
+    bad = tmp_path / "bad.dtb"
+    bad.write_bytes(b"not a tree")
+    with pytest.raises(guest.GuestBuildError, match="fdtget"):
+        images.property_cells(bad, "/", "reg")
 
 
 def test_labkit_passes_guest_through():

@@ -90,6 +90,7 @@ PROFILES = {
 # the device's reach, and the kernel bounces I/O to buffers there through swiotlb. A 512 MiB
 # window leaves the swiotlb pool itself outside (the nvme driver then warns and hangs).
 PCIE_NODE = "pcie@10000000"
+PCIE_PATH = "/" + PCIE_NODE   # its path in QEMU virt's tree (a child of the root)
 DMA_WINDOW = "0x2000000 0x00 0x40000000 0x00 0x40000000 0x00 0x40000000"
 DEVICE_TREES = ("plain", "dma-ranges", "wide")
 """The ``--dt`` names: QEMU's own tree, it with the 1 GiB window, and the window widened to all RAM."""
@@ -435,15 +436,14 @@ def _device_tree(spec: GuestSpec, work: Path, accel: str) -> tuple[Path | None, 
             origin = "built"
             raw = work / "qemu.dtb"
             qemu.dump_dtb(spec.arch, accel, spec.cpus, spec.mem_mib, raw)
-            dts = images.dtb_to_dts(raw)
-            if spec.dt == "dma-ranges":
-                dts = images.add_dma_ranges(dts, PCIE_NODE, DMA_WINDOW)
-            elif spec.dt == "wide":
-                dts = images.add_dma_ranges(dts, PCIE_NODE, wide_window(spec.mem_mib))
-            images.dts_to_dtb(dts, dtb)
+            if spec.dt == "plain":
+                images.dts_to_dtb(images.dtb_to_dts(raw), dtb)
+            else:
+                cells = DMA_WINDOW if spec.dt == "dma-ranges" else wide_window(spec.mem_mib)
+                images.dtb_with_property(raw, dtb, PCIE_PATH, "dma-ranges", cells)
     else:
         return None, None
-    window = images.node_property(images.dtb_to_dts(dtb), PCIE_NODE, "dma-ranges")
+    window = images.property_cells(dtb, PCIE_PATH, "dma-ranges")
     return dtb, {"name": name, "origin": origin, "path": str(dtb), "sha256": images.sha256_file(dtb),
                  "pcie_dma_ranges": window}
 
