@@ -10,7 +10,8 @@
 # read), TRACE_MB (MiB read under blktrace; 0: none), PERF_MB (MiB read under perf record -g;
 # 0: none), KNOBS (rounds of direct reads with each run-time knob the original tried, the knobs
 # interleaved; 0: none), KNOB (the knob this boot carries on its kernel command line, such
-# as threadirqs: the case of its dd reads; none by default), ALT (rounds of alternate.py: the
+# as threadirqs: the case of its dd reads; none by default; with isolcpus, dd runs bound to the
+# isolated CPU 1, as the original bound dd, and the NVMe queue's interrupt follows), ALT (rounds of alternate.py: the
 # NVMe drive and the control drive read 1 MiB at a time in alternation, ALT_MB MiB of each per
 # round; 0: none). The control drive is a virtio disk with serial pcbctl outside the PCIe host
 # bridge, which labkit.guest attaches read-only from the NVMe drive's own image.
@@ -94,16 +95,25 @@ if [ "$ALT" -gt 0 ]; then
 fi
 
 # 1. Bandwidth: dd direct reads of the drive, and buffered reads after dropping the page cache
-# (interleaved while both kinds have repetitions left).
+# (interleaved while both kinds have repetitions left). With isolcpus, the direct reads run on
+# the isolated CPU (busybox taskset); each CPU has its own NVMe queue, whose interrupt is bound to
+# it, so the completions land there too (the interrupt counts before and after show it).
+pin=""
+if [ "$KNOB" = isolcpus ]; then
+  pin="busybox taskset -c 1"
+  step isolcpus.irq.before -- grep -e CPU -e nvme /proc/interrupts
+fi
 i=1
 while [ $i -le "$REPS" ] || [ $i -le "$BREPS" ]; do
-  [ $i -gt "$REPS" ] || step "dd.$i.direct" tool=dd io=direct knob=$KNOB rep=$i -- dd if=$DEV of=/dev/null bs=1M count="$MB" iflag=direct
+  # shellcheck disable=SC2086  # $pin is empty or "busybox taskset -c 1": words on purpose
+  [ $i -gt "$REPS" ] || step "dd.$i.direct" tool=dd io=direct knob=$KNOB rep=$i -- $pin dd if=$DEV of=/dev/null bs=1M count="$MB" iflag=direct
   if [ $i -le "$BREPS" ]; then
     drop "dd.$i.drop"
     step "dd.$i.buffered" tool=dd io=buffered rep=$i -- dd if=$DEV of=/dev/null bs=1M count="$MB"
   fi
   i=$((i + 1))
 done
+[ -z "$pin" ] || step isolcpus.irq.after -- grep -e CPU -e nvme /proc/interrupts
 
 # 1b. The drive against the control: the emulator's read speed drifts within a boot, by a third
 # from one dd to the next; read in alternation, 1 MiB of each at a time, both see the same drift,
@@ -219,6 +229,9 @@ if [ "$KNOBS" -gt 0 ]; then
   picked() { busybox sed 's/.*\[\(.*\)\].*/\1/' "$1"; }   # the [selected] word of a sysfs choice
   ra0=$(cat $Q/read_ahead_kb) sched0=$(picked $Q/scheduler) thp0=""
   [ -w $THP ] && thp0=$(picked $THP)
+  # The mode the boot came up with, before any knob: where it is already always, the THP knob
+  # changes nothing.
+  [ -z "$thp0" ] || step knobs.thp-before tool=thp-mode -- cat $THP
   knobs="read_ahead_kb=1024 nice=-20"
   if [ -n "$thp0" ]; then knobs="$knobs transparent_hugepage=always"; else echo "no $THP" > "$OUT/knobs.skipped"; fi
   for s in mq-deadline kyber; do grep -qw $s $Q/scheduler && knobs="$knobs scheduler=$s"; done

@@ -405,6 +405,9 @@ def _guest_one(run, host_step: dict, d: Path) -> None:
         run.add("ram_outside_dma_window", "bytes", case, [dt["ram_outside_pci_windows"]], step, emu)
     for n, _ in of("perf-script"):
         _guest_flamegraph(run, d, d / f"{n}.out", case, info)
+    for n, _ in of("thp-mode"):  # the transparent huge page mode the boot came up with
+        run.artifact("log", {"experiment": "guest", "kernel": case["kernel"], "dt": case["dt"], "what": "thp-before"},
+                     f"{d.relative_to(run.dir)}/{n}.out", "transparent_hugepage/enabled before the knob rounds")
 
 
 def _guest_flamegraph(run, d: Path, script: Path, case: dict, info: dict) -> None:

@@ -478,7 +478,8 @@ group_guest() {
   # The dma-ranges boots also try the original's run-time knobs (KNOBS rounds); in a quick run only
   # 5.10's, the kernel the knob claims are about (6.1's dma-ranges boot reads without knobs: the
   # "window" job). Full runs boot the 5.10 dma-ranges tree twice more, each with one of the
-  # original's boot-time knobs on the kernel command line (boot_knobs), reading direct only.
+  # original's boot-time knobs on the kernel command line (boot_knobs), reading direct only, and the
+# 5.10 plain tree once with swiotlb=force (the positive control: bouncing without a window).
   mb=$(lab_quick 128 512)
   printf 'MB=%s\nREPS=%s\nTREPS=%s\nBREPS=%s\nCOUNTED=%s\nBUFFERED=%s\nSTRACE=%s\nTRACE_MB=%s\nPERF_MB=%s\nALT=%s\nALT_MB=%s\n' \
     "$mb" 10 5 "$(lab_quick 0 5)" 5 "$(lab_quick 0 1)" "$(lab_quick 0 1)" \
@@ -490,6 +491,9 @@ group_guest() {
   cp -r "$job" "$job-boot" &&
     printf 'REPS=%s\nTREPS=0\nBREPS=0\nCOUNTED=0\nBUFFERED=0\nSTRACE=0\nTRACE_MB=0\nPERF_MB=0\nALT=0\n' 7 >> "$job-boot/job.env"
   local boot_knobs=(threadirqs isolcpus=1) knob
+  # The positive control: QEMU's plain tree with swiotlb=force on the kernel command line, which
+  # bounces every DMA mapping whatever the device reaches: bounces and a loss with no window.
+  cp -r "$job-boot" "$job-force" && printf 'COUNTED=%s\n' 3 >> "$job-force/job.env"
   cp "$job/job.env" "$LAB_RUN/raw/guest/job.env"
   # The drive's content: random data, so nothing below can shortcut zeros.
   lab_run guest.image -- dd if=/dev/urandom of="$LAB_SCRATCH/nvme.img" bs=1M count=$((mb + 16)) status=none || return 0
@@ -545,6 +549,17 @@ group_guest() {
         --dt dma-ranges --append "$knob" --job "$job-boot" --out "$LAB_RUN/raw/guest/$kr-dma-ranges-${knob%%=*}" \
         --work "$work" --nvme "$LAB_SCRATCH/nvme.img" --drive "pcbctl=$LAB_SCRATCH/nvme.img" --timeout 900 || continue
     done
+    if ((LAB_QUICK)); then
+      lab_skip --case tool=labkit.guest --case experiment=guest --case "release=$kr" --case dt=plain-force \
+        --case boot_args=swiotlb=force "guest.$kr.plain-force" "the positive control costs a boot: full runs only"
+      continue
+    fi
+    work="$LAB_SCRATCH/guest/$kr-plain-force"
+    lab_run --case tool=labkit.guest --case experiment=guest --case "release=$kr" --case dt=plain-force \
+      --case boot_args=swiotlb=force --case "out=raw/guest/$kr-plain-force" \
+      "guest.$kr.plain-force" -- "$LAB_PY" -m labkit.guest run --arch arm64 --kernel-release "$kr" \
+      --dt plain --append swiotlb=force --job "$job-force" --out "$LAB_RUN/raw/guest/$kr-plain-force" \
+      --work "$work" --nvme "$LAB_SCRATCH/nvme.img" --drive "pcbctl=$LAB_SCRATCH/nvme.img" --timeout 900 || continue
   done
 }
 
