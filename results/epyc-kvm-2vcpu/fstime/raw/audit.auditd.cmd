@@ -1,1 +1,1 @@
-auditd -n -c /tmp/pcb-fstime.d1ffb3/audit
+auditd -n -c /tmp/pcb-fstime.18f6fd/audit

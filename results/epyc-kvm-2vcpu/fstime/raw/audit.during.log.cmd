@@ -1,1 +1,1 @@
-du -b /tmp/pcb-fstime.d1ffb3/audit
+du -b /tmp/pcb-fstime.18f6fd/audit

@@ -1,1 +1,1 @@
-auditctl -a task\,never -F pid\!=9604
+auditctl -a task\,never -F pid=32092

@@ -1,1 +1,1 @@
-auditctl -d never\,task -F pid\!=9562
+auditctl -d never\,task -F pid\!=32042

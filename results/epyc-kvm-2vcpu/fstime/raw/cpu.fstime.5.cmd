@@ -1,1 +1,1 @@
-/tmp/pcb-fstime.d1ffb3/fstime -c -t 600 -s 0.5 -d /tmp/pcb-fstime.d1ffb3/disk -b 1024 -m 2000
+/tmp/pcb-fstime.18f6fd/fstime -c -t 600 -s 0.5 -p 2 -d /tmp/pcb-fstime.18f6fd/disk -b 1024 -m 2000

@@ -1,1 +1,1 @@
-sh /work/refrun/labs/fstime/cpusample.sh 10135 3
+sh /work/refrun/labs/fstime/cpusample.sh 624 3

@@ -1,1 +1,1 @@
-perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.d1ffb3/perf-tmpfs.data -p 11613 -- sleep 3
+perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.18f6fd/perf-tmpfs.data -p 2061 -- sleep 3

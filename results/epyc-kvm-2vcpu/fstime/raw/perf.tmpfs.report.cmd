@@ -1,1 +1,1 @@
-perf report -i /tmp/pcb-fstime.d1ffb3/perf-tmpfs.data --stdio --no-children --sort sym -g none --percent-limit 2
+perf report -i /tmp/pcb-fstime.18f6fd/perf-tmpfs.data --stdio --no-children --sort sym -g none --percent-limit 2

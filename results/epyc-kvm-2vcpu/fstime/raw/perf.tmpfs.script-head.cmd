@@ -1,1 +1,1 @@
-head -n 60 /tmp/pcb-fstime.d1ffb3/perf-tmpfs.script
+head -n 60 /tmp/pcb-fstime.18f6fd/perf-tmpfs.script

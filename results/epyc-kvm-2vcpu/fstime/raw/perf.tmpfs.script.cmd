@@ -1,1 +1,1 @@
-perf script -i /tmp/pcb-fstime.d1ffb3/perf-tmpfs.data
+perf script -i /tmp/pcb-fstime.18f6fd/perf-tmpfs.data

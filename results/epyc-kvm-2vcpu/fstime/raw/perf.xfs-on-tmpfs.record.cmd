@@ -1,1 +1,1 @@
-perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.d1ffb3/perf-xfs-on-tmpfs.data -p 11916 -- sleep 3
+perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.18f6fd/perf-xfs-on-tmpfs.data -p 2354 -- sleep 3

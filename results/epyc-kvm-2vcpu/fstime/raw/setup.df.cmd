@@ -1,1 +1,1 @@
-df -T /tmp/pcb-fstime.d1ffb3/disk /tmp/pcb-fstime.d1ffb3/tmpfs/files /tmp/pcb-fstime.d1ffb3/mnt-ext4-on-tmpfs /tmp/pcb-fstime.d1ffb3/mnt-xfs-on-tmpfs /tmp/pcb-fstime.d1ffb3/mnt-xfs-on-disk
+df -T /tmp/pcb-fstime.18f6fd/disk /tmp/pcb-fstime.18f6fd/tmpfs/files /tmp/pcb-fstime.18f6fd/mnt-ext4-on-tmpfs /tmp/pcb-fstime.18f6fd/mnt-xfs-on-tmpfs /tmp/pcb-fstime.18f6fd/mnt-xfs-on-disk

@@ -1,1 +1,1 @@
-mkdir /tmp/pcb-fstime.d1ffb3/disk
+mkdir /tmp/pcb-fstime.18f6fd/disk

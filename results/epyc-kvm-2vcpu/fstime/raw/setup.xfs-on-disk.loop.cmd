@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop2 /tmp/pcb-fstime.d1ffb3/xfs.img
+losetup --show --direct-io=on /dev/loop2 /tmp/pcb-fstime.18f6fd/xfs.img

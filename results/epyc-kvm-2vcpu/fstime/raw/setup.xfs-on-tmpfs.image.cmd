@@ -1,1 +1,1 @@
-truncate -s 512M /tmp/pcb-fstime.d1ffb3/tmpfs/xfs.img
+truncate -s 512M /tmp/pcb-fstime.18f6fd/tmpfs/xfs.img
