@@ -98,15 +98,17 @@ fi
 # (interleaved while both kinds have repetitions left). With isolcpus, the direct reads run on
 # the isolated CPU (busybox taskset); each CPU has its own NVMe queue, whose interrupt is bound to
 # it, so the completions land there too (the interrupt counts before and after show it).
-pin=""
+# Debian's static busybox prefers its own applets, so the dd it starts is named by its path
+# (coreutils' dd, the one every other step runs: busybox's prints no throughput line).
+pin="" dd=dd
 if [ "$KNOB" = isolcpus ]; then
-  pin="busybox taskset -c 1"
+  pin="busybox taskset -c 1" dd=$(command -v dd)
   step isolcpus.irq.before -- grep -e CPU -e nvme /proc/interrupts
 fi
 i=1
 while [ $i -le "$REPS" ] || [ $i -le "$BREPS" ]; do
-  # shellcheck disable=SC2086  # $pin is empty or "busybox taskset -c 1": words on purpose
-  [ $i -gt "$REPS" ] || step "dd.$i.direct" tool=dd io=direct knob=$KNOB rep=$i -- $pin dd if=$DEV of=/dev/null bs=1M count="$MB" iflag=direct
+  # shellcheck disable=SC2086  # $pin is empty or "busybox taskset -c 1": words on purpose; $dd a path
+  [ $i -gt "$REPS" ] || step "dd.$i.direct" tool=dd io=direct knob=$KNOB rep=$i -- $pin $dd if=$DEV of=/dev/null bs=1M count="$MB" iflag=direct
   if [ $i -le "$BREPS" ]; then
     drop "dd.$i.drop"
     step "dd.$i.buffered" tool=dd io=buffered rep=$i -- dd if=$DEV of=/dev/null bs=1M count="$MB"
