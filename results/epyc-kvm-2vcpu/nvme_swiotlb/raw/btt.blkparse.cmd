@@ -1,1 +1,1 @@
-sh -c blkparse\ -i\ -\ -d\ /tmp/pcb-nvme_swiotlb.034d46/blk.bin\ \<\ /tmp/nvref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.capture.out
+sh -c blkparse\ -i\ -\ -d\ /tmp/pcb-nvme_swiotlb.d928e8/blk.bin\ \<\ /tmp/refN2/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.capture.out

@@ -1,1 +1,1 @@
-mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.034d46/debugfs
+mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.d928e8/debugfs

@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-12946
+mkdir /sys/kernel/tracing/instances/pcb-14709

@@ -1,1 +1,1 @@
-sh -c echo\ \'0\'\ \>\ /sys/kernel/tracing/instances/pcb-12946/tracing_on
+sh -c echo\ \'0\'\ \>\ /sys/kernel/tracing/instances/pcb-14709/tracing_on

@@ -1,1 +1,1 @@
-cat /sys/kernel/tracing/instances/pcb-12946/trace
+cat /sys/kernel/tracing/instances/pcb-14709/trace

@@ -1,1 +1,1 @@
-/work/main/.venv/bin/python /work/main/labs/nvme_swiotlb/dt_dma_ranges.py --root /tmp/nvref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/guest/bookworm-dma-ranges-wide/device-tree --fail-if-outside
+/work/refrun/.venv/bin/python /work/refrun/labs/nvme_swiotlb/dt_dma_ranges.py --root /tmp/refN2/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/guest/bookworm-dma-ranges-wide/device-tree --fail-if-outside

@@ -1,1 +1,1 @@
-/work/main/.venv/bin/python -m labkit.guest prepare --arch arm64 --kernel-release bookworm
+/work/refrun/.venv/bin/python -m labkit.guest prepare --arch arm64 --kernel-release bookworm

@@ -1,1 +1,1 @@
-findmnt -T /scratch/pcb-fio_engines.QnngY5
+findmnt -T /scratch/pcb-fio_engines.e58a13

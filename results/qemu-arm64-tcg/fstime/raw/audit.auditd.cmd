@@ -1,1 +1,1 @@
-auditd -n -c /scratch/pcb-fstime.WQsvjU/audit
+auditd -n -c /scratch/pcb-fstime.2f1754/audit

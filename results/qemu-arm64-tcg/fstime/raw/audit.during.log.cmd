@@ -1,1 +1,1 @@
-du -b /scratch/pcb-fstime.WQsvjU/audit
+du -b /scratch/pcb-fstime.2f1754/audit

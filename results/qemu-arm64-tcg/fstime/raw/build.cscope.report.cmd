@@ -1,1 +1,1 @@
-cscope -dL -f /scratch/pcb-fstime.WQsvjU/cscope.out -3 report
+cscope -dL -f /scratch/pcb-fstime.2f1754/cscope.out -3 report

@@ -1,1 +1,1 @@
-sh /job/repo/labs/fstime/cpusample.sh 538 1
+sh /job/repo/labs/fstime/cpusample.sh 449 1

@@ -1,1 +1,1 @@
-sh /job/repo/labs/fstime/cpusample.sh 602 1
+sh /job/repo/labs/fstime/cpusample.sh 486 1

@@ -1,1 +1,1 @@
-df -T /scratch/pcb-fstime.WQsvjU/disk /scratch/pcb-fstime.WQsvjU/tmpfs/files /scratch/pcb-fstime.WQsvjU/mnt-ext4-on-tmpfs /scratch/pcb-fstime.WQsvjU/mnt-xfs-on-tmpfs /scratch/pcb-fstime.WQsvjU/mnt-xfs-on-disk
+df -T /scratch/pcb-fstime.2f1754/disk /scratch/pcb-fstime.2f1754/tmpfs/files /scratch/pcb-fstime.2f1754/mnt-ext4-on-tmpfs /scratch/pcb-fstime.2f1754/mnt-xfs-on-tmpfs /scratch/pcb-fstime.2f1754/mnt-xfs-on-disk

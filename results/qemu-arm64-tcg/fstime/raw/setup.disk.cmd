@@ -1,1 +1,1 @@
-mkdir /scratch/pcb-fstime.WQsvjU/disk
+mkdir /scratch/pcb-fstime.2f1754/disk

@@ -1,1 +1,1 @@
-mkdir /scratch/pcb-fstime.WQsvjU/tmpfs/files
+mkdir /scratch/pcb-fstime.2f1754/tmpfs/files

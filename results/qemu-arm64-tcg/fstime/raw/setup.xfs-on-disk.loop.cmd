@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop2 /scratch/pcb-fstime.WQsvjU/xfs.img
+losetup --show --direct-io=on /dev/loop2 /scratch/pcb-fstime.2f1754/xfs.img

@@ -1,1 +1,1 @@
-mount -t xfs /dev/loop1 /scratch/pcb-fstime.WQsvjU/mnt-xfs-on-tmpfs
+mount -t xfs /dev/loop1 /scratch/pcb-fstime.2f1754/mnt-xfs-on-tmpfs

@@ -1,1 +1,1 @@
-ip netns add pcb-lat-a-187
+ip netns add pcb-lat-a-223

@@ -1,1 +1,1 @@
-ip netns add pcb-lat-b-187
+ip netns add pcb-lat-b-223

@@ -1,1 +1,1 @@
-ip -n pcb-lat-a-187 link set pcb-va up
+ip -n pcb-lat-a-223 link set pcb-va up

@@ -1,1 +1,1 @@
-dd if=/scratch/pcb-nvme_swiotlb.236cbe/data.img of=/dev/null bs=1M
+dd if=/scratch/pcb-nvme_swiotlb.565a6e/data.img of=/dev/null bs=1M

@@ -1,0 +1,1 @@
+grep -H . /sys/class/block/vda/queue/scheduler /sys/class/block/vda/queue/max_sectors_kb /sys/class/block/vda/queue/max_segments /sys/class/block/vda/queue/nr_requests

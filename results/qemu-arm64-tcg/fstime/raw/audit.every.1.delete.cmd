@@ -1,1 +1,0 @@
-auditctl -d always\,exit -F arch=b64 -S all -F pid=1020

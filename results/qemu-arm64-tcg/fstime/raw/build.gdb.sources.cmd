@@ -1,0 +1,1 @@
+gdb -batch -nx -ex info\ sources /scratch/pcb-fstime.2f1754/fstime

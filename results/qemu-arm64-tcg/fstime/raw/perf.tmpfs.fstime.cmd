@@ -1,1 +1,0 @@
-/scratch/pcb-fstime.WQsvjU/fstime -c -t 600 -s 0.1 -d /scratch/pcb-fstime.WQsvjU/tmpfs/files -b 1024 -m 2000

@@ -1,1 +1,0 @@
-perf record --no-buildid-cache -g -F 997 -o /scratch/pcb-fstime.WQsvjU/perf-tmpfs.data -p 680 -- sleep 1

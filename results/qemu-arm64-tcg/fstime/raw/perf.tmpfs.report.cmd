@@ -1,1 +1,0 @@
-perf report -i /scratch/pcb-fstime.WQsvjU/perf-tmpfs.data --stdio --no-children --sort sym -g none --percent-limit 2

@@ -1,1 +1,0 @@
-head -n 60 /scratch/pcb-fstime.WQsvjU/perf-tmpfs.script

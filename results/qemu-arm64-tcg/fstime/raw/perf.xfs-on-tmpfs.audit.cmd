@@ -1,1 +1,0 @@
-python3 /job/repo/labs/fstime/auditframes.py /out/results/qemu-arm64-tcg/.fstime.partial/flame-xfs-on-tmpfs.folded

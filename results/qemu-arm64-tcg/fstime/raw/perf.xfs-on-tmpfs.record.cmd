@@ -1,1 +1,0 @@
-perf record --no-buildid-cache -g -F 997 -o /scratch/pcb-fstime.WQsvjU/perf-xfs-on-tmpfs.data -p 755 -- sleep 1

@@ -1,1 +1,0 @@
-perf script -i /scratch/pcb-fstime.WQsvjU/perf-xfs-on-tmpfs.data

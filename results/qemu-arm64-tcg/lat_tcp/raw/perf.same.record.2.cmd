@@ -1,1 +1,0 @@
-perf record -g -F 997 --no-buildid-cache -o /scratch/pcb-lat_tcp.kDyBvW/perf-same-cpu-2.data -- taskset -c 0 /scratch/pcb-lat_tcp.kDyBvW/lat_tcp -m 1 -N 5 -t 0.03 -p 31234 127.0.0.1

@@ -1,1 +1,0 @@
-perf script -i /scratch/pcb-lat_tcp.kDyBvW/perf-same-cpu-1.data

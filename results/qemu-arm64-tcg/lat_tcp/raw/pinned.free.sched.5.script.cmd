@@ -1,0 +1,1 @@
+perf script -i /scratch/pcb-lat_tcp.165553/sched-free-5.data

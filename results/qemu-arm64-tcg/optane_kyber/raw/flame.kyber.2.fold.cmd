@@ -1,1 +1,0 @@
-inferno-collapse-perf --all /scratch/pcb-optane_kyber.lWdXq1/flame-kyber.2.script

@@ -1,1 +1,0 @@
-perf report -i /scratch/pcb-optane_kyber.lWdXq1/flame-kyber.data --stdio --no-children --fields overhead\,sym -g fractal\,0.5\,callee --percent-limit 15

@@ -1,1 +1,0 @@
-perf report -i /scratch/pcb-optane_kyber.lWdXq1/flame-kyber.data --stdio --children --fields overhead_children\,overhead\,sym -g none --percent-limit 5

@@ -1,1 +1,0 @@
-perf script --max-stack 48 -i /scratch/pcb-optane_kyber.lWdXq1/flame-none.3.data

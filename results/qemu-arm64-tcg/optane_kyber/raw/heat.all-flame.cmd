@@ -1,1 +1,0 @@
-python3 -m labkit flame --perf-script /scratch/pcb-optane_kyber.lWdXq1/heat.script --folded /out/results/qemu-arm64-tcg/.optane_kyber.partial/heat-all.folded --svg /out/results/qemu-arm64-tcg/.optane_kyber.partial/heat-all.svg --title every\ CPU\,\ the\ whole\ recording

@@ -1,1 +1,0 @@
-gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -o /out/results/qemu-arm64-tcg/.optane_kyber.partial/bin/burst /job/repo/labs/optane_kyber/burst.c

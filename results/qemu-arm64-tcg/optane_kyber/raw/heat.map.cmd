@@ -1,1 +1,0 @@
-python3 -m labkit.heatmap --perf-script /scratch/pcb-optane_kyber.lWdXq1/heat.script --svg /out/results/qemu-arm64-tcg/.optane_kyber.partial/heatmap.svg --json /out/results/qemu-arm64-tcg/.optane_kyber.partial/heatmap.json --band 400\,600 --title perf\ record\ -a\ -g\ -F\ 997\,\ every\ CPU\,\ idle\ samples\ left\ out

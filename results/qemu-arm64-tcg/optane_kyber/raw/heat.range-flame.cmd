@@ -1,1 +1,0 @@
-python3 -m labkit flame --perf-script /scratch/pcb-optane_kyber.lWdXq1/heat-range.script --folded /out/results/qemu-arm64-tcg/.optane_kyber.partial/heat-range.folded --svg /out/results/qemu-arm64-tcg/.optane_kyber.partial/heat-range.svg --title every\ CPU\,\ only\ the\ hottest\ burst\'s\ time\ range\ 147.420000\,147.600000\ s

@@ -1,1 +1,0 @@
-perf record --no-buildid-cache --no-bpf-event -a -g -F 997 -k CLOCK_MONOTONIC -o /scratch/pcb-optane_kyber.lWdXq1/heat.data -- /out/results/qemu-arm64-tcg/.optane_kyber.partial/bin/burst -n 5 -b 200 -o 400

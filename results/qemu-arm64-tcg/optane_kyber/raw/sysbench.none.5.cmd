@@ -1,0 +1,1 @@
+sysbench cpu --threads=1 --time=1 run
