@@ -174,6 +174,23 @@ def test_a_claim_about_hardware_the_host_lacks_is_not_applicable(v):
         claim(relation="less", requires={"gpu": True})
 
 
+def test_full_run_claims_are_not_applicable_on_a_quick_run(v):
+    """``full_run`` is read from the result's run: not applicable on a quick run, with the
+    reason; evaluated on a full run, and on a result that does not say."""
+    c = claim(relation="less", full_run=True)
+    r = result("u", ({"side": "a"}, v), ({"side": "b"}, [x * 10 for x in v]))
+    r["run"] = {"quick": True}
+    assert ev(c, r) == ("not applicable", "needs a full run (a quick run's jobs are too short for what it reads)")
+    r["run"] = {"quick": False}
+    assert ev(c, r)[0] == "holds"
+    del r["run"]
+    assert ev(c, r)[0] == "holds"
+    r["run"] = {"quick": True}
+    assert ev(claim(relation="less"), r)[0] == "holds"
+    with pytest.raises(claims.ClaimError, match="full_run"):
+        claim(relation="less", full_run="yes")
+
+
 # ---- malformed claims and exercises: the one line a reader gets, exactly -----------------------
 
 BASE = {"id": "c", "statement": "s", "kind": "compare", "metric": "x", "a": {}, "b": {}, "relation": "less", "role": "ours"}

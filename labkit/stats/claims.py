@@ -35,6 +35,9 @@ Optional on compare, within and increasing: ``statistic = "median"`` (the defaul
 one emulated machine whose mechanism emulation preserves); shown with the emulation mark.
 ``requires = {smt = true}``: the hardware the claim is about, as the result's host provenance
 records it (``host.smt``); on a host without it the claim is not applicable, with the reason.
+``full_run = true``: what the claim reads is measured as it should be only by a full run (an
+exercise reading iostat's one-second reports of jobs that last seconds); on a quick run's result
+it is not applicable, with the reason.
 ``labkit/claims.schema.json`` describes every key and is checked on load: no other key is
 allowed, a typo fails loud (:class:`ClaimError`).
 
@@ -531,7 +534,7 @@ def evaluate_one(claim: dict, result: Result) -> Verdict:
     Returns ``{"id", "verdict", "evidence", "role"?, "reason"?, "effect"?, "flags"?,
     "emulated"?}``; verdict one of :data:`VERDICTS`.
     """
-    lacking = _host_gate(claim, result)
+    lacking = _host_gate(claim, result) or _run_gate(claim, result)
     if lacking:
         return lacking
     kind = claim["kind"]
@@ -552,6 +555,15 @@ def _host_gate(claim: dict, result: Result) -> Verdict | None:
         return None
     need = ", ".join(f"{k} = {json.dumps(v)}" for k, v in claim["requires"].items())
     why = f"needs a host with {need}; this host has {', '.join(lacking)}"
+    return _verdict(claim, "not applicable", why, reason=why)
+
+
+def _run_gate(claim: dict, result: Result) -> Verdict | None:
+    """The not-applicable verdict when ``claim["full_run"]`` is true and ``result`` is a quick
+    run's (``run.quick``), else None."""
+    if not claim.get("full_run") or not (result.get("run") or {}).get("quick"):
+        return None
+    why = "needs a full run (a quick run's jobs are too short for what it reads)"
     return _verdict(claim, "not applicable", why, reason=why)
 
 
