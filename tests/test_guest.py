@@ -58,6 +58,16 @@ def test_dma_ranges_added_to_the_bridge_only(tmp_path):
         images.dtb_with_property(src, tmp_path / "x.dtb", "/pcie@deadbeef", "dma-ranges", guest.DMA_WINDOW)
 
 
+@pytest.mark.skipif(not shutil.which("dtc"), reason="dtc not installed")
+def test_recompiled_tree_drops_qemus_padding(tmp_path):
+    src = tmp_path / "virt.dtb"
+    images.dts_to_dtb((FIX / "virt-2cpu-2048m.dts").read_text(), src)
+    padded = tmp_path / "padded.dtb"
+    padded.write_bytes(src.read_bytes().ljust(1 << 20, b"\0"))   # as QEMU's dumpdtb pads it
+    images.recompile_dtb(padded, tmp_path / "out.dtb")
+    assert (tmp_path / "out.dtb").read_bytes() == src.read_bytes()
+
+
 def test_module_order_puts_dependencies_first(tmp_path):
     d = tmp_path / "6.1.0-test"
     d.mkdir()

@@ -437,7 +437,7 @@ def _device_tree(spec: GuestSpec, work: Path, accel: str) -> tuple[Path | None, 
             raw = work / "qemu.dtb"
             qemu.dump_dtb(spec.arch, accel, spec.cpus, spec.mem_mib, raw)
             if spec.dt == "plain":
-                images.dts_to_dtb(images.dtb_to_dts(raw), dtb)
+                images.recompile_dtb(raw, dtb)
             else:
                 cells = DMA_WINDOW if spec.dt == "dma-ranges" else wide_window(spec.mem_mib)
                 images.dtb_with_property(raw, dtb, PCIE_PATH, "dma-ranges", cells)

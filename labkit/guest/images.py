@@ -183,16 +183,25 @@ def property_cells(dtb: Path, node: str, prop: str) -> str | None:
     return " ".join(f"0x{int(c, 16):02x}" for c in proc.stdout.split())
 
 
+def recompile_dtb(src: Path, dest: Path) -> None:
+    """Write to ``dest`` the flattened tree ``src`` recompiled by dtc (``-I dtb -O dtb``): a QEMU
+    ``dumpdtb`` is padded to 1 MiB, and a guest booted with it as it is hangs silently.
+
+    Raises:
+        GuestBuildError: dtc failed or is not installed.
+    """
+    _run(["dtc", "-q", "-I", "dtb", "-O", "dtb", "-o", str(dest), str(src)], f"dtc {src.name}")
+
+
 def dtb_with_property(src: Path, dest: Path, node: str, prop: str, cells: str) -> None:
-    """Write to ``dest`` the flattened tree ``src`` recompiled by dtc (a QEMU ``dumpdtb`` is padded
-    to 1 MiB, and a guest booted with it as it is hangs silently) with the property ``prop`` added
-    to the node at path ``node`` as the 32-bit ``cells`` (``"0x2000000 0x00 ..."``), by ``fdtput -t x``;
-    nothing else of the tree changes.
+    """Write to ``dest`` the flattened tree ``src`` recompiled (:func:`recompile_dtb`) with the
+    property ``prop`` added to the node at path ``node`` as the 32-bit ``cells``
+    (``"0x2000000 0x00 ..."``), by ``fdtput -t x``; nothing else of the tree changes.
 
     Raises:
         GuestBuildError: the node is missing, it already has ``prop``, or dtc/fdtput failed.
     """
-    _run(["dtc", "-q", "-I", "dtb", "-O", "dtb", "-o", str(dest), str(src)], f"dtc {src.name}")
+    recompile_dtb(src, dest)
     have = subprocess.run(["fdtget", "-p", str(dest), node], capture_output=True, text=True, timeout=60)
     if have.returncode != 0:
         raise GuestBuildError(f"device tree has no node {node}")
