@@ -5,7 +5,7 @@
   labkit hosts                      every host with results and its provenance
   labkit compare HOST_A HOST_B [--lab LAB]   medians side by side, ratio B/A, noise flag
   labkit validate [FILE...]         validate result files (default: every one found)
-  labkit reevaluate FILE...         evaluate the claims of result files again (today's claims.toml)
+  labkit reevaluate [--write] FILE...   evaluate result files' claims again (today's claims.toml)
   labkit labs [--names|--json|--debs|--matrix]   what the labs' manifests say
   labkit new-lab NAME [--title T]   scaffold labs/NAME and docs/cases/NAME.md, run it once (quick)
   labkit probe [--scratch DIR] [--label L]   print this host's probe as JSON
@@ -35,6 +35,7 @@ from .parsers import perf as perf_parsers
 from .run import probe
 from .stats import claims as claims_mod
 from .view import commands, render
+from .view.verdict_text import verdict_line, verdict_sentence
 
 
 class UsageError(Exception):
@@ -62,66 +63,6 @@ def _cmd_record(a) -> int:
         print(f"  {verdict_sentence(c, statements.get(c['id']))}", file=sys.stderr)
     print(f"wrote {path}: {len(r['measurements'])} measurements, {len(r['artifacts'])} artifacts", file=sys.stderr)
     return 0
-
-
-def headline(statement: str, min_chars: int = 60, max_chars: int = 160) -> str:
-    """The claim's statement shortened for a terminal line: without its parenthetical asides,
-    up to the first ": ", "; " or ". " that leaves at least ``min_chars`` characters, then at
-    most ``max_chars`` (cut at a space, with "…"). The whole statement is on the chapter and in
-    ``labkit show``."""
-    depth, kept = 0, []
-    for ch in statement:
-        if ch == "(":
-            depth += 1
-        elif ch == ")" and depth:
-            depth -= 1
-        elif depth == 0:
-            kept.append(ch)
-    text = " ".join("".join(kept).split()).replace(" ,", ",").replace(" :", ":").rstrip(" .")
-    cut = next((i for i in range(min_chars, len(text)) if text[i:i + 2] in (": ", "; ", ". ")), None)
-    text = text[:cut]
-    if len(text) > max_chars:
-        text = text[: text.rfind(" ", 0, max_chars - 1)] + "…"
-    return text
-
-
-def _interval_3g(e: dict) -> str:
-    """"95% low–high" of a verdict's effect at 3 significant digits; "" when it has no interval
-    or a zero-width one (sides without spread)."""
-    if e.get("low") is None or e["low"] == e["high"]:
-        return ""
-    return f"95% {claims_mod.span_text(e, lambda x: f'{x:.3g}')}"
-
-
-def verdict_sentence(v: dict, statement: str | None) -> str:
-    """The end-of-run verdict line: ``holds: <the statement's first clause, see headline> (ratio
-    0.455, 95% 0.33–0.519, needs < 0.77)``; without a statement, :func:`verdict_line`."""
-    if not statement:
-        return verdict_line(v)
-    e = v.get("effect")
-    why = ""
-    if e and e.get("estimate") is not None:
-        ci = _interval_3g(e)
-        why = f" ({e['statistic']} {e['estimate']:.3g}{f', {ci}' if ci else ''}, needs {e['needs']})"
-    elif v["verdict"] not in ("holds", "fails") and v.get("reason"):
-        why = f" ({v['reason']})"
-    flags = "".join(f" [{f}]" for f in v.get("flags", []))
-    return f"{v['verdict']}: {headline(statement)}{why}{flags}"
-
-
-def verdict_line(v: dict) -> str:
-    """One short line for a verdict: ``id: holds: ratio 2.31 (95% 2.10–2.52), needs > 1.5`` from
-    its effect, or its reason; never the long evidence string."""
-    e = v.get("effect")
-    line = f"{v['id']}: {v['verdict']}"
-    if e and e.get("estimate") is not None:
-        ci = _interval_3g(e)
-        line += f": {e['statistic']} {e['estimate']:.3g}{f' ({ci})' if ci else ''}, needs {e['needs']}"
-    if v["verdict"] not in ("holds", "fails") and v.get("reason") and not (e and v["reason"].startswith("the 95%")):
-        line += f": {v['reason']}"
-    for flag in v.get("flags", []):
-        line += f" [{flag}]"
-    return line
 
 
 def _cmd_show(a) -> int:
@@ -190,17 +131,21 @@ def _cmd_validate(a) -> int:
 
 
 def _cmd_reevaluate(a) -> int:
-    """Evaluate each result's claims again with today's labs/<lab>/claims.toml and rules, and
-    rewrite its ``claims`` (measurements, steps and provenance are left as measured)."""
+    """Evaluate each result's claims again with today's labs/<lab>/claims.toml and rules and say
+    how many verdicts differ from the stored ones (the verdicts at record time; pages always
+    evaluate afresh). With ``--write``, also rewrite the file's ``claims`` (measurements, steps
+    and provenance are left as measured)."""
     for f in (Path(x) for x in a.files):
         r = model.load(f)
         spec = results.ROOT / "labs" / r["lab"] / "claims.toml"
         before = {c["id"]: c["verdict"] for c in r["claims"]}
         r["claims"] = claims_mod.evaluate(claims_mod.load(spec), r) if spec.is_file() else []
         model.validate(r, str(f))
-        model.write_atomic(f, r)
-        changed = sum(before.get(c["id"]) != c["verdict"] for c in r["claims"])
-        print(f"{f}: {len(r['claims'])} claims, {changed} verdicts differ from the stored ones")
+        changed = [c["id"] for c in r["claims"] if before.get(c["id"]) != c["verdict"]]
+        if a.write:
+            model.write_atomic(f, r)
+        print(f"{f}: {len(r['claims'])} claims, {len(changed)} verdicts differ from the stored ones"
+              f"{': ' + ', '.join(changed) if changed else ''}{' (rewritten)' if a.write else ''}")
     return 0
 
 
@@ -443,6 +388,7 @@ def parser() -> argparse.ArgumentParser:
     nl.add_argument("--no-run", action="store_true", help="write the files only")
     nl.set_defaults(fn=_cmd_new_lab)
     ev = sub.add_parser("reevaluate", help="evaluate result files' claims again with today's claims.toml")
+    ev.add_argument("--write", action="store_true", help="rewrite the files' stored verdicts (default: only report)")
     ev.add_argument("files", nargs="+")
     ev.set_defaults(fn=_cmd_reevaluate)
     cal = sub.add_parser("calibrate", help="false-decision rate and power of the claims' intervals (simulated)")

@@ -59,3 +59,26 @@ def test_validate_rejects_a_bad_file(tmp_path):
 
 def test_bad_usage_exits_2():
     assert labkit("nosuchcommand").returncode == 2
+
+
+def test_reevaluate_reports_and_writes_only_when_asked(root, tmp_path):
+    """``labkit reevaluate`` leaves a result as it is and names the verdicts that differ; with
+    ``--write`` it rewrites the stored ones. A stored verdict turned around by hand is found."""
+    src = next((root / "results").glob("*/lat_tcp.json"))
+    f = tmp_path / "lat_tcp.json"
+    assert labkit("reevaluate", "--write", str(tmp_path / "none.json")).returncode == 1
+    f.write_text(src.read_text())
+    assert labkit("reevaluate", "--write", str(f)).returncode == 0
+    decided = next(c for c in model.load(f)["claims"] if c["verdict"] in ("holds", "fails"))
+    r = model.load(f)
+    for c in r["claims"]:
+        if c["id"] == decided["id"]:
+            c["verdict"] = "fails" if decided["verdict"] == "holds" else "holds"
+    model.write_atomic(f, r)
+    before = f.read_bytes()
+    report = labkit("reevaluate", str(f))
+    assert report.returncode == 0 and f"1 verdicts differ from the stored ones: {decided['id']}" in report.stdout
+    assert f.read_bytes() == before
+    write = labkit("reevaluate", "--write", str(f))
+    assert write.returncode == 0 and "(rewritten)" in write.stdout
+    assert next(c for c in model.load(f)["claims"] if c["id"] == decided["id"])["verdict"] == decided["verdict"]

@@ -264,3 +264,13 @@ def test_labkit_passes_guest_through():
     assert "labkit guest shell|run" in cli.__doc__
     helped = subprocess.run([sys.executable, "-m", "labkit", "guest", "--help"], capture_output=True, text=True, cwd=ROOT)
     assert helped.returncode == 0 and "{prepare,run,shell,accel,cache}" in helped.stdout
+
+
+def test_the_default_architecture_is_the_hosts_unless_a_device_tree_is_asked_for():
+    """Without --arch a guest runs the host's architecture (KVM can run it), arm64 when --dt or
+    --dtb asks for a device tree, and arm64 on a host architecture the runner has no guest for."""
+    from labkit.guest.__main__ import default_arch
+    assert default_arch(False, "x86_64") == "x86_64"
+    assert default_arch(False, "aarch64") == "arm64"
+    assert default_arch(True, "x86_64") == "arm64"
+    assert default_arch(False, "riscv64") == "arm64"

@@ -95,16 +95,15 @@ def test_primary_of_a_copy_is_the_out_journal_while_it_is_the_same_run(tmp_path)
     assert journal.primary(short) == short.resolve()
 
 
-def test_primary_of_an_old_pointer_file(tmp_path):
+def test_primary_is_none_for_what_is_not_a_journal_copy(tmp_path):
+    """A scratch file that does not start with a run line (a path, an empty file) names no journal."""
     target = write(tmp_path / "out" / ".demo.journal", run_line(tmp_path / "out"))
-    pointer = tmp_path / "scr" / "pcb-demo.x" / ".pcb-journal"
-    pointer.parent.mkdir(parents=True)
-    pointer.write_text(f"{target}\n")
-    assert journal.primary(pointer) == target.resolve()
-    pointer.write_text(f"{tmp_path / 'nowhere'}\n")
-    assert journal.primary(pointer) is None
-    pointer.write_text("\n")
-    assert journal.primary(pointer) is None
+    other = tmp_path / "scr" / "pcb-demo.x" / ".pcb-journal"
+    other.parent.mkdir(parents=True)
+    other.write_text(f"{target}\n")
+    assert journal.primary(other) is None
+    other.write_text("\n")
+    assert journal.primary(other) is None
     assert journal.primary(tmp_path / "missing") is None
 
 

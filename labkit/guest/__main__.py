@@ -23,6 +23,7 @@ line on stderr); 130 when interrupted (QEMU stopped, files removed).
 from __future__ import annotations
 
 import argparse
+import platform
 import os
 import re
 import signal
@@ -41,7 +42,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _spec_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--arch", default="arm64", choices=sorted(ARCHS), help="guest architecture (default arm64)")
+    p.add_argument("--arch", choices=sorted(ARCHS),
+                   help="guest architecture (default: arm64 with --dt or --dtb, else the host's own when it is "
+                        "one of these, so that KVM can run it; else arm64)")
     p.add_argument("--release", default="bookworm", help="Debian release of the userspace (default bookworm)")
     p.add_argument("--kernel-release", default="bookworm",
                    help="Debian release whose kernel to boot: bookworm (6.1), bullseye (5.10); default bookworm")
@@ -64,6 +67,16 @@ def _boot_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtb", metavar="FILE", help="arm64: boot this compiled device tree as it is (not with --dt)")
     p.add_argument("--append", default="", help="extra kernel command line")
     p.add_argument("--nvme", metavar="IMG", help="raw image the guest sees as an NVMe drive")
+
+
+def default_arch(device_tree: bool, machine: str | None = None) -> str:
+    """The guest architecture when ``--arch`` is not given: arm64 when a device tree is asked for
+    (``--dt``/``--dtb`` are arm64's), else the host's own (``machine``, default
+    ``platform.machine()``) when :data:`ARCHS` has it (KVM can then run the guest), else arm64."""
+    machine = machine or platform.machine()
+    if device_tree:
+        return "arm64"
+    return next((name for name, a in ARCHS.items() if a["host_arch"] == machine), "arm64")
 
 
 def _cache_line() -> str:
@@ -154,7 +167,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m labkit.guest") ->
             return usage(f"--job needs --out DIR and --work DIR (missing: "
                          f"{', '.join(o for o, v in (('--out', a.out), ('--work', a.work)) if not v)})")
     try:
-        spec = GuestSpec(arch=a.arch, release=a.release, kernel_release=a.kernel_release, profile=a.profile,
+        spec = GuestSpec(arch=a.arch or default_arch(bool(getattr(a, "dt", None) or getattr(a, "dtb", None))), release=a.release, kernel_release=a.kernel_release, profile=a.profile,
                          cpus=a.cpus, mem_mib=a.mem, accel=a.accel, dt=getattr(a, "dt", None),
                          dtb=getattr(a, "dtb", None), append=getattr(a, "append", ""),
                          kernel=a.kernel, modules=a.modules)

@@ -1,6 +1,8 @@
 """Journals of lab runs: what a run changed on the host and has not undone yet.
 
-labs/lib/lab.sh writes ``<out>/.<lab>.journal`` for every run (tab-separated lines, appended):
+Every lab run has a journal ``<out>/.<lab>.journal`` (tab-separated lines, appended): the
+supervisor (labkit.run.supervisor) writes its ``run`` line and its own undo actions, and the
+lab's shell (``lab_defer`` and ``lab_unwind`` in labs/lib/lab.sh) appends ``do``/``done``/``fail``:
 
     run   LAB PID STARTTIME TAG OUT SCRATCH-PARENT SCRIPT   first line, before any change
     do    ID DESCRIPTION COMMAND                    an undo action, written before its change
@@ -12,8 +14,7 @@ and a copy of it, line for line, as ``.pcb-journal`` in its scratch directory
 when the out directory is gone. A run that ends in any way but SIGKILL undoes everything and
 removes its journal; a journal left behind is a killed run's, and
 ``labs/<lab>/run.sh --recover --out OUT`` undoes it (``labkit recover`` finds them all).
-The writer is labkit.run.supervisor; the undo actions are shell commands of the lab, run by a bash
-of the lab's own script.
+The undo actions are shell commands of the lab, run by a bash of the lab's own script.
 """
 
 from __future__ import annotations
@@ -92,8 +93,8 @@ def commands(path: str | Path) -> dict[int, str]:
 
 def primary(copy: str | Path) -> Path | None:
     """The journal to undo for a scratch directory's ``.pcb-journal``: the run's journal in its
-    out directory when it is still there, else the copy itself; None when ``copy`` is neither a
-    journal copy nor (as older runs wrote) a pointer to an existing journal."""
+    out directory when it is still there, else the copy itself; None when ``copy`` is not a
+    journal copy."""
     copy = Path(copy)
     try:
         text = copy.read_text(errors="replace")
@@ -106,8 +107,7 @@ def primary(copy: str | Path) -> Path | None:
             if main.is_file() and main.read_text(errors="replace").split("\n", 1)[0] == text.split("\n", 1)[0]:
                 return main.resolve()
         return copy.resolve()
-    target = Path(text.strip())
-    return target.resolve() if text.strip() and target.is_file() else None
+    return None
 
 
 def copies(path: str | Path) -> list[Path]:
