@@ -78,9 +78,14 @@ def flamegraph(folded: Path, svg: Path, title: str, *, diff: bool = False, width
 
 
 def diff_folded(before: Path, after: Path, out: Path) -> None:
-    """Differential folded stacks (``inferno-diff-folded before after``), for a diff flame graph."""
+    """Differential folded stacks (``inferno-diff-folded -n before after``), for a diff flame
+    graph: each line is a stack of ``after`` with its count in ``before`` and in ``after``; ``-n``
+    scales ``before``'s counts to ``after``'s total, so that two recordings of different lengths
+    (or sample counts) compare as shares, not as raw counts (Brendan Gregg, "Differential Flame
+    Graphs", 2014: difffolded.pl -n). Frame widths are ``after``'s: a stack only ``before`` has
+    does not show; swap the files and draw with ``inferno-flamegraph --negate`` to see those."""
     with open(out, "wb") as dst:
-        subprocess.run([_inferno("inferno-diff-folded"), str(before), str(after)], stdout=dst, check=True)
+        subprocess.run([_inferno("inferno-diff-folded"), "-n", str(before), str(after)], stdout=dst, check=True)
 
 
 def share_under(folded_text: str, frames: list[str]) -> float:
