@@ -68,20 +68,28 @@ class Run:
         repetition number; run order kept among equal numbers) when ``by_rep``."""
         out = [s for s in self.steps if (status is None or s["status"] == status)
                and all((s.get("case") or {}).get(k) == v for k, v in case.items())]
-        return sorted(out, key=lambda s: s["case"].get("rep", 0)) if by_rep else out
+        return sorted(out, key=lambda s: rep_order(s["case"])) if by_rep else out
 
-    def add_sample(self, metric: str, unit: str, case: dict, value: float, step: str | None = None) -> None:
+    def add_sample(self, metric: str, unit: str, case: dict, value: float, step: str | None = None,
+                   emulation: dict | None = None) -> None:
         """Add one sample to the measurement (metric, unit, case), made when the collector
-        returns (:meth:`flush_samples`), its samples in the order added and its ``step`` the
-        first sample's. The way to build a measurement from one step per repetition."""
+        returns (:meth:`flush_samples`), its samples in the order added and its ``step`` and
+        ``emulation`` (see :meth:`add`) the first sample's. The way to build a measurement from
+        one step per repetition."""
+        self.add_samples(metric, unit, case, [value], step, emulation)
+
+    def add_samples(self, metric: str, unit: str, case: dict, values: list[float], step: str | None = None,
+                    emulation: dict | None = None) -> None:
+        """:meth:`add_sample` for several samples of one step (e.g. every read() a trace timed)."""
         key = (metric, unit, tuple(case.items()))
-        self._pending.setdefault(key, {"samples": [], "step": step})["samples"].append(value)
+        self._pending.setdefault(key, {"samples": [], "step": step, "emulation": emulation})["samples"].extend(values)
 
     def flush_samples(self) -> None:
         """Turn the samples :meth:`add_sample` gathered into measurements, in the order their
-        first sample came (called after the lab's ``collect``; calling it again adds nothing)."""
+        first sample came (called after the lab's ``collect``, and by a collector that wants its
+        measurements in a given order; calling it again adds nothing)."""
         for (metric, unit, case), v in self._pending.items():
-            self.add(metric, unit, dict(case), v["samples"], v["step"])
+            self.add(metric, unit, dict(case), v["samples"], v["step"], v["emulation"])
         self._pending = {}
 
     def raw(self, name: str, ext: str = "out") -> Path:
@@ -108,6 +116,12 @@ class Run:
         if title:
             a["title"] = title
         self.artifacts.append(a)
+
+
+def rep_order(case: dict) -> int:
+    """Sort key of a step's case by its repetition: ``rep`` (1-based), 0 where it has none. With a
+    stable sort, run order is kept among steps of the same repetition."""
+    return case.get("rep", 0)
 
 
 def read_case(path: Path, types: dict[str, str]) -> dict | None:

@@ -67,7 +67,6 @@ import gzip
 import json
 import re
 import shutil
-from collections import defaultdict
 from pathlib import Path
 
 from labkit.parsers.btt import btt_latencies, btt_summary
@@ -77,7 +76,7 @@ from labkit.parsers.jsonline import json_lines
 from labkit.parsers.perf import flamegraph, fold, perf_stat_csv
 from labkit.parsers.strace import strace_summary
 from labkit.parsers.strace_t import log_histogram, strace_calls
-from labkit.record import read_case
+from labkit.record import read_case, rep_order
 
 # Case keys that say how a step was run, not what it measured.
 _RUN_KEYS = ("tool", "rep")
@@ -88,32 +87,17 @@ def _measured(case: dict) -> dict:
     return {k: v for k, v in case.items() if k not in _RUN_KEYS}
 
 
-def _by_rep(items: list[tuple[dict, object]]) -> list[tuple[dict, object]]:
-    """``(case, x)`` pairs sorted by their case's ``rep`` (stable: run order breaks ties)."""
-    return sorted(items, key=lambda it: it[0].get("rep", 0))
-
-
 def _tool_steps(run, tool: str) -> list[tuple[dict, dict]]:
     """(case, step) of the ok host steps whose case has ``tool``, in repetition order."""
-    return _by_rep([(s["case"], s) for s in run.steps
-                    if s["status"] == "ok" and (s.get("case") or {}).get("tool") == tool])
+    return [(s["case"], s) for s in run.steps_where(tool=tool, by_rep=True)]
 
 
-class _Series:
-    """Samples per measurement case, kept in the order they are added, with the first step."""
-
-    def __init__(self):
-        self.samples: dict[tuple, list[float]] = defaultdict(list)
-        self.first: dict[tuple, str] = {}
-
-    def add(self, case: dict, values: list[float], step: str) -> None:
-        key = tuple(case.items())
-        self.samples[key].extend(values)
-        self.first.setdefault(key, step)
-
-    def emit(self, run, metric: str, unit: str, emulation: dict | None = None) -> None:
-        for key, values in self.samples.items():
-            run.add(metric, unit, dict(key), values, self.first[key], emulation)
+def _samples(run, metric: str, unit: str, items: list[tuple[dict, float, str]], emulation: dict | None = None) -> None:
+    """One measurement per case of ``items`` ((case, value, step), in repetition order), through
+    :meth:`labkit.record.Run.add_sample`, emitted before whatever the collector adds next."""
+    for case, value, step in items:
+        run.add_sample(metric, unit, case, value, step, emulation)
+    run.flush_samples()
 
 
 def _dd(run, name: str) -> dict:
@@ -122,33 +106,32 @@ def _dd(run, name: str) -> dict:
 
 def _dd_steps(run) -> None:
     """Every dd step (``tool=dd``: the dd group and the tried group): its bandwidth."""
-    bw = _Series()
     for case, s in _tool_steps(run, "dd"):
-        bw.add(_measured(case), [_dd(run, s["name"])["mb_per_s"]], s["name"])
-    bw.emit(run, "bandwidth", "MB/s")
-    cache = _Series()
+        run.add_sample("bandwidth", "MB/s", _measured(case), _dd(run, s["name"])["mb_per_s"], s["name"])
+    run.flush_samples()
     for case, s in _tool_steps(run, "fincore"):
-        cache.add(_measured(case), [json.loads(run.raw(s["name"]).read_text())["fincore"][0]["res"]], s["name"])
-    cache.emit(run, "page_cache", "bytes")
+        run.add_sample("page_cache", "bytes", _measured(case),
+                       json.loads(run.raw(s["name"]).read_text())["fincore"][0]["res"], s["name"])
+    run.flush_samples()
 
 
 def _strace_group(run) -> None:
-    calls, per_call, accounted = _Series(), _Series(), _Series()
+    calls, per_call, accounted = [], [], []   # (case, value, step) per metric, emitted in this order
     for case, s in _tool_steps(run, "strace-c"):
         name, io = s["name"], case["io"]
         summ = strace_summary(run.raw(name, "err").read_text())
         for sc in ("read", "write"):
             row = summ["syscalls"].get(sc)
             if row:
-                calls.add({"io": io, "syscall": sc}, [row["calls"]], name)
-                per_call.add({"io": io, "syscall": sc}, [row["seconds"] / row["calls"] * 1e6], name)
+                calls.append(({"io": io, "syscall": sc}, row["calls"], name))
+                per_call.append(({"io": io, "syscall": sc}, row["seconds"] / row["calls"] * 1e6, name))
         read = summ["syscalls"].get("read")
         if read:
-            accounted.add({"io": io, "source": "strace: read calls × time per call"}, [read["seconds"]], name)
-            accounted.add({"io": io, "source": "dd: elapsed"}, [_dd(run, name)["seconds"]], name)
-    calls.emit(run, "syscalls", "calls")
-    per_call.emit(run, "time_per_call", "us")
-    accounted.emit(run, "accounted_time", "s")
+            accounted.append(({"io": io, "source": "strace: read calls × time per call"}, read["seconds"], name))
+            accounted.append(({"io": io, "source": "dd: elapsed"}, _dd(run, name)["seconds"], name))
+    _samples(run, "syscalls", "calls", calls)
+    _samples(run, "time_per_call", "us", per_call)
+    _samples(run, "accounted_time", "s", accounted)
     for case, s in _tool_steps(run, "strace-T"):
         name, io = s["name"], case["io"]
         found = strace_calls(run.raw(name, "calls").read_text(), "read")
@@ -201,14 +184,13 @@ def _btt_group(run) -> None:
 
 
 def _swiotlb_group(run) -> None:
-    counts = _Series()
     for _, s in _tool_steps(run, "perf-stat"):
         stat = perf_stat_csv(run.raw(s["name"], "csv").read_text())
         for ev in ("swiotlb:swiotlb_bounced", "block:block_rq_complete"):
             row = stat.get(ev)
             if row and row["counted"]:
-                counts.add({"event": ev}, [row["value"]], s["name"])
-    counts.emit(run, "tracepoint_count", "events")
+                run.add_sample("tracepoint_count", "events", {"event": ev}, row["value"], s["name"])
+    run.flush_samples()
     for case, s in _tool_steps(run, "dt_dma_ranges"):
         if case.get("experiment") == "guest":
             continue  # a guest's device tree: see _guest_group
@@ -294,7 +276,7 @@ def guest_steps(d: Path, types: dict[str, str]) -> list[tuple[str, dict]]:
         rc = d / f"{name}.rc"
         if rc.exists() and rc.read_text().strip() == "0":
             out.append((read_case(f, types), name))
-    return [(name, case) for case, name in _by_rep(out)]
+    return [(name, case) for case, name in sorted(out, key=lambda it: rep_order(it[0]))]
 
 
 def _guest_dt(run, step: dict) -> dict | None:
@@ -331,10 +313,10 @@ def _guest_one(run, host_step: dict, d: Path) -> None:
     def of(tool: str) -> list[tuple[str, dict]]:
         return [(n, c) for n, c in steps if c.get("tool") == tool]
 
-    bw = _Series()
     for n, c in of("dd"):
-        bw.add({**case, **_measured(c)}, [dd_summary((d / f"{n}.err").read_text())["mb_per_s"]], step)
-    bw.emit(run, "bandwidth", "MB/s", emu)
+        run.add_sample("bandwidth", "MB/s", {**case, **_measured(c)}, dd_summary((d / f"{n}.err").read_text())["mb_per_s"],
+                       step, emu)
+    run.flush_samples()
     for n, c in of("alternate"):
         rounds = json_lines((d / f"{n}.out").read_text(), "alternate")
         if rounds:
@@ -343,7 +325,7 @@ def _guest_one(run, host_step: dict, d: Path) -> None:
                 run.add("alternating_bandwidth", "MB/s", {**where, "drive": drive},
                         [r["mb_per_s"][k] for r in rounds], step, emu)
             run.add("bandwidth_vs_control", "x", where, [r["ratio"] for r in rounds], step, emu)
-    counts = {"swiotlb_bounced": _Series(), "rq_complete": _Series(), "read_events": _Series()}
+    counts = {"swiotlb_bounced": [], "rq_complete": [], "read_events": []}   # (case, value, step) per metric
     for n, c in of("perf-stat"):
         stat = perf_stat_csv((d / f"{n}.csv").read_text())
         got = {ev: stat[ev]["value"] for ev in ("swiotlb:swiotlb_bounced", "block:block_rq_complete")
@@ -351,34 +333,33 @@ def _guest_one(run, host_step: dict, d: Path) -> None:
         where = {**case, **_measured(c)}
         for ev, metric in (("swiotlb:swiotlb_bounced", "swiotlb_bounced"), ("block:block_rq_complete", "rq_complete")):
             if ev in got:
-                counts[metric].add(where, [got[ev]], step)
+                counts[metric].append((where, got[ev], step))
         if len(got) == 2:  # both events of the same read, so the two series pair by position
             for ev, v in got.items():
-                counts["read_events"].add({**where, "event": ev}, [v], step)
-    counts["swiotlb_bounced"].emit(run, "swiotlb_bounced", "events", emu)
-    counts["rq_complete"].emit(run, "rq_complete", "requests", emu)
-    counts["read_events"].emit(run, "read_events", "events", emu)
+                counts["read_events"].append(({**where, "event": ev}, v, step))
+    _samples(run, "swiotlb_bounced", "events", counts["swiotlb_bounced"], emu)
+    _samples(run, "rq_complete", "requests", counts["rq_complete"], emu)
+    _samples(run, "read_events", "events", counts["read_events"], emu)
     pool = dict(line.split(None, 1) for line in (d / "swiotlb-before.txt").read_text().splitlines() if " " in line)
     after = dict(line.split(None, 1) for line in (d / "swiotlb-after.txt").read_text().splitlines() if " " in line)
     if "io_tlb_nslabs" in pool:
         run.add("swiotlb_pool", "MiB", case, [int(pool["io_tlb_nslabs"]) * 2048 / 2**20], step, emu)
     if "io_tlb_used" in after:
         run.add("swiotlb_used", "slabs", case, [int(after["io_tlb_used"])], step, emu)
-    calls, per_call = _Series(), _Series()
+    calls, per_call = [], []
     for n, c in of("strace-c"):
         row = strace_summary((d / f"{n}.txt").read_text())["syscalls"].get("read")
         if row and row["calls"]:
             where = {**case, **_measured(c), "syscall": "read"}
-            calls.add(where, [row["calls"]], step)
-            per_call.add(where, [row["seconds"] / row["calls"] * 1e6], step)
-    calls.emit(run, "syscalls", "calls", emu)
-    per_call.emit(run, "time_per_call", "us", emu)
-    rt = _Series()
+            calls.append((where, row["calls"], step))
+            per_call.append((where, row["seconds"] / row["calls"] * 1e6, step))
+    _samples(run, "syscalls", "calls", calls, emu)
+    _samples(run, "time_per_call", "us", per_call, emu)
     for n, c in of("syscall-trace"):
         lat = read_times((d / f"{n}.trace").read_text())
         if lat:
-            rt.add({**case, **_measured(c)}, lat, step)
-    rt.emit(run, "read_time", "us", emu)
+            run.add_samples("read_time", "us", {**case, **_measured(c)}, lat, step, emu)
+    run.flush_samples()
     # A trace is gzipped once counted (2 MB of text each); record.py also runs on a partial run
     # after each group, so a later run reads the .gz it left.
     traces = [t for n, _ in of("function_graph") for t in (d / f"{n}.trace", d / f"{n}.trace.gz") if t.exists()]

@@ -267,8 +267,9 @@ def test_guest_group_reproduces_the_root_cause(guest_run):
     verdicts = {v["id"]: v["verdict"] for v in claims_mod.evaluate(claims_mod.load(
         Path(__file__).resolve().parents[1] / "claims.toml"), r)}
     for claim in ("guest-510-bounces-only-with-window", "guest-510-swiotlb-under-read",
-                  "guest-510-every-request-bounces", "guest-510-wide-window-covers-ram",
-                  "guest-510-wide-window-no-bounces", "guest-61-bounces-only-with-window",
+                  "guest-510-reads-bounce-throughout", "guest-510-wide-window-covers-ram",
+                  "guest-510-wide-window-no-bounces", "guest-510-control-sees-the-window",
+                  "guest-61-control-sees-the-window", "guest-61-bounces-only-with-window",
                   "guest-61-swiotlb-under-read", "guest-61-wide-window-no-bounces"):
         assert verdicts[claim] == "holds", claim
     assert verdicts["guest-510-threadirqs-does-not-restore"] == "untested"   # quick: no boot-time knobs

@@ -134,39 +134,65 @@ VIRT_DTS = """/dts-v1/;
 """
 
 
-def test_widen_reaches_the_end_of_ram_and_changes_nothing_else():
-    dts, change = dt_widen.widen(VIRT_DTS)
+WINDOW = [0x2000000, 0x00, 0x40000000, 0x00, 0x40000000, 0x00, 0x40000000]
+RAM = [{"base": 0x40000000, "size": 0x80000000}]
+
+
+def test_widen_reaches_the_end_of_ram_and_keeps_the_addresses():
+    cells, change = dt_widen.widen(WINDOW, 2, 2, RAM)
+    assert cells == WINDOW[:6] + [0x80000000]
     assert change["before"] == [{"pci_addr": 0x40000000, "cpu_addr": 0x40000000, "size": 0x40000000}]
     assert change["after"] == [{"pci_addr": 0x40000000, "cpu_addr": 0x40000000, "size": 0x80000000}]
-    assert change["ram"] == [{"base": 0x40000000, "size": 0x80000000}]
-    before, after = VIRT_DTS.splitlines(), dts.splitlines()
-    diff = [(a, b) for a, b in zip(before, after) if a != b]
-    assert len(before) == len(after) and diff == [
-        ("\t\tdma-ranges = <0x2000000 0x00 0x40000000 0x00 0x40000000 0x00 0x40000000>;",
-         "\t\tdma-ranges = <0x2000000 0x00 0x40000000 0x00 0x40000000 0x00 0x80000000>;")]
+    # one size cell, two windows, RAM in two banks: each window reaches the end of the higher bank
+    two = [0x2000000, 0, 0, 0, 0x40000000, 0x10000000, 0x2000000, 0, 0x10000000, 0, 0x20000000, 0x10000000]
+    banks = [{"base": 0x40000000, "size": 0x40000000}, {"base": 0x90000000, "size": 0x10000000}]
+    cells, change = dt_widen.widen(two, 2, 1, banks)
+    assert [w["size"] for w in change["after"]] == [0x60000000, 0x80000000]
+    assert cells == two[:5] + [0x60000000] + two[6:11] + [0x80000000]
+    assert dt_widen.ram_ranges([0, 0x40000000, 0, 0x80000000, 7], 2, 2) == RAM
 
 
 def test_widen_refuses_what_it_cannot_widen():
     with pytest.raises(ValueError, match="memory"):
-        dt_widen.widen(VIRT_DTS.replace("memory@40000000", "mem@40000000"))
-    with pytest.raises(ValueError, match="dma-ranges"):
-        dt_widen.widen(VIRT_DTS.replace("\t\tdma-ranges", "\t\tfoo-ranges"))
+        dt_widen.widen(WINDOW, 2, 2, [])
+    with pytest.raises(ValueError, match="no whole window"):
+        dt_widen.widen(WINDOW[:5], 2, 2, RAM)
     with pytest.raises(ValueError, match="above RAM"):
-        dt_widen.widen(VIRT_DTS.replace("0x2000000 0x00 0x40000000 0x00 0x40000000 0x00 0x40000000",
-                                        "0x2000000 0x00 0x80000000 0x00 0x80000000 0x00 0x40000000"))
+        dt_widen.widen([0x2000000, 0, 0x80000000, 0, 0x80000000, 0, 0x40000000], 2, 2, RAM)
+    with pytest.raises(ValueError, match="1 size cell"):   # 4 GiB does not fit in one 32-bit cell
+        dt_widen.widen(WINDOW[:6], 2, 1, [{"base": 0x40000000, "size": 0x100000000}])
 
 
-@pytest.mark.skipif(not shutil.which("dtc"), reason="dtc not installed")
+@pytest.mark.skipif(not (shutil.which("dtc") and shutil.which("fdtget")), reason="dtc/fdtget not installed")
 def test_dt_widen_round_trip_through_dtc(tmp_path):
+    """The tree compiled, widened by fdtget/fdtput, decompiled: the window's size is the only
+    line that changes; a tree without a memory node or a PCI window is refused (exit 1), bad
+    usage exits 2."""
     src, dest = tmp_path / "in.dtb", tmp_path / "out.dtb"
-    subprocess.run(["dtc", "-q", "-I", "dts", "-O", "dtb", "-o", str(src), "-"], input=VIRT_DTS, text=True, check=True)
+
+    def dtb(text: str, path: Path) -> Path:
+        subprocess.run(["dtc", "-q", "-I", "dts", "-O", "dtb", "-o", str(path), "-"], input=text, text=True, check=True)
+        return path
+
+    def dts(path: Path) -> str:
+        return subprocess.run(["dtc", "-q", "-I", "dtb", "-O", "dts", str(path)], capture_output=True, text=True).stdout
+
+    dtb(VIRT_DTS, src)
     p = subprocess.run([sys.executable, str(LAB / "dt_widen.py"), str(src), str(dest)], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout)["after"][0]["size"] == 0x80000000
-    back = subprocess.run(["dtc", "-q", "-I", "dtb", "-O", "dts", str(dest)], capture_output=True, text=True).stdout
-    assert "dma-ranges = <0x2000000 0x00 0x40000000 0x00 0x40000000 0x00 0x80000000>;" in back
-    bad = subprocess.run([sys.executable, str(LAB / "dt_widen.py"), str(src)], capture_output=True, text=True)
-    assert bad.returncode == 2
+    out = json.loads(p.stdout)
+    assert out["node"] == "pcie@10000000" and out["ram"] == RAM and out["after"][0]["size"] == 0x80000000
+    before, after = dts(src).splitlines(), dts(dest).splitlines()
+    assert len(before) == len(after) and [(a, b) for a, b in zip(before, after) if a != b] == [
+        ("\t\tdma-ranges = <0x2000000 0x00 0x40000000 0x00 0x40000000 0x00 0x40000000>;",
+         "\t\tdma-ranges = <0x2000000 0x00 0x40000000 0x00 0x40000000 0x00 0x80000000>;")]
+    for broken, why in ((VIRT_DTS.replace("memory@40000000", "mem@40000000"), "memory"),
+                        (VIRT_DTS.replace("\t\tdma-ranges", "\t\tfoo-ranges"), "dma-ranges")):
+        bad = subprocess.run([sys.executable, str(LAB / "dt_widen.py"), str(dtb(broken, tmp_path / "bad.dtb")),
+                              str(tmp_path / "bad-out.dtb")], capture_output=True, text=True)
+        assert bad.returncode == 1 and why in bad.stderr and not bad.stdout
+    usage = subprocess.run([sys.executable, str(LAB / "dt_widen.py"), str(src)], capture_output=True, text=True)
+    assert usage.returncode == 2
 
 
 def _prop(d: Path, name: str, *cells: int, raw: bytes | None = None):
@@ -189,3 +215,20 @@ def test_dt_dma_ranges_fail_if_outside(tmp_path, size, rc):
                        capture_output=True, text=True)
     assert p.returncode == rc, p.stderr
     assert json.loads(p.stdout)["ram_outside_pci_windows"] == 0x80000000 - size
+
+
+@pytest.mark.parametrize("result", sorted(ROOT.glob("results/*/nvme_swiotlb.json")), ids=lambda p: p.parent.name)
+def test_committed_bounce_counts_are_whole_multiples_of_the_reads(result):
+    """The evidence page says each direct read's bounce count is the reads times the pieces of
+    dd's one buffer: every committed count of swiotlb_bounced during a counted direct read is a
+    whole multiple of MB (1 MiB reads) from the guest job's job.env. A re-recorded result where
+    something else bounced during the count makes this fail, and the page must be read again."""
+    job = result.with_suffix("") / "raw" / "guest" / "job.env"
+    if not job.exists():
+        pytest.skip(f"{result.parent.name} booted no guest (its guest group was skipped)")
+    env = dict(line.split("=", 1) for line in job.read_text().split())
+    reads = int(env["MB"])
+    counts = [(m["case"], s) for m in json.loads(result.read_text())["measurements"]
+              if m["metric"] == "swiotlb_bounced" and m["case"].get("io") == "direct" for s in m["samples"]]
+    assert counts, f"{result}: no direct-read bounce counts"
+    assert [(c, s) for c, s in counts if s % reads] == []
