@@ -32,6 +32,10 @@ Metrics:
     trip is 1 / (s/t_same + (1 − s)/t_other). The recorded run's own round trip is the
     ``round_trip`` with ``traced = "perf record sched"``.
     ``strace_calls`` (calls): per system call, the calls strace -c counted in each traced run.
+    ``cpu_percent`` (% of one CPU), case ``{"experiment": "free", "observed": "ps pcpu",
+    "process": "client" | "server"}``: of the free group's run, the client's and the server
+    connection child's CPU time over their lives, from the last ps snapshot (:func:`cpu_percent`):
+    the original's htop CPU% (50 % each on SDP2, 61 % each on the HP380), one sample each.
 
 Artifacts: a flame graph and its folded stacks per placement (the steps whose case has
 ``tool = "inferno"``), case ``{"tool": "lat_tcp", "pin": ...}``.
@@ -52,23 +56,43 @@ from labkit.parsers.strace import strace_summary
 STRACE_SYSCALLS = ("read", "write", "recvfrom", "sendto", "connect")
 
 
-def same_cpu_share(text: str) -> tuple[float, int] | None:
-    """From ``ps -o pid,ppid,psr,args -C lat_tcp`` snapshots (blank line between them): the
-    fraction of snapshots in which the client and the server's connection child last ran on
-    the same CPU, and the number of snapshots used, e.g. ``(0.96, 101)``. None when no
-    snapshot had exactly one of each. Server processes are those with ``-s`` in their
-    arguments; a child is a process whose parent is a server; the client is the rest."""
-    same = total = 0
+def _snapshots(text: str):
+    """Per ``ps -o pid,ppid,psr,pcpu,args -C lat_tcp`` snapshot (blank line between them) with
+    exactly one client and one server connection child: ``(client, child)``, each the ps fields
+    ``[pid, ppid, psr, pcpu, args]``. Server processes are those with ``-s`` in their arguments;
+    a child is a process whose parent is a server; the client is the rest."""
     for block in text.split("\n\n"):
-        procs = [line.split(None, 3) for line in block.splitlines() if line.strip()]
-        procs = [p for p in procs if len(p) == 4]
-        server = {p[0] for p in procs if " -s" in f" {p[3]}"}
+        procs = [line.split(None, 4) for line in block.splitlines() if line.strip()]
+        procs = [p for p in procs if len(p) == 5]
+        server = {p[0] for p in procs if " -s" in f" {p[4]}"}
         child = [p for p in procs if p[1] in server]
         client = [p for p in procs if p[0] not in server and p[1] not in server]
         if len(child) == 1 and len(client) == 1:
-            total += 1
-            same += child[0][2] == client[0][2]
-    return (same / total, total) if total else None
+            yield client[0], child[0]
+
+
+def same_cpu_share(text: str) -> tuple[float, int] | None:
+    """From ``ps -o pid,ppid,psr,pcpu,args -C lat_tcp`` snapshots (:func:`_snapshots`): the
+    fraction of snapshots in which the client and the server's connection child last ran on
+    the same CPU, and the number of snapshots used, e.g. ``(0.96, 101)``. None when no
+    snapshot had exactly one of each."""
+    pairs = list(_snapshots(text))
+    if not pairs:
+        return None
+    return sum(a[2] == b[2] for a, b in pairs) / len(pairs), len(pairs)
+
+
+def cpu_percent(text: str) -> dict[str, float] | None:
+    """The client's and the server connection child's CPU%, from the last snapshot that has
+    both (:func:`_snapshots`): ps's ``pcpu``, CPU time over the process's life so far in % of one
+    CPU (ps(1): "cputime/realtime ratio"), so the last snapshot gives nearly the whole run's
+    average, the figure htop's CPU% column hovers around. ``{"client": %, "server": %}``; None
+    when no snapshot had both."""
+    pairs = list(_snapshots(text))
+    if not pairs:
+        return None
+    client, child = pairs[-1]
+    return {"client": float(client[3]), "server": float(child[3])}
 
 
 def pair_same_cpu_share(text: str) -> float | None:
@@ -152,10 +176,14 @@ def collect(run) -> None:
             continue
         if "observed" in case:
             # The run beside the ps snapshots: its snapshots are the measurement (see run.sh).
-            share = same_cpu_share(run.raw(f"{name}.where").read_text()) if run.raw(f"{name}.where").exists() else None
+            where = run.raw(f"{name}.where").read_text() if run.raw(f"{name}.where").exists() else ""
+            share = same_cpu_share(where)
             if share is not None:
                 run.add("same_cpu_share", "fraction", {"experiment": case["experiment"], "observed": case["observed"]},
                         [share[0]], name)
+            for process, pct in (cpu_percent(where) or {}).items():
+                run.add("cpu_percent", "%", {"experiment": case["experiment"], "observed": "ps pcpu",
+                                             "process": process}, [pct], name)
             continue
         key = tuple((k, v) for k, v in case.items() if k != "rep")
         samples[key].append(_round_trip(run, s))

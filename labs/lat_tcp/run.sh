@@ -146,10 +146,11 @@ group_free() {
   need_bin free || return 0
   local mark; mark=$(lab_mark)
   start_server free.server "" "$PORT" || return 0
-  # What htop would show: every 50 ms, the CPU (psr) each lat_tcp process last ran on. This
+  # What htop would show: every 50 ms, the CPU (psr) each lat_tcp process last ran on and its CPU%. This
   # run is for the snapshots: the round trips compared with the pinned ones are the pinned
   # group's unpinned runs, made without ps beside them.
-  lab_spawn free.where -- sh -c 'while :; do ps -o pid=,ppid=,psr=,args= -C lat_tcp; echo; sleep 0.05; done'
+  # pcpu: each process's CPU time over its life so far, in % of one CPU (htop's CPU% averaged).
+  lab_spawn free.where -- sh -c 'while :; do ps -o pid=,ppid=,psr=,pcpu=,args= -C lat_tcp; echo; sleep 0.05; done'
   client free "" "$PORT" 1 experiment=free pin=free "observed=ps psr every 50 ms"
   lab_unwind "$mark"
 }

@@ -303,6 +303,16 @@ def test_record_reads_cases_not_names(tmp_path):
     assert calls["read"] == [table["read"]] and calls["write"] == [table["write"]]
     share = [m for m in run.measurements if m["metric"] == "same_cpu_share"]
     assert len(share) == 1 and 0 <= share[0]["samples"][0] <= 1
+    # pcpu of the client and of the server's connection child, in the last snapshot with both
+    for block in reversed(where.strip().split("\n\n")):
+        procs = [line.split(None, 4) for line in block.splitlines()]
+        server = {p[0] for p in procs if " -s" in f" {p[4]}"}
+        want = {"client": [float(p[3]) for p in procs if p[0] not in server and p[1] not in server],
+                "server": [float(p[3]) for p in procs if p[1] in server]}
+        if len(want["client"]) == len(want["server"]) == 1:
+            break
+    cpu = {m["case"]["process"]: m["samples"] for m in run.measurements if m["metric"] == "cpu_percent"}
+    assert cpu == want and all(0 < v[0] for v in cpu.values())
     assert not [m for m in run.measurements if m["case"].get("experiment") == "free"
                 and m["metric"] == "round_trip"], "the observed run is not a round-trip sample"
 
