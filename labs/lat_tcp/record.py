@@ -8,11 +8,11 @@ Metrics:
     the run's median over its batches (the program's ``median``; each batch's mean is in the
     step's raw output). sockperf reports half the round trip (its "latency"): its run's
     average is doubled. Case keys, as run.sh gives them (less ``rep``): ``experiment``
-    (noserver, free, pinned, msize, veth, perf, strace, sockperf), ``tool`` (lat_tcp,
+    (noserver, free, pinned, msize, veth, perf, strace, sockperf, wakeup), ``tool`` (lat_tcp,
     sockperf), ``pin`` (same-cpu / smt-sibling / other-core / other-package / free),
     ``server_cpu``, ``client_cpu``, ``msize`` (bytes, as the program printed it), ``path``
     (loopback / veth), ``traced`` (``perf record -g``, ``strace -c`` or ``none``, in the perf
-    and strace groups), ``client`` and ``server`` (noserver: ``unchecked``, the -L client;
+    and strace groups; ``perf sched record`` in the wakeup group), ``client`` and ``server`` (noserver: ``unchecked``, the -L client;
     ``none`` / ``listening``).
     ``same_cpu_share`` (fraction), two kinds. Case ``{"experiment": "placement", "observed":
     "sched events"}``: one sample per repetition, from the scheduler events perf recorded

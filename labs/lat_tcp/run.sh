@@ -42,6 +42,7 @@ lab_group pinned "taskset placements of the client and an unpinned pair, interle
 lab_group msize "message size 1 B to 64 KiB, same CPU and other CPU, interleaved"
 lab_group veth "loopback vs veth between two network namespaces, same CPU (root)"
 lab_group perf "perf record -g of the client vs untraced, same CPU; flame graphs"
+lab_group wakeup "where a round trip waits: perf sched timehist, same CPU and other CPU; the cpuidle driver (full runs)"
 lab_group strace "strace -c of the client vs untraced"
 lab_group sockperf "cross-check with sockperf ping-pong on the same pinnings, interleaved"
 
@@ -321,6 +322,38 @@ group_strace() {
     # strace -c's table goes to raw/<step>.summary (record.py reads it beside the step's output).
     lab_run "${cs[@]}" --case "traced=strace -c" --case "rep=$i" "$name" -- \
       strace -c -o "$LAB_RUN/raw/$name.summary" taskset -c "$c" "$BIN" -m 1 -N "$N" -t "$T" -p "$PORT" 127.0.0.1
+  done
+  lab_unwind "$mark"
+}
+
+# A round trip is two wake-ups: each side sleeps in read() until the other's write wakes it.
+# perf sched record (every CPU's scheduler events) through one short pinned run, same CPU and
+# other CPU, then perf sched timehist -s: per task, how often it was switched in and how long it
+# ran, and per CPU how long it was idle; the rest of the run's time the task was waiting.
+# (perf sched latency miscounts these switches: it reports "context switch bugs".) The cpuidle
+# driver and governor say what a woken idle CPU goes through first (a VM's haltpoll polls
+# before it halts the vCPU).
+group_wakeup() {
+  need_bin wakeup || return 0
+  if ((LAB_QUICK)); then lab_skip wakeup "quick mode: no claim reads the scheduling delays"; return 0; fi
+  if [[ -d /sys/devices/system/cpu/cpuidle ]]; then
+    lab_run wakeup.cpuidle -- grep -r . /sys/devices/system/cpu/cpuidle/
+  else
+    lab_skip wakeup.cpuidle "no /sys/devices/system/cpu/cpuidle: the kernel has no cpuidle driver"
+  fi
+  lab_require wakeup root perf tracefs cmd:taskset || return 0
+  local pin c rel mark data
+  mark=$(lab_mark)
+  start_server wakeup.server "$CPU_A" "$PORT" || return 0
+  for pin in same other; do
+    if [[ $pin == same ]]; then c=$CPU_A rel=same-cpu; else c=$CPU_B rel=$REL_B; fi
+    if [[ $pin == other && $CPU_B == "$CPU_A" ]]; then lab_skip wakeup.other "only one CPU: no other CPU to compare"; continue; fi
+    data="$LAB_SCRATCH/sched-$rel.data"
+    lab_run --case experiment=wakeup --case tool=lat_tcp --case msize=1 --case "pin=$rel" \
+      --case "server_cpu=$CPU_A" --case "client_cpu=$c" --case "traced=perf sched record" \
+      "wakeup.$pin.record" -- perf sched record -o "$data" -- \
+      taskset -c "$c" "$BIN" -m 1 -N 1 -t "$T" -p "$PORT" 127.0.0.1 || continue
+    lab_run "wakeup.$pin.timehist" -- perf sched timehist -i "$data" -s
   done
   lab_unwind "$mark"
 }
