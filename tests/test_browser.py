@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
 from bench import FRAMES_JS
@@ -77,12 +78,11 @@ def test_chapter_tables_tabs_flamegraph(served, watched, artifacts_dir, root):
     quick = model.load(host_dir / "lat_tcp.json")
     table.locator("label:has-text('test-quick')").click()
     q_same = next(m for m in quick["measurements"] if m["case"].get("experiment") == "pinned" and m["case"]["pin"] == "same-cpu")
-    page.wait_for_timeout(300)
     labels = table.locator(":scope > .tabbed-labels > label").all_inner_texts()
     at = next(i for i, t in enumerate(labels) if "test-quick" in t)
     visible = table.locator(":scope > .tabbed-content > .tabbed-block").nth(at)
-    assert visible.is_visible()
-    assert shown_median(quick, q_same) in visible.inner_text()
+    expect(visible).to_be_visible()
+    expect(visible).to_contain_text(shown_median(quick, q_same), use_inner_text=True)
     checked = page.evaluate("""() => [...document.querySelectorAll('.tabbed-set')].map(set => {
         const i = [...set.querySelectorAll(':scope > input')].findIndex(x => x.checked);
         return set.querySelectorAll(':scope > .tabbed-labels > label')[i]?.textContent || '';
@@ -176,6 +176,16 @@ def test_scheme_follows_the_system_and_the_toggle(committed, browser, system):
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.goto(f"{url}/cases/lat_tcp/", wait_until="networkidle")
     scheme = lambda: page.evaluate("document.body.getAttribute('data-md-color-scheme')")
+
+    def becomes(want: str) -> str:
+        """The scheme once the page has switched to ``want`` (or what it still is after 2 s)."""
+        try:
+            page.wait_for_function("w => document.body.getAttribute('data-md-color-scheme') === w", arg=want,
+                                   timeout=2000)
+        except PlaywrightTimeout:
+            pass
+        return scheme()
+
     own = {"light": "default", "dark": "slate"}[system]
     assert scheme() == own
     assert page.locator('[data-md-component="palette"]').count() == 0
@@ -183,23 +193,20 @@ def test_scheme_follows_the_system_and_the_toggle(committed, browser, system):
     for want in ("default", "slate", own):
         assert toggle.count() == 1
         toggle.click()
-        page.wait_for_timeout(100)
-        assert scheme() == want, want
+        assert becomes(want) == want, want
     # back on the system's scheme: the page follows when the system changes it
     other = "light" if system == "dark" else "dark"
     page.emulate_media(color_scheme=other)
-    page.wait_for_timeout(100)
-    assert scheme() == {"light": "default", "dark": "slate"}[other]
+    assert becomes({"light": "default", "dark": "slate"}[other]) == {"light": "default", "dark": "slate"}[other]
     toggle.click()   # light
-    page.wait_for_timeout(100)
+    assert becomes("default") == "default"
     page.goto(f"{url}/method/", wait_until="networkidle")
     assert scheme() == "default"
     # the current option's input (each option's label, the one shown, switches to the next)
     page.evaluate("""() => document.querySelector('form[data-pc-palette] label:not([hidden])')
         .previousElementSibling.focus()""")
     page.keyboard.press("Enter")
-    page.wait_for_timeout(100)
-    assert scheme() == "slate"
+    assert becomes("slate") == "slate"
     assert errors == [], errors
     ctx.close()
 

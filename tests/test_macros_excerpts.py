@@ -260,3 +260,11 @@ def test_scratch_written_as_a_regular_expression_is_replaced():
     for shown in (commands.display_command(cmd, r), commands.display_text(cmd, r)):
         assert "/tmp/pcb-" not in shown and "aux-path=$SCRATCH" in shown, shown
     assert commands.machine_paths(r) == {"scratch": scratch, "out": "/tmp/out/h", "checkout": "/home/reader/casebook"}
+
+
+def test_a_result_without_recorded_paths_shows_none():
+    """Paths come from run.paths alone: a result without them has none, whatever its commands
+    hold (they are then shown as recorded)."""
+    r = {"lab": "fstime", "steps": [{"command": "/home/x/casebook/labs/fstime/fstime -d /tmp/pcb-fstime.abcdef"}],
+         "run": {"command": "labs/fstime/run.sh --out results/h"}}
+    assert commands.machine_paths(r) == {"scratch": None, "checkout": None, "out": None}

@@ -20,6 +20,7 @@ def committed_results() -> list[Path]:
 
 
 def test_there_are_committed_results():
+    """Without any, the parametrised check below would pass by running nothing."""
     assert committed_results(), "the guide must build from committed results alone"
 
 
@@ -169,11 +170,6 @@ def test_claim_with_every_optional_key_loads(tmp_path):
     assert [c["id"] for c in got] == ["x", "y"]
     assert not claims.is_timing(got[0]) and not claims.is_timing(got[1])
     assert claims.is_timing({"kind": "within"}) and not claims.is_timing({"kind": "step"})
-
-
-def test_committed_claims_files_load():
-    for f in sorted((ROOT / "labs").glob("*/claims.toml")):
-        assert claims.load(f), f
 
 
 def test_duplicate_host_label_is_an_error(tmp_path, monkeypatch):

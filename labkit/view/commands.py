@@ -17,48 +17,20 @@ The paths come from the result itself (:func:`machine_paths`), never from this m
 from __future__ import annotations
 
 import codecs
-import functools
 import re
 import shlex
 
 _SAFE = re.compile(r"^[\w@%+=:,./-]+$")
 _ANSI_C = re.compile(r"\$'((?:[^'\\]|\\.)*)'")
-_PATHCH = r"[^\n'\"\\;:,()=]"  # characters of a machine path in one word of a recorded command
 _MARK = {"SCRATCH": "\x00SCRATCH\x00", "OUT": "\x00OUT\x00"}
 
 
 def machine_paths(result: dict) -> dict:
-    """``{"scratch", "checkout", "out"}``: absolute paths of the machine that made ``result``
-    (each None when the result does not show it).
-
-    A result that records ``run.paths`` (labkit.record) gives them as they are. An older one
-    has them found in its commands: scratch ``.../pcb-<lab>.XXXXXX``; out, the parent of the run
-    directory ``<out>/.<lab>.partial``; checkout, the parent of ``labs/<lab>/`` in a command,
-    else the out directory minus the relative ``--out`` of ``run.command``.
-    """
-    recorded = result["run"].get("paths")
-    if recorded:
-        return {k: recorded.get(k) for k in ("scratch", "checkout", "out")}
-    return dict(_machine_paths(result["lab"], result["run"].get("command", ""),
-                               tuple(s.get("command") or "" for s in result["steps"])))
-
-
-@functools.lru_cache(maxsize=64)
-def _machine_paths(lab_name: str, run_command: str, step_commands: tuple[str, ...]) -> tuple:
-    lab = re.escape(lab_name)
-    text = "\n".join(w for c in step_commands for w in _words(c))
-    start = r"(?:^|(?<==))"  # a path starts a word, or follows NAME= / --option=
-    scratch = re.search(rf"{start}(/{_PATHCH}*?/pcb-{lab}\.[A-Za-z0-9]{{6}})(?![A-Za-z0-9])", text, re.M)
-    out = re.search(rf"{start}(/{_PATHCH}*?)/\.{lab}\.partial(?![^/\n])", text, re.M)
-    checkout = re.search(rf"{start}(/{_PATHCH}*?)/labs/{lab}/", text, re.M)
-    found = {"scratch": scratch and scratch.group(1), "out": out and out.group(1),
-             "checkout": checkout and checkout.group(1)}
-    if found["checkout"] is None and found["out"]:
-        m = re.search(r"--out[= ](\S+)", run_command)
-        rel = m and m.group(1).rstrip("/")
-        if rel and not rel.startswith("/") and found["out"].endswith("/" + rel):
-            found["checkout"] = found["out"][: -len(rel) - 1]
-    return tuple(found.items())
+    """``{"scratch", "checkout", "out"}``: absolute paths of the machine that made ``result``,
+    as its ``run.paths`` records them (labkit.record); each None when the result does not
+    record it (a result made before the field existed shows its commands as recorded)."""
+    recorded = result["run"].get("paths") or {}
+    return {k: recorded.get(k) for k in ("scratch", "checkout", "out")}
 
 
 def _words(command: str) -> list[str]:
