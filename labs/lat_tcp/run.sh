@@ -116,6 +116,24 @@ client() {
   fi
 }
 
+# gdb_child PORT: the move the original made on lmbench's forked worker, on our server: gdb runs
+# lat_tcp -s following the child it forks per connection (follow-fork-mode child, both kept), a
+# client connects, and gdb stops the child where it serves the connection: its stack and the
+# two inferiors, then both are killed (the client then fails, as expected).
+gdb_child() {
+  local port=$1 mark; mark=$(lab_mark)
+  lab_spawn noserver.gdb-child -- gdb -q -batch -ex 'set follow-fork-mode child' -ex 'set detach-on-fork off' \
+    -ex 'break serve_connection' -ex run -ex bt -ex 'info inferiors' -ex kill -ex 'inferior 1' -ex kill \
+    --args "$BIN" -s -p "$port"
+  if lab_wait_for "$LAB_RUN/raw/noserver.gdb-child.err" "listening" 10; then
+    lab_run --expect-fail noserver.gdb-client -- "$BIN" -N 1 -t 0.05 -p "$port" 127.0.0.1
+    lab_wait_for "$LAB_RUN/raw/noserver.gdb-child.out" "inferiors|Num +Description" 10 || true
+  else
+    lab_skip noserver.gdb-client "the server under gdb did not start listening: $(tail -n1 "$LAB_RUN/raw/noserver.gdb-child.err")"
+  fi
+  lab_unwind "$mark"
+}
+
 group_noserver() {
   need_bin noserver || return 0
   local quiet mark i
@@ -126,6 +144,7 @@ group_noserver() {
   if lab_require noserver.gdb cmd:gdb; then
     lab_run noserver.gdb -- gdb -q -batch -ex 'break connect' -ex run -ex finish -ex continue \
       --args "$BIN" -N 1 -t 0.05 -p "$quiet" 127.0.0.1
+    gdb_child "$(lab_free_port $((PORT + 20)))"
   fi
   # lmbench 3.0-a9's client (-L: a failed connect is not checked), with no server on $quiet
   # and with one on $PORT, in turn; both on CPU_A.
