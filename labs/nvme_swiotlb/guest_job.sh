@@ -234,7 +234,9 @@ if [ "$KNOBS" -gt 0 ]; then
   # The mode the boot came up with, before any knob: where it is already always, the THP knob
   # changes nothing.
   [ -z "$thp0" ] || step knobs.thp-before tool=thp-mode -- cat $THP
-  knobs="read_ahead_kb=1024 nice=-20"
+  # Each round starts with the same read without a knob (knob=baseline): the knob claims pair
+  # every knob's read with its own round's baseline, seconds apart.
+  knobs="baseline=none read_ahead_kb=1024 nice=-20"
   if [ -n "$thp0" ]; then knobs="$knobs transparent_hugepage=always"; else echo "no $THP" > "$OUT/knobs.skipped"; fi
   for s in mq-deadline kyber; do grep -qw $s $Q/scheduler && knobs="$knobs scheduler=$s"; done
   echo "$knobs" > "$OUT/knobs.txt"

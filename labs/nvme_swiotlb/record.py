@@ -35,7 +35,8 @@ kernel × device tree; case keys ``guest_arch``, ``guest_kernel`` (uname -r and 
 
 ``bandwidth`` (MB/s as dd prints, emulated): ``io`` direct|buffered (buffered after drop_caches);
     direct reads carry ``knob``: "none", a run-time knob the original tried (dma-ranges boots:
-    "read_ahead_kb", "scheduler", "nice", "transparent_hugepage", with its ``setting``) or the
+    "read_ahead_kb", "scheduler", "nice", "transparent_hugepage", with its ``setting``), "baseline"
+    (the read without a knob that opens each round of knobs, ``setting`` "none") or the
     boot-time knob of a boot whose case has ``boot_args`` ("threadirqs", "isolcpus").
 ``swiotlb_bounced`` (events per read, perf stat -a: only the NVMe drive is behind the PCIe host
     bridge) and ``rq_complete`` (the drive's block requests per read: block_rq_complete filtered on
