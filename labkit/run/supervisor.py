@@ -617,6 +617,7 @@ class Supervisor:
             os.close(w)
         os.set_blocking(r, False)
         buf = b""
+        reaped = time.monotonic()
         try:
             while True:
                 if self.stop_sig is None and self.out.broken:
@@ -624,6 +625,11 @@ class Supervisor:
                     os.kill(self.child.pid, signal.SIGTERM)
                 done = self.child.poll() is not None
                 ready, _, _ = select.select([r], [], [], 0 if done else 0.2)
+                if not done and time.monotonic() - reaped > 1:
+                    # A process of the run whose parent died came back here (subreaper): reap
+                    # it now, or it stays a zombie that ps lists until the run ends.
+                    reap_orphans(skip=(self.child.pid,))
+                    reaped = time.monotonic()
                 chunk = b""
                 if ready:
                     try:

@@ -59,11 +59,12 @@ STRACE_SYSCALLS = ("read", "write", "recvfrom", "sendto", "connect")
 def _snapshots(text: str):
     """Per ``ps -o pid,ppid,psr,pcpu,args -C lat_tcp`` snapshot (blank line between them) with
     exactly one client and one server connection child: ``(client, child)``, each the ps fields
-    ``[pid, ppid, psr, pcpu, args]``. Server processes are those with ``-s`` in their arguments;
-    a child is a process whose parent is a server; the client is the rest."""
+    ``[pid, ppid, psr, pcpu, args]``. Zombies (``<defunct>``, a process of an earlier step not yet
+    reaped) are left out. Server processes are those with ``-s`` in their arguments; a child is
+    a process whose parent is a server; the client is the rest."""
     for block in text.split("\n\n"):
         procs = [line.split(None, 4) for line in block.splitlines() if line.strip()]
-        procs = [p for p in procs if len(p) == 5]
+        procs = [p for p in procs if len(p) == 5 and not p[4].endswith("<defunct>")]   # zombies: not running
         server = {p[0] for p in procs if " -s" in f" {p[4]}"}
         child = [p for p in procs if p[1] in server]
         client = [p for p in procs if p[0] not in server and p[1] not in server]
