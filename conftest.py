@@ -158,23 +158,33 @@ def _needs(item, tier: str) -> bool:
     return tier is not None and not item.get_closest_marker(tier)
 
 
+_CURRENT: list = []   # the test item setting up or running now (empty between items)
+
+
+def _audit(event: str, args: tuple) -> None:
+    """sys.addaudithook hook: on ``subprocess.Popen`` (raised by Popen before it starts the
+    child; args: executable, args, cwd, env), refuse a subprocess the current item's marks do
+    not allow."""
+    if event != "subprocess.Popen" or not _CURRENT:
+        return
+    item, argv = _CURRENT[-1], args[1]
+    tier = tier_of(argv)
+    if _needs(item, tier):
+        pytest.fail(f"{item.nodeid} starts {argv if isinstance(argv, str) else ' '.join(map(str, argv))[:120]!r} "
+                    f"but is not marked @pytest.mark.{tier}: mark it (a pytestmark line in its file)", pytrace=False)
+
+
+sys.addaudithook(_audit)   # audit hooks cannot be removed: it checks _CURRENT, set by _guard
+
+
 @contextlib.contextmanager
 def _guard(item):
-    """While ``item`` sets up or runs, refuse a subprocess its marks do not allow."""
-    real = subprocess.Popen._execute_child
-
-    def checked(self, args, *rest, **kw):
-        tier = tier_of(args)
-        if _needs(item, tier):
-            pytest.fail(f"{item.nodeid} starts {args if isinstance(args, str) else ' '.join(map(str, args))[:120]!r} "
-                        f"but is not marked @pytest.mark.{tier}: mark it (a pytestmark line in its file)", pytrace=False)
-        return real(self, args, *rest, **kw)
-
-    subprocess.Popen._execute_child = checked
+    """While ``item`` sets up or runs, refuse a subprocess its marks do not allow (:func:`_audit`)."""
+    _CURRENT.append(item)
     try:
         yield
     finally:
-        subprocess.Popen._execute_child = real
+        _CURRENT.pop()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -53,10 +53,10 @@ def test_an_unmarked_test_that_starts_a_lab_fails():
 def test_a_marked_test_may_and_other_commands_pass():
     assert not conftest._needs(_Item("lab"), "lab") and conftest._needs(_Item("slow"), "lab")
     assert not conftest._needs(_Item(), None)
-    real = subprocess.Popen._execute_child
+    outer = list(conftest._CURRENT)
     with conftest._guard(_Item()):
         assert subprocess.run(["true"]).returncode == 0
-    assert subprocess.Popen._execute_child is real      # the guard is undone
+    assert conftest._CURRENT == outer                   # the guard is undone
 
 
 def test_an_xdist_group_runs_on_one_worker(tmp_path):
