@@ -29,6 +29,12 @@ Metrics:
     user + system ticks; ``who = "clock"``, ``mode = "elapsed"``: the wall-clock ticks between
     the readings; ``who = "all"``, ``mode = "iowait"``: the I/O-wait ticks of every CPU
     together. "One CPU at 100 %, no I/O wait" compares busy and iowait with elapsed.
+``device_io`` (KiB/s) and ``device_ios`` (I/Os per second)
+    What the block device under the cpu group's filesystem did (``device``:
+    its /proc/diskstats name, e.g. vda) during the same copy phase, from two diskstats lines
+    (:func:`diskstats_rates`) a step's duration apart: ``direction`` read or write (sectors of
+    512 bytes; I/Os completed). Case: ``experiment`` cpu, ``target``, ``fs``, ``device``,
+    ``direction``.
 ``kernel_sample_share`` (fraction)
     Of the perf samples of a copy phase, those whose innermost frame is in the kernel.
 ``audit_sample_share`` (fraction)
@@ -90,6 +96,24 @@ def iowait_ticks(before, after) -> dict[str, int]:
     (the fifth value of its line, proc(5))."""
     return {cpu: after.cpus[cpu][4] - b[4] for cpu, b in before.cpus.items()
             if cpu != "cpu" and cpu in after.cpus and len(b) > 4 and len(after.cpus[cpu]) > 4}
+
+
+def diskstats_rates(text: str, seconds: float) -> dict[str, dict[str, float]]:
+    """From the first and last line of one device in /proc/diskstats (Documentation/admin-guide/
+    iostats.rst: after major, minor and name, field 1 reads completed, 3 sectors read, 5 writes
+    completed, 7 sectors written; a sector is 512 bytes) taken ``seconds`` apart: per direction
+    ``{"kib_per_s", "ios_per_s"}``.
+
+    Raises:
+        ValueError: fewer than two lines, or lines of two devices.
+    """
+    lines = [line.split() for line in text.splitlines() if line.strip()]
+    if len(lines) < 2 or lines[0][2] != lines[-1][2] or seconds <= 0:
+        raise ValueError(f"diskstats: need two lines of one device and a duration, got {text!r}")
+    a, b = [int(x) for x in lines[0][3:10]], [int(x) for x in lines[-1][3:10]]
+    d = [y - x for x, y in zip(a, b)]
+    return {"read": {"kib_per_s": d[2] * 512 / 1024 / seconds, "ios_per_s": d[0] / seconds},
+            "write": {"kib_per_s": d[6] * 512 / 1024 / seconds, "ios_per_s": d[4] / seconds}}
 
 
 def collect(run) -> None:
@@ -168,6 +192,15 @@ def collect(run) -> None:
             key = tuple(sorted({**where, "who": who, "mode": mode}.items()))
             ticks[key].append(v)
             cpu_step.setdefault(("ticks", key), s["name"])
+    # What the device under that filesystem did in the same copy phases (iostat's counters).
+    for s in run.steps_where(tool="diskstats", by_rep=True):
+        case = s["case"]
+        rates = diskstats_rates(run.raw(s["name"]).read_text(), s["seconds"])
+        for direction, r in rates.items():
+            where = {"experiment": "cpu", "target": case["target"], "fs": case["fs"], "device": case["device"],
+                     "direction": direction}
+            run.add_sample("device_io", "KiB/s", where, r["kib_per_s"], s["name"])
+            run.add_sample("device_ios", "I/Os/s", where, r["ios_per_s"], s["name"])
     for key, values in per_cpu.items():
         run.add("cpu_share", "fraction", dict(key), values, cpu_step[key])
     for key, values in ticks.items():

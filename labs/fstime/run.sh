@@ -248,12 +248,24 @@ group_cpu() {
   need_bin cpu || return 0
   local t mark rep case
   t=$(first_target disk tmpfs) || { lab_skip cpu "no filesystem to test (see the setup steps)"; return 0; }
+  # The block device under the target (findmnt's source, e.g. /dev/vda1 -> vda1), if it is one.
+  local dev src; src=$(findmnt -no SOURCE --target "$(target_dir "$t")" | head -n 1)
+  dev=${src#/dev/}
+  if [[ $src != /dev/* ]] || ! grep -qw "$dev" /proc/diskstats; then
+    lab_skip cpu.io "the $t filesystem is on $src, not on a block device /proc/diskstats lists"; dev=""
+  fi
   for ((rep = 1; rep <= REPS; rep++)); do
     mark=$(lab_mark)
     observe "cpu.fstime.$rep" "$t" || { lab_unwind "$mark"; return 0; }
     case=(--case experiment=cpu --case "target=$t" --case "fs=$(target_fs "$t")" --case "rep=$rep" --case "pid=$OBS_PID")
     # Two readings D seconds apart of every CPU's ticks per mode and of fstime's own ticks.
     lab_run "${case[@]}" --case tool=proc-stat "cpu.stat.$rep" -- sh "$LAB_DIR/cpusample.sh" "$OBS_PID" "$D"
+    # What the device under the filesystem did in the same copy phase (the original looked with
+    # iotop): its /proc/diskstats line D seconds apart (reads and writes completed, sectors).
+    if [[ -n $dev ]]; then
+      lab_run "${case[@]}" --case tool=diskstats --case "device=$dev" "cpu.io.$rep" -- \
+        sh -c 'grep -w "$1" /proc/diskstats; sleep "$2"; grep -w "$1" /proc/diskstats' diskstats "$dev" "$D"
+    fi
     lab_unwind "$mark"
     lab_run "${case[@]}" --case tool=cpushare "cpu.htop.$rep" -- "$LAB_PY" "$LAB_DIR/cpushare.py" "$LAB_RUN/raw/cpu.stat.$rep.out" "$OBS_PID"
   done

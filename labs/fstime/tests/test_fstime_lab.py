@@ -141,6 +141,12 @@ def test_htop_line_and_cpu_shares(quick):
             assert sum(samples[(cpu, mode)][i] for mode in ("user", "system", "iowait", "steal", "idle")) == pytest.approx(1.0)
     # fstime was inside its copy phase: it used CPU time in the window.
     assert shares[("fstime", "user")] + shares[("fstime", "system")] > 0.3
+    # the device under the filesystem in the same windows: a rate per direction and repetition,
+    # or the step skipped with its reason (a filesystem on no block device)
+    io = {m["case"]["direction"]: m for m in r["measurements"] if m["metric"] == "device_io"}
+    skipped = [s for s in r["steps"] if s["name"] == "cpu.io" and s["status"] == "skipped"]
+    assert skipped or (set(io) == {"read", "write"} and all(len(m["samples"]) == len(samples[("fstime", "user")])
+                                                         and min(m["samples"]) >= 0 for m in io.values())), (io, skipped)
 
 
 @pytest.mark.skipif(not is_root(), reason="perf record -p of another process needs privileges")

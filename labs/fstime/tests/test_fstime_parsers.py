@@ -184,3 +184,19 @@ def test_cpusample_usage_and_output():
     before, after = snapshots(p.stdout)
     assert os.getpid() in before.procs and os.getpid() in after.procs
     assert set(before.cpus) == set(after.cpus) and "cpu0" in before.cpus
+
+
+def test_diskstats_rates_from_two_lines_of_one_device():
+    """A real /proc/diskstats line of this machine, and the same line with counters advanced:
+    reads and sectors read (fields 1 and 3 after the name), writes and sectors written (5, 7),
+    per second over the step's duration; two devices or one line are refused."""
+    first = next(line for line in Path("/proc/diskstats").read_text().splitlines() if line.split()[2].startswith(("vd", "sd", "nvme", "loop")))
+    f = first.split()
+    later = f[:3] + [str(int(x) + d) for x, d in zip(f[3:10], (10, 0, 80, 0, 30, 0, 400))] + f[10:]
+    rates = _record_module().diskstats_rates(first + "\n" + " ".join(later) + "\n", 2.0)
+    assert rates == {"read": {"kib_per_s": 80 * 512 / 1024 / 2, "ios_per_s": 5.0},
+                     "write": {"kib_per_s": 400 * 512 / 1024 / 2, "ios_per_s": 15.0}}
+    with pytest.raises(ValueError):
+        _record_module().diskstats_rates(first, 2.0)
+    with pytest.raises(ValueError):
+        _record_module().diskstats_rates(first + "\n" + " ".join(f[:2] + ["other"] + f[3:]), 2.0)
