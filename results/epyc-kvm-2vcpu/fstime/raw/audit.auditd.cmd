@@ -1,1 +1,1 @@
-auditd -n -c /tmp/pcb-fstime.18f6fd/audit
+auditd -n -c /tmp/pcb-fstime.b8bb6f/audit

@@ -1,1 +1,1 @@
-sed s\|@DIR@\|/tmp/pcb-fstime.18f6fd/audit\|g /work/refrun/labs/fstime/auditd.conf.in
+sed s\|@DIR@\|/tmp/pcb-fstime.b8bb6f/audit\|g /work/refrun/labs/fstime/auditd.conf.in

@@ -1,1 +1,1 @@
-du -b /tmp/pcb-fstime.18f6fd/audit
+du -b /tmp/pcb-fstime.b8bb6f/audit

@@ -1,1 +1,1 @@
-auditctl -a task\,never -F pid=32092
+auditctl -a task\,never -F pid=3908

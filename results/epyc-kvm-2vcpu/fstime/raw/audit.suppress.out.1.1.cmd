@@ -1,1 +1,1 @@
-auditctl -d never\,task -F pid\!=32042
+auditctl -d never\,task -F pid\!=3868

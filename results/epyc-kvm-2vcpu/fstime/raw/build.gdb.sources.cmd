@@ -1,1 +1,1 @@
-gdb -batch -nx -ex info\ sources /tmp/pcb-fstime.18f6fd/fstime
+gdb -batch -nx -ex info\ sources /tmp/pcb-fstime.b8bb6f/fstime

@@ -1,1 +1,1 @@
-/work/refrun/.venv/bin/python /work/refrun/labs/fstime/cpushare.py /tmp/refF1/epyc-kvm-2vcpu/.fstime.partial/raw/cpu.stat.2.out 911
+/work/refrun/.venv/bin/python /work/refrun/labs/fstime/cpushare.py /tmp/refF4/epyc-kvm-2vcpu/.fstime.partial/raw/cpu.stat.2.out 4574

@@ -1,1 +1,1 @@
-/work/refrun/.venv/bin/python /work/refrun/labs/fstime/cpushare.py /tmp/refF1/epyc-kvm-2vcpu/.fstime.partial/raw/cpu.stat.3.out 1197
+/work/refrun/.venv/bin/python /work/refrun/labs/fstime/cpushare.py /tmp/refF4/epyc-kvm-2vcpu/.fstime.partial/raw/cpu.stat.3.out 4864

@@ -1,1 +1,1 @@
-sh /work/refrun/labs/fstime/cpusample.sh 624 3
+sh /work/refrun/labs/fstime/cpusample.sh 4284 3

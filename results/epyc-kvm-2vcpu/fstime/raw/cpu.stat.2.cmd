@@ -1,1 +1,1 @@
-sh /work/refrun/labs/fstime/cpusample.sh 911 3
+sh /work/refrun/labs/fstime/cpusample.sh 4574 3

@@ -1,1 +1,1 @@
-sh /work/refrun/labs/fstime/cpusample.sh 1197 3
+sh /work/refrun/labs/fstime/cpusample.sh 4864 3

@@ -1,1 +1,1 @@
-sh /work/refrun/labs/fstime/cpusample.sh 1481 3
+sh /work/refrun/labs/fstime/cpusample.sh 5154 3

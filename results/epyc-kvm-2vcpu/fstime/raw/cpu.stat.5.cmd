@@ -1,1 +1,1 @@
-sh /work/refrun/labs/fstime/cpusample.sh 1765 3
+sh /work/refrun/labs/fstime/cpusample.sh 5443 3

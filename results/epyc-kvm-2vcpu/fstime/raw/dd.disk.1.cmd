@@ -1,1 +1,1 @@
-env LC_ALL=C dd if=/tmp/pcb-fstime.18f6fd/disk/dd-src of=/tmp/pcb-fstime.18f6fd/disk/dd-dst bs=1k conv=notrunc
+env LC_ALL=C dd if=/tmp/pcb-fstime.b8bb6f/disk/dd-src of=/tmp/pcb-fstime.b8bb6f/disk/dd-dst bs=1k conv=notrunc

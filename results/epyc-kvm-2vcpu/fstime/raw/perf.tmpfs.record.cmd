@@ -1,1 +1,1 @@
-perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.18f6fd/perf-tmpfs.data -p 2061 -- sleep 3
+perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.b8bb6f/perf-tmpfs.data -p 5741 -- sleep 3

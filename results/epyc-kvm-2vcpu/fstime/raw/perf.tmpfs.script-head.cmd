@@ -1,1 +1,1 @@
-head -n 60 /tmp/pcb-fstime.18f6fd/perf-tmpfs.script
+head -n 60 /tmp/pcb-fstime.b8bb6f/perf-tmpfs.script

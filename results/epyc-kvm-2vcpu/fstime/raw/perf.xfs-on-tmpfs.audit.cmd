@@ -1,1 +1,1 @@
-/work/refrun/.venv/bin/python /work/refrun/labs/fstime/auditframes.py /tmp/refF1/epyc-kvm-2vcpu/.fstime.partial/flame-xfs-on-tmpfs.folded
+/work/refrun/.venv/bin/python /work/refrun/labs/fstime/auditframes.py /tmp/refF4/epyc-kvm-2vcpu/.fstime.partial/flame-xfs-on-tmpfs.folded

@@ -1,1 +1,1 @@
-perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.18f6fd/perf-xfs-on-tmpfs.data -p 2354 -- sleep 3
+perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.b8bb6f/perf-xfs-on-tmpfs.data -p 6034 -- sleep 3

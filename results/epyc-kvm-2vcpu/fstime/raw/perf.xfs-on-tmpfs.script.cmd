@@ -1,1 +1,1 @@
-perf script -i /tmp/pcb-fstime.18f6fd/perf-xfs-on-tmpfs.data
+perf script -i /tmp/pcb-fstime.b8bb6f/perf-xfs-on-tmpfs.data

@@ -1,1 +1,1 @@
-df -T /tmp/pcb-fstime.18f6fd/disk /tmp/pcb-fstime.18f6fd/tmpfs/files /tmp/pcb-fstime.18f6fd/mnt-ext4-on-tmpfs /tmp/pcb-fstime.18f6fd/mnt-xfs-on-tmpfs /tmp/pcb-fstime.18f6fd/mnt-xfs-on-disk
+df -T /tmp/pcb-fstime.b8bb6f/disk /tmp/pcb-fstime.b8bb6f/tmpfs/files /tmp/pcb-fstime.b8bb6f/mnt-ext4-on-tmpfs /tmp/pcb-fstime.b8bb6f/mnt-xfs-on-tmpfs /tmp/pcb-fstime.b8bb6f/mnt-xfs-on-disk

@@ -1,1 +1,1 @@
-mkdir /tmp/pcb-fstime.18f6fd/disk
+mkdir /tmp/pcb-fstime.b8bb6f/disk

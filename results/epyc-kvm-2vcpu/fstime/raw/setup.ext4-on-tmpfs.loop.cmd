@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop0 /tmp/pcb-fstime.18f6fd/tmpfs/ext4.img
+losetup --show --direct-io=on /dev/loop0 /tmp/pcb-fstime.b8bb6f/tmpfs/ext4.img

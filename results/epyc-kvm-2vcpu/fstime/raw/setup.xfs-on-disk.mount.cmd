@@ -1,1 +1,1 @@
-mount -t xfs /dev/loop2 /tmp/pcb-fstime.18f6fd/mnt-xfs-on-disk
+mount -t xfs /dev/loop2 /tmp/pcb-fstime.b8bb6f/mnt-xfs-on-disk

@@ -1,1 +1,1 @@
-timeout -s INT 3 strace -c -p 2652
+timeout -s INT 3 strace -c -p 6335

@@ -1,1 +1,1 @@
-/tmp/pcb-lat_tcp.573d90/lat_tcp -s -p 31235
+/tmp/pcb-lat_tcp.882519/lat_tcp -s -p 31235

@@ -1,1 +1,1 @@
-ip -n pcb-lat-a-28188 link set lo up
+ip -n pcb-lat-a-2925 link set lo up

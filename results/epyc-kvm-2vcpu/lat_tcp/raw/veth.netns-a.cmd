@@ -1,1 +1,1 @@
-ip netns add pcb-lat-a-28188
+ip netns add pcb-lat-a-2925

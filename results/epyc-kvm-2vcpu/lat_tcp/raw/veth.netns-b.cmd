@@ -1,1 +1,1 @@
-ip netns add pcb-lat-b-28188
+ip netns add pcb-lat-b-2925

@@ -1,1 +1,1 @@
-ip netns exec pcb-lat-a-28188 taskset -c 0 /tmp/pcb-lat_tcp.573d90/lat_tcp -s -p 31235
+ip netns exec pcb-lat-a-2925 taskset -c 0 /tmp/pcb-lat_tcp.882519/lat_tcp -s -p 31235

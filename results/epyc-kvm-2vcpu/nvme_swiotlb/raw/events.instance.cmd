@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-14709
+mkdir /sys/kernel/tracing/instances/pcb-1122

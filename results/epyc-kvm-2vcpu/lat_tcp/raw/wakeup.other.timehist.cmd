@@ -1,0 +1,1 @@
+perf sched timehist -i /tmp/pcb-lat_tcp.882519/sched-other-core.data -s

@@ -1,0 +1,1 @@
+perf sched timehist -i /tmp/pcb-lat_tcp.882519/sched-same-cpu.data -s

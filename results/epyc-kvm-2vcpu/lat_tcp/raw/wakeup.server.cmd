@@ -1,0 +1,1 @@
+taskset -c 0 /tmp/pcb-lat_tcp.882519/lat_tcp -s -p 31234
