@@ -1,1 +1,1 @@
-auditd -n -c /scratch/pcb-fstime.2f1754/audit
+auditd -n -c /scratch/pcb-fstime.4905d9/audit

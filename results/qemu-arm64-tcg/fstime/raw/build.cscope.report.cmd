@@ -1,1 +1,1 @@
-cscope -dL -f /scratch/pcb-fstime.2f1754/cscope.out -3 report
+cscope -dL -f /scratch/pcb-fstime.4905d9/cscope.out -3 report

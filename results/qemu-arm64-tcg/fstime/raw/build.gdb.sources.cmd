@@ -1,1 +1,1 @@
-gdb -batch -nx -ex info\ sources /scratch/pcb-fstime.2f1754/fstime
+gdb -batch -nx -ex info\ sources /scratch/pcb-fstime.4905d9/fstime

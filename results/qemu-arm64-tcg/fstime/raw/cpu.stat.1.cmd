@@ -1,1 +1,1 @@
-sh /job/repo/labs/fstime/cpusample.sh 412 1
+sh /job/repo/labs/fstime/cpusample.sh 416 1

@@ -1,1 +1,1 @@
-sh /job/repo/labs/fstime/cpusample.sh 449 1
+sh /job/repo/labs/fstime/cpusample.sh 457 1

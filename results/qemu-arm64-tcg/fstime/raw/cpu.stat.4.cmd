@@ -1,1 +1,1 @@
-sh /job/repo/labs/fstime/cpusample.sh 523 1
+sh /job/repo/labs/fstime/cpusample.sh 539 1

@@ -1,1 +1,1 @@
-mkdir /scratch/pcb-fstime.2f1754/disk
+mkdir /scratch/pcb-fstime.4905d9/disk

@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=768m\,mode=0700 tmpfs /scratch/pcb-fstime.2f1754/tmpfs
+mount -t tmpfs -o size=768m\,mode=0700 tmpfs /scratch/pcb-fstime.4905d9/tmpfs

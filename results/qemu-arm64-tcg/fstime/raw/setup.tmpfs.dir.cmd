@@ -1,1 +1,1 @@
-mkdir /scratch/pcb-fstime.2f1754/tmpfs/files
+mkdir /scratch/pcb-fstime.4905d9/tmpfs/files

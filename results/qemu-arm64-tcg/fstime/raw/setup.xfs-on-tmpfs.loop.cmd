@@ -1,1 +1,1 @@
-losetup --show /dev/loop1 /scratch/pcb-fstime.2f1754/tmpfs/xfs.img
+losetup --show /dev/loop1 /scratch/pcb-fstime.4905d9/tmpfs/xfs.img

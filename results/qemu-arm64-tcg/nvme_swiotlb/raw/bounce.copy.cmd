@@ -1,1 +1,1 @@
-cp /scratch/pcb-nvme_swiotlb.565a6e/data.img /scratch/pcb-nvme_swiotlb.565a6e/tmpfs/data.img
+cp /scratch/pcb-nvme_swiotlb.9b801f/data.img /scratch/pcb-nvme_swiotlb.9b801f/tmpfs/data.img

@@ -1,1 +1,1 @@
-blkparse -i loop -D /scratch/pcb-nvme_swiotlb.565a6e/blktrace -d /scratch/pcb-nvme_swiotlb.565a6e/blk.bin -O
+blkparse -i loop -D /scratch/pcb-nvme_swiotlb.9b801f/blktrace -d /scratch/pcb-nvme_swiotlb.9b801f/blk.bin -O

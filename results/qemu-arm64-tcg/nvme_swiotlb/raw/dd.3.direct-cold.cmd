@@ -1,1 +1,1 @@
-dd if=/scratch/pcb-nvme_swiotlb.565a6e/data.img of=/dev/null bs=1M iflag=direct
+dd if=/scratch/pcb-nvme_swiotlb.9b801f/data.img of=/dev/null bs=1M iflag=direct

@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop0 /scratch/pcb-nvme_swiotlb.565a6e/data.img
+losetup --show --direct-io=on /dev/loop0 /scratch/pcb-nvme_swiotlb.9b801f/data.img

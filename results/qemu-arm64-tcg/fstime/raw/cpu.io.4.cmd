@@ -1,0 +1,1 @@
+sh -c grep\ -w\ \"\$1\"\ /proc/diskstats\;\ sleep\ \"\$2\"\;\ grep\ -w\ \"\$1\"\ /proc/diskstats diskstats vda 1
