@@ -32,8 +32,8 @@ Metrics:
     trip is 1 / (s/t_same + (1 − s)/t_other). The recorded run's own round trip is the
     ``round_trip`` with ``traced = "perf record sched"``.
     ``strace_calls`` (calls): per system call, the calls strace -c counted in each traced run.
-    ``cpu_percent`` (% of one CPU), case ``{"experiment": "free", "observed": "ps pcpu",
-    "process": "client" | "server"}``: of the free group's run, the client's and the server
+    ``cpu_percent`` (% of one CPU), case ``{"experiment": "free", "observed": "ps psr every 50 ms",
+    "process": "client" | "server"}`` (the free run's own case, the same ps snapshots): of the free group's run, the client's and the server
     connection child's CPU time over their lives, from the last ps snapshot (:func:`cpu_percent`):
     the original's htop CPU% (50 % each on SDP2, 61 % each on the HP380), one sample each.
 
@@ -183,7 +183,7 @@ def collect(run) -> None:
                 run.add("same_cpu_share", "fraction", {"experiment": case["experiment"], "observed": case["observed"]},
                         [share[0]], name)
             for process, pct in (cpu_percent(where) or {}).items():
-                run.add("cpu_percent", "%", {"experiment": case["experiment"], "observed": "ps pcpu",
+                run.add("cpu_percent", "%", {"experiment": case["experiment"], "observed": case["observed"],
                                              "process": process}, [pct], name)
             continue
         key = tuple((k, v) for k, v in case.items() if k != "rep")
