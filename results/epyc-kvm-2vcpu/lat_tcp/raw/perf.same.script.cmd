@@ -1,1 +1,1 @@
-perf script -i /tmp/pcb-lat_tcp.882519/perf-same-cpu-1.data
+perf script -i /tmp/pcb-lat_tcp.d7e3ea/perf-same-cpu-1.data

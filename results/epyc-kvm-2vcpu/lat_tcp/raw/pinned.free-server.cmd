@@ -1,1 +1,1 @@
-/tmp/pcb-lat_tcp.882519/lat_tcp -s -p 31235
+/tmp/pcb-lat_tcp.d7e3ea/lat_tcp -s -p 31235

@@ -1,1 +1,1 @@
-perf script -i /tmp/pcb-lat_tcp.882519/sched-free-2.data
+perf script -i /tmp/pcb-lat_tcp.d7e3ea/sched-free-2.data

@@ -1,1 +1,1 @@
-ip -n pcb-lat-a-2925 link set lo up
+ip -n pcb-lat-a-14879 link set lo up

@@ -1,1 +1,1 @@
-ip netns exec pcb-lat-a-2925 taskset -c 0 /tmp/pcb-lat_tcp.882519/lat_tcp -m 1 -N 5 -t 0.2 -p 31235 127.0.0.1
+ip netns exec pcb-lat-a-14879 taskset -c 0 /tmp/pcb-lat_tcp.d7e3ea/lat_tcp -m 1 -N 5 -t 0.2 -p 31235 127.0.0.1

@@ -1,1 +1,1 @@
-ip netns add pcb-lat-a-2925
+ip netns add pcb-lat-a-14879

@@ -1,1 +1,1 @@
-ip netns add pcb-lat-b-2925
+ip netns add pcb-lat-b-14879

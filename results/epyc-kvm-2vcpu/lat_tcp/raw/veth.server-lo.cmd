@@ -1,1 +1,1 @@
-ip netns exec pcb-lat-a-2925 taskset -c 0 /tmp/pcb-lat_tcp.882519/lat_tcp -s -p 31235
+ip netns exec pcb-lat-a-14879 taskset -c 0 /tmp/pcb-lat_tcp.d7e3ea/lat_tcp -s -p 31235

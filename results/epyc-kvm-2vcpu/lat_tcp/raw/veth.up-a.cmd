@@ -1,1 +1,1 @@
-ip -n pcb-lat-a-2925 link set pcb-va up
+ip -n pcb-lat-a-14879 link set pcb-va up

@@ -1,1 +1,1 @@
-ip -n pcb-lat-b-2925 link set pcb-vb up
+ip -n pcb-lat-b-14879 link set pcb-vb up

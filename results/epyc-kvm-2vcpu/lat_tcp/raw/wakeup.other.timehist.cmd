@@ -1,1 +1,1 @@
-perf sched timehist -i /tmp/pcb-lat_tcp.882519/sched-other-core.data -s
+perf sched timehist -i /tmp/pcb-lat_tcp.d7e3ea/sched-other-core.data -s

@@ -1,1 +1,1 @@
-perf sched timehist -i /tmp/pcb-lat_tcp.882519/sched-same-cpu.data -s
+perf sched timehist -i /tmp/pcb-lat_tcp.d7e3ea/sched-same-cpu.data -s

@@ -1,1 +1,1 @@
-perf script -i /scratch/pcb-lat_tcp.1e04d3/sched-free-5.data
+perf script -i /scratch/pcb-lat_tcp.6451b6/sched-free-5.data
