@@ -266,8 +266,8 @@ def test_guest_group_reproduces_the_root_cause(guest_run):
     assert windows["dma-ranges"] > 0 and windows["dma-ranges-wide"] == 0
     verdicts = {v["id"]: v["verdict"] for v in claims_mod.evaluate(claims_mod.load(
         Path(__file__).resolve().parents[1] / "claims.toml"), r)}
-    # Bounces per request depend on how scattered dd's one buffer is in each read (1 to several per
-    # request, the same in every read of a run): five quick reads can leave the ratio's interval
+    # Bounces per request depend on how scattered each counted dd's one buffer is (1 to several per
+    # request, a new buffer for every counted dd): five quick reads can leave the ratio's interval
     # below 1 although no read had fewer bounces than requests; the verdict must not be "fails".
     assert verdicts["guest-510-reads-bounce-throughout"] in ("holds", "inconclusive")
     for claim in ("guest-510-bounces-only-with-window", "guest-510-swiotlb-under-read",
