@@ -140,9 +140,9 @@ def fill(page_html: str) -> str:
 
 def lesson_start(lab: str) -> str:
     """Markdown: the chapter's first-screen box: core reading time (:data:`READING_MARK`, filled
-    in from the built page by :func:`fill`), how long the lab ran on each host with a result
-    (:func:`labkit.site.macros.lab_time`), what the reader needs (``needs`` in ``labs/<lab>/lab.toml``)
-    and the command that starts the lab in quick mode.
+    in from the built page by :func:`fill`), the command that starts the lab in quick mode, then
+    what the reader needs (``needs`` in ``labs/<lab>/lab.toml``) and how long the lab ran on each
+    host with a result (:func:`labkit.site.macros.lab_time`).
 
     Raises:
         MacroError: the manifest has no ``needs``, or no host has a result of ``lab``.
@@ -154,9 +154,9 @@ def lesson_start(lab: str) -> str:
     if not m.get("needs"):
         raise macros.MacroError(f"lesson_start: labs/{lab}/lab.toml has no `needs` (what a reader needs to run the lab)")
     needs = "; ".join(m["needs"])
+    # The command comes before the list of needs, so that it is on a phone's first screen.
     return (f'<div class="pc-lesson-start" markdown>\n\n'
-            f"**Reading:** about {READING_MARK} · **You need:** {needs}\n\n"
-            f"**Start the lab now** (quick mode, budgeted at {render.esc(macros._duration(m['quick_budget_s']))}"
-            f" on 2 cores), and read on while it runs:\n\n"
+            f"**Reading:** about {READING_MARK} · **Start the lab now** (quick mode, budgeted at "
+            f"{render.esc(macros._duration(m['quick_budget_s']))} on 2 cores), and read on while it runs:\n\n"
             f"```bash\nsudo labs/{lab}/run.sh --quick\n```\n\n"
-            f"Our runs took {macros.lab_time(lab)}.\n\n</div>\n")
+            f"**You need:** {needs}. Our runs took {macros.lab_time(lab)}.\n\n</div>\n")
