@@ -166,8 +166,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m labkit.guest") ->
         if a.job and not (a.out and a.work):
             return usage(f"--job needs --out DIR and --work DIR (missing: "
                          f"{', '.join(o for o, v in (('--out', a.out), ('--work', a.work)) if not v)})")
+    arch = a.arch or default_arch(bool(getattr(a, "dt", None) or getattr(a, "dtb", None)))
     try:
-        spec = GuestSpec(arch=a.arch or default_arch(bool(getattr(a, "dt", None) or getattr(a, "dtb", None))), release=a.release, kernel_release=a.kernel_release, profile=a.profile,
+        spec = GuestSpec(arch=arch, release=a.release, kernel_release=a.kernel_release, profile=a.profile,
                          cpus=a.cpus, mem_mib=a.mem, accel=a.accel, dt=getattr(a, "dt", None),
                          dtb=getattr(a, "dtb", None), append=getattr(a, "append", ""),
                          kernel=a.kernel, modules=a.modules)
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m labkit.guest") ->
         if a.cmd == "prepare":
             info = prepare(spec, refresh=a.refresh)
             print(f"kernel {info['kernel']['package']} {info['kernel']['version'] or ''} ({info['kernel']['release']}), "
-                  f"userspace {len(info['rootfs']['packages'])} packages ({a.release}/{a.arch}), built in {info['built']} s")
+                  f"userspace {len(info['rootfs']['packages'])} packages ({a.release}/{arch}), built in {info['built']} s")
             print(_cache_line())
             return 0
         if a.cmd == "shell":
