@@ -279,10 +279,10 @@ PROMPT = rb"pcb-arm64:[^\r\n]*# "
 
 @contextlib.contextmanager
 def shell_session(tmp: Path, dt: str, boot_timeout: float):
-    """``labkit guest shell --arch arm64 --kernel-release bullseye --dt DT`` on a terminal, with
-    ``tmp`` as its $TMPDIR: yields ``(term, seconds to the prompt)`` once the prompt shows; on the
+    """``labkit guest shell --kernel-release bullseye --dt DT`` on a terminal (as the nvme chapter
+    prints it: ``--dt`` makes the guest arm64 on any host), with ``tmp`` as its $TMPDIR: yields ``(term, seconds to the prompt)`` once the prompt shows; on the
     way out a guest still running is killed and the terminal closed."""
-    term = Terminal(labkit_guest("shell", "--arch", "arm64", "--kernel-release", "bullseye", "--dt", dt, tmp=tmp))
+    term = Terminal(labkit_guest("shell", "--kernel-release", "bullseye", "--dt", dt, tmp=tmp))
     try:
         t0 = time.monotonic()
         assert term.expect(PROMPT, boot_timeout), term.seen[-2000:].decode(errors="replace")

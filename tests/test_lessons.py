@@ -42,6 +42,23 @@ def test_chapter_is_a_lesson(committed_site, lab):
     assert stated, "reading time missing from the first screen"
     assert int(stated.group(1)) == m["minutes"], (stated.group(1), m)
     assert f'href="../../evidence/{lab}/' in page
+    if lab == "nvme_swiotlb":      # the faulty board's shell, beside the lab's command
+        assert text.index("labkit guest shell") <= 0.10 * len(text), (text.index("labkit guest shell"), len(text))
+
+
+def test_lesson_start_offers_a_shell_wrapped_for_a_phone():
+    """``shell=`` puts one more command before the needs, broken before its options into lines a
+    390 px screen shows whole; two lines, or none, are refused."""
+    from labkit.site import macros
+    md = lesson.lesson_start("nvme_swiotlb", shell="labkit guest shell --kernel-release bullseye --dt dma-ranges")
+    block = md[md.index("```bash\nlabkit"):]
+    assert block.startswith("```bash\nlabkit guest shell \\\n    --kernel-release bullseye \\\n"
+                            "    --dt dma-ranges\n```"), block
+    assert md.index("run.sh --quick") < md.index("labkit guest shell") < md.index("You need")
+    assert "labkit" not in lesson.lesson_start("nvme_swiotlb")
+    for bad in ("", "a\nb", "a ``` b"):
+        with pytest.raises(macros.MacroError, match="one command line"):
+            lesson.lesson_start("nvme_swiotlb", shell=bad)
 
 
 @pytest.mark.slow

@@ -138,9 +138,24 @@ def fill(page_html: str) -> str:
     return page_html.replace(READING_MARK, f"{measure(page_html)['minutes']} min")
 
 
-def lesson_start(lab: str) -> str:
+def _wrap(command: str, width: int = 40) -> str:
+    """``command`` broken before its ``--options`` into lines of at most ``width`` characters
+    (a longer option stays whole), continued with `` \\`` and indented by four spaces, so that a
+    phone shows it without scrolling sideways."""
+    parts = [p.strip() for p in re.split(r" (?=--)", command.strip())]
+    lines = [parts[0]]
+    for part in parts[1:]:
+        if len(lines[-1]) + 1 + len(part) <= width:
+            lines[-1] += " " + part
+        else:
+            lines.append(part)
+    return " \\\n    ".join(lines)
+
+
+def lesson_start(lab: str, shell: str | None = None) -> str:
     """Markdown: the chapter's first-screen box: core reading time (:data:`READING_MARK`, filled
     in from the built page by :func:`fill`), the command that starts the lab in quick mode, then
+    ``shell`` when given (a command that opens the case's machine in a shell, without root), then
     what the reader needs (``needs`` in ``labs/<lab>/lab.toml``) and how long the lab ran on each
     host with a result (:func:`labkit.site.macros.lab_time`).
 
@@ -154,9 +169,14 @@ def lesson_start(lab: str) -> str:
     if not m.get("needs"):
         raise macros.MacroError(f"lesson_start: labs/{lab}/lab.toml has no `needs` (what a reader needs to run the lab)")
     needs = "; ".join(m["needs"])
-    # The command comes before the list of needs, so that it is on a phone's first screen.
+    if shell is not None and (not shell.strip() or "\n" in shell.strip() or "```" in shell):
+        raise macros.MacroError(f"lesson_start({lab!r}): `shell` must be one command line, got {shell!r}")
+    # The commands come before the list of needs, so that they are on a phone's first screen.
+    also = ("" if shell is None else
+            f"**Or open the machine in a shell** (no root):\n\n```bash\n{_wrap(shell)}\n```\n\n")
     return (f'<div class="pc-lesson-start" markdown>\n\n'
             f"**Reading:** about {READING_MARK} · **Start the lab now** (quick mode, budgeted at "
             f"{render.esc(macros._duration(m['quick_budget_s']))} on 2 cores), and read on while it runs:\n\n"
             f"```bash\nsudo labs/{lab}/run.sh --quick\n```\n\n"
+            f"{also}"
             f"**You need:** {needs}. Our runs took {macros.lab_time(lab)}.\n\n</div>\n")
