@@ -184,7 +184,7 @@ SAMPLE ?= 0
 comma := ,
 MUTMUT_VERSION := 2.5.1
 MUTATE_CONTRACT := labkit/record.py,labkit/manifest.py,labkit/run/probe.py,labkit/run/supervisor.py,labkit/run/journal.py,labkit/guest/command.py
-MUTATE ?= labkit/stats/claims.py,labkit/model.py,labkit/results.py,labkit/view/render.py,labkit/view/charts.py,$(subst $(eval) ,$(comma),$(sort $(wildcard labkit/site/macros/*.py))),$(MUTATE_CONTRACT)
+MUTATE ?= labkit/stats/claims.py,labkit/stats/calibration.py,labkit/stale.py,labkit/model.py,labkit/results.py,labkit/view/render.py,labkit/view/charts.py,$(subst $(eval) ,$(comma),$(sort $(wildcard labkit/site/macros/*.py))),$(MUTATE_CONTRACT)
 mutation: setup
 	@[ -x $(TOOLS)/mutmut/bin/mutmut ] || { python3 -m venv $(TOOLS)/mutmut && \
 	  $(TOOLS)/mutmut/bin/pip install -q --disable-pip-version-check mutmut==$(MUTMUT_VERSION); }

@@ -1,5 +1,5 @@
 """`make mutation`: mutation testing of the modules that turn results into verdicts and pages
-(labkit's claims, model, results, render, charts, macros) and of those a result's provenance, the
+(labkit's claims and their calibration, the staleness rule, model, results, render, charts, macros) and of those a result's provenance, the
 site's structure and a run's safety rest on (record, manifest, probe, supervisor, journal, the
 guest's QEMU command line) with mutmut, against the fast tier's tests of those modules. Prints the
 kill ratio per module and in all (target: >= 80 % in all; issue 42 asks >= 90 % per module).
@@ -41,15 +41,19 @@ MACROS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "labkit" / "site
 # What a result's provenance, the nav and CI, and a run's stop and undo depend on (issue 42).
 CONTRACT_PATHS = ["labkit/record.py", "labkit/manifest.py", "labkit/run/probe.py", "labkit/run/supervisor.py",
                   "labkit/run/journal.py", "labkit/guest/command.py"]
-DEFAULT_PATHS = ["labkit/stats/claims.py", "labkit/model.py", "labkit/results.py", "labkit/view/render.py",
+DEFAULT_PATHS = ["labkit/stats/claims.py", "labkit/stats/calibration.py", "labkit/stale.py", "labkit/model.py", "labkit/results.py", "labkit/view/render.py",
                  "labkit/view/charts.py", *MACROS, *CONTRACT_PATHS]
 # The fast tier's unit tests of each module (no lab run, no site build, no browser), quickest
 # first: pytest stops at the first failure, so most mutants cost a second or two.
-CLAIMS_TESTS = ["tests/test_claims_handbuilt.py", "tests/test_claims_rules.py", "tests/test_results_loading.py",
-                "tests/test_claims_contract.py", "tests/test_check.py", "tests/test_cli.py"]
+CLAIMS_TESTS = ["tests/test_claims_handbuilt.py", "tests/test_claims_rules.py", "tests/test_claims_intervals.py",
+                "tests/test_claims_sign.py", "tests/test_results_loading.py", "tests/test_claims_contract.py",
+                "tests/test_check.py", "tests/test_cli.py", "tests/test_calibration.py"]
 PAGE_TESTS = ["tests/test_render_values.py", "tests/test_macros_tables.py", "tests/test_macros_pages.py", "tests/test_macros_render.py",
               "tests/test_macros_excerpts.py", "tests/test_claims_handbuilt.py", "tests/test_cli.py"]
 TESTS = {"labkit/stats/claims.py": CLAIMS_TESTS, "labkit/model.py": CLAIMS_TESTS,
+         "labkit/stats/calibration.py": ["tests/test_calibration.py", "tests/test_claims_sign.py"],
+         # the staleness rule: which files of a lab count as measuring code
+         "labkit/stale.py": ["tests/test_stale_rule.py", "tests/test_results_loading.py", "tests/test_model_claims.py"],
          "labkit/results.py": ["tests/test_results_loading.py", "tests/test_cli.py", "tests/test_check.py"],
          "labkit/view/render.py": PAGE_TESTS, "labkit/view/charts.py": ["tests/test_charts_figure.py"] + PAGE_TESTS,
          # the tool cards' macros (annotated outputs, exercises, lab times) are tested on the cards

@@ -53,8 +53,10 @@ def test_the_calibration_fails_for_an_interval_that_is_too_narrow(monkeypatch):
 
 
 def test_unknown_noise_model_is_refused():
-    with pytest.raises(ValueError, match="unknown noise model"):
+    with pytest.raises(ValueError, match=r"unknown noise model 'gaussian' \(one of lognormal, disturbed\)"):
         calibration.draw_sides(np.random.default_rng(0), 2, 3, 3, "gaussian")
+    with pytest.raises(ValueError, match=r"unknown noise model 'gaussian' \(one of bounded, counts\)"):
+        calibration.sign_cell(6, "gaussian", draws=10)
 
 
 @pytest.mark.parametrize("paired", [False, True], ids=["unpaired", "paired"])
@@ -87,3 +89,23 @@ def test_cli_prints_the_table(capsys):
     assert cli.main(["calibrate", "--draws", "2000"]) in (0, 1)
     out = capsys.readouterr().out
     assert "| paired | 3 | 3 |" in out and "worst false-decision rate" in out
+
+
+def test_design_md_carries_both_tables(rows):
+    """DESIGN.md's "Calibration" shows the tables this code computes, not an older run's."""
+    from conftest import ROOT
+    design = (ROOT / "DESIGN.md").read_text()
+    assert calibration.markdown(rows) in design
+    assert calibration.sign_markdown(calibration.sign_table()) in design
+
+
+@pytest.mark.parametrize("worst, code", [(calibration.LIMIT, 0), (calibration.LIMIT + 0.001, 1)])
+def test_calibrate_exits_1_only_past_the_limit(monkeypatch, capsys, worst, code):
+    """`labkit calibrate` fails a CI step exactly when a false-decision rate of either table is
+    above the limit (at the limit it passes)."""
+    row = {"n_a": 3, "n_b": 3, "paired": True, "draws": 10, "false": 0.0, "power": 1.0}
+    monkeypatch.setattr(calibration, "table", lambda draws: [dict(row, noise=n) for n in calibration.NOISES])
+    monkeypatch.setattr(calibration, "sign_table", lambda draws: [
+        {"n": 6, "noise": "bounded", "draws": 10, "false": worst}, {"n": 6, "noise": "counts", "draws": 10, "false": 0.0}])
+    assert calibration.main(10) == code
+    assert f"worst false-decision rate {worst:.1%}" in capsys.readouterr().out

@@ -67,9 +67,9 @@ def _put(result: dict, metric: str, where: dict, samples: list[float], unit: str
         m.update(model.summarize(samples))
 
 
-def _pool(result: dict, metric: str, selectors: list[dict]) -> tuple[list[float], str]:
-    """Positive samples of the claim's own measurements (at least 3: repeated if fewer) and
-    their unit. A claim newer than the reference result, whose measurements it lacks, gets
+def _pool(result: dict, metric: str, selectors: list[dict], least: int = claims.MIN_SAMPLES) -> tuple[list[float], str]:
+    """Positive samples of the claim's own measurements (at least ``least``: repeated if fewer)
+    and their unit. A claim newer than the reference result, whose measurements it lacks, gets
     the samples of the result's first measurement with 3 positive samples (its structure,
     selectors, relation and factor, is what can fail)."""
     ms = [m for w in selectors for m in claims.select(result, metric, w)]
@@ -79,7 +79,7 @@ def _pool(result: dict, metric: str, selectors: list[dict]) -> tuple[list[float]
         pool = [s for m in ms for s in m["samples"] if s > 0]
     if not pool:
         pytest.skip("the reference result has no measurement with 3 positive samples")
-    while len(pool) < claims.MIN_SAMPLES:
+    while len(pool) < least:
         pool = pool + pool
     return pool, ms[0]["unit"]
 
@@ -130,7 +130,9 @@ def derive(claim: dict, path: Path, want: str) -> dict:
         for x, i in zip(xs, order):
             _put(r, metric, {**claim["where"], claim["over"]: x}, [p * g ** (i / (len(xs) - 1)) for p in pool], unit)
         return r
-    pool, unit = _pool(r, metric, [claim["a"], claim["b"]])
+    # a sign interval decides from SIGN_MIN_N pairs up
+    least = claims.SIGN_MIN_N if claim.get("interval") == "sign" else claims.MIN_SAMPLES
+    pool, unit = _pool(r, metric, [claim["a"], claim["b"]], least)
     s = max(pool) / min(pool)
     f = float(claim.get("factor", 1.0))
     # Puts one side above the other so far that, with the factor applied either way, their

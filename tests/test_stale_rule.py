@@ -8,6 +8,7 @@ and commits changes to it: file layouts and commits, no measured values."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -171,3 +172,36 @@ def test_a_copy_without_git_takes_the_commit_and_dirty_flag_it_was_given(repo, t
     assert record.git_commit(repo, record.measuring_code(LAB)) == (head, False)
     monkeypatch.delenv("PCB_GIT_COMMIT")
     assert record.git_commit(copy) == (None, None)
+
+
+def explain(repo: Path, run_commit: str | None, dirty: bool = False) -> tuple[str, str]:
+    stale.last_change.cache_clear()
+    stale._same_code.cache_clear()
+    return stale.staleness({"lab": LAB, "run": {"git_commit": run_commit, "git_dirty": dirty}}, repo)
+
+
+def test_each_state_says_why_with_twelve_digit_commits(repo, tmp_path):
+    """The explanation a page shows beside the state, word for word: which commits, and why."""
+    run = git(repo, "rev-parse", "HEAD")
+    assert explain(repo, run) == ("fresh", f"run from commit {run[:12]}, which includes the lab's latest change {run[:12]}")
+    later = change(repo, f"labs/{LAB}/evidence.md")            # page data: the lab's latest change stays `run`
+    assert explain(repo, later) == ("fresh", f"run from commit {later[:12]}, which includes the lab's latest change {run[:12]}")
+    assert explain(repo, run, dirty=True) == ("unknown", f"run from commit {run[:12]} with uncommitted changes to the lab")
+    assert explain(repo, None) == ("unknown", "no git history to compare the run with the lab")
+    assert explain(repo, "0" * 40) == ("unknown", f"the run's commit {'0' * 12} is not in this repository's history")
+    new = change(repo, f"labs/{LAB}/run.sh")
+    assert explain(repo, run) == ("stale", f"labs/{LAB} changed in {new[:12]}, after this run's commit {run[:12]}: rerun the lab")
+    change(repo, f"labs/{LAB}/run.sh", f"labs/{LAB}/run.sh v1\n")
+    assert explain(repo, run) == ("fresh", f"run from commit {run[:12]}; the lab's code is the same here (changed since, and changed back)")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the repository to another user")
+def test_a_checkout_owned_by_another_user_is_still_read(repo):
+    """git refuses a repository another user owns ("dubious ownership") unless safe.directory
+    allows it; a CI clone or a sudo run reads one: the state must still come from its history."""
+    run = git(repo, "rev-parse", "HEAD")
+    subprocess.run(["chown", "-R", "65534:65534", str(repo)], check=True)
+    try:
+        assert explain(repo, run)[0] == "fresh"
+    finally:
+        subprocess.run(["chown", "-R", f"{os.getuid()}:{os.getgid()}", str(repo)], check=True)

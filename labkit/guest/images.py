@@ -164,6 +164,35 @@ def ext4_image(src: Path, dest: Path, label: str, slack_mib: int = 256) -> None:
     _run(["mke2fs", "-q", "-F", "-t", "ext4", "-L", label, "-d", str(src), str(dest)], f"mke2fs -d {src.name}")
 
 
+def fdtget(dtb: Path, *args: str) -> str | None:
+    """Standard output of ``fdtget DTB ARGS`` (fdtget(1): ``-t x NODE PROP`` for cells, ``-l
+    NODE`` for subnodes, ``-p NODE`` for property names); None when the node or the property is
+    missing.
+
+    Raises:
+        GuestBuildError: fdtget is not installed, or the file is not a device tree.
+    """
+    try:
+        proc = subprocess.run(["fdtget", str(dtb), *args], capture_output=True, text=True, timeout=60)
+    except FileNotFoundError:
+        raise GuestBuildError("fdtget is not installed (package device-tree-compiler)") from None
+    if proc.returncode != 0:
+        if "FDT_ERR_NOTFOUND" in proc.stderr:
+            return None
+        raise GuestBuildError(f"fdtget {dtb.name} {' '.join(args)}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def fdtput(dtb: Path, node: str, prop: str, cells: list[int]) -> None:
+    """Set ``prop`` of the node at path ``node`` in ``dtb`` to the 32-bit ``cells`` (``fdtput -t
+    x``; fdtput(1)), adding the property if it is missing.
+
+    Raises:
+        GuestBuildError: the node is missing, or fdtput failed or is not installed.
+    """
+    _run(["fdtput", "-t", "x", str(dtb), node, prop, *(f"{c:x}" for c in cells)], f"fdtput {node} {prop}")
+
+
 def property_cells(dtb: Path, node: str, prop: str) -> str | None:
     """The 32-bit cells of ``prop`` in the node at path ``node`` (e.g. ``/pcie@10000000``) of the
     flattened tree ``dtb`` (``fdtget -t x``), written as dtc prints them (``0x2000000 0x00 ...``);
@@ -172,15 +201,8 @@ def property_cells(dtb: Path, node: str, prop: str) -> str | None:
     Raises:
         GuestBuildError: fdtget is not installed, or the file is not a device tree.
     """
-    try:
-        proc = subprocess.run(["fdtget", "-t", "x", str(dtb), node, prop], capture_output=True, text=True, timeout=60)
-    except FileNotFoundError:
-        raise GuestBuildError("fdtget is not installed (package device-tree-compiler)") from None
-    if proc.returncode != 0:
-        if "FDT_ERR_NOTFOUND" in proc.stderr:
-            return None
-        raise GuestBuildError(f"fdtget {dtb.name}: {proc.stderr.strip()}")
-    return " ".join(f"0x{int(c, 16):02x}" for c in proc.stdout.split())
+    out = fdtget(dtb, "-t", "x", node, prop)
+    return None if out is None else " ".join(f"0x{int(c, 16):02x}" for c in out.split())
 
 
 def recompile_dtb(src: Path, dest: Path) -> None:
@@ -202,12 +224,12 @@ def dtb_with_property(src: Path, dest: Path, node: str, prop: str, cells: str) -
         GuestBuildError: the node is missing, it already has ``prop``, or dtc/fdtput failed.
     """
     recompile_dtb(src, dest)
-    have = subprocess.run(["fdtget", "-p", str(dest), node], capture_output=True, text=True, timeout=60)
-    if have.returncode != 0:
+    have = fdtget(dest, "-p", node)
+    if have is None:
         raise GuestBuildError(f"device tree has no node {node}")
-    if prop in have.stdout.split():
+    if prop in have.split():
         raise GuestBuildError(f"node {node} already has {prop}")
-    _run(["fdtput", "-t", "x", str(dest), node, prop, *cells.split()], f"fdtput {prop}")
+    fdtput(dest, node, prop, [int(c, 16) for c in cells.split()])
 
 
 def dtb_to_dts(dtb: Path) -> str:

@@ -19,7 +19,14 @@ The power beside each false-decision rate is the share of draws in which a ``com
 claim with ``factor = 1.1`` holds when a is truly 1.3 times b: how often a real 30 % effect is
 shown past a 10 % threshold at that n.
 
-``labkit calibrate`` prints the table (:func:`main`); DESIGN.md ("Calibration") carries it and
+The sign interval (:func:`labkit.stats.claims.sign_interval`, ``interval = "sign"``) makes no
+noise model of its own; it is simulated on per-pair ratios of two shapes the log-t model does
+not fit (:func:`sign_cell`): ``bounded``, a hard lower bound with a long tail (1 plus an
+exponential: events per request, never below one), and ``counts``, whole multiples with ties
+(a geometric number of pieces per request). A false decision there is an interval that
+excludes the true median.
+
+``labkit calibrate`` prints the tables (:func:`main`); DESIGN.md ("Calibration") carries it and
 ``tests/test_calibration.py`` fails when a false-decision rate exceeds :data:`LIMIT`.
 """
 
@@ -43,6 +50,9 @@ CELLS = tuple([(n, n, False) for n in (3, 4, 5, 6, 7, 8, 10, 16, 20)]
               + [(5, 10, False), (7, 10, False)]
               + [(n, n, True) for n in (3, 4, 5, 6, 7, 8, 10, 16, 20)])
 NOISES = ("lognormal", "disturbed")
+SIGN_NS = (6, 7, 8, 9, 10, 12, 16, 20)        # pairs: from the smallest n at which a sign interval exists
+SIGN_NOISES = ("bounded", "counts")
+GEOMETRIC_P = 0.3        # ``counts``: pieces per request ~ Geometric(0.3) on 1, 2, ...; its median is 2
 
 
 def draw_sides(rng: np.random.Generator, draws: int, n_a: int, n_b: int, noise: str, ratio: float = 1.0,
@@ -78,6 +88,43 @@ def cell(n_a: int, n_b: int, paired: bool, noise: str, draws: int = DRAWS, seed:
             "false": false, "power": float(np.mean(lo > POWER_FACTOR))}
 
 
+def sign_cell(n: int, noise: str, draws: int = DRAWS, seed: int = SEED) -> dict:
+    """One row of the sign interval's table: ``{n, noise, draws, false}``, ``false`` the share
+    of ``draws`` sets of ``n`` per-pair ratios whose sign interval excludes the true median
+    (``bounded``: 1 + Exp(1), median 1 + ln 2; ``counts``: Geometric(:data:`GEOMETRIC_P`),
+    median 2).
+
+    Raises:
+        ValueError: an unknown noise model.
+    """
+    rng = np.random.default_rng([seed, n, 100 + (SIGN_NOISES.index(noise) if noise in SIGN_NOISES else 99)])
+    if noise == "bounded":
+        ratios, median = 1.0 + rng.exponential(1.0, (draws, n)), 1.0 + np.log(2.0)
+    elif noise == "counts":
+        ratios = rng.geometric(GEOMETRIC_P, (draws, n)).astype(float)
+        median = float(np.ceil(np.log(0.5) / np.log(1 - GEOMETRIC_P)))
+    else:
+        raise ValueError(f"unknown noise model {noise!r} (one of {', '.join(SIGN_NOISES)})")
+    lo, hi = claims.sign_interval(ratios)
+    return {"n": n, "noise": noise, "draws": draws, "false": float(np.mean((lo > median) | (hi < median)))}
+
+
+def sign_table(draws: int = DRAWS, seed: int = SEED) -> list[dict]:
+    """Every n of :data:`SIGN_NS` × :data:`SIGN_NOISES` (:func:`sign_cell`)."""
+    return [sign_cell(n, noise, draws, seed) for n in SIGN_NS for noise in SIGN_NOISES]
+
+
+def sign_markdown(rows: list[dict]) -> str:
+    """The sign interval's table as Markdown: one line per n, false decisions per noise model."""
+    out = ["| pairs | rank k | false, bounded | false, counts |", "|---|---|---|---|"]
+    by = {}
+    for r in rows:
+        by.setdefault(r["n"], {})[r["noise"]] = r
+    for n, cols in by.items():
+        out.append(f"| {n} | {claims.sign_rank(n)} | {cols['bounded']['false']:.1%} | {cols['counts']['false']:.1%} |")
+    return "\n".join(out)
+
+
 def table(draws: int = DRAWS, seed: int = SEED) -> list[dict]:
     """Every cell of :data:`CELLS` × :data:`NOISES` (:func:`cell`), in that order."""
     return [cell(na, nb, p, noise, draws, seed) for na, nb, p in CELLS for noise in NOISES]
@@ -99,13 +146,16 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main(draws: int = DRAWS) -> int:
-    """``labkit calibrate``: print the table for ``draws`` draws per cell; exit 1 when a
+    """``labkit calibrate``: print both tables for ``draws`` draws per cell; exit 1 when a
     false-decision rate exceeds :data:`LIMIT`."""
     rows = table(draws)
     print(f"claims engine calibration: {claims.LEVEL:.0%} intervals, {draws} draws per cell, "
           f"noise sigma {SIGMA} (log scale); disturbed: {DISTURB_P:.0%} of repetitions x{DISTURB_FACTOR}; "
           f"power: true ratio {POWER_EFFECT} against factor {POWER_FACTOR}")
     print(markdown(rows))
-    worst = max(rows, key=lambda r: r["false"])
+    signs = sign_table(draws)
+    print(f"\nsign interval of the median of paired ratios ({draws} draws per cell):")
+    print(sign_markdown(signs))
+    worst = max(rows + signs, key=lambda r: r["false"])
     print(f"worst false-decision rate {worst['false']:.1%} (limit {LIMIT:.0%})")
     return 1 if worst["false"] > LIMIT else 0

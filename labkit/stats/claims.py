@@ -67,6 +67,11 @@ decides on, 3 samples a side included:
   infinite when b is 0 in every sample and a surely is not.
 - both sides without spread, or one side 0 in every sample and the other above 0 in every
   sample: the ratio is exact (a zero-width interval at the values, 0, or infinity).
+- ``interval = "sign"`` on a paired median claim (a quantity bounded below and skewed, such as
+  events per request, where the log-t interval's symmetric model does not fit): the
+  distribution-free interval of the median of the per-pair ratios (:func:`sign_interval`, the
+  k-th smallest to the k-th largest ratio), at least 95 % for any distribution at n ≥ 6 and no
+  interval (inconclusive) below that.
 
 The estimate shown is the claim's own statistic (ratio of medians, or means); the interval is
 widened to contain it where it would not, which can only make a decision more cautious.
@@ -388,17 +393,67 @@ def _fieller_hull(qa: float, qb: float, qc: float, nonneg: bool) -> tuple[float,
     return float(lo), float(hi)
 
 
+SIGN_MIN_N = 6   # the fewest pairs with a sign interval at LEVEL (:func:`sign_rank` is 0 below)
+
+
+def sign_rank(n: int) -> int:
+    """The rank k of the sign interval at ``n`` pairs: the largest k ≥ 1 with
+    2 · P(Binomial(n, ½) ≤ k − 1) ≤ 1 − :data:`LEVEL`, or 0 when none exists (n < 6 at 95 %)."""
+    from scipy import stats
+    k = 0
+    while k + 1 <= n // 2 and 2 * stats.binom.cdf(k, n, 0.5) <= 1 - LEVEL:
+        k += 1
+    return k
+
+
+def sign_interval(ratios) -> tuple[float, float]:
+    """The distribution-free :data:`LEVEL` interval of the median of per-pair ratios: the k-th
+    smallest and the k-th largest ratio, k = :func:`sign_rank` (the interval that inverts the
+    sign test; Conover, *Practical Nonparametric Statistics*, 3rd ed., Wiley 1999, §3.2, the
+    confidence interval for a quantile). Its coverage is at least :data:`LEVEL` whatever the
+    distribution of the ratios, skewed, bounded below or discrete (counts), at every n ≥ 6; below
+    6 pairs no such interval reaches 95 %.
+
+    ``ratios``: array of shape ``(..., n)`` (the leading axes are draws, as in
+    :func:`log_t_interval`). Returns ``(low, high)`` arrays of the leading shape (floats for a 1-D
+    input), NaN where n < 6.
+    """
+    r = np.sort(np.asarray(ratios, dtype=float), axis=-1)
+    n = r.shape[-1]
+    k = sign_rank(n)
+    if k == 0:
+        nan = np.full(r.shape[:-1], np.nan)
+        return (float(nan), float(nan)) if r.ndim == 1 else (nan, nan)
+    lo, hi = r[..., k - 1], r[..., n - k]
+    return (float(lo), float(hi)) if r.ndim == 1 else (lo, hi)
+
+
 def _ratio(x: float, y: float) -> float:
     """x ÷ y, infinite for a positive x over 0, NaN for anything else over 0."""
     return float(x / y) if y != 0 else (float("inf") if x > 0 else float("nan"))
 
 
 @functools.lru_cache(maxsize=4096)
-def _interval(a: tuple, b: tuple, statistic: str, paired: bool) -> tuple[float, float, float, str]:
+def _interval(a: tuple, b: tuple, statistic: str, paired: bool, interval: str = "t") -> tuple[float, float, float, str]:
     """(estimate, low, high, method) of a ÷ b (module docstring, "The effect and its interval").
-    ``a`` and ``b`` are the two sides' samples (equal lengths when ``paired``)."""
+    ``a`` and ``b`` are the two sides' samples (equal lengths when ``paired``); ``interval``
+    "sign" (paired medians only): :func:`sign_interval`.
+
+    Raises:
+        ClaimError: ``interval="sign"`` with a pair that is 0 ÷ 0 (no ratio).
+    """
     f = _stat(statistic)
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if interval == "sign":
+        with np.errstate(all="ignore"):
+            ratios = xa / xb
+        if np.isnan(ratios).any():
+            raise ClaimError(f"pair {int(np.flatnonzero(np.isnan(ratios))[0]) + 1} is 0 ÷ 0: it has no ratio")
+        est = float(np.median(ratios))
+        lo, hi = sign_interval(ratios)
+        if np.isnan(lo):
+            return est, lo, hi, f"too few pairs for a sign interval: {len(ratios)} (it needs at least {SIGN_MIN_N})"
+        return est, min(lo, est), max(hi, est), f"sign interval of the median of paired ratios (ranks {sign_rank(len(ratios))} and {len(ratios) + 1 - sign_rank(len(ratios))})"
     if paired:
         with np.errstate(all="ignore"):
             ratios = xa / xb
@@ -440,22 +495,26 @@ def span_text(e: dict, fmt=None, fmt_high=None) -> str:
     return f"{fmt(e['low'])}–{'∞' if hi is None or hi == float('inf') else (fmt_high or fmt)(hi)}"
 
 
-def ratio_interval(a: Side, b: Side, paired: bool = False) -> dict:
+def ratio_interval(a: Side, b: Side, paired: bool = False, interval: str = "t") -> dict:
     """The effect a ÷ b of two sides with its :data:`LEVEL` interval (module docstring):
     ``{statistic, estimate, low, high, level, n_a, n_b, method}`` (``low``/``high`` NaN when no
     interval exists; ``high`` infinite when the interval is open above; both infinite when the
     ratio is). ``paired``: the estimate is the median (or mean) of the per-pair ratios a_i ÷ b_i.
+    ``interval``: "t" (the default rules) or "sign" (:func:`sign_interval`; paired medians only).
 
     Raises:
-        ClaimError: ``paired`` with sides of different sizes.
+        ClaimError: ``paired`` with sides of different sizes; "sign" unpaired or on means, or
+        with a pair that is 0 ÷ 0.
     """
+    if interval == "sign" and (not paired or a.statistic != "median"):
+        raise ClaimError("a sign interval is for the median of paired ratios (paired = true, statistic median)")
     name = f"ratio of {a.statistic}s"
     if paired:
         if a.n != b.n:
             raise ClaimError(f"paired sides need as many samples each: {a.label} has {a.n}, {b.label} {b.n} "
                              "(a repetition is missing on one side)")
         name = f"{a.statistic} of paired ratios"
-    est, lo, hi, method = _interval(tuple(a.samples), tuple(b.samples), a.statistic, paired)
+    est, lo, hi, method = _interval(tuple(a.samples), tuple(b.samples), a.statistic, paired, interval)
     if method.startswith(("Fieller", "no interval", "ratio infinite")):
         name = "ratio of means"
     return {"statistic": name, "estimate": est, "low": lo, "high": hi, "level": LEVEL,
@@ -615,7 +674,7 @@ def _pair(claim: dict, result: Result) -> Verdict:
     if few:
         return _verdict(claim, "inconclusive", f"{sides}; {few}", reason=few, flags=flags, emulated_machine=emu)
     try:
-        effect = ratio_interval(a, b, paired=bool(claim.get("paired")))
+        effect = ratio_interval(a, b, paired=bool(claim.get("paired")), interval=claim.get("interval", "t"))
     except ClaimError as exc:   # a paired design that lost a repetition, or a zero to divide by
         return _verdict(claim, "inconclusive", f"{sides}; {exc}", reason=str(exc), flags=flags, emulated_machine=emu)
     lo, hi = effect["low"], effect["high"]
