@@ -159,11 +159,13 @@ def read_steps(run_dir: Path, types: dict[str, str]) -> list[dict]:
 
 
 def load_lab_collector(lab_dir: Path):
-    """Import ``<lab_dir>/record.py`` and return its ``collect`` function."""
+    """Import ``<lab_dir>/record.py`` and return its ``collect`` function.
+
+    Raises:
+        FileNotFoundError: the lab has no record.py (naming the path).
+    """
     path = Path(lab_dir) / "record.py"
-    spec = importlib.util.spec_from_file_location(f"labrecord_{Path(lab_dir).name}", path)
-    if spec is None or spec.loader is None:
-        raise FileNotFoundError(f"{path}: no lab record module")
+    spec = importlib.util.spec_from_file_location(f"labrecord_{Path(lab_dir).name}", path)  # a .py path: never None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.collect

@@ -45,7 +45,7 @@ def search_path(root: Path = ROOT) -> list[tuple[Path, bool]]:
     dirs = [(root / "results", False)]
     for extra in filter(None, os.environ.get("PERF_CASEBOOK_RESULTS", "").split(":")):
         dirs.append((Path(extra), False))
-    if os.environ.get("PERF_CASEBOOK_LOCAL", "1") != "0":
+    if os.environ.get("PERF_CASEBOOK_LOCAL") != "0":     # unset or anything but 0: the reader's own results too
         dirs.append((root / "local-results", True))
     return dirs
 

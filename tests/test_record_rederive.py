@@ -23,7 +23,7 @@ COMMITTED = ROOT / "results" / "qemu-arm64-tcg" / "lat_tcp.json"
 def test_a_committed_result_rederives_to_itself(tmp_path, monkeypatch):
     copy = tmp_path / COMMITTED.name
     old = json.loads(COMMITTED.read_text())
-    copy.write_text(json.dumps({**old, "measurements": []}))    # what it holds must come from the raw outputs
+    copy.write_text(json.dumps({**old, "measurements": [], "claims": []}))    # what it holds must come from the raw outputs
     shutil.copytree(COMMITTED.with_suffix(""), copy.with_suffix(""), symlinks=True)
     raw_before = sorted(str(p.relative_to(tmp_path)) for p in copy.with_suffix("").rglob("*"))
     # as a reader runs it, `python -m labkit.record FILE...`: the lab folder found from the result's lab
@@ -32,6 +32,8 @@ def test_a_committed_result_rederives_to_itself(tmp_path, monkeypatch):
     new = model.load(copy)
     assert new["lab"] == old["lab"] == "lat_tcp"
     assert new["measurements"] == old["measurements"]
+    from labkit.stats import claims
+    assert [v["id"] for v in new["claims"]] == [c["id"] for c in claims.load(ROOT / "labs" / "lat_tcp" / "claims.toml")]
     assert new["host"] == old["host"] and new["tools"] == old["tools"]
     assert (new["run"]["start"], new["run"]["git_commit"]) == (old["run"]["start"], old["run"]["git_commit"])
     assert sorted(str(p.relative_to(tmp_path)) for p in copy.with_suffix("").rglob("*")) == raw_before

@@ -45,3 +45,26 @@ def test_add_sample_gathers_one_measurement_per_case_in_first_seen_order():
                    ("clat", {"side": "b"}, [5.0], "b1")]
     run.flush_samples()
     assert len(run.measurements) == 3
+
+
+def test_read_steps_reads_every_column_and_the_raw_files(tmp_path):
+    """steps.tsv rows → step records: a skipped step that never ran has 0 s and no exit code, no
+    command and no stdout; a run step has its command, exit code, expectation and stdout size."""
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "steps.tsv").write_text("probe\tsetup\tskipped\t\t\t\tno root\n"
+                                        "dd.1\tcopy\tok\t0\t1.5\tfailure\t\n")
+    (tmp_path / "raw" / "dd.1.cmd").write_text("dd if=/dev/zero of=x\n")
+    (tmp_path / "raw" / "dd.1.out").write_text("12345")
+    (tmp_path / "raw" / "dd.1.case").write_text("rep=1\n")
+    skipped, ran = record.read_steps(tmp_path, {"rep": "int"})
+    assert skipped == {"name": "probe", "group": "setup", "status": "skipped", "reason": "no root", "seconds": 0.0,
+                       "command": None, "exit_code": None, "expect": "success", "stdout_bytes": None}
+    assert ran == {"name": "dd.1", "group": "copy", "status": "ok", "reason": None, "seconds": 1.5,
+                   "command": "dd if=/dev/zero of=x", "exit_code": 0, "expect": "failure", "stdout_bytes": 5,
+                   "case": {"rep": 1}}
+
+
+def test_a_lab_without_a_collector_is_named(tmp_path):
+    import pytest
+    with pytest.raises(FileNotFoundError, match="record.py"):
+        record.load_lab_collector(tmp_path)

@@ -143,6 +143,9 @@ def test_host_folders_in_search_order(tmp_path, reference, monkeypatch):
     assert [(h.label, h.local) for h in hosts] == [("a-host", False), ("b-host", False), ("ci-host", False), ("mine", True)]
     assert hosts[-1].title == "mine (your machine)" and hosts[0].title == "a-host"
     assert results.host("mine (your machine)", hosts).label == "mine"
+    # a page's tabs: the reader's own machine first, then the others in search order
+    lab = reference["lab"]
+    assert [h.label for h, _ in results.for_lab(lab, hosts)] == ["mine", "a-host", "b-host", "ci-host"]
     monkeypatch.setenv("PERF_CASEBOOK_LOCAL", "0")
     assert [h.label for h in results.load_hosts(tmp_path)] == ["a-host", "b-host", "ci-host"]
 
@@ -325,3 +328,9 @@ def test_a_change_and_its_revert_leave_a_result_fresh(tmp_path):
     stale._same_code.cache_clear()
     state, why = stale.staleness(result, tmp_path)
     assert state == "fresh" and "changed back" in why
+
+
+def test_the_schema_is_read_once_per_process():
+    """Every load validates against the same parsed schema: read from disk once."""
+    assert model.schema() is model.schema()
+    assert model.schema()["$schema"].endswith("2020-12/schema")
