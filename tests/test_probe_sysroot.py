@@ -205,3 +205,26 @@ def test_the_capability_table_names_the_results_capability_fields():
     fields = {k for k, v in schema["properties"]["host"]["properties"].items() if v == {"$ref": "#/$defs/capability"}}
     assert set(probe.CAPABILITIES) == fields
     assert sorted(probe.CAPABILITIES.values()) == ["loop", "netns", "pmu", "tracefs"]
+
+
+@pytest.mark.parametrize("where", ["sys/kernel/tracing", "sys/kernel/debug/tracing"])
+def test_tracefs_is_found_at_either_mount_point(tmp_path, where):
+    """tracefs at its own mount point, or under debugfs where older systems mount it; its
+    tracers listed from available_tracers (a layout of empty files, as tracefs has them)."""
+    d = tmp_path / where
+    d.mkdir(parents=True)
+    (d / "trace").write_text("")
+    (d / "available_tracers").write_text("function_graph function nop\n")
+    assert probe.tracefs(tmp_path) == {"available": True, "reason": f"/{where} readable",
+                                       "detail": "tracers: function_graph function nop"}
+
+
+def test_tracefs_missing_says_whether_the_kernel_has_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(probe.os, "geteuid", lambda: 0)
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/filesystems").write_text("nodev\tsysfs\nnodev\ttracefs\n")
+    assert probe.tracefs(tmp_path)["reason"] == "tracefs supported but not mounted (mount -t tracefs nodev /sys/kernel/tracing)"
+    (tmp_path / "proc/filesystems").write_text("nodev\tsysfs\n")
+    assert probe.tracefs(tmp_path)["reason"] == "kernel has no tracefs"
+    monkeypatch.setattr(probe.os, "geteuid", lambda: 1000)
+    assert probe.tracefs(tmp_path)["reason"] == "tracefs needs root here"

@@ -237,16 +237,17 @@ def pmu(run=None, which=shutil.which) -> dict:
     return _cap(False, f"perf stat -e instructions failed: {msg}", detail)
 
 
-def tracefs() -> dict:
-    """Whether tracefs is mounted and readable (``/sys/kernel/tracing`` or the debugfs path)."""
+def tracefs(root: Path = Path("/")) -> dict:
+    """Whether tracefs is mounted and readable (``/sys/kernel/tracing`` or the debugfs path),
+    under ``root`` (tests pass a sysroot)."""
     for path in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing"):
-        p = Path(path)
+        p = root / path.lstrip("/")
         if (p / "trace").exists() and os.access(p / "trace", os.R_OK):
             tracers = (p / "available_tracers").read_text().split() if (p / "available_tracers").exists() else []
             return _cap(True, f"{path} readable", "tracers: " + " ".join(tracers))
     if os.geteuid() != 0:
         return _cap(False, "tracefs needs root here")
-    if "tracefs" in Path("/proc/filesystems").read_text():
+    if "tracefs" in (root / "proc/filesystems").read_text():
         return _cap(False, "tracefs supported but not mounted (mount -t tracefs nodev /sys/kernel/tracing)")
     return _cap(False, "kernel has no tracefs")
 
