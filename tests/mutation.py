@@ -56,7 +56,7 @@ TESTS = {"labkit/stats/claims.py": CLAIMS_TESTS,
          # the staleness rule: which files of a lab count as measuring code
          "labkit/stale.py": ["tests/test_stale_rule.py", "tests/test_results_loading.py", "tests/test_model_claims.py"],
          "labkit/results.py": ["tests/test_results_loading.py", "tests/test_cli.py", "tests/test_check.py"],
-         "labkit/view/render.py": PAGE_TESTS, "labkit/view/charts.py": ["tests/test_charts_figure.py"] + PAGE_TESTS,
+         "labkit/view/render.py": PAGE_TESTS, "labkit/view/charts.py": ["tests/test_charts_figure.py"] + PAGE_TESTS + ["tests/test_build_speed.py"],
          # the tool cards' macros (annotated outputs, exercises, lab times) are tested on the cards
          **{path: PAGE_TESTS + ["tests/test_tools_cards.py"] for path in MACROS},
          # the fake lab (tests/fakelab) runs the supervisor, the journal and `labkit record` for
@@ -66,7 +66,7 @@ TESTS = {"labkit/stats/claims.py": CLAIMS_TESTS,
                               "tests/test_stale_rule.py", "tests/test_lab_contract.py"],
          "labkit/manifest.py": ["tests/test_manifest_order.py", "tests/test_toml_schemas.py", "tests/test_lab_folders.py"],
          "labkit/run/probe.py": ["tests/test_probe_sysroot.py", "tests/test_probe.py", "tests/test_probe_audit.py"],
-         "labkit/run/supervisor.py": ["tests/test_supervisor*.py", "tests/test_lab_contract.py"],
+         "labkit/run/supervisor.py": ["tests/test_supervisor*.py", "tests/test_step_protocol.py", "tests/test_lab_contract.py"],
          "labkit/run/journal.py": ["tests/test_journal*.py", "tests/test_lab_contract.py"],
          "labkit/guest/command.py": ["tests/test_guest_command.py", "tests/test_guest.py", "tests/test_guest_cli.py"]}
 # --thorough adds the fast tier's tests on every committed result (a minute per surviving mutant).

@@ -335,3 +335,29 @@ def test_heat_map_text_is_legible_at_its_smallest(tmp_path):
     own_px = charts.svg_size(svg)[0]
     sizes = on_screen_px(svg, 0.75 * own_px)
     assert len(sizes) >= 20 and min(sizes) >= MIN_TEXT_PX, sorted(sizes)[:3]
+
+
+@pytest.mark.parametrize("room, turned", [(5 / 12, True), (0.6, False)])
+def test_x_labels_turn_closer_than_half_a_text_size_apart(room, turned):
+    """Two labels whose centres are their width plus ``room`` text sizes apart: turned below half
+    a text size of clear space, level above it (the threshold, not a multiple of it)."""
+    fig, ax = plt.subplots()
+    try:
+        ax.set_xlim(0, 1)
+        ax.set_xticks([0, 1], ["wide label", "wide label"])
+        measure = charts._Measure(fig)
+        w = measure.width("wide label", charts.TEXT_PT)
+        angle = charts._turn_crowded_x_labels(ax, measure, w + room * charts.TEXT_PT)
+        assert (angle > 0) == turned, angle
+    finally:
+        plt.close(fig)
+
+
+def test_y_tick_texts_include_a_tick_on_either_limit():
+    fig, ax = plt.subplots()
+    try:
+        ax.set_ylim(0, 10)
+        ax.set_yticks([0, 5, 10], ["0", "5", "10"])
+        assert charts._y_tick_texts(ax) == ["0", "5", "10"]
+    finally:
+        plt.close(fig)

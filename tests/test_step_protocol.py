@@ -69,3 +69,13 @@ def test_steps_tsv_has_one_reader():
     for path in ("labkit/run/supervisor.py", "labkit/record.py"):
         source = (ROOT / path).read_text()
         assert "read_tsv(" in source and '"\\tskipped\\t"' not in source, path
+
+
+def test_help_of_a_lab_without_a_manifest_leaves_the_budgets_out(tmp_path):
+    """A lab folder without lab.toml (a lab being written) still gets its --help: no budgets
+    line, nothing in its place."""
+    (tmp_path / "run.sh").write_text("")
+    lab = supervisor.Lab(tmp_path / "run.sh", "draft", "A draft", "", [])
+    assert supervisor._budgets(lab) == ""
+    quick = re.search(r"--quick .*?(?=\n  --)", supervisor.usage_text(lab), re.S)[0]
+    assert "budgets" not in quick and "XX" not in quick
