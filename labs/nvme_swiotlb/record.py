@@ -51,6 +51,8 @@ kernel × device tree; case keys ``guest_arch``, ``guest_kernel`` (uname -r and 
     opens each round, ``setting`` "none").
     ``bandwidth_vs_control`` (×, per round): the drive's MB/s ÷ the control's in the same round:
     the emulator's speed, which drifts within a boot, cancels out.
+``boot_time`` (s, one sample per boot): from QEMU's start to the guest's job starting (guest.json's
+    ``boot_seconds``): about what a reader waits for the prompt of ``labkit guest shell``.
 ``syscalls`` (calls) and ``time_per_call`` (µs) of read(2), strace -c -w of a direct read (under
     TCG ptrace's own stops dominate the time per call).
 ``read_time`` (µs, every read(2) of dd's input in direct reads, from the raw_syscalls sys_enter and
@@ -312,6 +314,8 @@ def _guest_one(run, host_step: dict, d: Path) -> None:
     if "boot_args" in host_step["case"]:  # a boot with one of the original's boot-time knobs
         case["boot_args"] = host_step["case"]["boot_args"]
     steps = guest_steps(d, run.case_types)
+    if info.get("boot_seconds") is not None:   # QEMU started → the guest's job started (labkit.guest.qemu)
+        run.add("boot_time", "s", case, [info["boot_seconds"]], step, emu)
 
     def of(tool: str) -> list[tuple[str, dict]]:
         return [(n, c) for n, c in steps if c.get("tool") == tool]
