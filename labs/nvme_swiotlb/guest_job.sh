@@ -15,7 +15,7 @@
 # NVMe drive and the control drive read 1 MiB at a time in alternation, ALT_MB MiB of each per
 # round; 0: none). The control drive is a virtio disk with serial pcbctl outside the PCIe host
 # bridge, which labkit.guest attaches read-only from the NVMe drive's own image.
-# Each step keeps <step>.cmd (the command as typed), <step>.out, <step>.err and <step>.rc, and a
+# Each step keeps <step>.cmd (the command, quoted), <step>.out, <step>.err and <step>.rc, and a
 # measuring step its case in <step>.case (KEY=VALUE lines, as lab_run --case writes on the host):
 # the lab's record.py reads those, never a step's name.
 set -u
@@ -28,31 +28,11 @@ T=/sys/kernel/tracing
 W=/tmp/pcb
 mkdir -p "$W"
 
-# step NAME [KEY=VALUE...] -- CMD...: run one command a reader could type, keep its command line
-# and outputs, and its case (the KEY=VALUE fields, if any) in NAME.case. Its progress line's time
-# comes from /proc/uptime read by the shell itself: under an emulated CPU every process started
-# costs tens of milliseconds (date and awk were a second of every boot).
-step() {
-  name=$1; shift
-  : > "$OUT/$name.case"
-  while [ "$1" != -- ]; do printf '%s\n' "$1" >> "$OUT/$name.case"; shift; done
-  shift
-  [ -s "$OUT/$name.case" ] || rm -f "$OUT/$name.case"
-  printf '%s\n' "$*" > "$OUT/$name.cmd"
-  echo "$name: $*"
-  read -r t0 _ < /proc/uptime
-  "$@" > "$OUT/$name.out" 2> "$OUT/$name.err"
-  rc=$?
-  read -r t1 _ < /proc/uptime
-  echo "$rc" > "$OUT/$name.rc"
-  if [ "$rc" = 0 ]; then
-    cs=$(( ${t1%.*}${t1#*.} - ${t0%.*}${t0#*.} ))   # /proc/uptime: seconds with two decimals
-    printf '%s: ok (%d.%02d s)\n' "$name" $((cs / 100)) $((cs % 100))
-  else
-    echo "$name: exit $rc: $(tail -n 1 "$OUT/$name.err")"
-  fi
-  return 0
-}
+# step NAME [KEY=VALUE...] -- CMD...: labkit.guest's step writer (labkit/guest/step.sh), the
+# guest's counterpart of lab.sh's lab_run: one command a reader could type, its outputs, exit
+# status and case kept in $OUT.
+# shellcheck source=SCRIPTDIR/../../labkit/guest/step.sh
+. /job/.pcb/step.sh
 drop() { step "$1" -- sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'; }
 
 busybox mount -t tracefs nodev $T
