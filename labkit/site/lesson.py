@@ -154,7 +154,7 @@ def _wrap(command: str, width: int = 40) -> str:
 
 def _boot_time(lab: str, where: dict) -> str:
     """"2.8 s on HOST" per host whose result of ``lab`` has ``boot_time`` measurements matching
-    ``where`` (their median; an emulated guest's marked so), joined by "; ".
+    ``where`` (their median; "2.8 s, emulated, on HOST" for an emulated guest), joined by "; ".
 
     Raises:
         MacroError: no host has such a measurement.
@@ -170,7 +170,7 @@ def _boot_time(lab: str, where: dict) -> str:
         ms = model.select(r, "boot_time", where)
         xs = [x for m in ms for x in m["samples"]]
         if xs:
-            emu = " (emulated)" if any(m.get("emulation") for m in ms) else ""
+            emu = ", emulated," if any(m.get("emulation") for m in ms) else ""
             out.append(f"{render.esc(number(statistics.median(xs)))} s{emu} on {render.host_label(r['host'], host.title)}")
     if not out:
         raise macros.MacroError(f"lesson_start({lab!r}): no host has boot_time measurements where {where}")
@@ -199,7 +199,7 @@ def lesson_start(lab: str, shell: str | None = None, boot: dict | None = None) -
     if shell is not None and (not shell.strip() or "\n" in shell.strip() or "```" in shell):
         raise macros.MacroError(f"lesson_start({lab!r}): `shell` must be one command line, got {shell!r}")
     # The commands come before the list of needs, so that they are on a phone's first screen.
-    took = "" if boot is None else f"; the lab's boots of it took {_boot_time(lab, boot)} to start"
+    took = "" if boot is None else f"; boots in {_boot_time(lab, boot)}"
     also = ("" if shell is None else
             f"**Or open the machine in a shell** (no root{took}):\n\n```bash\n{_wrap(shell)}\n```\n\n")
     return (f'<div class="pc-lesson-start" markdown>\n\n'
