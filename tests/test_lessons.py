@@ -56,6 +56,10 @@ def test_lesson_start_offers_a_shell_wrapped_for_a_phone():
                             "    --dt dma-ranges\n```"), block
     assert md.index("run.sh --quick") < md.index("labkit guest shell") < md.index("You need")
     assert "labkit" not in lesson.lesson_start("nvme_swiotlb")
+    took = lesson.lesson_start("nvme_swiotlb", shell="labkit guest shell", boot={"experiment": "guest", "dt": "dma-ranges"})
+    assert re.search(r"\(no root; boots in [0-9.]+ s, emulated, on [^)]+\)", took), took
+    with pytest.raises(macros.MacroError, match="no host has boot_time"):
+        lesson.lesson_start("nvme_swiotlb", shell="labkit guest shell", boot={"dt": "no-such-tree"})
     for bad in ("", "a\nb", "a ``` b"):
         with pytest.raises(macros.MacroError, match="one command line"):
             lesson.lesson_start("nvme_swiotlb", shell=bad)

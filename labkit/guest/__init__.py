@@ -448,6 +448,9 @@ def _device_tree(spec: GuestSpec, work: Path, accel: str) -> tuple[Path | None, 
                  "pcie_dma_ranges": window}
 
 
+STEP_WRITER = Path(__file__).resolve().parent / "step.sh"   # a job's step writer, /job/.pcb/step.sh in the guest
+
+
 def _boot(spec: GuestSpec, prep: dict, job_dir: Path, out_dir: Path, work: Path, accel: str, nvme_image: Path | None,
           timeout: float | None, say: Say, out_mib: int = 256, probe: bool = False, scratch_mib: int = 0,
           job_line: Say | None = None, interactive: bool = False, drives: dict[str, Path] | None = None) -> dict:
@@ -458,6 +461,7 @@ def _boot(spec: GuestSpec, prep: dict, job_dir: Path, out_dir: Path, work: Path,
         with tarfile.open(job_tar, "w", format=tarfile.USTAR_FORMAT) as tar:
             for p in sorted(Path(job_dir).rglob("*")):
                 tar.add(p, arcname=str(p.relative_to(job_dir)), recursive=False)
+            tar.add(STEP_WRITER, arcname=".pcb/step.sh")
         with open(out_img, "wb") as f:
             f.truncate(out_mib * 1024 * 1024)
         dtb, tree = _device_tree(spec, work, accel)
@@ -496,8 +500,9 @@ def run(spec: GuestSpec, job_dir: Path | str, out_dir: Path | str, work_dir: Pat
         out_mib: int = 256, refresh: bool = False, host_label: str | None = None, scratch_mib: int = 0,
         job_line: Say | None = None, interactive: bool = False, extra: dict | None = None,
         drives: dict[str, Path | str] | None = None) -> dict:
-    """Boot ``spec``, run ``job_dir/run`` (POSIX sh, as root, cwd /job, ``$PCB_OUT`` = /out) and
-    bring ``/out`` back into ``out_dir``. ``work_dir`` (in the lab's scratch) holds the per-run
+    """Boot ``spec``, run ``job_dir/run`` (POSIX sh, as root, cwd /job, ``$PCB_OUT`` = /out; the
+    step writer :data:`STEP_WRITER` beside it as /job/.pcb/step.sh) and bring ``/out`` back into
+    ``out_dir``. ``work_dir`` (in the lab's scratch) holds the per-run
     disks, the device tree and ``console.log``; ``nvme_image``: a raw file the guest sees as an NVMe
     drive (/dev/nvme0n1); ``scratch_mib``: an empty disk of that size for the job's scratch
     (``$PCB_SCRATCH_DEV`` in the guest); ``drives``: {serial: raw image} attached read-only as

@@ -152,15 +152,42 @@ def _wrap(command: str, width: int = 40) -> str:
     return " \\\n    ".join(lines)
 
 
-def lesson_start(lab: str, shell: str | None = None) -> str:
+def _boot_time(lab: str, where: dict) -> str:
+    """"2.8 s on HOST" per host whose result of ``lab`` has ``boot_time`` measurements matching
+    ``where`` (their median; "2.8 s, emulated, on HOST" for an emulated guest), joined by "; ".
+
+    Raises:
+        MacroError: no host has such a measurement.
+    """
+    import statistics
+
+    from .. import model
+    from ..view import render
+    from . import macros
+    from .macros.numbers import number
+    out = []
+    for host, r in macros.hosts.for_lab(lab):
+        ms = model.select(r, "boot_time", where)
+        xs = [x for m in ms for x in m["samples"]]
+        if xs:
+            emu = ", emulated," if any(m.get("emulation") for m in ms) else ""
+            out.append(f"{render.esc(number(statistics.median(xs)))} s{emu} on {render.host_label(r['host'], host.title)}")
+    if not out:
+        raise macros.MacroError(f"lesson_start({lab!r}): no host has boot_time measurements where {where}")
+    return "; ".join(out)
+
+
+def lesson_start(lab: str, shell: str | None = None, boot: dict | None = None) -> str:
     """Markdown: the chapter's first-screen box: core reading time (:data:`READING_MARK`, filled
     in from the built page by :func:`fill`), the command that starts the lab in quick mode, then
-    ``shell`` when given (a command that opens the case's machine in a shell, without root), then
+    ``shell`` when given (a command that opens the case's machine in a shell, without root; with
+    ``boot``, a selector of the lab's ``boot_time`` measurements, how long those boots took), then
     what the reader needs (``needs`` in ``labs/<lab>/lab.toml``) and how long the lab ran on each
     host with a result (:func:`labkit.site.macros.lab_time`).
 
     Raises:
-        MacroError: the manifest has no ``needs``, or no host has a result of ``lab``.
+        MacroError: the manifest has no ``needs``, no host has a result of ``lab``, ``shell`` is
+        not one line, or ``boot`` selects no measurement.
     """
     from .. import manifest
     from ..view import render
@@ -172,8 +199,9 @@ def lesson_start(lab: str, shell: str | None = None) -> str:
     if shell is not None and (not shell.strip() or "\n" in shell.strip() or "```" in shell):
         raise macros.MacroError(f"lesson_start({lab!r}): `shell` must be one command line, got {shell!r}")
     # The commands come before the list of needs, so that they are on a phone's first screen.
+    took = "" if boot is None else f"; boots in {_boot_time(lab, boot)}"
     also = ("" if shell is None else
-            f"**Or open the machine in a shell** (no root):\n\n```bash\n{_wrap(shell)}\n```\n\n")
+            f"**Or open the machine in a shell** (no root{took}):\n\n```bash\n{_wrap(shell)}\n```\n\n")
     return (f'<div class="pc-lesson-start" markdown>\n\n'
             f"**Reading:** about {READING_MARK} · **Start the lab now** (quick mode, budgeted at "
             f"{render.esc(macros._duration(m['quick_budget_s']))} on 2 cores), and read on while it runs:\n\n"

@@ -28,12 +28,11 @@ dtc/fdtget/fdtput failed; 2 bad usage.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 from labkit.guest import GuestBuildError
-from labkit.guest.images import property_cells, recompile_dtb
+from labkit.guest.images import fdtget, fdtput, property_cells, recompile_dtb
 
 
 def _num(cs: list[int]) -> int:
@@ -87,19 +86,6 @@ def widen(cells: list[int], address_cells: int, size_cells: int, ram: list[dict]
     return new, {"before": before, "after": after}
 
 
-def _fdtget(dtb: Path, *args: str) -> str | None:
-    """stdout of ``fdtget DTB ARGS``; None when the node or property is missing."""
-    try:
-        proc = subprocess.run(["fdtget", str(dtb), *args], capture_output=True, text=True, timeout=60)
-    except FileNotFoundError:
-        raise GuestBuildError("fdtget is not installed (package device-tree-compiler)") from None
-    if proc.returncode != 0:
-        if "FDT_ERR_NOTFOUND" in proc.stderr:
-            return None
-        raise GuestBuildError(f"fdtget {' '.join(args)}: {proc.stderr.strip()}")
-    return proc.stdout
-
-
 def _cells(dtb: Path, node: str, prop: str) -> list[int] | None:
     text = property_cells(dtb, node, prop)
     return None if text is None else [int(c, 16) for c in text.split()]
@@ -108,7 +94,7 @@ def _cells(dtb: Path, node: str, prop: str) -> list[int] | None:
 def _nodes(dtb: Path, node: str = "/") -> list[str]:
     """Paths of ``node`` and every node under it, parents first (``fdtget -l``)."""
     out = [node]
-    for child in (_fdtget(dtb, "-l", node) or "").split():
+    for child in (fdtget(dtb, "-l", node) or "").split():
         out += _nodes(dtb, node.rstrip("/") + "/" + child)
     return out
 
@@ -130,7 +116,7 @@ def widen_dtb(src: Path, dest: Path) -> dict:
         if node.count("/") == 1 and (name == "memory" or name.startswith("memory@")):
             ram += ram_ranges(_cells(src, node, "reg") or [], rac, rsc)
     for node in nodes:
-        if (_fdtget(src, "-t", "s", node, "device_type") or "").strip() != "pci":
+        if (fdtget(src, "-t", "s", node, "device_type") or "").strip() != "pci":
             continue
         cells = _cells(src, node, "dma-ranges")
         if not cells:
@@ -140,17 +126,9 @@ def widen_dtb(src: Path, dest: Path) -> dict:
         sc = (_cells(src, node, "#size-cells") or [2])[0]
         new, change = widen(cells, pac, sc, ram)
         recompile_dtb(src, dest)
-        _fdtput(dest, node, "dma-ranges", new)
+        fdtput(dest, node, "dma-ranges", new)
         return {"node": node.rsplit("/", 1)[-1], **change, "ram": ram}
     raise ValueError("no node with device_type \"pci\" has a dma-ranges property")
-
-
-def _fdtput(dtb: Path, node: str, prop: str, cells: list[int]) -> None:
-    """Set ``prop`` of ``node`` in ``dtb`` to the 32-bit ``cells`` (``fdtput -t x``)."""
-    proc = subprocess.run(["fdtput", "-t", "x", str(dtb), node, prop, *(f"{c:x}" for c in cells)],
-                          capture_output=True, text=True, timeout=60)
-    if proc.returncode != 0:
-        raise GuestBuildError(f"fdtput {node} {prop}: {proc.stderr.strip()}")
 
 
 def main(argv: list[str]) -> int:

@@ -9,13 +9,13 @@
 # BUFFERED (1: buffered reads counted with perf stat too), STRACE (1: strace -c -w of a direct
 # read), TRACE_MB (MiB read under blktrace; 0: none), PERF_MB (MiB read under perf record -g;
 # 0: none), KNOBS (rounds of direct reads with each run-time knob the original tried, the knobs
-# interleaved; 0: none), KNOB (the knob this boot carries on its kernel command line, such
-# as threadirqs: the case of its dd reads; none by default; with isolcpus, dd runs bound to the
+# interleaved, each read a round of alternate.py against the control drive; 0: none), KNOB (the knob this boot carries on its kernel command line, such
+# as threadirqs: the case of its dd and alternate.py reads; none by default; with isolcpus, dd runs bound to the
 # isolated CPU 1, as the original bound dd, and the NVMe queue's interrupt follows), ALT (rounds of alternate.py: the
 # NVMe drive and the control drive read 1 MiB at a time in alternation, ALT_MB MiB of each per
 # round; 0: none). The control drive is a virtio disk with serial pcbctl outside the PCIe host
 # bridge, which labkit.guest attaches read-only from the NVMe drive's own image.
-# Each step keeps <step>.cmd (the command as typed), <step>.out, <step>.err and <step>.rc, and a
+# Each step keeps <step>.cmd (the command, quoted), <step>.out, <step>.err and <step>.rc, and a
 # measuring step its case in <step>.case (KEY=VALUE lines, as lab_run --case writes on the host):
 # the lab's record.py reads those, never a step's name.
 set -u
@@ -28,31 +28,11 @@ T=/sys/kernel/tracing
 W=/tmp/pcb
 mkdir -p "$W"
 
-# step NAME [KEY=VALUE...] -- CMD...: run one command a reader could type, keep its command line
-# and outputs, and its case (the KEY=VALUE fields, if any) in NAME.case. Its progress line's time
-# comes from /proc/uptime read by the shell itself: under an emulated CPU every process started
-# costs tens of milliseconds (date and awk were a second of every boot).
-step() {
-  name=$1; shift
-  : > "$OUT/$name.case"
-  while [ "$1" != -- ]; do printf '%s\n' "$1" >> "$OUT/$name.case"; shift; done
-  shift
-  [ -s "$OUT/$name.case" ] || rm -f "$OUT/$name.case"
-  printf '%s\n' "$*" > "$OUT/$name.cmd"
-  echo "$name: $*"
-  read -r t0 _ < /proc/uptime
-  "$@" > "$OUT/$name.out" 2> "$OUT/$name.err"
-  rc=$?
-  read -r t1 _ < /proc/uptime
-  echo "$rc" > "$OUT/$name.rc"
-  if [ "$rc" = 0 ]; then
-    cs=$(( ${t1%.*}${t1#*.} - ${t0%.*}${t0#*.} ))   # /proc/uptime: seconds with two decimals
-    printf '%s: ok (%d.%02d s)\n' "$name" $((cs / 100)) $((cs % 100))
-  else
-    echo "$name: exit $rc: $(tail -n 1 "$OUT/$name.err")"
-  fi
-  return 0
-}
+# step NAME [KEY=VALUE...] -- CMD...: labkit.guest's step writer (labkit/guest/step.sh), the
+# guest's counterpart of lab.sh's lab_run: one command a reader could type, its outputs, exit
+# status and case kept in $OUT.
+# shellcheck source=SCRIPTDIR/../../labkit/guest/step.sh
+. /job/.pcb/step.sh
 drop() { step "$1" -- sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'; }
 
 busybox mount -t tracefs nodev $T
@@ -119,9 +99,11 @@ done
 
 # 1b. The drive against the control: the emulator's read speed drifts within a boot, by a third
 # from one dd to the next; read in alternation, 1 MiB of each at a time, both see the same drift,
-# and their ratio is the drive's speed with the drift taken out.
+# and their ratio is the drive's speed with the drift taken out. With isolcpus, bound to the
+# isolated CPU as dd is.
 if [ -n "$CTL" ]; then
-  step alternate tool=alternate io=direct -- python3 /job/alternate.py --mib "$ALT_MB" --rounds "$ALT" $DEV "$CTL"
+  # shellcheck disable=SC2086  # $pin: words on purpose
+  step alternate tool=alternate io=direct knob=$KNOB -- $pin python3 /job/alternate.py --mib "$ALT_MB" --rounds "$ALT" $DEV "$CTL"
 fi
 
 # 2. Bounces: swiotlb_bounced (every device: only the NVMe drive is behind the PCIe host bridge) and
@@ -223,8 +205,13 @@ fi
 # rounds, each knob put back after its read (the reads without a knob are step 1's):
 # read_ahead_kb 128 -> 1024, nice -n -20, transparent_hugepage=always (which the original also
 # switched at run time) and the I/O scheduler (mq-deadline, kyber where the kernel has them).
+# Each read is one round of alternate.py against the control drive (ALT_MB MiB of each), so that
+# the emulator's drift between two reads seconds apart cancels as it does in 1b; the control
+# drive is a virtio disk whose own queue the knobs leave alone.
 # The job's PATH has busybox's applets, not Debian's sed.
-if [ "$KNOBS" -gt 0 ]; then
+if [ "$KNOBS" -gt 0 ] && [ -z "$CTL" ]; then
+  echo "no control drive to read the knobs against" > "$OUT/knobs.skipped"
+elif [ "$KNOBS" -gt 0 ]; then
   Q=/sys/block/nvme0n1/queue
   THP=/sys/kernel/mm/transparent_hugepage/enabled
   modprobe kyber-iosched 2>/dev/null
@@ -251,7 +238,7 @@ if [ "$KNOBS" -gt 0 ]; then
         nice) pre="nice -n $value" ;;
       esac
       # shellcheck disable=SC2086  # $pre is empty or "nice -n VALUE": words on purpose
-      step "knob.$i.$name.$value" tool=dd io=direct "knob=$name" "setting=$value" "rep=$i" -- $pre dd if=$DEV of=/dev/null bs=1M count="$MB" iflag=direct
+      step "knob.$i.$name.$value" tool=alternate io=direct "knob=$name" "setting=$value" "rep=$i" -- $pre python3 /job/alternate.py --mib "$ALT_MB" --rounds 1 --warmup 0 $DEV "$CTL"
       echo "$ra0" > $Q/read_ahead_kb
       echo "$sched0" > $Q/scheduler
       [ -z "$thp0" ] || echo "$thp0" > $THP

@@ -34,21 +34,25 @@ kernel × device tree; case keys ``guest_arch``, ``guest_kernel`` (uname -r and 
 "dma-ranges" | "dma-ranges-wide", from the host step's case), ``accelerator`` ("tcg" | "kvm")):
 
 ``bandwidth`` (MB/s as dd prints, emulated): ``io`` direct|buffered (buffered after drop_caches);
-    direct reads carry ``knob``: "none", a run-time knob the original tried (dma-ranges boots:
-    "read_ahead_kb", "scheduler", "nice", "transparent_hugepage", with its ``setting``), "baseline"
-    (the read without a knob that opens each round of knobs, ``setting`` "none") or the
-    boot-time knob of a boot whose case has ``boot_args`` ("threadirqs", "isolcpus").
+    direct reads carry ``knob``: "none", or the boot-time knob of a boot whose case has
+    ``boot_args`` ("threadirqs", "isolcpus").
 ``swiotlb_bounced`` (events per read, perf stat -a: only the NVMe drive is behind the PCIe host
     bridge) and ``rq_complete`` (the drive's block requests per read: block_rq_complete filtered on
     its dev_t): ``io``.
 ``read_events`` (the same two counts, per read, in repetition order, so that both events of one
     read pair by position): ``io``, ``event`` "swiotlb:swiotlb_bounced"|"block:block_rq_complete".
 ``swiotlb_pool`` (MiB: io_tlb_nslabs × 2 KiB slabs, debugfs) and ``swiotlb_used`` (slabs in use after the reads).
-``alternating_bandwidth`` (MB/s, emulated, the plain and widened boots; one sample per round of
-    alternate.py): direct reads of the NVMe drive and of a control drive (a virtio disk outside
-    the PCIe host bridge, same image), 1 MiB of each in alternation; ``io`` direct, ``drive``
-    nvme|control. ``bandwidth_vs_control`` (×, per round): the drive's MB/s ÷ the control's in
-    the same round: the emulator's speed, which drifts within a boot, cancels out.
+``alternating_bandwidth`` (MB/s, emulated; one sample per round of alternate.py): direct reads
+    of the NVMe drive and of a control drive (a virtio disk outside the PCIe host bridge, same
+    image), 1 MiB of each in alternation; ``io`` direct, ``drive`` nvme|control, ``knob`` as for
+    ``bandwidth``, or, in the rounds of knobs (dma-ranges boots; one round per read, the knobs
+    interleaved), a run-time knob the original tried ("read_ahead_kb", "scheduler", "nice",
+    "transparent_hugepage", with its ``setting``) or "baseline" (the read without a knob that
+    opens each round, ``setting`` "none").
+    ``bandwidth_vs_control`` (×, per round): the drive's MB/s ÷ the control's in the same round:
+    the emulator's speed, which drifts within a boot, cancels out.
+``boot_time`` (s, one sample per boot): from QEMU's start to the guest's job starting (guest.json's
+    ``boot_seconds``): about what a reader waits for the prompt of ``labkit guest shell``.
 ``syscalls`` (calls) and ``time_per_call`` (µs) of read(2), strace -c -w of a direct read (under
     TCG ptrace's own stops dominate the time per call).
 ``read_time`` (µs, every read(2) of dd's input in direct reads, from the raw_syscalls sys_enter and
@@ -310,6 +314,8 @@ def _guest_one(run, host_step: dict, d: Path) -> None:
     if "boot_args" in host_step["case"]:  # a boot with one of the original's boot-time knobs
         case["boot_args"] = host_step["case"]["boot_args"]
     steps = guest_steps(d, run.case_types)
+    if info.get("boot_seconds") is not None:   # QEMU started → the guest's job started (labkit.guest.qemu)
+        run.add("boot_time", "s", case, [info["boot_seconds"]], step, emu)
 
     def of(tool: str) -> list[tuple[str, dict]]:
         return [(n, c) for n, c in steps if c.get("tool") == tool]
@@ -318,14 +324,15 @@ def _guest_one(run, host_step: dict, d: Path) -> None:
         run.add_sample("bandwidth", "MB/s", {**case, **_measured(c)}, dd_summary((d / f"{n}.err").read_text())["mb_per_s"],
                        step, emu)
     run.flush_samples()
+    # One step of many rounds (1b), or one round per step (a knob's read in each round of knobs,
+    # the same case every round): the samples of one case gather in round and repetition order.
     for n, c in of("alternate"):
-        rounds = json_lines((d / f"{n}.out").read_text(), "alternate")
-        if rounds:
-            where = {**case, **_measured(c)}
+        where = {**case, **_measured(c)}
+        for r in json_lines((d / f"{n}.out").read_text(), "alternate"):
             for k, drive in enumerate(("nvme", "control")):
-                run.add("alternating_bandwidth", "MB/s", {**where, "drive": drive},
-                        [r["mb_per_s"][k] for r in rounds], step, emu)
-            run.add("bandwidth_vs_control", "x", where, [r["ratio"] for r in rounds], step, emu)
+                run.add_sample("alternating_bandwidth", "MB/s", {**where, "drive": drive}, r["mb_per_s"][k], step, emu)
+            run.add_sample("bandwidth_vs_control", "x", where, r["ratio"], step, emu)
+    run.flush_samples()
     counts = {"swiotlb_bounced": [], "rq_complete": [], "read_events": []}   # (case, value, step) per metric
     for n, c in of("perf-stat"):
         stat = perf_stat_csv((d / f"{n}.csv").read_text())

@@ -477,27 +477,29 @@ group_guest() {
   # claims compare the NVMe drive's speed relative to the control drive's, read in alternation. Quick runs leave out the buffered reads,
   # strace, btt and perf record: their tables and flame graphs come from full runs, and the one
   # claim that reads them (6.1's D2C, a timing) is not applicable on an emulated CPU.
-  # The dma-ranges boots also try the original's run-time knobs (KNOBS rounds); in a quick run only
+  # The dma-ranges boots also try the original's run-time knobs (KNOBS rounds, each read against
+  # the control drive in alternation, as the window's and the fix's claims read); in a quick run only
   # 5.10's, the kernel the knob claims are about (6.1's dma-ranges boot reads without knobs: the
   # "window" job). Full runs boot the 5.10 dma-ranges tree twice more, each with one of the
-  # original's boot-time knobs on the kernel command line (boot_knobs), reading direct only, and the
-# 5.10 plain tree once with swiotlb=force (the positive control: bouncing without a window).
+  # original's boot-time knobs on the kernel command line (boot_knobs), reading direct only (dd, and
+  # alternate.py against the control drive), and the 5.10 plain tree once with swiotlb=force (the
+  # positive control: bouncing without a window).
   mb=$(lab_quick 128 512)
   printf 'MB=%s\nREPS=%s\nTREPS=%s\nBREPS=%s\nCOUNTED=%s\nBUFFERED=%s\nSTRACE=%s\nTRACE_MB=%s\nPERF_MB=%s\nALT=%s\nALT_MB=%s\n' \
-    "$mb" 10 5 "$(lab_quick 0 5)" 5 "$(lab_quick 0 1)" "$(lab_quick 0 1)" \
+    "$mb" 10 5 "$(lab_quick 0 5)" 6 "$(lab_quick 0 1)" "$(lab_quick 0 1)" \
     "$(lab_quick 0 128)" "$(lab_quick 0 128)" 10 "$(lab_quick 64 256)" > "$job/job.env"
   # Later assignments in job.env win. The window job (6.1's dma-ranges boot in a quick run) reads
   # as often as the knobs job it stands in for.
   # Both read the control drive in alternation too, so that the window's loss is measured against
   # it as the fix's restoration is.
-  cp -r "$job" "$job-knobs" && printf 'REPS=%s\nKNOBS=%s\n' 7 5 >> "$job-knobs/job.env"
+  cp -r "$job" "$job-knobs" && printf 'REPS=%s\nKNOBS=%s\n' 7 6 >> "$job-knobs/job.env"
   cp -r "$job" "$job-window" && printf 'REPS=%s\n' 7 >> "$job-window/job.env"
   cp -r "$job" "$job-boot" &&
-    printf 'REPS=%s\nTREPS=0\nBREPS=0\nCOUNTED=0\nBUFFERED=0\nSTRACE=0\nTRACE_MB=0\nPERF_MB=0\nALT=0\n' 7 >> "$job-boot/job.env"
+    printf 'REPS=%s\nTREPS=0\nBREPS=0\nCOUNTED=0\nBUFFERED=0\nSTRACE=0\nTRACE_MB=0\nPERF_MB=0\nALT=%s\n' 7 7 >> "$job-boot/job.env"
   local boot_knobs=(threadirqs isolcpus=1) knob
   # The positive control: QEMU's plain tree with swiotlb=force on the kernel command line, which
   # bounces every DMA mapping whatever the device reaches: bounces and a loss with no window.
-  cp -r "$job-boot" "$job-force" && printf 'COUNTED=%s\n' 5 >> "$job-force/job.env"
+  cp -r "$job-boot" "$job-force" && printf 'COUNTED=%s\n' 6 >> "$job-force/job.env"
   cp "$job/job.env" "$LAB_RUN/raw/guest/job.env"
   # The drive's content: random data, so nothing below can shortcut zeros.
   lab_run guest.image -- dd if=/dev/urandom of="$LAB_SCRATCH/nvme.img" bs=1M count=$((mb + 16)) status=none || return 0

@@ -267,10 +267,9 @@ def test_guest_group_reproduces_the_root_cause(guest_run):
     verdicts = {v["id"]: v["verdict"] for v in claims_mod.evaluate(claims_mod.load(
         Path(__file__).resolve().parents[1] / "claims.toml"), r)}
     # Bounces per request depend on how scattered each counted dd's one buffer is (1 to several per
-    # request, a new buffer for every counted dd): five quick reads can leave the ratio's interval
-    # below 1 although no read had fewer bounces than requests; the verdict must not be "fails".
-    assert verdicts["guest-510-reads-bounce-throughout"] in ("holds", "inconclusive")
-    for claim in ("guest-510-bounces-only-with-window", "guest-510-swiotlb-under-read",
+    # request, a new buffer for every counted dd); the claim's sign interval over six reads holds
+    # when no read had fewer bounces than requests.
+    for claim in ("guest-510-reads-bounce-throughout", "guest-510-bounces-only-with-window", "guest-510-swiotlb-under-read",
                   "guest-510-wide-window-covers-ram",
                   "guest-510-wide-window-no-bounces", "guest-510-control-sees-the-window",
                   "guest-61-control-sees-the-window", "guest-61-bounces-only-with-window",

@@ -1,1 +1,1 @@
-cp /tmp/pcb-nvme_swiotlb.1bcec0/data.img /tmp/pcb-nvme_swiotlb.1bcec0/tmpfs/data.img
+cp /tmp/pcb-nvme_swiotlb.ccf906/data.img /tmp/pcb-nvme_swiotlb.ccf906/tmpfs/data.img

@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-1122
+mkdir /sys/kernel/tracing/instances/pcb-2830

@@ -1,1 +1,1 @@
-cat /sys/kernel/tracing/instances/pcb-1122/trace
+cat /sys/kernel/tracing/instances/pcb-2830/trace

@@ -1,1 +1,1 @@
-/work/refrun/.venv/bin/python /work/refrun/labs/nvme_swiotlb/dt_dma_ranges.py --root /tmp/refN6/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/guest/bullseye-plain/device-tree
+/work/refrun/.venv/bin/python /work/refrun/labs/nvme_swiotlb/dt_dma_ranges.py --root /tmp/refN8/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/guest/bullseye-plain/device-tree

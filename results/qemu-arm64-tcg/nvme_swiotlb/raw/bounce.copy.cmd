@@ -1,1 +1,1 @@
-cp /scratch/pcb-nvme_swiotlb.9b801f/data.img /scratch/pcb-nvme_swiotlb.9b801f/tmpfs/data.img
+cp /scratch/pcb-nvme_swiotlb.e0bd16/data.img /scratch/pcb-nvme_swiotlb.e0bd16/tmpfs/data.img

@@ -1,1 +1,1 @@
-blkparse -i loop -D /scratch/pcb-nvme_swiotlb.9b801f/blktrace -d /scratch/pcb-nvme_swiotlb.9b801f/blk.bin -O
+blkparse -i loop -D /scratch/pcb-nvme_swiotlb.e0bd16/blktrace -d /scratch/pcb-nvme_swiotlb.e0bd16/blk.bin -O

@@ -1,1 +1,1 @@
-blktrace -r /sys/kernel/debug -d /dev/loop0 -o loop -D /scratch/pcb-nvme_swiotlb.9b801f/blktrace
+blktrace -r /sys/kernel/debug -d /dev/loop0 -o loop -D /scratch/pcb-nvme_swiotlb.e0bd16/blktrace

@@ -1,1 +1,1 @@
-dd if=/dev/urandom of=/scratch/pcb-nvme_swiotlb.9b801f/data.img bs=1M count=512 conv=fsync
+dd if=/dev/urandom of=/scratch/pcb-nvme_swiotlb.e0bd16/data.img bs=1M count=512 conv=fsync

@@ -1,1 +1,1 @@
-dd if=/scratch/pcb-nvme_swiotlb.9b801f/data.img of=/dev/null bs=1M
+dd if=/scratch/pcb-nvme_swiotlb.e0bd16/data.img of=/dev/null bs=1M

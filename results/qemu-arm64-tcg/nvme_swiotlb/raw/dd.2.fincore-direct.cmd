@@ -1,1 +1,1 @@
-fincore --json --bytes /scratch/pcb-nvme_swiotlb.9b801f/data.img
+fincore --json --bytes /scratch/pcb-nvme_swiotlb.e0bd16/data.img

@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop0 /scratch/pcb-nvme_swiotlb.9b801f/data.img
+losetup --show --direct-io=on /dev/loop0 /scratch/pcb-nvme_swiotlb.e0bd16/data.img
