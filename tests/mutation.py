@@ -59,6 +59,8 @@ TESTS = {"labkit/stats/claims.py": CLAIMS_TESTS,
          "labkit/view/render.py": PAGE_TESTS, "labkit/view/charts.py": ["tests/test_charts_figure.py"] + PAGE_TESTS + ["tests/test_build_speed.py"],
          # the tool cards' macros (annotated outputs, exercises, lab times) are tested on the cards
          **{path: PAGE_TESTS + ["tests/test_tools_cards.py"] for path in MACROS},
+         # charts drawn in worker processes during a build: tested with the build's caches
+         "labkit/site/macros/beside.py": ["tests/test_build_speed.py"] + PAGE_TESTS,
          # the fake lab (tests/fakelab) runs the supervisor, the journal and `labkit record` for
          # real: about a minute for the file, so these modules cost the most per surviving mutant
          "labkit/record.py": ["tests/test_record*.py", "tests/test_case*.py", "labs/nvme_swiotlb/tests/test_nvme_swiotlb_record.py",
