@@ -1,0 +1,75 @@
+"""labkit/run/supervisor.py, method by method, without running a lab: which kernel file systems
+a run journals an unmount for, and the one-line refusals a reader sees (an out directory that
+cannot be made, a lock whose holder cannot be named). File layouts and fakes only."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from labkit.run import supervisor
+
+
+def _sup(tmp_path) -> supervisor.Supervisor:
+    script = tmp_path / "run.sh"
+    script.write_text("")
+    return supervisor.Supervisor(supervisor.Lab(script, "demo", "Demo", "", []))
+
+
+class _Journal:
+    def __init__(self):
+        self.deferred = []
+
+    def defer(self, what, *words):
+        self.deferred.append((what, *words))
+
+
+@pytest.mark.parametrize("isdir, ismount, journalled", [
+    (True, False, True),    # a mount point a tool may mount on: its unmount is journalled
+    (True, True, False),    # mounted before the run: left alone, never unmounted
+    (False, False, False),  # no such directory
+])
+def test_a_kernel_fs_is_unmounted_after_the_run_only_if_it_was_not_mounted_before(
+        tmp_path, monkeypatch, isdir, ismount, journalled):
+    s = _sup(tmp_path)
+    s.journal = _Journal()
+    monkeypatch.setattr(supervisor.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(supervisor.os.path, "isdir", lambda p: isdir)
+    monkeypatch.setattr(supervisor.os.path, "ismount", lambda p: ismount)
+    s.guard_kernel_fs()
+    want = [(f"unmount {m} if a tool mounted it", "lab__umount", m, "0")
+            for m in ("/sys/kernel/tracing", "/sys/kernel/debug")] if journalled else []
+    assert s.journal.deferred == want
+
+
+def test_without_root_no_kernel_fs_is_journalled(tmp_path, monkeypatch):
+    s = _sup(tmp_path)
+    s.journal = _Journal()
+    monkeypatch.setattr(supervisor.os, "geteuid", lambda: 1000)
+    s.guard_kernel_fs()
+    assert s.journal.deferred == []
+
+
+@pytest.mark.parametrize("given", [True, False], ids=["--out given", "default out"])
+def test_an_out_directory_that_cannot_be_made_is_named(tmp_path, given):
+    """Named as the reader gave it, or as the default the run chose (local-results/<host>)."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    s = _sup(tmp_path)
+    s.lab.out = "file/out" if given else None
+    s.out_dir = blocker / "out"
+    with pytest.raises(supervisor.Usage) as exc:
+        s.make_out()
+    assert str(exc.value) == f"--out {'file/out' if given else blocker / 'out'}: cannot create it: Not a directory"
+
+
+def test_a_held_lock_whose_holder_is_unknown_says_how_to_stop_it(tmp_path, monkeypatch):
+    s = _sup(tmp_path)
+    monkeypatch.setattr(s.lock, "take", lambda wait=0: False)
+    monkeypatch.setattr(s.lock, "holder", lambda: "")
+    monkeypatch.setattr(supervisor, "find_journals", lambda *a: [])
+    with pytest.raises(supervisor.Usage) as exc:
+        s.take_lock()
+    assert str(exc.value) == ("another run of demo is in progress (pid unknown); "
+                              "wait for it to end, or stop it with: kill PID")
