@@ -50,7 +50,7 @@ CLAIMS_TESTS = ["tests/test_claims_handbuilt.py", "tests/test_claims_rules.py", 
                 "tests/test_check.py", "tests/test_cli.py", "tests/test_calibration.py"]
 PAGE_TESTS = ["tests/test_render_values.py", "tests/test_macros_tables.py", "tests/test_macros_pages.py", "tests/test_macros_render.py",
               "tests/test_macros_excerpts.py", "tests/test_claims_handbuilt.py", "tests/test_cli.py"]
-TESTS = {"labkit/stats/claims.py": CLAIMS_TESTS,
+TESTS = {"labkit/stats/claims.py": CLAIMS_TESTS + ["tests/test_build_speed.py"],   # the verdict cache
          "labkit/model.py": CLAIMS_TESTS + ["tests/test_audit_context.py", "tests/test_build_speed.py"],
          "labkit/stats/calibration.py": ["tests/test_calibration.py", "tests/test_claims_sign.py"],
          # the staleness rule: which files of a lab count as measuring code

@@ -131,3 +131,26 @@ def test_an_increasing_claim_lists_every_drop():
     v = claims.evaluate_one(c, {"host": {"emulation": None}, "steps": [], "measurements": ms})
     assert "; drops beyond tolerance: n=2: 5.1 below n=1's 10.1; n=4: 6.1 below n=3's 12.1" in v["evidence"], v["evidence"]
     assert v["verdict"] == "fails"
+
+
+def test_two_sides_of_zeros_have_no_ratio():
+    e = claims.ratio_interval(_side([0, 0, 0]), _side([0, 0, 0]))
+    assert math.isnan(e["estimate"]) and e["method"].startswith("no spread"), e
+
+
+def test_too_few_samples_say_which_side_and_show_both():
+    c = {"id": "f", "statement": "s", "role": "ours", "kind": "compare", "metric": "x", "a": {"side": "a"},
+         "b": {"side": "b"}, "relation": "greater"}
+    v = claims.evaluate_one(c, _result([1.0, 2.0], [1.0, 1.1, 1.2]))
+    assert v["verdict"] == "inconclusive" and v["reason"] == "fewer than 3 samples (a has n=2)"
+    assert v["evidence"] == ("a = side=a: median 1.5 s (min 1, max 2, n=2); b = side=b: median 1.1 s "
+                             "(min 1, max 1.2, n=3); fewer than 3 samples (a has n=2)")
+
+
+def test_an_undecided_series_says_its_interval_straddles_the_factor():
+    c = {"id": "i", "statement": "s", "role": "ours", "kind": "increasing", "metric": "x", "where": {},
+         "over": "n", "factor": 1.0}
+    ms = [model.measurement("x", "s", {"n": 1}, [10.0, 12.0, 8.0]), model.measurement("x", "s", {"n": 2}, [10.5, 12.5, 8.5])]
+    v = claims.evaluate_one(c, {"host": {"emulation": None}, "steps": [], "measurements": ms})
+    assert v["verdict"] == "inconclusive"
+    assert v["reason"] == f"the 95% interval of last/first, {claims.span_text(v['effect'])}, straddles 1", v["reason"]

@@ -205,3 +205,15 @@ def test_a_checkout_owned_by_another_user_is_still_read(repo):
         assert explain(repo, run)[0] == "fresh"
     finally:
         subprocess.run(["chown", "-R", f"{os.getuid()}:{os.getgid()}", str(repo)], check=True)
+
+
+def test_git_that_does_not_answer_leaves_the_state_unknown(repo, monkeypatch):
+    run = git(repo, "rev-parse", "HEAD")
+    stale.last_change.cache_clear()
+    stale.last_change(repo, LAB)                 # the lab's change is known; git then stops answering
+
+    def slow(*args, **kw):
+        raise subprocess.TimeoutExpired(args, 20)
+    monkeypatch.setattr(stale, "_git", slow)
+    assert stale.staleness({"lab": LAB, "run": {"git_commit": run, "git_dirty": False}}, repo) == \
+        ("unknown", "git did not answer")
