@@ -513,3 +513,27 @@ def test_chart_defaults_are_linear_axes_and_no_title(tree):
     charts.take()
     alts = re.findall(r'alt="([^"]*)"', plain)
     assert alts and all(a.startswith("round_trip: round_trip by msize on ") for a in alts)
+
+
+def test_define_env_registers_every_macro_the_pages_call(monkeypatch):
+    """mkdocs-macros' entry point registers each data macro, then the evidence and lesson macros,
+    by their function names, and starts the build's state with the env it was given."""
+    from labkit.site import macros as pkg
+    from labkit.site.macros import hosts
+
+    class Env:
+        def __init__(self):
+            self.names = []
+
+        def macro(self, fn):
+            self.names.append(fn.__name__)
+
+    monkeypatch.setattr(hosts, "_macro_env", None)
+    env = Env()
+    pkg.define_env(env)
+    assert hosts._macro_env is env
+    want = ["results_table", "metrics_table", "chart", "flamegraph", "claims", "verdicts", "cases_table", "provenance",
+            "skips", "hosts_table", "host_provenance", "compare_table", "step_output", "compare_hosts", "cast",
+            "original_table", "original_tables", "original_vs_here", "exercises", "artifact_text", "annotated_output",
+            "tool_exercises", "lab_time", "evidence", "evidence_link", "lesson_start"]
+    assert env.names == want
