@@ -5,6 +5,7 @@ cannot be made, a lock whose holder cannot be named). File layouts and fakes onl
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +74,23 @@ def test_a_held_lock_whose_holder_is_unknown_says_how_to_stop_it(tmp_path, monke
         s.take_lock()
     assert str(exc.value) == ("another run of demo is in progress (pid unknown); "
                               "wait for it to end, or stop it with: kill PID")
+
+
+@pytest.mark.parametrize("environ, owner", [
+    ({"SUDO_UID": "4242", "SUDO_GID": "4343"}, (4242, 4343)),
+    ({"SUDO_UID": "4242"}, (4242, 4242)),          # no SUDO_GID: the user's number for the group too
+    ({}, None),                                     # not under sudo: nothing changes
+])
+def test_a_result_is_given_back_to_the_user_who_ran_sudo(tmp_path, monkeypatch, environ, owner):
+    out = tmp_path / "out"
+    (out / "lab" / "raw").mkdir(parents=True)
+    (out / "lab.json").write_text("{}")
+    (out / "lab" / "link").symlink_to("/etc/hostname")
+    calls = []
+    monkeypatch.setattr(supervisor.os, "chown", lambda p, u, g, follow_symlinks=True: calls.append((Path(p), u, g, follow_symlinks)))
+    supervisor.give_back(out, environ)
+    if owner is None:
+        assert calls == []
+    else:
+        assert sorted(p for p, *_ in calls) == sorted([out, *out.rglob("*")])
+        assert {(u, g, f) for _, u, g, f in calls} == {(*owner, False)}

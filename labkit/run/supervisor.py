@@ -839,14 +839,7 @@ class Supervisor:
         if rec != 0:
             self.out.say(f"labkit record failed (exit {rec})")
             self.finish(1)
-        if os.environ.get("SUDO_UID"):
-            uid = int(os.environ["SUDO_UID"])
-            gid = int(os.environ.get("SUDO_GID") or uid)
-            for p in [self.out_dir, *self.out_dir.rglob("*")]:
-                try:
-                    os.chown(p, uid, gid, follow_symlinks=False)
-                except OSError:
-                    pass
+        give_back(self.out_dir)
         statuses = [row["status"] for row in step_records.read_tsv(self.out_dir / lab.name / "steps.tsv")]
         skipped, failed = statuses.count("skipped"), statuses.count("failed")
         self.out.say(f"result: {self.out_dir}/{lab.name}.json ({skipped} skipped, {failed} failed steps)", "result")
@@ -977,6 +970,23 @@ class Supervisor:
             self.finish(1)
         self.out.say(f"result: {self.out_dir}/{lab.name}.json (guest {lab.guest}, {accel})")
         self.finish(rc if rc >= 0 else 1)
+
+
+def give_back(folder: Path, environ: dict | None = None) -> None:
+    """Under sudo, hand ``folder`` and everything in it to the user who ran sudo (``SUDO_UID``,
+    and ``SUDO_GID`` or else the same number, as sudo(8) sets them), so that the reader can
+    delete or re-record the result without root; symbolic links themselves, not their targets.
+    Without ``SUDO_UID`` nothing changes; a file that cannot be given is left as it is."""
+    env = os.environ if environ is None else environ
+    if not env.get("SUDO_UID"):
+        return
+    uid = int(env["SUDO_UID"])
+    gid = int(env.get("SUDO_GID") or uid)
+    for p in [folder, *folder.rglob("*")]:
+        try:
+            os.chown(p, uid, gid, follow_symlinks=False)
+        except OSError:
+            pass
 
 
 def _live(path: Path) -> bool:
