@@ -323,3 +323,40 @@ def test_a_chart_whose_worker_died_is_drawn_by_the_build(beside, monkeypatch, dr
     filled = beside.fill(img["src"])
     assert len(draws) == 1 and filled.startswith("fig-") and filled.endswith(".svg")
     assert beside.later("cases/x/", two_points(), "q", host="h3") is None   # the rest: drawn at once
+
+
+@pytest.mark.parametrize("cpus, want", [(None, 1), (1, 1), (2, 1), (4, 3), (16, 15)])
+def test_one_cpu_fewer_than_the_machine_draws_at_least_one(monkeypatch, cpus, want):
+    from labkit.site.macros import beside
+    monkeypatch.setattr(beside.os, "cpu_count", lambda: cpus)
+    assert beside.workers() == want
+
+
+def test_a_fresh_process_draws_at_once_until_a_build_starts():
+    """Outside a build (a test, `labkit show`), later() must never hand a chart to workers."""
+    out = subprocess.run([sys.executable, "-c", "from labkit.site.macros import beside; print(beside._active)"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.parametrize("cancel", [False, True])
+def test_finish_waits_for_the_workers_and_cancels_only_when_asked(monkeypatch, cancel):
+    from labkit.site.macros import beside
+    calls = []
+
+    class Pool:
+        def shutdown(self, wait, cancel_futures):
+            calls.append((wait, cancel_futures))
+    monkeypatch.setattr(beside, "_pool", Pool())
+    beside.finish(cancel=True) if cancel else beside.finish()
+    assert calls == [(True, cancel)] and beside._pool is None and beside._active is False
+
+
+def test_workers_that_cannot_start_are_logged_at_info(caplog):
+    from labkit.site.macros import beside
+    beside.start()
+    with caplog.at_level("INFO", logger="mkdocs.plugins.labkit"):
+        beside._give_up(OSError("no semaphores"))
+    assert "labkit: charts are drawn in the build's own process (OSError: no semaphores)" in caplog.messages
+    assert beside._active is False
+    beside.finish()
