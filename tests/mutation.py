@@ -50,6 +50,11 @@ CLAIMS_TESTS = ["tests/test_claims_handbuilt.py", "tests/test_claims_rules.py", 
                 "tests/test_check.py", "tests/test_cli.py", "tests/test_calibration.py"]
 PAGE_TESTS = ["tests/test_render_values.py", "tests/test_macros_tables.py", "tests/test_macros_pages.py", "tests/test_macros_render.py",
               "tests/test_macros_excerpts.py", "tests/test_claims_handbuilt.py", "tests/test_cli.py"]
+# Tests of one page macros module beyond the page tests every macros module runs.
+MACRO_TESTS = {"labkit/site/macros/differ.py": ["tests/test_differ.py"],
+               "labkit/site/macros/runs.py": ["tests/test_audit_context.py"],
+               "labkit/site/macros/claim_tables.py": ["tests/test_claims_rules.py"],
+               "labkit/site/macros/tables.py": ["tests/test_manifest_order.py"]}
 TESTS = {"labkit/stats/claims.py": CLAIMS_TESTS + ["tests/test_build_speed.py"],   # the verdict cache
          "labkit/model.py": CLAIMS_TESTS + ["tests/test_audit_context.py", "tests/test_build_speed.py"],
          "labkit/stats/calibration.py": ["tests/test_calibration.py", "tests/test_claims_sign.py"],
@@ -58,7 +63,7 @@ TESTS = {"labkit/stats/claims.py": CLAIMS_TESTS + ["tests/test_build_speed.py"],
          "labkit/results.py": ["tests/test_results_loading.py", "tests/test_cli.py", "tests/test_check.py"],
          "labkit/view/render.py": PAGE_TESTS, "labkit/view/charts.py": ["tests/test_charts_figure.py"] + PAGE_TESTS + ["tests/test_build_speed.py"],
          # the tool cards' macros (annotated outputs, exercises, lab times) are tested on the cards
-         **{path: PAGE_TESTS + ["tests/test_tools_cards.py"] for path in MACROS},
+         **{path: PAGE_TESTS + ["tests/test_tools_cards.py"] + MACRO_TESTS.get(path, []) for path in MACROS},
          # charts drawn in worker processes during a build: tested with the build's caches
          "labkit/site/macros/beside.py": ["tests/test_build_speed.py"] + PAGE_TESTS,
          # the fake lab (tests/fakelab) runs the supervisor, the journal and `labkit record` for
