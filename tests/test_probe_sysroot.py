@@ -223,8 +223,9 @@ def test_tracefs_missing_says_whether_the_kernel_has_it(tmp_path, monkeypatch):
     monkeypatch.setattr(probe.os, "geteuid", lambda: 0)
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc/filesystems").write_text("nodev\tsysfs\nnodev\ttracefs\n")
-    assert probe.tracefs(tmp_path)["reason"] == "tracefs supported but not mounted (mount -t tracefs nodev /sys/kernel/tracing)"
+    assert probe.tracefs(tmp_path) == {"available": False, "detail": None,
+                                       "reason": "tracefs supported but not mounted (mount -t tracefs nodev /sys/kernel/tracing)"}
     (tmp_path / "proc/filesystems").write_text("nodev\tsysfs\n")
-    assert probe.tracefs(tmp_path)["reason"] == "kernel has no tracefs"
+    assert probe.tracefs(tmp_path) == {"available": False, "reason": "kernel has no tracefs", "detail": None}
     monkeypatch.setattr(probe.os, "geteuid", lambda: 1000)
-    assert probe.tracefs(tmp_path)["reason"] == "tracefs needs root here"
+    assert probe.tracefs(tmp_path) == {"available": False, "reason": "tracefs needs root here", "detail": None}
