@@ -99,7 +99,8 @@ def test_a_result_is_given_back_to_the_user_who_ran_sudo(tmp_path, monkeypatch, 
 def test_a_line_is_written_to_stderr_and_the_log_unless_log_only(tmp_path, capfd, monkeypatch):
     """Output.emit: by default a line goes to the terminal (stderr) and the run's log; with
     log_only to the log alone (a quiet run); the log never gets colour or tags."""
-    monkeypatch.delenv("NO_COLOR", raising=False)
+    from labkit.run import events
+    monkeypatch.delenv(events.ENV, raising=False)      # no kind tags on stderr
     out = supervisor.Output("demo")
     out.log = tmp_path / "demo.log"
     out.emit("the last words, without a newline")
