@@ -537,3 +537,16 @@ def test_define_env_registers_every_macro_the_pages_call(monkeypatch):
             "original_table", "original_tables", "original_vs_here", "exercises", "artifact_text", "annotated_output",
             "tool_exercises", "lab_time", "evidence", "evidence_link", "lesson_start"]
     assert env.names == want
+
+
+def test_template_block_tags_leave_no_blank_lines_or_indentation():
+    """The macros' templates are written indented, one tag a line: a line holding only a block tag
+    disappears from the HTML (Markdown would read a blank or indented line as a new block)."""
+    from labkit.site.macros import templates
+    t = templates._ENV.from_string("<ul>\n  {% for x in xs %}\n  <li>{{ x }}</li>\n  {% endfor %}\n</ul>")
+    assert t.render(xs=[1, 2]) == "<ul>\n  <li>1</li>\n  <li>2</li>\n</ul>"
+
+
+def test_a_ratio_just_under_a_hundred_is_written_without_a_point():
+    from labkit.site.macros.numbers import number
+    assert (number(99.94), number(99.95), number(100.0), number(-99.95)) == ("99.9", "100", "100", "-100")
