@@ -45,7 +45,8 @@ DEFAULT_PATHS = ["labkit/stats/claims.py", "labkit/stats/calibration.py", "labki
                  "labkit/view/charts.py", *MACROS, *CONTRACT_PATHS]
 # The fast tier's unit tests of each module (no lab run, no site build, no browser), quickest
 # first: pytest stops at the first failure, so most mutants cost a second or two.
-CLAIMS_TESTS = ["tests/test_claims_handbuilt.py", "tests/test_claims_rules.py", "tests/test_claims_intervals.py",
+CLAIMS_TESTS = ["tests/test_claims_handbuilt.py", "tests/test_claims_rules.py", "tests/test_claims_boundaries.py",
+                "tests/test_claims_intervals.py",
                 "tests/test_claims_sign.py", "tests/test_results_loading.py", "tests/test_claims_contract.py",
                 "tests/test_check.py", "tests/test_cli.py", "tests/test_calibration.py"]
 PAGE_TESTS = ["tests/test_render_values.py", "tests/test_macros_tables.py", "tests/test_macros_pages.py", "tests/test_macros_render.py",

@@ -121,10 +121,10 @@ def increasing(r: dict, monkeypatch, lo: float, hi: float, factor: float = F, to
     (lo, hi); a drop's interval is the real one (sides without spread: the values)."""
     real = claims._interval
 
-    def fake(a, b, statistic, paired):
+    def fake(a, b, statistic, paired, interval="t"):
         if a == tuple(r["measurements"][-1]["samples"]) and b == tuple(r["measurements"][0]["samples"]):
             return (lo if math.isfinite(lo) else 1.0), lo, hi, "set by the test"
-        return real.__wrapped__(a, b, statistic, paired)
+        return real.__wrapped__(a, b, statistic, paired, interval)
     monkeypatch.setattr(claims, "_interval", fake)
     c = {"id": "t", "statement": "t", "metric": "x", "role": "ours", "kind": "increasing", "where": {},
          "over": "k", "factor": factor, "tolerance": tolerance}
