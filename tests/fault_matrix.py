@@ -53,6 +53,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from labrun import ROOT, group_progress, host_state, lab_command, progress_boundary, run_lab, signal_at, state_diff, tagged_processes  # noqa: E402
 from labkit.run import events  # noqa: E402
+from labkit.run.supervisor import starttime  # noqa: E402
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]
 EXPECTED_RC = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
@@ -300,10 +301,23 @@ def wait_for_lock(script: str | Path, timeout: int = 3600) -> None:
                                                      else script), "true"], check=False)
 
 
+def run_alive(tag: str) -> bool:
+    """Whether the run of ``tag`` (``<lab>.<pid>.<start>``: its supervisor's PID and start time,
+    labkit/run/supervisor.py) is still going: that supervisor is alive. A process carrying the
+    tag of a run whose supervisor is gone is a stray (a test that failed, a run killed by hand),
+    which no waiting will end."""
+    try:
+        _, pid, start = tag.rsplit(".", 2)
+        return starttime(int(pid)) == start
+    except (ValueError, OSError):
+        return False
+
+
 def other_runs(ours: str | None = None) -> list[str]:
-    """Processes of lab runs other than the one whose tag starts with ``ours`` (every lab run
-    tags its processes): on a shared machine they change the host state this matrix compares."""
-    return [p for p in tagged_processes() if not (ours and p.split()[1].startswith(ours))]
+    """Processes of lab runs that are still going, other than the one whose tag starts with
+    ``ours`` (every lab run tags its processes): on a shared machine they change the host state
+    this matrix compares. Strays of ended runs are left out (:func:`run_alive`)."""
+    return [p for p in tagged_processes() if not (ours and p.split()[1].startswith(ours)) and run_alive(p.split()[1])]
 
 
 def wait_quiet(timeout: int = 3600) -> None:

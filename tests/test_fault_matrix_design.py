@@ -3,9 +3,13 @@ into steps, and which boundary of each step each signal gets. Pure functions, fa
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import time
 
 import fault_matrix as fm
+from labrun import tagged_processes
 
 SIGS = [s.name for s in fm.SIGNALS]
 
@@ -143,3 +147,23 @@ def test_the_pace_line_gives_the_time_left_at_this_pace():
     assert fm.pace(50, 150, 300) == "fault matrix: 50 cases in 5 min this run; 150 to go, at this pace at least 15 min"
     assert fm.pace(100, 1380, 900) == "fault matrix: 100 cases in 15 min this run; 1380 to go, at this pace at least 3 h 27 min"
     assert fm.pace(3, 1, 20) == "fault matrix: 3 cases in 20 s this run; 1 to go, at this pace at least 7 s"
+
+
+def test_a_stray_of_an_ended_run_is_not_waited_for():
+    """The matrix waits for other lab runs on a shared machine (their host changes would show in
+    its comparison), but a process that carries the tag of a run whose supervisor is gone (a
+    test that failed, a run killed by hand) ends no matter how long one waits: left out."""
+    from labkit.run.supervisor import starttime
+    me = os.getpid()
+    assert fm.run_alive(f"lab.{me}.{starttime(me)}")
+    assert not fm.run_alive(f"lab.{me}.1")                  # the PID came back for another process
+    assert not fm.run_alive("fakelab.4194305.1")            # above any PID
+    assert not fm.run_alive("no-tag") and not fm.run_alive("lab.x.y")
+    stray = subprocess.Popen(["sleep", "60"], env=dict(os.environ, PCB_LAB_RUN="fakelab.4194305.1"))
+    try:
+        time.sleep(0.2)
+        assert any(p.split()[1] == "fakelab.4194305.1" for p in tagged_processes())
+        assert not [p for p in fm.other_runs() if p.split()[1] == "fakelab.4194305.1"]
+    finally:
+        stray.kill()
+        stray.wait()

@@ -274,3 +274,4 @@ def test_a_loop_device_gets_its_read_ahead_back(tmp_path):
         assert re.search(rf"losetup --show .*{dev} ", run.stderr), run.stderr[-2000:]  # the device marked
     finally:
         ra.write_text(old + "\n")
+
