@@ -154,7 +154,8 @@ def _wrap(command: str, width: int = 40) -> str:
 
 def _boot_time(lab: str, where: dict) -> str:
     """"2.8 s on HOST" per host whose result of ``lab`` has ``boot_time`` measurements matching
-    ``where`` (their median; "2.8 s, emulated, on HOST" for an emulated guest), joined by "; ".
+    ``where`` (their median; "2.8 s, emulated, on HOST" where the CPU was emulated:
+    :func:`labkit.stats.claims.emulated`), joined by "; ".
 
     Raises:
         MacroError: no host has such a measurement.
@@ -162,6 +163,7 @@ def _boot_time(lab: str, where: dict) -> str:
     import statistics
 
     from .. import model
+    from ..stats import claims
     from ..view import render
     from . import macros
     from .macros.numbers import number
@@ -170,7 +172,7 @@ def _boot_time(lab: str, where: dict) -> str:
         ms = model.select(r, "boot_time", where)
         xs = [x for m in ms for x in m["samples"]]
         if xs:
-            emu = ", emulated," if any(m.get("emulation") for m in ms) else ""
+            emu = ", emulated," if claims.emulated(r, ms) else ""   # TCG, not a KVM guest
             out.append(f"{render.esc(number(statistics.median(xs)))} s{emu} on {render.host_label(r['host'], host.title)}")
     if not out:
         raise macros.MacroError(f"lesson_start({lab!r}): no host has boot_time measurements where {where}")

@@ -449,11 +449,11 @@ def _interval(a: tuple, b: tuple, statistic: str, paired: bool, interval: str = 
             ratios = xa / xb
         if np.isnan(ratios).any():
             raise ClaimError(f"pair {int(np.flatnonzero(np.isnan(ratios))[0]) + 1} is 0 ÷ 0: it has no ratio")
-        est = float(np.median(ratios))
+        est, n, k = float(np.median(ratios)), len(ratios), sign_rank(len(ratios))
         lo, hi = sign_interval(ratios)
         if np.isnan(lo):
-            return est, lo, hi, f"too few pairs for a sign interval: {len(ratios)} (it needs at least {SIGN_MIN_N})"
-        return est, min(lo, est), max(hi, est), f"sign interval of the median of paired ratios (ranks {sign_rank(len(ratios))} and {len(ratios) + 1 - sign_rank(len(ratios))})"
+            return est, lo, hi, f"too few pairs for a sign interval: {n} (it needs at least {SIGN_MIN_N})"
+        return est, min(lo, est), max(hi, est), f"sign interval of the median of paired ratios (ranks {k} and {n + 1 - k})"
     if paired:
         with np.errstate(all="ignore"):
             ratios = xa / xb
