@@ -304,6 +304,25 @@ def _cmd_check(a) -> int:
     return 0
 
 
+def _recover_audit_rules() -> tuple[int, int]:
+    """Remove the task,never rules of runs whose supervisor is gone
+    (:func:`labkit.run.auditctx.orphans`): a run killed before its undo whose journal went with
+    its out directory leaves one. Returns (status: 0 when none is left, 1 when one could not be
+    removed; how many were found)."""
+    import os
+    import shutil
+    from .run import auditctx
+    if os.geteuid() != 0 or shutil.which("auditctl") is None:
+        return 0, 0
+    status, gone = 0, auditctx.orphans(auditctx.rules())
+    for pid in gone:
+        ok = auditctx.remove(pid)
+        print(f"labkit recover: the audit rule '{auditctx.rule_for(pid)}' of a run that is gone (pid {pid}): "
+              f"{'removed' if ok else 'could not be removed'}", file=sys.stderr)
+        status |= not ok
+    return status, len(gone)
+
+
 def _cmd_recover(a) -> int:
     """Find the journals of killed lab runs and undo each with its lab's ``run.sh --recover``."""
     import os
@@ -315,11 +334,12 @@ def _cmd_recover(a) -> int:
             raise UsageError(f"--out {d}: no such folder")
     scratch = [Path(d) for d in a.scratch] if a.scratch else [Path(os.environ.get("TMPDIR") or "/tmp")]
     files = journal.find(outs, scratch)
+    status, removed = _recover_audit_rules()
     if not files:
-        print(f"labkit recover: nothing to recover (no journal in {', '.join(map(str, outs + scratch))})",
+        what = "no journal" if removed else "nothing to recover (no journal"
+        print(f"labkit recover: {what} in {', '.join(map(str, outs + scratch))}{')' * (not removed)}",
               file=sys.stderr)
-        return 0
-    status = 0
+        return status
     for f in files:
         try:
             j = journal.read(f)
@@ -428,7 +448,9 @@ def parser() -> argparse.ArgumentParser:
     rc = sub.add_parser("recover", help="undo what killed lab runs left behind (their journals)",
                         description="Find the journals of lab runs that were killed (SIGKILL, OOM, a closed CI "
                                     "job) and undo what each holds with labs/LAB/run.sh --recover: mounts, loop "
-                                    "devices, knobs, tracefs, namespaces, processes. Exit 0 when nothing is left "
+                                    "devices, knobs, tracefs, namespaces, processes. As root, also remove the "
+                                    "audit task,never rule of a run whose supervisor is gone and whose journal "
+                                    "went with its out directory. Exit 0 when nothing is left "
                                     "to undo, 1 when something could not be undone.")
     rc.add_argument("--out", action="append", metavar="DIR",
                     help="a host folder or a folder of host folders to search (repeatable; default: "

@@ -215,3 +215,45 @@ def test_the_provenance_warns_where_contexts_were_present(tree):
     assert runs.audit_note({**x86, "audit_context": None, "audit_ever_enabled": True})
     assert not runs.audit_note({**x86, "audit_context": "suppressed with task,never"})
     assert not runs.audit_note({**x86, "audit_context": None, "audit_ever_enabled": False})
+
+
+def _proc(tmp_path: Path, pid: int, state: str, cmdline: bytes) -> None:
+    d = tmp_path / str(pid)
+    d.mkdir()
+    (d / "stat").write_text(f"{pid} (py (x)) {state} 1 {pid} {pid} 0 -1\n")
+    (d / "cmdline").write_bytes(cmdline)
+
+
+def test_a_run_rule_is_an_orphan_only_when_its_supervisor_is_gone(tmp_path):
+    """orphans(): the runs' rules whose PID is no live labkit process (gone, a zombie, or reused
+    by another program); other task,never rules and a live supervisor's rule are left alone."""
+    _proc(tmp_path, 10, "S", b"/venv/bin/python\0-m\0labkit.run.supervisor\0fstime\0")
+    _proc(tmp_path, 11, "Z", b"")
+    _proc(tmp_path, 12, "S", b"/usr/bin/sleep\x00100\x00")
+    _proc(tmp_path, 13, "R", b"python3\0-m\0labkit\0")
+    alive = lambda pid: auditctx.supervisor_alive(pid, proc=tmp_path)  # noqa: E731
+    assert [alive(p) for p in (10, 11, 12, 13, 14)] == [True, False, False, True, False]
+    loaded = [auditctx.rule_for(p) for p in (10, 11, 12, 13, 14)] + [
+        auditctx.PLAIN, "-a never,task -F pid!=15 -F uid=0", "-a always,exit -F arch=b64 -S openat"]
+    assert auditctx.orphans(loaded, alive=alive) == [11, 12, 14]
+    assert auditctx.orphans(None, alive=alive) == [] and auditctx.orphans([], alive=alive) == []
+
+
+def test_recover_removes_an_orphan_rule_and_keeps_a_live_ones(monkeypatch, capsys):
+    """labkit recover (as root with auditctl) deletes exactly the rules of gone supervisors and
+    says so; with none, it says there was nothing to recover."""
+    from labkit import cli
+    ctl = Auditctl(rules=[auditctx.rule_for(7), auditctx.rule_for(8), auditctx.PLAIN])
+    monkeypatch.setattr(auditctx.rules, "__defaults__", (ctl,))
+    monkeypatch.setattr(auditctx.remove, "__defaults__", (ctl,))
+    monkeypatch.setattr(auditctx.orphans, "__defaults__", (lambda pid: pid == 8,))
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    monkeypatch.setattr("shutil.which", lambda name: "/sbin/auditctl")
+    assert cli._recover_audit_rules() == (0, 1)
+    assert ctl.rules == [auditctx.rule_for(8), auditctx.PLAIN]
+    assert "'-a never,task -F pid!=7' of a run that is gone (pid 7): removed" in capsys.readouterr().err
+    assert cli._recover_audit_rules() == (0, 0) and capsys.readouterr().err == ""
+    ctl.rules.append(auditctx.rule_for(9))
+    monkeypatch.setattr(auditctx, "remove", lambda pid: False)
+    assert cli._recover_audit_rules() == (1, 1)
+    assert "could not be removed" in capsys.readouterr().err

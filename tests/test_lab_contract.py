@@ -517,6 +517,34 @@ def test_a_killed_run_leaves_its_task_never_rule_and_recover_removes_it(tmp_path
     assert added and added.group(1) not in audit_rules_now(), done.stderr
 
 
+@pytest.mark.skipif(not is_root() or shutil.which("auditctl") is None, reason="audit rules need root and auditctl")
+def test_labkit_recover_removes_the_rule_of_a_killed_run_whose_journal_is_gone(tmp_path, host):
+    """SIGKILL, then the out and scratch directories removed (the journal and its copy with
+    them): labkit recover still finds the run's task,never rule by its gone supervisor PID and
+    deletes exactly that one; a rule on the host's list it did not add stays."""
+    before = audit_rules_now()
+    if "-a never,task" in before or any(not r.startswith("-a never,task") for r in before):
+        pytest.skip(f"this host's own audit rules decide its audit context: {before}")
+    env = dict(os.environ, **fake_env(tmp_path, host, FAKELAB_SLEEP=20), **unknown_audit_env(tmp_path))
+    args = ["--host", "fake", "--out", str(tmp_path / "out"), "--scratch", str(tmp_path / "scratch")]
+    got = signal_at(lab_command(FAKE, "--only", "work", *args), progress_boundary("work", 1), signal.SIGKILL, env=env)
+    assert got.rc == -signal.SIGKILL
+    rule = f"-a never,task -F pid!={got.pid}"
+    try:
+        assert rule in audit_rules_now()
+        for p in tagged_processes(f"fakelab.{got.pid}."):
+            os.kill(int(p.split()[0]), signal.SIGKILL)
+        shutil.rmtree(tmp_path / "out")
+        shutil.rmtree(tmp_path / "scratch")
+        rec = subprocess.run([sys.executable, "-m", "labkit", "recover", "--out", str(tmp_path),
+                              "--scratch", str(tmp_path)], capture_output=True, text=True, env=env, timeout=60)
+        assert rec.returncode == 0, rec.stderr
+        assert f"the audit rule '{rule}' of a run that is gone (pid {got.pid}): removed" in rec.stderr, rec.stderr
+        assert audit_rules_now() == before
+    finally:
+        subprocess.run(["auditctl", "-d", "task,never", "-F", f"pid!={got.pid}"], capture_output=True, timeout=20)
+
+
 @pytest.mark.skipif(not is_root(), reason="mounting a small tmpfs needs root")
 def test_full_scratch_disk_stops_with_one_line_and_undoes(tmp_path, host):
     small = tmp_path / "small"

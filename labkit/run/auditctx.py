@@ -36,6 +36,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 NEVER = "never enabled"
 SUPPRESSED = "suppressed with task,never"
@@ -120,6 +121,30 @@ def remove(pid: int, run=_auditctl) -> bool:
         return False
     after = rules(run)
     return after is not None and rule_for(pid) not in after
+
+
+_RUN_RULE = re.compile(r"^-a never,task -F pid!=(\d+)$")
+
+
+def supervisor_alive(pid: int, proc: Path = Path("/proc")) -> bool:
+    """Whether PID ``pid`` is a live lab-run supervisor: a process that is not a zombie and whose
+    command line names ``labkit`` (a reused PID of some other program is not)."""
+    try:
+        state = (proc / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        cmdline = (proc / str(pid) / "cmdline").read_bytes()
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X") and b"labkit" in cmdline
+
+
+def orphans(loaded: list[str] | None, alive=supervisor_alive) -> list[int]:
+    """The supervisor PIDs of the runs' rules (:func:`rule_for`) in ``loaded`` (:func:`rules`)
+    whose supervisor is gone: a run killed before its undo whose journal is gone too (deleted
+    with its out directory). Such a rule keeps an audit context off every process the host
+    starts, so no audited measurement is possible until it is removed. Sorted; [] when
+    ``loaded`` is None."""
+    pids = (int(m.group(1)) for r in loaded or [] if (m := _RUN_RULE.match(r)))
+    return sorted(pid for pid in pids if not alive(pid))
 
 
 def suppress(host: dict, pid: int, defer, say=lambda _m: None, run=_auditctl) -> str:
