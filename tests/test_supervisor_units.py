@@ -107,3 +107,92 @@ def test_a_line_is_written_to_stderr_and_the_log_unless_log_only(tmp_path, capfd
     out.emit("only for the log", log_only=True)
     assert capfd.readouterr().err == "the last words, without a newline\n"
     assert out.log.read_text() == "the last words, without a newline\nonly for the log\n"
+
+
+# ---- --guest: what the supervisor hands labkit.guest -------------------------------------------
+
+def _guest_lab(tmp_path, **kw) -> supervisor.Lab:
+    lab = _sup(tmp_path).lab
+    lab.guest, lab.host = "arm64", "qemu-arm64-tcg"
+    for k, v in kw.items():
+        setattr(lab, k, v)
+    return lab
+
+
+@pytest.mark.parametrize("stdout, raises, want", [
+    ("kvm\n", None, "kvm"), ("tcg\n", None, "tcg"), ("", None, "tcg"),
+    (None, OSError("no python"), "tcg"), (None, supervisor.subprocess.TimeoutExpired("x", 120), "tcg")])
+def test_the_guest_accelerator_is_asked_of_labkit_guest_and_tcg_otherwise(stdout, raises, want):
+    calls = []
+
+    def run(argv, **kw):
+        calls.append((argv, kw))
+        if raises:
+            raise raises
+        return supervisor.subprocess.CompletedProcess(argv, 0, stdout, "")
+
+    assert supervisor.guest_accel("arm64", run=run) == want
+    assert calls[0][0] == [supervisor.PY, "-m", "labkit.guest", "accel", "--arch", "arm64"]
+    assert calls[0][1]["timeout"] == 120
+
+
+@pytest.mark.parametrize("commit, dirty, exported", [
+    ("3e9992e9" * 5, False, "PCB_GIT_COMMIT=3e9992e93e9992e93e9992e93e9992e93e9992e9 PCB_GIT_DIRTY=0"),
+    ("3e9992e9" * 5, True, "PCB_GIT_DIRTY=1"),
+    (None, None, "export PCB_GIT_COMMIT='' PCB_GIT_DIRTY=1"),   # unknown: never claimed clean
+])
+def test_the_guest_job_carries_the_commit_and_never_claims_a_clean_checkout_it_did_not_check(
+        tmp_path, commit, dirty, exported):
+    text = supervisor.guest_job_text(_guest_lab(tmp_path), commit, dirty)
+    assert exported in text
+    assert "--labs demo --host qemu-arm64-tcg --out /out/results --full" in text
+
+
+def test_the_guest_job_of_a_quick_run_of_some_groups(tmp_path):
+    text = supervisor.guest_job_text(_guest_lab(tmp_path, quick=True, only=["setup", "guest"]), "a" * 40, False)
+    assert text.splitlines()[-1] == "bash .github/ci-labs.sh --labs demo --host qemu-arm64-tcg --out /out/results --only setup,guest"
+
+
+@pytest.mark.parametrize("quick, timeout", [(True, "3600"), (False, "14400")])
+def test_the_guest_run_command(tmp_path, quick, timeout):
+    argv = supervisor.guest_run_argv(_guest_lab(tmp_path, quick=quick), tmp_path / "job", tmp_path / "s", "epyc")
+    assert argv[:4] == [supervisor.PY, "-m", "labkit.guest", "run"]
+    opts = dict(zip(argv[4::2], argv[5::2]))
+    assert opts == {"--arch": "arm64", "--profile": "lab", "--mem": "3072", "--cpus": "2",
+                    "--job": str(tmp_path / "job"), "--out": str(tmp_path / "s" / "out"),
+                    "--work": str(tmp_path / "s" / "work"), "--out-mib": "2048", "--scratch-mib": "8192",
+                    "--host-label": "epyc", "--timeout": timeout}
+
+
+# ---- the run's processes ------------------------------------------------------------------------
+
+class _NoJournalFile:
+    path = Path("/nonexistent/.demo.journal")
+    copy = None
+
+
+def test_a_run_that_never_began_stops_no_process(tmp_path, monkeypatch):
+    """Before begin() a run has no tag: undoing its (empty) journal stops nothing."""
+    stopped = []
+    monkeypatch.setattr(supervisor, "stop_run", lambda tag, *a: stopped.append(tag) or True)
+    s = _sup(tmp_path)
+    s.journal = _NoJournalFile()
+    assert s.undo_all() and stopped == []
+    s.tag = "demo.1.2"
+    assert s.undo_all() and stopped == ["demo.1.2"]
+
+
+def test_relay_ends_soon_after_its_child_while_a_grandchild_holds_the_pipe(tmp_path):
+    """The child exits at once and leaves a background process holding its stderr: relay()
+    notices the exit within one 0.2-s wait and returns, not when the pipe closes (3 s)."""
+    import time
+    s = _sup(tmp_path)
+    pidfile = tmp_path / "grandchild.pid"
+    t0 = time.monotonic()
+    rc = s.relay(["sh", "-c", f"echo first >&2; sleep 3 & echo $! > {pidfile}; exit 7"], dict(os.environ))
+    took = time.monotonic() - t0
+    try:
+        os.kill(int(pidfile.read_text()), 15)
+    except (OSError, ValueError):
+        pass
+    assert rc == 7 and took < 0.9, took

@@ -918,15 +918,10 @@ class Supervisor:
     def guest(self) -> None:
         """--guest ARCH: the whole lab in a QEMU guest (labkit.guest) with a copy of the checkout
         as git tracks it; the result and its artifacts come back to the out directory."""
-        from ..guest import job as guest
         from ..record import git_commit, measuring_code
         lab = self.lab
         self.take_lock()
-        try:
-            accel = subprocess.run([PY, "-m", "labkit.guest", "accel", "--arch", lab.guest], capture_output=True,
-                                   text=True, timeout=120).stdout.strip() or "tcg"
-        except (OSError, subprocess.SubprocessError):
-            accel = "tcg"
+        accel = guest_accel(lab.guest)
         lab.host = lab.host or f"qemu-{lab.guest}-{accel}"
         self.out_dir = Path(lab.out) if lab.out else ROOT / "local-results" / lab.host
         self.begin("guest")
@@ -941,15 +936,11 @@ class Supervisor:
             subprocess.run(["cp", "-a", str(tools / "bin"), str(tools / ".crates.toml"), str(job / "repo" / ".tools/")],
                            check=False)
         commit, dirty = git_commit(ROOT, measuring_code(lab.name))
-        (job / "run").write_text(guest.job_script(lab.name, lab.host, commit or "", dirty is not False, lab.quick,
-                                                  ",".join(lab.only) if lab.only else ""))
+        (job / "run").write_text(guest_job_text(lab, commit, dirty))
         self.out.say(f"{lab.title}: inside an {lab.guest} guest ({accel}), host label {lab.host}, "
                      f"{'quick' if lab.quick else 'full'} run, scratch {self.scratch}")
         from . import probe
-        rc = self.relay([PY, "-m", "labkit.guest", "run", "--arch", lab.guest, "--profile", "lab", "--mem", "3072",
-                         "--cpus", "2", "--job", str(job), "--out", str(self.scratch / "out"), "--work",
-                         str(self.scratch / "work"), "--out-mib", "2048", "--scratch-mib", "8192", "--host-label",
-                         probe.default_label(), "--timeout", "3600" if lab.quick else "14400"], self.child_env())
+        rc = self.relay(guest_run_argv(lab, job, self.scratch, probe.default_label()), self.child_env())
         self.check_stop()
         got = self.scratch / "out" / "results" / lab.host
         if not (got / f"{lab.name}.json").is_file():
@@ -970,6 +961,37 @@ class Supervisor:
             self.finish(1)
         self.out.say(f"result: {self.out_dir}/{lab.name}.json (guest {lab.guest}, {accel})")
         self.finish(rc if rc >= 0 else 1)
+
+
+def guest_accel(arch: str, run=subprocess.run) -> str:
+    """The accelerator a guest of ``arch`` gets here, as ``python -m labkit.guest accel --arch
+    ARCH`` prints it ("kvm" or "tcg"); "tcg" when that prints nothing or cannot run (120 s)."""
+    try:
+        return run([PY, "-m", "labkit.guest", "accel", "--arch", arch], capture_output=True, text=True,
+                   timeout=120).stdout.strip() or "tcg"
+    except (OSError, subprocess.SubprocessError):
+        return "tcg"
+
+
+def guest_job_text(lab: Lab, commit: str | None, dirty: bool | None) -> str:
+    """``/job/run`` of a --guest run of ``lab`` (:func:`labkit.guest.job.job_script`):
+    ``commit``/``dirty`` as :func:`labkit.record.git_commit` gives them; an unknown commit is
+    passed as "", and an unknown dirtiness (None) as dirty, so that the result never claims a
+    clean checkout it could not check."""
+    from ..guest import job as guest
+    return guest.job_script(lab.name, lab.host, commit or "", dirty is not False, lab.quick,
+                            ",".join(lab.only) if lab.only else "")
+
+
+def guest_run_argv(lab: Lab, job: Path, scratch: Path, label: str) -> list[str]:
+    """The ``python -m labkit.guest run`` command of a --guest run: the lab profile, 3 GiB and
+    2 vCPUs, the job directory, out/ and work/ in the run's ``scratch``, a 2 GiB out disk and an
+    8 GiB scratch disk, the host's own ``label`` (the guest records where it ran), and a
+    timeout of 1 h for a quick run, 4 h for a full one."""
+    return [PY, "-m", "labkit.guest", "run", "--arch", lab.guest, "--profile", "lab", "--mem", "3072",
+            "--cpus", "2", "--job", str(job), "--out", str(scratch / "out"), "--work", str(scratch / "work"),
+            "--out-mib", "2048", "--scratch-mib", "8192", "--host-label", label,
+            "--timeout", "3600" if lab.quick else "14400"]
 
 
 def give_back(folder: Path, environ: dict | None = None) -> None:
