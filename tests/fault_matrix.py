@@ -53,7 +53,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from labrun import ROOT, group_progress, host_state, lab_command, progress_boundary, run_lab, signal_at, state_diff, tagged_processes  # noqa: E402
 from labkit.run import events  # noqa: E402
-from labkit.run.supervisor import starttime  # noqa: E402
+from labkit.run.supervisor import lock_path, starttime  # noqa: E402
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]
 EXPECTED_RC = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
@@ -291,14 +291,15 @@ def breadth_first(cases: list[Case]) -> list[Case]:
 
 def lock_free(lab: str) -> bool:
     """Whether no run of ``lab`` holds its lock right now."""
-    return subprocess.run(["flock", "-n", str(script_of(lab)), "true"]).returncode == 0
+    return subprocess.run(["flock", "-n", str(lock_path(lab)), "true"]).returncode == 0
 
 
 def wait_for_lock(script: str | Path, timeout: int = 3600) -> None:
-    """Wait until no run of the lab holds its lock (another run on a shared machine): a case
-    must not be refused for that. flock on the lab's run.sh, as its supervisor takes it (labkit/run/supervisor.py)."""
-    subprocess.run(["flock", "-w", str(timeout), str(script_of(str(script)) if not str(script).endswith(".sh")
-                                                     else script), "true"], check=False)
+    """Wait until no run of the lab (a name, or its run.sh: the folder's name) holds its lock
+    (another run on a shared machine): a case must not be refused for that. flock on the
+    host's lock file of the lab, as its supervisor takes it (labkit/run/supervisor.py)."""
+    name = Path(script).parent.name if str(script).endswith(".sh") else str(script)
+    subprocess.run(["flock", "-w", str(timeout), str(lock_path(name)), "true"], check=False)
 
 
 def run_alive(tag: str) -> bool:

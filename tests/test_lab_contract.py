@@ -105,8 +105,12 @@ def host(tmp_path):
 
 
 def fake_env(work: Path, host: Path, **extra) -> dict:
+    """The fake lab's environment: fault_matrix.case_env's, its host directory, and a lock
+    directory of this test's own (beside the host directory: every run of one test shares it)."""
     env = fm.case_env(work)
-    env.update(FAKELAB_DIR=str(host), **{k: str(v) for k, v in extra.items()})
+    locks = host.parent / "locks"
+    locks.mkdir(exist_ok=True)
+    env.update(FAKELAB_DIR=str(host), PCB_LOCK_DIR=str(locks), **{k: str(v) for k, v in extra.items()})
     return env
 
 
@@ -641,6 +645,32 @@ def test_signal_dispositions_are_reset_for_labs():
         assert not ignored & (1 << (sig - 1)), f"{sig.name} still ignored"
 
 
+def test_a_second_checkout_cannot_run_the_lab_while_one_runs(tmp_path, host):
+    """The lock is the host's, not the checkout's: while a run of the fake lab is on, a run of
+    the same lab from another copy of run.sh (another clone) is refused in one line naming the
+    running one's PID, and starts once it has ended."""
+    other = tmp_path / "clone" / "tests" / "fakelab"
+    other.mkdir(parents=True)
+    (other / "run.sh").write_text(FAKE.read_text().replace('"$(dirname "$0")', f'"{FAKE.parent}'))
+    env = dict(os.environ, **fake_env(tmp_path, host, FAKELAB_SLEEP=3))
+    args = ["--only", "work", "--host", "fake", "--scratch", str(tmp_path / "scratch")]
+    first = subprocess.Popen(lab_command(FAKE, *args, "--out", str(tmp_path / "out")), env=env,
+                             stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        for line in first.stderr:
+            if "== [" in line:
+                break
+        second = subprocess.run(["bash", str(other / "run.sh"), *args, "--out", str(tmp_path / "out2")],
+                                capture_output=True, text=True, env=env, timeout=60)
+        assert second.returncode == 2, second.stderr
+        assert second.stderr.strip() == (f"run.sh: another run of fakelab is in progress (pid {first.pid}); wait for "
+                                         f"it to end, or stop it with: kill {first.pid}"), second.stderr
+    finally:
+        first.stderr.read()
+        assert first.wait(timeout=60) == 0
+    assert_host_as_before(tmp_path, host)
+
+
 def test_a_run_right_after_a_kill_names_recover_not_a_run_in_progress(tmp_path, host):
     """A run started right after SIGKILL, while a process of the killed run still holds the lock
     (on a loaded host it can take seconds to exit), waits for it and refuses with the --recover
@@ -649,7 +679,7 @@ def test_a_run_right_after_a_kill_names_recover_not_a_run_in_progress(tmp_path, 
     args = ["--only", "work", "--host", "fake", "--out", str(tmp_path / "out"), "--scratch", str(tmp_path / "scratch")]
     got = signal_at(lab_command(FAKE, *args), progress_boundary("work", 1), signal.SIGKILL, env=env)
     assert got.rc == -signal.SIGKILL and (host / "knob").read_text() == "changed\n"
-    holder = subprocess.Popen(["flock", str(FAKE), "sleep", "2"])   # the lock, held 2 s more
+    holder = subprocess.Popen(["flock", str(tmp_path / "locks" / "perf-casebook.fakelab.lock"), "sleep", "2"])   # the lock, held 2 s more
     time.sleep(0.3)
     try:
         again = subprocess.run(lab_command(FAKE, *args), capture_output=True, text=True, env=env, timeout=60)
@@ -685,7 +715,7 @@ def test_recover_right_after_a_kill_waits_for_the_lock_and_ignores_a_zombie(tmp_
     fields[2], fields[3] = str(zombie.pid), start
     lines[run] = "\t".join(fields)
     journal.write_text("\n".join(lines) + "\n")
-    holder = subprocess.Popen(["flock", str(FAKE), "sleep", "2"])   # the lock, held 2 s more
+    holder = subprocess.Popen(["flock", str(tmp_path / "locks" / "perf-casebook.fakelab.lock"), "sleep", "2"])   # the lock, held 2 s more
     time.sleep(0.3)
     try:
         rec = subprocess.run(lab_command(FAKE, "--recover", "--out", str(tmp_path / "out")), capture_output=True,

@@ -196,3 +196,31 @@ def test_relay_ends_soon_after_its_child_while_a_grandchild_holds_the_pipe(tmp_p
     except (OSError, ValueError):
         pass
     assert rc == 7 and took < 0.9, took
+
+
+# ---- the lock -----------------------------------------------------------------------------------
+
+def test_the_lock_is_the_hosts_per_lab(tmp_path, monkeypatch):
+    """/run/lock/perf-casebook.<lab>.lock by default, PCB_LOCK_DIR's when set, the temporary
+    directory's when the lock directory cannot take a file; two Locks on one lab's file (two
+    checkouts) exclude each other, two labs do not."""
+    monkeypatch.delenv("PCB_LOCK_DIR", raising=False)
+    monkeypatch.setattr(supervisor, "LOCK_DIR", tmp_path / "run-lock")
+    (tmp_path / "run-lock").mkdir()
+    assert supervisor.lock_path("fstime") == tmp_path / "run-lock" / "perf-casebook.fstime.lock"
+    monkeypatch.setenv("PCB_LOCK_DIR", str(tmp_path / "mine"))
+    (tmp_path / "mine").mkdir()
+    assert supervisor.lock_path("fstime") == tmp_path / "mine" / "perf-casebook.fstime.lock"
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    assert supervisor.lock_path("fstime", tmp_path / "absent") == tmp_path / "tmp" / "perf-casebook.fstime.lock"
+    a, b = supervisor.Lock(supervisor.lock_path("fstime")), supervisor.Lock(supervisor.lock_path("fstime"))
+    c = supervisor.Lock(supervisor.lock_path("lat_tcp"))
+    assert a.take() and not b.take() and c.take()
+    assert (supervisor.lock_path("fstime").stat().st_mode & 0o777) == 0o644
+    os.close(a.fd)
+    assert b.take(wait=1)
+    for lock in (b, c):
+        os.close(lock.fd)

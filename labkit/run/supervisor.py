@@ -6,7 +6,8 @@ environment (``PCB_LAB_NAME``, ``PCB_LAB_TITLE``, ``PCB_LAB_TOOLS``, ``PCB_LAB_G
 ``NAME<TAB>DESCRIPTION<TAB>always?`` line per group). The process keeps run.sh's PID. It owns:
 
 - the command line (``--help``; bad usage is one line on stderr and exit 2, nothing started);
-- the lock: one run per lab (flock on the lab's run.sh, held by this process only);
+- the lock: one run per lab and host (flock on ``/run/lock/perf-casebook.<lab>.lock``, held by
+  this process only);
 - the journal ``<out>/.<lab>.journal`` and its copy ``<scratch>/.pcb-journal`` (so that
   ``--recover --scratch`` finds it when the out directory is gone), see :mod:`labkit.run.journal`;
 - the run's processes: the lab's bash ("the body": ``PCB_LAB_ROLE=body``, the groups' steps)
@@ -471,17 +472,40 @@ class Journal:
         return self.write("do", self.seq, desc, quote(*cmd))
 
 
-class Lock:
-    """One run of a lab at a time: flock(2) on its run.sh, held by the supervisor alone (the fd
-    is close-on-exec: a killed run's stray processes never keep it)."""
+LOCK_DIR = Path("/run/lock")
 
-    def __init__(self, script: Path):
-        self.script, self.fd = script, None
+
+def lock_path(name: str, lock_dir: Path | None = None) -> Path:
+    """The lock file of lab ``name`` on this host: ``/run/lock/perf-casebook.<name>.lock`` (the
+    FHS's lock directory, one for the whole host, world-writable with the sticky bit on Debian),
+    or the same name in the temporary directory where that is not a writable directory. One
+    file per host and lab, whatever checkout or user runs it: two clones cannot switch the same
+    scheduler at once. ``PCB_LOCK_DIR`` in the environment names another directory (the fake
+    lab's tests: each test its own, so that two test runs on one machine do not refuse each
+    other)."""
+    d = lock_dir or Path(os.environ.get("PCB_LOCK_DIR") or LOCK_DIR)
+    if not (d.is_dir() and os.access(d, os.W_OK | os.X_OK)):
+        import tempfile
+        d = Path(tempfile.gettempdir())
+    return d / f"perf-casebook.{name}.lock"
+
+
+class Lock:
+    """One run of a lab at a time on a host: flock(2) on :func:`lock_path`, held by the
+    supervisor alone (the fd is close-on-exec: a killed run's stray processes never keep it)."""
+
+    def __init__(self, path: Path):
+        self.path, self.fd = path, None
 
     def take(self, wait: float = 0) -> bool:
-        """Take the lock, waiting up to ``wait`` seconds; False when another process holds it."""
+        """Take the lock, waiting up to ``wait`` seconds; False when another process holds it.
+        The file is made readable by all, so that another user's run can take it too."""
         if self.fd is None:
-            self.fd = os.open(self.script, os.O_RDONLY | os.O_CLOEXEC)
+            self.fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                os.fchmod(self.fd, 0o644)
+            except OSError:
+                pass     # another user's file: readable already, or the open above had failed
         end = time.monotonic() + wait
         while True:
             try:
@@ -494,7 +518,7 @@ class Lock:
 
     def holder(self) -> str:
         """PID of the run that holds the lock (/proc/PID/fdinfo shows the flock), or ""."""
-        ino = os.stat(self.script).st_ino
+        ino = os.stat(self.path).st_ino
         best = ""
         for d in sorted(os.listdir("/proc")):
             if not d.isdigit() or int(d) == os.getpid():
@@ -532,7 +556,7 @@ class Supervisor:
 
     def __init__(self, lab: Lab):
         self.lab, self.out = lab, Output(lab.name)
-        self.lock = Lock(lab.script)
+        self.lock = Lock(lock_path(lab.name))
         self.stop_sig: int | str | None = None
         self.undoing = False
         self.tag = ""
