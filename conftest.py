@@ -223,7 +223,7 @@ def tree(tmp_path, monkeypatch):
     """A checkout-like tree with labs/ and results/ (the committed host folders, their files linked,
     never written) that labkit.site.macros reads instead of the repository; the macros' host cache is
     reset around the test."""
-    from labkit.site import macros
+    from labkit.site.macros import hosts
     root = tmp_path / "repo"
     shutil.copytree(ROOT / "labs", root / "labs")
     for host in (ROOT / "results").iterdir():
@@ -231,9 +231,8 @@ def tree(tmp_path, monkeypatch):
             (root / "results" / host.name).mkdir(parents=True)
             for f in host.iterdir():
                 (root / "results" / host.name / f.name).symlink_to(f)
-    monkeypatch.setattr(macros, "ROOT", root)
+    monkeypatch.setattr(hosts, "ROOT", root)
     monkeypatch.setenv("PERF_CASEBOOK_LOCAL", "0")
     monkeypatch.delenv("PERF_CASEBOOK_RESULTS", raising=False)
-    macros._HOSTS_CACHE = None
+    monkeypatch.setattr(hosts, "hosts_cache", None)
     yield root
-    macros._HOSTS_CACHE = None

@@ -193,9 +193,9 @@ def test_audit_note(host, note):
 def test_the_provenance_row_says_how_the_run_stood(committed):
     h = copy.deepcopy(committed["host"])
     h.update(audit_context="suppressed with task,never", audit_ever_enabled=True)
-    assert dict(runs._host_rows(h))["audit contexts of the run's processes"] == "suppressed with task,never"
+    assert dict(runs.host_rows(h))["audit contexts of the run's processes"] == "suppressed with task,never"
     h.update(audit_context="present: not root")
-    assert dict(runs._host_rows(h))["audit contexts of the run's processes"] == "present: not root"
+    assert dict(runs.host_rows(h))["audit contexts of the run's processes"] == "present: not root"
 
 
 def test_the_provenance_warns_where_contexts_were_present(tree):

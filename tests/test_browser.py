@@ -384,7 +384,7 @@ def test_phone_shows_each_tables_figure_and_each_tab_title(committed, watched, p
 
 @pytest.mark.parametrize("width", [390, 1280])
 def test_original_vs_here_is_a_card_per_row_on_a_phone(committed, watched, width):
-    """labkit.site.macros.stacked_table on a chapter: at 390 px each row is a card that fits the screen
+    """labkit.site.macros.tables.stacked_table on a chapter: at 390 px each row is a card that fits the screen
     (no sideways scroll), the header row is hidden from sight but not from screen readers, and
     each cell shows its column's header, the emulated host's badge included; at 1280 px it is a
     table whose cells show no such label."""

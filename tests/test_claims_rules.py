@@ -136,7 +136,7 @@ def test_a_denominator_of_mostly_zeros_gives_an_interval_open_above(reference, r
     assert out["verdict"] == "holds" and e["high"] is None and e["low"] > 4, out
     assert e["method"].startswith("Fieller") and e["statistic"] == "ratio of means"
     model.validate({**far, "claims": [out]}, "with the verdict")
-    assert "–∞" in cli.verdict_line(out) and "–∞)" in claim_tables._interval_text(e)
+    assert "–∞" in cli.verdict_line(out) and "–∞)" in claim_tables.interval_text(e)
     near = build(reference, a=[x / 1000 for x in b[:1]] + [real[0] / 400] * 4, b=b)
     low = claims.evaluate_one(claim(relation="greater", factor=4), near)
     assert low["verdict"] == "inconclusive" and "–∞ straddles" in low["reason"], low

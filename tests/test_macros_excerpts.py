@@ -181,7 +181,7 @@ def test_excerpt_by_tail_and_the_old_lines_number(tree):
 
 
 def test_whole_output_only_when_short(tree):
-    step, _, lines = _long_step(minimum=macros.EXCERPT_MAX_LINES + 1)
+    step, _, lines = _long_step(minimum=macros.excerpts.EXCERPT_MAX_LINES + 1)
     with pytest.raises(macros.MacroError, match="choose an excerpt"):
         macros.step_output(LAB, step, stream="out")
     short = next(s for s in _load(next(p for p in RESULTS if p.stem == "lat_tcp"))["steps"] if s["name"] == "noserver")

@@ -31,7 +31,7 @@ def lat_tcp_hosts() -> list[str]:
 
 
 def test_flamegraph_object_size_and_links(tree, monkeypatch):
-    monkeypatch.setattr(macros, "_macro_env", None)
+    monkeypatch.setattr(macros.hosts, "macro_env", None)
     md = macros.flamegraph("lat_tcp", pin="same-cpu")
     drawn = 0
     for label in lat_tcp_hosts():
@@ -42,7 +42,7 @@ def test_flamegraph_object_size_and_links(tree, monkeypatch):
             assert render.esc(reason) in md or reason in md, (label, reason)
             continue
         drawn += 1
-        w, h = macros._svg_size(ROOT / "results" / label / a["path"])
+        w, h = macros.figures.svg_size(ROOT / "results" / label / a["path"])
         target = f"results/{label}/{a['path']}"
         title = a["title"]
         assert (f'<span class="pc-flamegraph-wrap"><object class="pc-flamegraph" type="image/svg+xml" '
@@ -52,7 +52,7 @@ def test_flamegraph_object_size_and_links(tree, monkeypatch):
                 f'search; where the column is too narrow for its text, the figure scrolls sideways).') in md
     assert drawn >= 1
     # inside a build: the object's URL is relative to the page's URL, the link to its source
-    monkeypatch.setattr(macros, "_macro_env", SimpleNamespace(page=page("cases/lat_tcp/", "cases/lat_tcp.md")))
+    monkeypatch.setattr(macros.hosts, "macro_env", SimpleNamespace(page=page("cases/lat_tcp/", "cases/lat_tcp.md")))
     md = macros.flamegraph("lat_tcp", pin="same-cpu")
     assert re.search(r'data-pc-src="\.\./\.\./results/[^"]+\.svg"', md)
     assert re.search(r"\[Open it on its own page\]\(\.\./results/[^)]+\.svg\)", md)
@@ -68,11 +68,11 @@ def test_flamegraph_object_size_and_links(tree, monkeypatch):
     ("", "results/h/x.svg", "results/h/x.svg"),
 ])
 def test_rel_urls(url, target, rel):
-    assert macros._rel(page(url, "x.md"), target) == rel
-    assert macros._rel(None, target) == target
-    assert macros._rel_src(page(url, "cases/lat_tcp.md"), target) == "../" + target
-    assert macros._rel_src(page(url, "index.md"), target) == target
-    assert macros._page_dir(page(url, "x.md")) == {"cases/lat_tcp/": "cases/lat_tcp/", "cases/lat_tcp.html": "cases/",
+    assert macros.hosts.rel(page(url, "x.md"), target) == rel
+    assert macros.hosts.rel(None, target) == target
+    assert macros.hosts.rel_src(page(url, "cases/lat_tcp.md"), target) == "../" + target
+    assert macros.hosts.rel_src(page(url, "index.md"), target) == target
+    assert macros.hosts.page_dir(page(url, "x.md")) == {"cases/lat_tcp/": "cases/lat_tcp/", "cases/lat_tcp.html": "cases/",
                                                     "": ""}[url]
 
 
@@ -98,7 +98,7 @@ def test_compare_hosts_every_pair_once(tree, monkeypatch):
     got = pairs(macros.compare_hosts())
     assert len(got) == len(set(got)) == (n + 1) * n // 2
     assert len([p for p in got if "third" in p.split(" vs ")]) == n
-    monkeypatch.setattr(macros, "_hosts", lambda: results.load_hosts(tree)[:1])
+    monkeypatch.setattr(macros.hosts, "all_hosts", lambda: results.load_hosts(tree)[:1])
     assert macros.compare_hosts() == ('!!! info "One host so far"\n\n    Comparisons need results from at least two '
                                       'hosts with a lab in common. Run `make labs` to add this machine.\n')
 
@@ -116,7 +116,7 @@ def test_compare_hosts_every_pair_once(tree, monkeypatch):
     ({"kind": "step", "step": "noserver.client"}, "step noserver.client does what it was designed to do"),
 ])
 def test_describe_check(check, words):
-    assert macros._describe_check(check) == words
+    assert macros.practice.describe_check(check) == words
 
 
 def _ok_step_with_output(r: dict) -> tuple[str, list[str]]:
@@ -170,13 +170,13 @@ def test_annotated_output_of_a_file_one_host_did_not_keep(tree):
 
 def test_skip_note_is_a_warning_and_the_badge_leads_the_tab(tree):
     r = json.loads(reference("lat_tcp").read_text())
-    assert macros._skip_note(dict(r, steps=[]), None).startswith('!!! warning "Not measured on this host"\n\n    ')
+    assert macros.hosts.skip_note(dict(r, steps=[]), None).startswith('!!! warning "Not measured on this host"\n\n    ')
     add_host(tree, "lat_tcp", "emu", emulate)
-    host = next(h for h in macros._hosts() if h.label == "emu")
-    title, body = macros._tab(host, host.results["lat_tcp"], "BODY")
+    host = next(h for h in macros.hosts.all_hosts() if h.label == "emu")
+    title, body = macros.hosts.tab(host, host.results["lat_tcp"], "BODY")
     assert title == host.title and body == render.emulation_badge(host.results["lat_tcp"]["host"]) + "\n\nBODY"
-    plain = next(h for h in macros._hosts() if not h.results["lat_tcp"]["host"].get("emulation"))
-    assert macros._tab(plain, plain.results["lat_tcp"], "BODY") == (plain.title, "BODY")
+    plain = next(h for h in macros.hosts.all_hosts() if not h.results["lat_tcp"]["host"].get("emulation"))
+    assert macros.hosts.tab(plain, plain.results["lat_tcp"], "BODY") == (plain.title, "BODY")
 
 
 def _with_raw(tree: Path, label: str, step: str, n_lines: int, change=None) -> None:
@@ -193,12 +193,12 @@ def test_step_output_whole_output_limit_and_exit_status(tree, monkeypatch):
 
     def only(*labels: str) -> None:
         hosts = [x for x in results.load_hosts(tree) if x.label in labels]
-        monkeypatch.setattr(macros, "_hosts", lambda: hosts)
+        monkeypatch.setattr(macros.hosts, "all_hosts", lambda: hosts)
 
     def expect_failure(r):
         next(s for s in r["steps"] if s["name"] == step).update(expect="failure", exit_code=1)
-    _with_raw(tree, "only-40", step, macros.EXCERPT_MAX_LINES, expect_failure)
-    _with_raw(tree, "only-41", step, macros.EXCERPT_MAX_LINES + 1)
+    _with_raw(tree, "only-40", step, macros.excerpts.EXCERPT_MAX_LINES, expect_failure)
+    _with_raw(tree, "only-41", step, macros.excerpts.EXCERPT_MAX_LINES + 1)
     only("only-40")
     md = macros.step_output("lat_tcp", step, stream="out")           # exactly the limit: shown whole
     assert re.search(r"^\s*line 1$", md, re.M) and re.search(r"^\s*line 40$", md, re.M)
@@ -286,7 +286,7 @@ def test_annotated_output_marks_a_step_expected_to_fail(tree, monkeypatch):
     _with_raw(tree, "xfail-host", step, 3, expect_failure)
     _with_raw(tree, "ok-host", step, 3)
     hosts = [x for x in results.load_hosts(tree) if x.label in ("xfail-host", "ok-host")]
-    monkeypatch.setattr(macros, "_hosts", lambda: hosts)
+    monkeypatch.setattr(macros.hosts, "all_hosts", lambda: hosts)
     md = macros.annotated_output("lat_tcp", step, stream="out")
     assert md.split('"ok-host"', 1)[1].split("\n===", 1)[0].count("exit status 0, ") == 1
     assert "exit status 1 (expected to fail), " in md.split('"xfail-host"', 1)[1]
@@ -297,37 +297,37 @@ def test_tool_exercises_link_their_chapter_from_the_card(tree, monkeypatch):
     from labkit import cards
     tool = cards.tools()[0]
     labs = [lab for lab, _ in cards.load(tool)]
-    monkeypatch.setattr(macros, "_macro_env", SimpleNamespace(page=page(f"tools/{tool}/", f"tools/{tool}.md")))
+    monkeypatch.setattr(macros.hosts, "macro_env", SimpleNamespace(page=page(f"tools/{tool}/", f"tools/{tool}.md")))
     md = macros.tool_exercises(tool)
     for lab in labs:
         assert f"**Lab:** [{lab}](../cases/{lab}.md). **Change.** " in md
     n = sum(len(exs) for _, exs in cards.load(tool))
     assert md.count('??? question "Our prediction"\n') == n
-    monkeypatch.setattr(macros, "_macro_env", None)
+    monkeypatch.setattr(macros.hosts, "macro_env", None)
     assert f"**Lab:** [{labs[0]}](cases/{labs[0]}.md)." in macros.tool_exercises(tool)
 
 
 def test_lab_time_names_each_host_in_turn(tree):
-    pairs = macros._need_lab("lat_tcp")
+    pairs = macros.hosts.for_lab("lat_tcp")
     parts = macros.lab_time("lat_tcp").split("; ")
     assert len(pairs) >= 2 and len(parts) == len(pairs)
     for part, (host, r) in zip(parts, pairs):
-        assert part == (f"{macros._duration(r['run']['duration_s'])} ({'quick' if r['run']['quick'] else 'full'} run, "
-                        f"{render.host_label(r['host'], host.title)}{macros._skipped_groups(r)})")
+        assert part == (f"{macros.runs.duration_text(r['run']['duration_s'])} ({'quick' if r['run']['quick'] else 'full'} run, "
+                        f"{render.host_label(r['host'], host.title)}{macros.runs.skipped_groups(r)})")
 
 
 def test_lab_time_says_which_whole_groups_a_run_left_out():
     def result(*steps):
         return {"steps": [{"name": n, "group": g, "status": st} for n, g, st in steps]}
-    assert macros._skipped_groups(result(("a", "dd", "ok"), ("b", "dd", "skipped"))) == ""
-    assert macros._skipped_groups(result(("a", "dd", "ok"), ("g", "guest", "skipped"))) == ", without the guest group"
-    assert macros._skipped_groups(result(("a", "dd", "ok"), ("g", "guest", "skipped"), ("f", "fgraph", "skipped"),
+    assert macros.runs.skipped_groups(result(("a", "dd", "ok"), ("b", "dd", "skipped"))) == ""
+    assert macros.runs.skipped_groups(result(("a", "dd", "ok"), ("g", "guest", "skipped"))) == ", without the guest group"
+    assert macros.runs.skipped_groups(result(("a", "dd", "ok"), ("g", "guest", "skipped"), ("f", "fgraph", "skipped"),
                                          ("f2", "fgraph", "skipped"))) == ", without the guest and fgraph groups"
-    assert macros._skipped_groups(result(("g", "guest", "skipped"), ("g2", "guest", "failed"))) == ""
+    assert macros.runs.skipped_groups(result(("g", "guest", "skipped"), ("g2", "guest", "failed"))) == ""
 
 
 def test_diff_flamegraphs_are_interactive_too(tree, monkeypatch):
-    monkeypatch.setattr(macros, "_macro_env", None)
+    monkeypatch.setattr(macros.hosts, "macro_env", None)
     md = macros.flamegraph("fstime", kind="diff_flamegraph", group="perf")
     assert md.count("(click a frame to zoom, Ctrl-F to search; where the column is too narrow for its text, the figure scrolls sideways)") >= 1
     assert "a static image" not in md
@@ -340,7 +340,7 @@ def test_cast_goes_on_past_a_host_without_a_recording(tree):
         r["artifacts"] = [a for a in r["artifacts"] if a["kind"] != "cast"]
     add_host(tree, "lat_tcp", "aaa-no-cast", no_cast)
     add_host(tree, "lat_tcp", "zzz-cast", lambda r: None)
-    pairs = macros._need_lab("lat_tcp")
+    pairs = macros.hosts.for_lab("lat_tcp")
     assert pairs[0][0].label == "aaa-no-cast"
     with_cast = [h for h, r in pairs if any(a["kind"] == "cast" for a in r["artifacts"])]
     md = macros.cast("lat_tcp")

@@ -65,7 +65,7 @@ def add_host(root: Path, lab: str, label: str, change) -> dict:
     dst.mkdir(parents=True)
     shutil.copytree(src.parent / lab, dst / lab)
     model.write_atomic(dst / f"{lab}.json", r)
-    macros._HOSTS_CACHE = None
+    macros.hosts.hosts_cache = None
     return r
 
 
@@ -94,7 +94,7 @@ def test_skip_reason_with_angle_brackets_renders_as_text(tree):
     out = html_of(macros.skips("lat_tcp"))
     assert reason.replace("<", "&lt;").replace(">", "&gt;") in out
     assert "<not supported>" not in out
-    note = html_of(macros._skip_note(json.loads((tree / "results" / "skipper" / "lat_tcp.json").read_text()), None))
+    note = html_of(macros.hosts.skip_note(json.loads((tree / "results" / "skipper" / "lat_tcp.json").read_text()), None))
     assert "&lt;not supported&gt;" in note
 
 
@@ -142,7 +142,7 @@ def test_emulated_host_is_badged_everywhere(tree):
     assert render.emulation(ref["host"]) is None and render.emulation_badge(ref["host"]) == ""
 
     # the host table names the emulated machine and CPU from the result's emulation fields
-    rows = dict(macros._host_rows(model.load(tree / "results" / "arm64-tcg" / "lat_tcp.json")["host"]))
+    rows = dict(macros.runs.host_rows(model.load(tree / "results" / "arm64-tcg" / "lat_tcp.json")["host"]))
     assert rows["emulation"] == "qemu-system-aarch64, accelerator tcg, machine virt, CPU cortex-a72 on x86\\_64 (?)"
 
 
@@ -161,7 +161,7 @@ def test_timing_claims_are_not_applicable_on_the_emulated_host(tree):
     # those are evaluated, and every verdict measured on the emulated CPU carries the badge
     kept = [v for c, v in zip(spec, verdicts) if claims_mod.is_timing(c) and c.get("emulated_ok")]
     assert kept and all(v["verdict"] != "not applicable" and v.get("emulated") for v in kept)
-    assert tcg_tab.count(macros._EMULATED_BADGE) == sum(bool(v.get("emulated")) for v in verdicts)
+    assert tcg_tab.count(macros.hosts.EMULATED_BADGE) == sum(bool(v.get("emulated")) for v in verdicts)
 
 
 # ---- the claims table ----
@@ -184,12 +184,12 @@ def test_claims_table_shows_source_and_live_verdicts(tree):
     r = model.load(reference("lat_tcp"))
     for c, v in zip(spec, claims_mod.evaluate(spec, r)):
         # each statement is led by its role
-        assert f'<span class="pc-role">{escape(macros._ROLE_WORD[c["role"]])}</span>: {escape(c["statement"])}' in out
+        assert f'<span class="pc-role">{escape(macros.claim_tables.ROLE_WORD[c["role"]])}</span>: {escape(c["statement"])}' in out
         if c.get("source"):
             assert f'<span class="pc-source">Original: ' in out
         assert render.VERDICT_MARK[v["verdict"]] in out
         # the cell reads "<mark>: <the verdict as a sentence>"
-        assert f'{render.VERDICT_MARK[v["verdict"]]}: {macros._claim_sentence(c, v, r)}' in out
+        assert f'{render.VERDICT_MARK[v["verdict"]]}: {macros.claim_tables.claim_sentence(c, v, r)}' in out
     # a changed result changes the verdict on the page (the claims are evaluated at build time)
     c = next(c for c in spec if c["kind"] == "step")
 
@@ -277,8 +277,8 @@ def test_original_macros(tree):
     n_rows = len(original.load(tree / "labs" / "lat_tcp" / "original.toml")["ratio"])
     assert body.count(BADGE) == head.count(BADGE) * body.count("<tr ") == head.count(BADGE) * n_rows
     # and each emulated host's ratio is marked as measured on an emulated CPU
-    n_emulated = sum(claims_mod.emulated(r) for _, r in macros._need_lab("lat_tcp"))
-    assert n_emulated >= 1 and body.count(macros._EMULATED_BADGE) == n_emulated * n_rows
+    n_emulated = sum(claims_mod.emulated(r) for _, r in macros.hosts.for_lab("lat_tcp"))
+    assert n_emulated >= 1 and body.count(macros.hosts.EMULATED_BADGE) == n_emulated * n_rows
 
 
 def test_original_vs_here_flags_noise_and_missing_data(tree):
@@ -330,7 +330,7 @@ def test_verdicts_table_has_a_row_per_conclusion_claim_and_a_column_per_host(tre
     md = macros.verdicts("lat_tcp")
     orig = original.load(orig_path)
     spec = claims_mod.load(tree / "labs" / "lat_tcp" / "claims.toml")
-    pairs = macros._need_lab("lat_tcp")
+    pairs = macros.hosts.for_lab("lat_tcp")
     assert any(h.label == "bare" for h, _ in pairs) and len(pairs) >= 2
     header = re.findall(r'<th role="columnheader" markdown="span">(.*?)</th>', md)
     assert header == ["The original concluded", "Claim"] + [render.host_label(r["host"], h.title) for h, r in pairs]
@@ -339,7 +339,7 @@ def test_verdicts_table_has_a_row_per_conclusion_claim_and_a_column_per_host(tre
         tested = [c for c in spec if c["role"] == "conclusion" and c["conclusion"] == con["id"]]
         for k, c in enumerate(tested):
             want.append([html.escape(con["text"], quote=False) if k == 0 else "″", html.escape(c["statement"], quote=False)]
-                        + [macros._verdict_cell(c, claims_mod.evaluate_one(c, r)) for _, r in pairs])
+                        + [macros.claim_tables.verdict_cell(c, claims_mod.evaluate_one(c, r)) for _, r in pairs])
     assert len(want) == sum(c["role"] == "conclusion" for c in spec) >= 2
     assert _stacked_rows(md) == [[x.replace("\n", " ") for x in row] for row in want]
     assert render.VERDICT_MARK["untested"] in md   # the bare host's column
@@ -528,10 +528,10 @@ def test_define_env_registers_every_macro_the_pages_call(monkeypatch):
         def macro(self, fn):
             self.names.append(fn.__name__)
 
-    monkeypatch.setattr(hosts, "_macro_env", None)
+    monkeypatch.setattr(hosts, "macro_env", None)
     env = Env()
     pkg.define_env(env)
-    assert hosts._macro_env is env
+    assert hosts.macro_env is env
     want = ["results_table", "metrics_table", "chart", "flamegraph", "claims", "verdicts", "cases_table", "provenance",
             "skips", "hosts_table", "host_provenance", "compare_table", "step_output", "compare_hosts", "cast",
             "original_table", "original_tables", "original_vs_here", "exercises", "artifact_text", "annotated_output",

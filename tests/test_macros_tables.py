@@ -36,7 +36,7 @@ def host_dict() -> dict:
 
 
 def test_host_rows_every_field():
-    rows = macros._host_rows(host_dict())
+    rows = macros.runs.host_rows(host_dict())
     assert rows == [
         ["arch", "x86\\_64"], ["CPU", "AuthenticAMD EPYC"], ["CPUs / cores / sockets", "2 / 1 / 1"],
         ["SMT", "yes (2 threads per core)"], ["kernel", "6.18.0"], ["distro", "Debian 12"],
@@ -54,21 +54,21 @@ def test_host_rows_fallbacks_and_emulation():
              root=False, audit_ever_enabled=False,
              emulation={"emulator": "qemu-system-aarch64", "accelerator": "tcg", "machine": None, "guest_cpu": None,
                         "host_arch": "x86_64", "host_cpu": None})
-    rows = dict(macros._host_rows(h))
+    rows = dict(macros.runs.host_rows(h))
     assert rows["CPU"] == "? ?" and rows["distro"] == "–"
     # inside a TCG guest the probe sees no hypervisor: the row must not read as bare metal
     assert rows["virtualization"] == "emulated CPU (QEMU TCG); seen from inside: –"
     assert rows["SMT"] == "yes (2 threads per core)"
     h.update(emulation=None, virtualization="none", smt=False, threads_per_core=1)
-    assert dict(macros._host_rows(h))["virtualization"] == "none"
-    assert dict(macros._host_rows(h))["SMT"] == "no (1 thread per core)"
+    assert dict(macros.runs.host_rows(h))["virtualization"] == "none"
+    assert dict(macros.runs.host_rows(h))["SMT"] == "no (1 thread per core)"
     h.update(emulation={"emulator": "qemu-system-aarch64", "accelerator": "tcg", "machine": None, "guest_cpu": None,
                         "host_arch": "x86_64", "host_cpu": None})
     assert rows["memory"] == "–" and rows["scratch filesystem"] == "–" and rows["root"] == "no"
     assert rows["audit enabled on this boot before the run"] == "no"
     assert rows["emulation"] == "qemu-system-aarch64, accelerator tcg, machine ?, CPU ? on x86\\_64 (?)"
     h["audit_ever_enabled"] = None
-    assert "audit enabled on this boot before the run" not in dict(macros._host_rows(h))
+    assert "audit enabled on this boot before the run" not in dict(macros.runs.host_rows(h))
 
 
 def test_provenance_names_mode_duration_and_commit(tree):
@@ -132,7 +132,7 @@ def test_compare_table_puts_a_first_and_b_second(tree):
 ])
 def test_excerpt_marks_what_it_leaves_out(n, lines, tail, expect_marks, note):
     text = [f"l{i + 1}" for i in range(n)]
-    out, shown = macros._excerpt(text, lines, None, 0, 0, tail)
+    out, shown = macros.excerpts.excerpt(text, lines, None, 0, 0, tail)
     assert [x for x in out if x.startswith("[...")] == expect_marks
     assert shown == note
 
@@ -146,8 +146,8 @@ def test_cast_player_options_from_the_recording(tree):
             continue
         lines = (path.parent / arts[0]["path"]).read_text().splitlines()
         header, last = json.loads(lines[0]), json.loads(lines[-1])[0]
-        conf = {"cols": header["width"], "rows": header["height"], "idleTimeLimit": macros.CAST_IDLE_LIMIT,
-                "poster": f"npt:{float(last):.1f}", "fit": "width", "terminalFontFamily": macros.CAST_FONTS}
+        conf = {"cols": header["width"], "rows": header["height"], "idleTimeLimit": macros.figures.CAST_IDLE_LIMIT,
+                "poster": f"npt:{float(last):.1f}", "fit": "width", "terminalFontFamily": macros.figures.CAST_FONTS}
         assert escape(json.dumps(conf)) in md   # the player's options, escaped by the template
         assert f'data-pc-cast="results/{r["host"]["label"]}/{arts[0]["path"]}"' in md or \
             f'/{r["host"]["label"]}/{arts[0]["path"]}"' in md
@@ -161,7 +161,7 @@ def test_cast_player_options_from_the_recording(tree):
     ({"on": True}, {"on": False}, "on=yes"),
 ])
 def test_side_label(own, other, label):
-    assert macros._side_label(own, other) == label
+    assert macros.claim_tables.side_label(own, other) == label
 
 
 @pytest.mark.parametrize("x,u,shown", [
@@ -169,20 +169,20 @@ def test_side_label(own, other, label):
     (512 * 2**20, "bytes", "512 MiB"), (3.0, "", "3"), (2048.0, "B", "2 KiB"),
 ])
 def test_claim_side_value(x, u, shown):
-    assert macros._value(x, u) == shown
+    assert macros.claim_tables.value_text(x, u) == shown
 
 
 def test_skip_note_says_why_a_host_has_no_data():
     steps = [{"name": "a.x", "group": "a", "status": "ok", "reason": None},
              {"name": "b.y", "group": "b", "status": "skipped", "reason": "no <perf>"}]
     r = dict(json.loads(reference("lat_tcp").read_text()), steps=steps)
-    assert "`b.y` skipped: no &lt;perf&gt;" in macros._skip_note(r, "b")
-    assert "The `c` steps did not run in this run" in macros._skip_note(r, "c")
-    assert "No measurement of this kind in this run." in macros._skip_note(r, "a")
-    assert "`b.y` skipped" in macros._skip_note(r, None)
+    assert "`b.y` skipped: no &lt;perf&gt;" in macros.hosts.skip_note(r, "b")
+    assert "The `c` steps did not run in this run" in macros.hosts.skip_note(r, "c")
+    assert "No measurement of this kind in this run." in macros.hosts.skip_note(r, "a")
+    assert "`b.y` skipped" in macros.hosts.skip_note(r, None)
     # several steps that did not run: a list item each
     two = steps + [{"name": "b.z", "group": "b", "status": "failed", "reason": None}]
-    assert macros._skip_note(dict(r, steps=two), "b") == \
+    assert macros.hosts.skip_note(dict(r, steps=two), "b") == \
         '!!! warning "Not measured on this host"\n\n    - `b.y` skipped: no &lt;perf&gt;\n    - `b.z` failed (the result records no reason; the run\'s log may say)\n'
 
 
@@ -255,7 +255,7 @@ def test_here_ratio_shows_the_estimate_and_its_interval(a, b, straddles_1):
     assert e["estimate"] == pytest.approx(sorted(a)[1] / sorted(b)[1])
     assert e["low"] < e["estimate"] < e["high"] and (e["low"] < 1 < e["high"]) == straddles_1
     num = macros.numbers.number
-    assert macros._here_ratio(r, HERE) == f"{num(e['estimate'])} ({num(e['low'])}–{num(e['high'])})"
+    assert macros.original.here_ratio(r, HERE) == f"{num(e['estimate'])} ({num(e['low'])}–{num(e['high'])})"
 
 
 @pytest.mark.parametrize("a,b,shown", [
@@ -266,21 +266,21 @@ def test_here_ratio_shows_the_estimate_and_its_interval(a, b, straddles_1):
 ])
 def test_here_ratio_says_when_there_is_no_interval(a, b, shown):
     r = _here_result(a, b)
-    assert macros._here_ratio(r, HERE) == shown
-    assert macros._here_ratio(r, dict(HERE, b={"pin": "c"})) == "– (no rtt measurement for pin=c)"
+    assert macros.original.here_ratio(r, HERE) == shown
+    assert macros.original.here_ratio(r, dict(HERE, b={"pin": "c"})) == "– (no rtt measurement for pin=c)"
 
 
 @pytest.mark.parametrize("a,b", [((10, 11, 12), (5, 5.5, 6)), ((10, 11, 12), (5,)), ((10, 11, 12), (0, 1, 1))])
 def test_here_ratio_badges_an_emulated_cpu(a, b):
     """The host's CPU emulated, or one side measured in a TCG guest on a hardware host: the same
     cell with the emulation badge after it; a side with no data or a zero median has no ratio to mark."""
-    plain = macros._here_ratio(_here_result(a, b), HERE)
-    assert macros._EMULATED_BADGE not in plain
-    badged = f"{plain} {macros._EMULATED_BADGE}"
-    assert macros._here_ratio(_here_result(a, b, host={"emulation": dict(TCG)}), HERE) == badged
-    assert macros._here_ratio(_here_result(a, b, emulation_b=dict(TCG)), HERE) == badged
+    plain = macros.original.here_ratio(_here_result(a, b), HERE)
+    assert macros.hosts.EMULATED_BADGE not in plain
+    badged = f"{plain} {macros.hosts.EMULATED_BADGE}"
+    assert macros.original.here_ratio(_here_result(a, b, host={"emulation": dict(TCG)}), HERE) == badged
+    assert macros.original.here_ratio(_here_result(a, b, emulation_b=dict(TCG)), HERE) == badged
     kvm = dict(TCG, accelerator="kvm")    # a KVM guest runs on the host's CPU: no badge
-    assert macros._here_ratio(_here_result(a, b, host={"emulation": kvm}, emulation_b=kvm), HERE) == plain
+    assert macros.original.here_ratio(_here_result(a, b, host={"emulation": kvm}, emulation_b=kvm), HERE) == plain
 
 
 def test_claims_summary_counts_verdicts_in_their_order(tree):
@@ -346,10 +346,10 @@ def test_claim_sentence_of_a_comparison(claim, verdict, head, needs, n):
     claim = {k: v for k, v in claim.items() if v is not None}
     v = verdict_of(claim)
     assert v["verdict"] == verdict
-    want = f"{head} = {macros._interval_text(v['effect'])}, needs {needs}; n = {n}"
+    want = f"{head} = {macros.claim_tables.interval_text(v['effect'])}, needs {needs}; n = {n}"
     if verdict not in ("holds", "fails"):
         want += f"; {render.esc(v['reason'])}"
-    assert macros._claim_sentence(claim, v, SENTENCE_RESULT) == want
+    assert macros.claim_tables.claim_sentence(claim, v, SENTENCE_RESULT) == want
 
 
 @pytest.mark.parametrize("claim,verdict,needs", [
@@ -361,23 +361,23 @@ def test_claim_sentence_of_a_comparison(claim, verdict, head, needs, n):
 def test_claim_sentence_of_a_trend(claim, verdict, needs):
     v = verdict_of(claim)
     assert v["verdict"] == verdict
-    want = (f"iops from 100 IOPS at qd = 1 to 400 IOPS at qd = 32: last ÷ first = {macros._interval_text(v['effect'])}, "
+    want = (f"iops from 100 IOPS at qd = 1 to 400 IOPS at qd = 32: last ÷ first = {macros.claim_tables.interval_text(v['effect'])}, "
             f"needs {needs}")
     if verdict == "inconclusive":
         want += f"; {render.esc(v['reason'])}"
-    assert macros._claim_sentence(claim, v, SENTENCE_RESULT) == want
+    assert macros.claim_tables.claim_sentence(claim, v, SENTENCE_RESULT) == want
 
 
 def test_claim_sentence_reads_the_verdict_not_its_evidence():
     """The sentence follows the verdict's effect and fields; its evidence string is never parsed,
     and a decided verdict carries no reason."""
     v = verdict_of(COMPARE)
-    shown = macros._claim_sentence(COMPARE, v, SENTENCE_RESULT)
-    assert macros._claim_sentence(COMPARE, dict(v, evidence="<something else>; x"), SENTENCE_RESULT) == shown
-    assert macros._claim_sentence(COMPARE, dict(v, reason="not shown"), SENTENCE_RESULT) == shown
+    shown = macros.claim_tables.claim_sentence(COMPARE, v, SENTENCE_RESULT)
+    assert macros.claim_tables.claim_sentence(COMPARE, dict(v, evidence="<something else>; x"), SENTENCE_RESULT) == shown
+    assert macros.claim_tables.claim_sentence(COMPARE, dict(v, reason="not shown"), SENTENCE_RESULT) == shown
     doubled = dict(v, effect=dict(v["effect"], estimate=2 * v["effect"]["estimate"]))
-    assert macros._times(2 * v["effect"]["estimate"]) in macros._claim_sentence(COMPARE, doubled, SENTENCE_RESULT)
-    assert macros._claim_sentence(COMPARE, dict(v, verdict="inconclusive", reason="why <b>"), SENTENCE_RESULT) == \
+    assert macros.numbers.times(2 * v["effect"]["estimate"]) in macros.claim_tables.claim_sentence(COMPARE, doubled, SENTENCE_RESULT)
+    assert macros.claim_tables.claim_sentence(COMPARE, dict(v, verdict="inconclusive", reason="why <b>"), SENTENCE_RESULT) == \
         shown + "; why &lt;b&gt;"
 
 
@@ -390,14 +390,14 @@ def test_claim_sentence_reads_the_verdict_not_its_evidence():
 def test_claim_sentence_without_an_effect_is_its_reason(claim, verdict):
     v = verdict_of(claim)
     assert v["verdict"] == verdict and "effect" not in v
-    assert macros._claim_sentence(claim, v, SENTENCE_RESULT) == render.esc(v["reason"])
+    assert macros.claim_tables.claim_sentence(claim, v, SENTENCE_RESULT) == render.esc(v["reason"])
 
 
 def test_claim_sentence_of_a_step_or_a_hand_made_verdict_is_escaped():
     step = {"id": "s", "kind": "step", "step": "x"}
-    assert macros._claim_sentence(step, {"verdict": "untested", "evidence": "e", "reason": "skipped: <no root>"},
+    assert macros.claim_tables.claim_sentence(step, {"verdict": "untested", "evidence": "e", "reason": "skipped: <no root>"},
                                   SENTENCE_RESULT) == "skipped: &lt;no root&gt;"
-    assert macros._claim_sentence(step, {"verdict": "fails", "evidence": "step x: exit 1 <b>"}, SENTENCE_RESULT) == \
+    assert macros.claim_tables.claim_sentence(step, {"verdict": "fails", "evidence": "step x: exit 1 <b>"}, SENTENCE_RESULT) == \
         "step x: exit 1 &lt;b&gt;"
 
 
@@ -405,19 +405,19 @@ def test_claim_sentence_shows_flags_and_the_emulation_badge():
     drifting = dict(COMPARE, a={"pin": "drift"})
     v = verdict_of(drifting)
     assert v["verdict"] == "holds" and len(v["flags"]) == 2 and "drift" in v["flags"][0] and "two modes" in v["flags"][1]
-    shown = macros._claim_sentence(drifting, v, SENTENCE_RESULT)
-    plain = macros._claim_sentence(drifting, dict(v, flags=[]), SENTENCE_RESULT)
+    shown = macros.claim_tables.claim_sentence(drifting, v, SENTENCE_RESULT)
+    plain = macros.claim_tables.claim_sentence(drifting, dict(v, flags=[]), SENTENCE_RESULT)
     assert shown == plain + "".join(f" ⚠ {render.esc(f)}" for f in v["flags"])
     # on an emulated CPU: a timing claim is not applicable, unless it says why emulation keeps it
     emulated = dict(SENTENCE_RESULT, host={"emulation": dict(TCG)})
     v = verdict_of(COMPARE, emulated)
     assert v["verdict"] == "not applicable"
-    assert macros._claim_sentence(COMPARE, v, emulated) == render.esc(claims_mod.EMULATED_EVIDENCE)
+    assert macros.claim_tables.claim_sentence(COMPARE, v, emulated) == render.esc(claims_mod.EMULATED_EVIDENCE)
     ok = dict(COMPARE, emulated_ok="one machine, one mechanism")
     v = verdict_of(ok, emulated)
     assert v["verdict"] == "holds" and v["emulated"]
-    assert macros._claim_sentence(ok, v, emulated) == \
-        macros._claim_sentence(ok, verdict_of(ok), SENTENCE_RESULT) + " " + macros._EMULATED_BADGE
+    assert macros.claim_tables.claim_sentence(ok, v, emulated) == \
+        macros.claim_tables.claim_sentence(ok, verdict_of(ok), SENTENCE_RESULT) + " " + macros.hosts.EMULATED_BADGE
 
 
 def _effect(a: tuple, b: tuple) -> dict:
@@ -429,17 +429,17 @@ def _effect(a: tuple, b: tuple) -> dict:
 
 def test_interval_text():
     e = _effect((10, 11, 12), (5, 5.5, 6))
-    got = re.fullmatch(r"2\.00× \(95 % interval ([\d.]+)–([\d.]+)×\)", macros._interval_text(e))
-    assert got, macros._interval_text(e)
+    got = re.fullmatch(r"2\.00× \(95 % interval ([\d.]+)–([\d.]+)×\)", macros.claim_tables.interval_text(e))
+    assert got, macros.claim_tables.interval_text(e)
     assert float(got.group(1)) == pytest.approx(e["low"], rel=5e-3) and float(got.group(2)) == pytest.approx(e["high"], rel=5e-3)
-    assert macros._interval_text(_effect((10, 10, 10), (5, 5, 5))) == "2.00× (no spread in the samples)"
+    assert macros.claim_tables.interval_text(_effect((10, 10, 10), (5, 5, 5))) == "2.00× (no spread in the samples)"
     # a side of zeros against a spread side: the interval is [0, 0] but the samples spread
     zeros = _effect((0, 0, 0), (5, 6, 7))
-    assert zeros["low"] == zeros["high"] == 0 and "no spread" not in macros._interval_text(zeros)
+    assert zeros["low"] == zeros["high"] == 0 and "no spread" not in macros.claim_tables.interval_text(zeros)
     near_0 = _effect((10, 11, 12), (0, 1, 1))   # b's mean may be 0 (Fieller): no upper bound
-    assert near_0["high"] is None and macros._interval_text(near_0) == f"16.5× (95 % interval {near_0['low']:#.3g}–∞)"
+    assert near_0["high"] is None and macros.claim_tables.interval_text(near_0) == f"16.5× (95 % interval {near_0['low']:#.3g}–∞)"
     zero = _effect((10, 11, 12), (0, 0, 0))
-    assert zero["estimate"] is None and macros._interval_text(zero) == zero["method"] == \
+    assert zero["estimate"] is None and macros.claim_tables.interval_text(zero) == zero["method"] == \
         "exact: b is 0 in every sample and a above 0 in every one, so the ratio is infinite"
 
 
@@ -460,25 +460,25 @@ def test_verdict_cell(claim, verdict, tail):
     mark = render.VERDICT_MARK[verdict]
     if tail == "effect":
         names = "last ÷ first" if claim["kind"] == "increasing" else \
-            f"{macros._side_label(claim['a'], claim['b'])} ÷ {macros._side_label(claim['b'], claim['a'])}"
-        want = f"{mark}: {names} = {macros._interval_text(v['effect'])}, needs {render.esc(v['effect']['needs'])}"
+            f"{macros.claim_tables.side_label(claim['a'], claim['b'])} ÷ {macros.claim_tables.side_label(claim['b'], claim['a'])}"
+        want = f"{mark}: {names} = {macros.claim_tables.interval_text(v['effect'])}, needs {render.esc(v['effect']['needs'])}"
     else:
         want = f"{mark}; {render.esc(v['reason'])}"
-    assert macros._verdict_cell(claim, v) == want
+    assert macros.claim_tables.verdict_cell(claim, v) == want
 
 
 def test_verdict_cell_shows_flags_and_the_emulation_badge():
     drifting = dict(COMPARE, a={"pin": "drift"})
     v = verdict_of(drifting)
-    plain = macros._verdict_cell(drifting, dict(v, flags=[]))
+    plain = macros.claim_tables.verdict_cell(drifting, dict(v, flags=[]))
     assert plain.startswith(render.VERDICT_MARK["holds"] + ": ")
-    assert macros._verdict_cell(drifting, v) == plain + " ⚠ " + render.esc("; ".join(v["flags"]))
+    assert macros.claim_tables.verdict_cell(drifting, v) == plain + " ⚠ " + render.esc("; ".join(v["flags"]))
     emulated = dict(SENTENCE_RESULT, host={"emulation": dict(TCG)})
-    assert macros._verdict_cell(COMPARE, verdict_of(COMPARE, emulated)) == \
+    assert macros.claim_tables.verdict_cell(COMPARE, verdict_of(COMPARE, emulated)) == \
         f"{render.VERDICT_MARK['not applicable']}; {render.esc(claims_mod.EMULATED_EVIDENCE)}"
     ok = dict(COMPARE, emulated_ok="one machine, one mechanism")
-    assert macros._verdict_cell(ok, verdict_of(ok, emulated)) == \
-        macros._verdict_cell(ok, verdict_of(ok)) + " " + macros._EMULATED_BADGE
+    assert macros.claim_tables.verdict_cell(ok, verdict_of(ok, emulated)) == \
+        macros.claim_tables.verdict_cell(ok, verdict_of(ok)) + " " + macros.hosts.EMULATED_BADGE
 
 
 def test_provenance_marks_a_stale_result_with_a_warning(tree, monkeypatch):
@@ -494,7 +494,7 @@ def test_provenance_marks_a_stale_result_with_a_warning(tree, monkeypatch):
 
 def test_cast_title_carries_a_badge_only_when_emulated(tree):
     md = macros.cast("lat_tcp")
-    for host, r in macros._need_lab("lat_tcp"):
+    for host, r in macros.hosts.for_lab("lat_tcp"):
         if not [a for a in r["artifacts"] if a["kind"] == "cast"]:
             continue
         badge = render.emulation_badge(r["host"])
@@ -507,10 +507,10 @@ def test_artifact_text_goes_on_past_a_host_without_it_and_shows_the_title(tree):
     show theirs, each with the artifact's title under its block."""
     case = {"experiment": "guest", "kernel": "6.1", "dt": "plain", "what": "function_graph"}
     add_host(tree, "nvme_swiotlb", "aaa-bare", lambda r: r.update(artifacts=[]))
-    pairs = macros._need_lab("nvme_swiotlb")
+    pairs = macros.hosts.for_lab("nvme_swiotlb")
     assert pairs[0][0].label == "aaa-bare"
     md = macros.artifact_text("nvme_swiotlb", **case)
-    with_it = [(h, macros._artifacts(r, "log", case)[0]) for h, r in pairs if macros._artifacts(r, "log", case)]
+    with_it = [(h, macros.hosts.artifacts(r, "log", case)[0]) for h, r in pairs if macros.hosts.artifacts(r, "log", case)]
     assert with_it and md.count("```text\n") == len(with_it)
     for h, art in with_it:
         assert art.get("title") and f"\n\n    {render.esc(art['title'])}." in md.split(f'"{h.title}"', 1)[1]
@@ -525,14 +525,14 @@ def test_artifact_text_goes_on_past_a_host_without_it_and_shows_the_title(tree):
     ("both lines", "the file", "both lines of the file"),
 ])
 def test_an_empty_output_is_said_plainly(shown, source, caption):
-    assert macros.shown_of(shown, source) == caption
+    assert macros.excerpts.shown_of(shown, source) == caption
 
 
 @pytest.mark.parametrize("x,shown", [(3.6364, "3.64×"), (22.0, "22.0×"), (99.94, "99.9×"), (99.96, "100×"),
                                      (158.2, "158×"), (1670.4, "1,670×"), (1.0028, "1.00×"), (1.0, "1.00×"),
                                      (0.5, "0.500×"), (0.0, "0×")])
 def test_a_ratio_is_never_in_scientific_notation(x, shown):
-    assert macros._times(x) == shown
+    assert macros.numbers.times(x) == shown
 
 
 def test_a_size_in_a_claim_sentence_has_its_unit():
@@ -540,10 +540,10 @@ def test_a_size_in_a_claim_sentence_has_its_unit():
                                             m("bw", "MB/s", {"bs": 4194304}, [27.0, 30.0, 33.0])])
     trend = {"id": "t", "role": "ours", "statement": "s", "kind": "increasing", "metric": "bw", "over": "bs", "where": {}}
     v = verdict_of(trend, r)
-    assert v["verdict"] == "holds" and macros._interval_text(v["effect"]).startswith("3.00× (95 % interval ")
-    assert macros._claim_sentence(trend, v, r) == \
-        f"bw from 10 MB/s at bs = 4 KiB to 30 MB/s at bs = 4 MiB: last ÷ first = {macros._interval_text(v['effect'])}, needs &gt; 1"
-    assert macros._side_label({"bs": 4096, "x": 1}, {"bs": 1024, "x": 2}) == "bs=4 KiB, x=1"
+    assert v["verdict"] == "holds" and macros.claim_tables.interval_text(v["effect"]).startswith("3.00× (95 % interval ")
+    assert macros.claim_tables.claim_sentence(trend, v, r) == \
+        f"bw from 10 MB/s at bs = 4 KiB to 30 MB/s at bs = 4 MiB: last ÷ first = {macros.claim_tables.interval_text(v['effect'])}, needs &gt; 1"
+    assert macros.claim_tables.side_label({"bs": 4096, "x": 1}, {"bs": 1024, "x": 2}) == "bs=4 KiB, x=1"
 
 
 def test_a_timing_made_in_an_emulated_guest_is_badged_on_a_hardware_host():

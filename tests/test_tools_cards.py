@@ -246,9 +246,9 @@ def test_a_marker_is_never_guessed_from_the_output_itself():
     """A '#' comment of the output holding "(digits)" would be taken for a marker by
     mkdocs-material: such a block is shown as plain text, notes as a list."""
     # a note's pattern is never matched against a "[... n lines not shown ...]" mark
-    md = macros._annotated_block("cmd", ["[... 3 lines not shown ...]", "line"], [["line", "a note"]], set())
+    md = macros.outputs.annotated_block("cmd", ["[... 3 lines not shown ...]", "line"], [["line", "a note"]], set())
     assert "\n[... 3 lines not shown ...]\nline\n# (1)!\n```" in md
-    md = macros._annotated_block("cmd", ["# Samples (3) of x", "line"], [["line", "a note"]], set())
+    md = macros.outputs.annotated_block("cmd", ["# Samples (3) of x", "line"], [["line", "a note"]], set())
     assert md.startswith("```text\n$ cmd\n# Samples (3) of x\nline\n```") and "1.  a note" in md
 
 
@@ -270,8 +270,8 @@ def test_lab_time_comes_from_the_results(lab):
     text = macros.lab_time(lab)
     for path in _committed(lab):
         r = _load(path)
-        assert f"{macros._duration(r['run']['duration_s'])} ({'quick' if r['run']['quick'] else 'full'} run, " in text
-    assert macros._duration(527.3) == "8 min 47 s" and macros._duration(42.4) == "42 s"
+        assert f"{macros.runs.duration_text(r['run']['duration_s'])} ({'quick' if r['run']['quick'] else 'full'} run, " in text
+    assert macros.runs.duration_text(527.3) == "8 min 47 s" and macros.runs.duration_text(42.4) == "42 s"
 
 
 def test_home_page_path_has_every_lab_time_and_every_card():

@@ -194,7 +194,7 @@ def lesson_start(lab: str, shell: str | None = None, boot: dict | None = None) -
     from .. import manifest
     from ..view import render
     from . import macros
-    m = manifest.load(macros.ROOT / "labs" / lab)
+    m = manifest.load(macros.hosts.ROOT / "labs" / lab)
     if not m.get("needs"):
         raise macros.MacroError(f"lesson_start: labs/{lab}/lab.toml has no `needs` (what a reader needs to run the lab)")
     needs = "; ".join(m["needs"])
@@ -206,7 +206,7 @@ def lesson_start(lab: str, shell: str | None = None, boot: dict | None = None) -
             f"**Or open the machine in a shell** (no root{took}):\n\n```bash\n{_wrap(shell)}\n```\n\n")
     return (f'<div class="pc-lesson-start" markdown>\n\n'
             f"**Reading:** about {READING_MARK} · **Start the lab now** (quick mode, budgeted at "
-            f"{render.esc(macros._duration(m['quick_budget_s']))} on 2 cores), and read on while it runs:\n\n"
+            f"{render.esc(macros.runs.duration_text(m['quick_budget_s']))} on 2 cores), and read on while it runs:\n\n"
             f"```bash\nsudo labs/{lab}/run.sh --quick\n```\n\n"
             f"{also}"
             f"**You need:** {needs}. Our runs took {macros.lab_time(lab)}.\n\n</div>\n")

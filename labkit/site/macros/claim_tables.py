@@ -15,10 +15,10 @@ from .numbers import number as _num, times as _times
 from .original import load_original
 from .tables import stacked_table
 
-_ROLE_WORD = {"conclusion": "Original's conclusion", "instrument": "Instrument check", "ours": "Ours"}
+ROLE_WORD = {"conclusion": "Original's conclusion", "instrument": "Instrument check", "ours": "Ours"}
 
 
-def _side_label(own: dict, other: dict) -> str:
+def side_label(own: dict, other: dict) -> str:
     """What tells one side of a claim from the other: the values of the selector keys that
     differ (``same-cpu``; ``kernel=5.10, dt=plain`` when several differ)."""
     diff = {k: v for k, v in own.items() if other.get(k) != v}
@@ -30,12 +30,12 @@ def _side_label(own: dict, other: dict) -> str:
 
 
 def _sides(c: dict) -> tuple[str, str]:
-    """The labels of a comparison's sides a and b (:func:`_side_label`; "a" and "b" when their
+    """The labels of a comparison's sides a and b (:func:`side_label`; "a" and "b" when their
     selectors do not differ)."""
-    return _side_label(c["a"], c["b"]) or "a", _side_label(c["b"], c["a"]) or "b"
+    return side_label(c["a"], c["b"]) or "a", side_label(c["b"], c["a"]) or "b"
 
 
-def _value(x: float, u: str) -> str:
+def value_text(x: float, u: str) -> str:
     """A claim side's value with its unit, bytes in KiB/MiB/GiB (``14.29 µs``, ``512 MiB``);
     a plain ratio or fraction without one."""
     if u in ("ratio", "fraction"):
@@ -46,7 +46,7 @@ def _value(x: float, u: str) -> str:
     return f"{render.fmt(x / div)} {shown}".rstrip()
 
 
-def _interval_text(e: dict) -> str:
+def interval_text(e: dict) -> str:
     """An effect's interval as "2.31× (95 % interval 2.10–2.52×)", or the estimate alone with
     the reason when no interval exists."""
     if e.get("estimate") is None:
@@ -70,22 +70,22 @@ def _effect_text(c: dict, e: dict, result: dict) -> str | None:
         la, lb = _sides(c)
         mean = " (means)" if stat == "mean" else ""
         what = "per-repetition ratio" if c.get("paired") else "ratio"
-        return (f"{_value(a.value, a.unit)} {la} vs {_value(b.value, b.unit)} {lb}{mean}: {what} "
-                f"{la} ÷ {lb} = {_interval_text(e)}, needs {e['needs']}; n = {e['n_a']} / {e['n_b']}")
+        return (f"{value_text(a.value, a.unit)} {la} vs {value_text(b.value, b.unit)} {lb}{mean}: {what} "
+                f"{la} ÷ {lb} = {interval_text(e)}, needs {e['needs']}; n = {e['n_a']} / {e['n_b']}")
     if c["kind"] == "increasing":
         ms = [m for m in claims_mod.select(result, c["metric"], c["where"])
               if isinstance(m["case"].get(c["over"]), (int, float))]
         first = min(ms, key=lambda m: m["case"][c["over"]])
         last = max(ms, key=lambda m: m["case"][c["over"]])
         over = c["over"]
-        return (f"{c['metric']} from {_value(first['median'], first['unit'])} at {over} = "
-                f"{render.case_cell(over, first['case'][over])} to {_value(last['median'], last['unit'])} at "
-                f"{over} = {render.case_cell(over, last['case'][over])}: last ÷ first = {_interval_text(e)}, "
+        return (f"{c['metric']} from {value_text(first['median'], first['unit'])} at {over} = "
+                f"{render.case_cell(over, first['case'][over])} to {value_text(last['median'], last['unit'])} at "
+                f"{over} = {render.case_cell(over, last['case'][over])}: last ÷ first = {interval_text(e)}, "
                 f"needs {e['needs']}")
     return None
 
 
-def _claim_sentence(c: dict, v: dict, result: dict) -> str:
+def claim_sentence(c: dict, v: dict, result: dict) -> str:
     """Markdown inline text: the verdict ``v`` of claim ``c`` on ``result`` as a sentence, from
     the verdict's fields (never from its evidence string): for a comparison the two sides'
     values and the effect with its interval and what the claim needs ("14.29 µs same-cpu vs
@@ -114,7 +114,7 @@ def claims(lab: str) -> str:
     """Markdown: per host, a count of the verdicts and a table of each claim of
     ``labs/<lab>/claims.toml``: its role, statement and ``source`` ("Original: ..."), then its
     verdict (holds, fails, inconclusive, untested, not applicable: each with its own mark and
-    CSS class) as a sentence (:func:`_claim_sentence`) with the raw evidence folded under it.
+    CSS class) as a sentence (:func:`claim_sentence`) with the raw evidence folded under it.
 
     Verdicts are evaluated at build time from the result's measurements and today's
     claims.toml (:func:`labkit.stats.claims.evaluate_one`), so a claim added after the run shows
@@ -131,7 +131,7 @@ def claims(lab: str) -> str:
         for c in spec:
             v = claims_mod.evaluate_cached(c, result)
             count[v["verdict"]] = count.get(v["verdict"], 0) + 1
-            statement = templates.render("claim_statement.html", role=_ROLE_WORD[c["role"]], statement=c["statement"],
+            statement = templates.render("claim_statement.html", role=ROLE_WORD[c["role"]], statement=c["statement"],
                                          source=c.get("source") or "")
             evidence = render.esc(commands.display_text(v["evidence"], result))
             old = stored.get(c["id"])
@@ -139,7 +139,7 @@ def claims(lab: str) -> str:
             if old is not None and old["verdict"] != v["verdict"]:
                 changed = (f" *(recorded as {render.esc(old['verdict'])} when the lab ran; the claim or the"
                            f" verdict rules changed since)*")
-            sentence = _claim_sentence(c, v, result)
+            sentence = claim_sentence(c, v, result)
             verdict = f"{render.VERDICT_MARK[v['verdict']]}: {sentence}{changed}"
             if sentence != evidence:  # a step's or a skip's evidence is its sentence: no fold
                 verdict += templates.render("evidence_fold.html", evidence=evidence)
@@ -158,7 +158,7 @@ def _ratio_name(c: dict) -> str:
     return "last ÷ first" if c["kind"] == "increasing" else ""
 
 
-def _verdict_cell(c: dict, v: dict) -> str:
+def verdict_cell(c: dict, v: dict) -> str:
     """Markdown inline text: one verdict, short: its mark, then the effect named by its sides,
     with its interval and what the claim needs (``same-cpu ÷ other-core = 0.229× (95 % interval
     0.210–0.250×), needs < 0.769``), or the reason it is not decided; flags and the
@@ -167,7 +167,7 @@ def _verdict_cell(c: dict, v: dict) -> str:
     text = render.VERDICT_MARK[v["verdict"]]
     if e and (e.get("estimate") is not None or v["verdict"] in ("holds", "fails")):   # an infinite ratio decides too
         name = _ratio_name(c)
-        text += f": {render.esc(name + ' = ' if name else '')}{render.esc(_interval_text(e))}, needs {render.esc(e['needs'])}"
+        text += f": {render.esc(name + ' = ' if name else '')}{render.esc(interval_text(e))}, needs {render.esc(e['needs'])}"
     if v["verdict"] not in ("holds", "fails") and v.get("reason") and not (e and v["reason"].startswith("the 95%")):
         text += f"; {render.esc(v['reason'])}"
     if v.get("flags"):
@@ -181,7 +181,7 @@ def verdicts(lab: str) -> str:
     """Markdown: the original's conclusions and how each fares on every host: one row per
     ``[[conclusion]]`` of ``labs/<lab>/original.toml`` (in its order) and per claim testing it
     (role ``conclusion``), one column per host with the verdict and its effect and interval
-    (:func:`_verdict_cell`; where a host's verdict differs from the reference host's, the first
+    (:func:`verdict_cell`; where a host's verdict differs from the reference host's, the first
     committed one, the cell names the host provenance that differs: :mod:`labkit.site.macros.differ`),
     evaluated at build time from today's claims.toml (a
     :func:`labkit.site.macros.tables.stacked_table`); then the conclusions no host of ours can
@@ -211,7 +211,7 @@ def verdicts(lab: str) -> str:
             continue
         for k, c in enumerate(tested):
             vs = [claims_mod.evaluate_cached(c, r) for _, r in pairs]
-            cells = [_verdict_cell(c, v) for v in vs]
+            cells = [verdict_cell(c, v) for v in vs]
             ref = next((i for i, (h, _) in enumerate(pairs) if not h.local), None)
             for i, ((h, r), v) in enumerate(zip(pairs, vs)):
                 note = None if ref is None or i == ref else differ.differs_note(

@@ -3,7 +3,7 @@ loaded once per build, the page being rendered, and the per-host loop every data
 
 Every other module of the package reads this state through this module's attributes
 (``hosts.ROOT``, :func:`all_hosts`, :func:`page`) at call time, so that one assignment (a
-test's ``labkit.site.macros.ROOT = tree``, which the package forwards here) reaches them all.
+test setting ``hosts.ROOT`` to another checkout) reaches them all.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from ...view import commands, render
 ROOT = results_mod.ROOT
 """The checkout whose ``labs/`` and ``results/`` the macros read."""
 
-_HOSTS_CACHE: list | None = None
-_macro_env = None  # mkdocs-macros' env (its ``page`` is the page being rendered), or None outside a build
+hosts_cache: list | None = None
+macro_env = None  # mkdocs-macros' env (its ``page`` is the page being rendered), or None outside a build
 
 
 EMULATED_BADGE = '<span class="pc-emulated">emulated CPU</span>'
@@ -39,9 +39,9 @@ class Note(str):
 def start_build(env) -> None:
     """Remember mkdocs-macros' ``env`` (its ``page`` is the page being rendered) and forget
     the loaded hosts: a new build, or a rebuild under ``mkdocs serve``, reads the results again."""
-    global _macro_env, _HOSTS_CACHE
-    _macro_env = env
-    _HOSTS_CACHE = None
+    global macro_env, hosts_cache
+    macro_env = env
+    hosts_cache = None
 
 
 def all_hosts() -> list[results_mod.Host]:
@@ -51,10 +51,10 @@ def all_hosts() -> list[results_mod.Host]:
     Raises:
         ResultError: an invalid result file, or one host label in two places.
     """
-    global _HOSTS_CACHE
-    if _HOSTS_CACHE is None:
-        _HOSTS_CACHE = results_mod.load_hosts(ROOT)
-    return _HOSTS_CACHE
+    global hosts_cache
+    if hosts_cache is None:
+        hosts_cache = results_mod.load_hosts(ROOT)
+    return hosts_cache
 
 
 def for_lab(lab: str) -> list[tuple[results_mod.Host, dict]]:
@@ -68,7 +68,7 @@ def for_lab(lab: str) -> list[tuple[results_mod.Host, dict]]:
 
 def page():
     """The page mkdocs-macros is rendering (``url``, ``file.src_uri``), or None outside a build."""
-    return _macro_env.page if _macro_env is not None else None
+    return macro_env.page if macro_env is not None else None
 
 
 def page_dir(page) -> str:

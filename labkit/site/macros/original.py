@@ -53,7 +53,7 @@ def original_tables(lab: str) -> str:
     return "\n".join(_original_table_md(orig, t) for t in orig["table"])
 
 
-def _here_ratio(result: dict, here: dict) -> str:
+def here_ratio(result: dict, here: dict) -> str:
     """Markdown inline text: our ratio a ÷ b for one host (medians, or means) with its 95 %
     interval (:func:`labkit.stats.claims.ratio_interval`), marked when measured on an emulated CPU;
     "–" with the reason when a side is missing or zero."""
@@ -95,6 +95,6 @@ def original_vs_here(lab: str) -> str:
         t = original_mod.table(orig, q["original"]["table"])
         where = "; ".join(f"{m['name']}, kernel {k}" for m, k in original_mod.table_machines(orig, t))
         cell = html.escape(f"{_num(value)} ({ta} ÷ {tb}; {where})", quote=False)
-        rows.append([html.escape(q["quantity"], quote=False), cell] + [_here_ratio(r, q["here"]) for _, r in pairs]
+        rows.append([html.escape(q["quantity"], quote=False), cell] + [here_ratio(r, q["here"]) for _, r in pairs]
                     + [html.escape(q["reading"], quote=False)])
     return stacked_table(header, rows)

@@ -132,7 +132,7 @@ def step_output(lab: str, step: str, stream: str = "both", lines=None, match: st
     return md
 
 
-def _annotated_block(prompt: str | None, excerpt: list[str], notes: list, used: set) -> str:
+def annotated_block(prompt: str | None, excerpt: list[str], notes: list, used: set) -> str:
     """A code block of ``excerpt`` (after ``$ prompt``) with each note's marker on a line of its
     own under the first line its pattern matches (indented like it: on a narrow screen a marker at
     the end of a long line would be out of sight; several notes may mark one line), followed by the
@@ -222,7 +222,7 @@ def annotated_output(lab: str, step: str | None = None, notes: list | None = Non
             return Note(render.admonition("warning", "Nothing to show on this host",
                                           f"The selection picks no line of this host's {len(out.lines)}-line output."))
         excerpt, which = got
-        block = _annotated_block(out.prompt, excerpt, notes, used)
+        block = annotated_block(out.prompt, excerpt, notes, used)
         return f"{block}\n\n{out.status}; {shown_of(which, out.source)}."
 
     md, picked = hosts.per_host(lab, shown)

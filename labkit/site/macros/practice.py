@@ -12,7 +12,7 @@ from . import hosts
 from .hosts import MacroError
 
 
-def _describe_check(check: dict) -> str:
+def describe_check(check: dict) -> str:
     """A check (a claim body) as a sentence for a reader, e.g. "the median round_trip with
     pin=same-cpu is below 1/1.5 of the one with pin=other-core"."""
     stat = check.get("statistic", "median")
@@ -41,7 +41,7 @@ def _exercise(number: int, ex: dict, checked: str, lab: str, lead: str = "", our
             f"**Predict** the direction before you run it, then open ours:\n\n"
             + render.admonition("question", "Our prediction", html.escape(ex["predict"], quote=False), folded=True)
             + f"\n**Check it:** `labkit check {checked}` reads your result (local-results/*/{lab}.json) and"
-            f" tests: {render.esc(_describe_check(ex['check']))}." + (f"\n\n{ours}" if ours else ""))
+            f" tests: {render.esc(describe_check(ex['check']))}." + (f"\n\n{ours}" if ours else ""))
     return render.admonition("example", f"Exercise {number}: {ex['title']}", body)
 
 

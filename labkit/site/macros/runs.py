@@ -20,7 +20,7 @@ def _virtualization(h: dict) -> str:
     return seen
 
 
-def _host_rows(h: dict) -> list[list[str]]:
+def host_rows(h: dict) -> list[list[str]]:
     """(field, value) rows of a probed host (a result's ``host``), every value escaped (it
     comes from the host)."""
     def cap(c):  # noqa: E306
@@ -78,7 +78,7 @@ def provenance(lab: str) -> str:
             warn += render.admonition("warning", "Measured with audit contexts",
                                       render.esc(f"This run's processes carried kernel audit contexts (or may have) and "
                                                  f"then pay audit work on every system call: {audit_note(r['host'])}.")) + "\n"
-        rows = _host_rows(r["host"]) + [
+        rows = host_rows(r["host"]) + [
             ["freshness", f"{state}: {why}"],
             ["run started", run["start"]], ["duration", f"{run['duration_s']:.0f} s"],
             ["mode", "quick" if run["quick"] else "full"], ["command", render.code_span(commands.display_command(run["command"], r))],
@@ -134,11 +134,11 @@ def host_provenance() -> str:
     tabs = []
     for h in hosts.all_hosts():
         newest = max(h.results.values(), key=lambda r: r["run"]["start"])
-        tabs.append(hosts.tab(h, newest, render.markdown_table(["field", h.label], _host_rows(newest["host"]))))
+        tabs.append(hosts.tab(h, newest, render.markdown_table(["field", h.label], host_rows(newest["host"]))))
     return render.tabs(tabs)
 
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
     """``527.3`` → ``"8 min 47 s"``; under a minute ``"42 s"``."""
     s = int(round(seconds))
     return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
@@ -153,11 +153,11 @@ def lab_time(lab: str) -> str:
     Raises:
         NoResult: no host has a result of ``lab``.
     """
-    return "; ".join(f"{_duration(r['run']['duration_s'])} ({'quick' if r['run']['quick'] else 'full'} run, "
-                     f"{render.host_label(r['host'], host.title)}{_skipped_groups(r)})" for host, r in hosts.for_lab(lab))
+    return "; ".join(f"{duration_text(r['run']['duration_s'])} ({'quick' if r['run']['quick'] else 'full'} run, "
+                     f"{render.host_label(r['host'], host.title)}{skipped_groups(r)})" for host, r in hosts.for_lab(lab))
 
 
-def _skipped_groups(result: dict) -> str:
+def skipped_groups(result: dict) -> str:
     """``", without the guest group"`` when whole groups of ``result`` were skipped (every step
     of the group ``skipped``): a time that left out a group is not the time of the whole lab."""
     by_group: dict[str, set[str]] = {}
