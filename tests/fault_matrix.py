@@ -290,16 +290,16 @@ def breadth_first(cases: list[Case]) -> list[Case]:
 
 
 def lock_free(lab: str) -> bool:
-    """Whether no run of ``lab`` holds its lock right now."""
-    return subprocess.run(["flock", "-n", str(lock_path(lab)), "true"]).returncode == 0
+    """Whether no lab run holds the host's lock right now (``lab``: the lab a case is about to
+    run; the lock is one for every lab, labkit/run/supervisor.py's lock_path)."""
+    return subprocess.run(["flock", "-n", str(lock_path()), "true"]).returncode == 0
 
 
 def wait_for_lock(script: str | Path, timeout: int = 3600) -> None:
-    """Wait until no run of the lab (a name, or its run.sh: the folder's name) holds its lock
-    (another run on a shared machine): a case must not be refused for that. flock on the
-    host's lock file of the lab, as its supervisor takes it (labkit/run/supervisor.py)."""
-    name = Path(script).parent.name if str(script).endswith(".sh") else str(script)
-    subprocess.run(["flock", "-w", str(timeout), str(lock_path(name)), "true"], check=False)
+    """Wait until no lab run holds the host's lock (another run on a shared machine): a case
+    of ``script``'s lab must not be refused for that. flock on the lock file, as a supervisor
+    takes it (labkit/run/supervisor.py)."""
+    subprocess.run(["flock", "-w", str(timeout), str(lock_path()), "true"], check=False)
 
 
 def run_alive(tag: str) -> bool:

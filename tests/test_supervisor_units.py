@@ -72,8 +72,8 @@ def test_a_held_lock_whose_holder_is_unknown_says_how_to_stop_it(tmp_path, monke
     monkeypatch.setattr(supervisor, "find_journals", lambda *a: [])
     with pytest.raises(supervisor.Usage) as exc:
         s.take_lock()
-    assert str(exc.value) == ("another run of demo is in progress (pid unknown); "
-                              "wait for it to end, or stop it with: kill PID")
+    assert str(exc.value) == ("another lab run is in progress on this host (pid unknown): two at once would "
+                              "measure each other; wait for it to end, or stop it with: kill PID")
 
 
 @pytest.mark.parametrize("environ, owner", [
@@ -200,27 +200,29 @@ def test_relay_ends_soon_after_its_child_while_a_grandchild_holds_the_pipe(tmp_p
 
 # ---- the lock -----------------------------------------------------------------------------------
 
-def test_the_lock_is_the_hosts_per_lab(tmp_path, monkeypatch):
-    """/run/lock/perf-casebook.<lab>.lock by default, PCB_LOCK_DIR's when set, the temporary
-    directory's when the lock directory cannot take a file; two Locks on one lab's file (two
-    checkouts) exclude each other, two labs do not."""
+def test_the_lock_is_the_hosts(tmp_path, monkeypatch):
+    """/run/lock/perf-casebook.lock by default, PCB_LOCK_DIR's when set, the temporary
+    directory's when the lock directory cannot take a file; two Locks on it (two labs, or two
+    checkouts) exclude each other; the holder's lab is read from its environment."""
     monkeypatch.delenv("PCB_LOCK_DIR", raising=False)
     monkeypatch.setattr(supervisor, "LOCK_DIR", tmp_path / "run-lock")
     (tmp_path / "run-lock").mkdir()
-    assert supervisor.lock_path("fstime") == tmp_path / "run-lock" / "perf-casebook.fstime.lock"
+    assert supervisor.lock_path() == tmp_path / "run-lock" / "perf-casebook.lock"
     monkeypatch.setenv("PCB_LOCK_DIR", str(tmp_path / "mine"))
     (tmp_path / "mine").mkdir()
-    assert supervisor.lock_path("fstime") == tmp_path / "mine" / "perf-casebook.fstime.lock"
+    assert supervisor.lock_path() == tmp_path / "mine" / "perf-casebook.lock"
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     import tempfile
     monkeypatch.setattr(tempfile, "tempdir", None)
-    assert supervisor.lock_path("fstime", tmp_path / "absent") == tmp_path / "tmp" / "perf-casebook.fstime.lock"
-    a, b = supervisor.Lock(supervisor.lock_path("fstime")), supervisor.Lock(supervisor.lock_path("fstime"))
-    c = supervisor.Lock(supervisor.lock_path("lat_tcp"))
-    assert a.take() and not b.take() and c.take()
-    assert (supervisor.lock_path("fstime").stat().st_mode & 0o777) == 0o644
+    assert supervisor.lock_path(tmp_path / "absent") == tmp_path / "tmp" / "perf-casebook.lock"
+    a, b = supervisor.Lock(supervisor.lock_path()), supervisor.Lock(supervisor.lock_path())
+    assert a.take() and not b.take()
+    assert (supervisor.lock_path().stat().st_mode & 0o777) == 0o644
     os.close(a.fd)
     assert b.take(wait=1)
-    for lock in (b, c):
-        os.close(lock.fd)
+    os.close(b.fd)
+    (tmp_path / "proc" / "42").mkdir(parents=True)
+    (tmp_path / "proc" / "42" / "environ").write_bytes(b"HOME=/root\0PCB_LAB_NAME=fstime\0PCB_LAB_TITLE=x y\0")
+    assert supervisor.holder_lab("42", proc=tmp_path / "proc") == "fstime"
+    assert supervisor.holder_lab("43", proc=tmp_path / "proc") == ""

@@ -6,8 +6,8 @@ environment (``PCB_LAB_NAME``, ``PCB_LAB_TITLE``, ``PCB_LAB_TOOLS``, ``PCB_LAB_G
 ``NAME<TAB>DESCRIPTION<TAB>always?`` line per group). The process keeps run.sh's PID. It owns:
 
 - the command line (``--help``; bad usage is one line on stderr and exit 2, nothing started);
-- the lock: one run per lab and host (flock on ``/run/lock/perf-casebook.<lab>.lock``, held by
-  this process only);
+- the lock: one lab run per host (flock on ``/run/lock/perf-casebook.lock``, held by this
+  process only);
 - the journal ``<out>/.<lab>.journal`` and its copy ``<scratch>/.pcb-journal`` (so that
   ``--recover --scratch`` finds it when the out directory is gone), see :mod:`labkit.run.journal`;
 - the run's processes: the lab's bash ("the body": ``PCB_LAB_ROLE=body``, the groups' steps)
@@ -475,23 +475,33 @@ class Journal:
 LOCK_DIR = Path("/run/lock")
 
 
-def lock_path(name: str, lock_dir: Path | None = None) -> Path:
-    """The lock file of lab ``name`` on this host: ``/run/lock/perf-casebook.<name>.lock`` (the
-    FHS's lock directory, one for the whole host, world-writable with the sticky bit on Debian),
-    or the same name in the temporary directory where that is not a writable directory. One
-    file per host and lab, whatever checkout or user runs it: two clones cannot switch the same
-    scheduler at once. ``PCB_LOCK_DIR`` in the environment names another directory (the fake
-    lab's tests: each test its own, so that two test runs on one machine do not refuse each
-    other)."""
+def lock_path(lock_dir: Path | None = None) -> Path:
+    """The host's lock file of lab runs: ``/run/lock/perf-casebook.lock`` (the FHS's lock
+    directory, one for the whole host, world-writable with the sticky bit on Debian), or the
+    same name in the temporary directory where that is not a writable directory. One file per
+    host, whatever lab, checkout or user runs: two runs at once would measure each other, and
+    one run's task,never rule (:mod:`labkit.run.auditctx`) would take the audit contexts off the
+    other's processes. ``PCB_LOCK_DIR`` in the environment names another directory (the fake
+    lab's tests: each test its own, so that a test run beside a lab run is not refused)."""
     d = lock_dir or Path(os.environ.get("PCB_LOCK_DIR") or LOCK_DIR)
     if not (d.is_dir() and os.access(d, os.W_OK | os.X_OK)):
         import tempfile
         d = Path(tempfile.gettempdir())
-    return d / f"perf-casebook.{name}.lock"
+    return d / "perf-casebook.lock"
+
+
+def holder_lab(pid: str, proc: Path = Path("/proc")) -> str:
+    """The lab whose supervisor is ``pid`` (its ``PCB_LAB_NAME``; lab_main puts it in the
+    environment), or "" when that cannot be read (another user's process, gone)."""
+    try:
+        env = (proc / pid / "environ").read_bytes().split(b"\0")
+    except OSError:
+        return ""
+    return next((e[len(b"PCB_LAB_NAME="):].decode(errors="replace") for e in env if e.startswith(b"PCB_LAB_NAME=")), "")
 
 
 class Lock:
-    """One run of a lab at a time on a host: flock(2) on :func:`lock_path`, held by the
+    """One lab run at a time on a host: flock(2) on :func:`lock_path`, held by the
     supervisor alone (the fd is close-on-exec: a killed run's stray processes never keep it)."""
 
     def __init__(self, path: Path):
@@ -556,7 +566,7 @@ class Supervisor:
 
     def __init__(self, lab: Lab):
         self.lab, self.out = lab, Output(lab.name)
-        self.lock = Lock(lock_path(lab.name))
+        self.lock = Lock(lock_path())
         self.stop_sig: int | str | None = None
         self.undoing = False
         self.tag = ""
@@ -605,8 +615,9 @@ class Supervisor:
         if j is not None and not _live(j) and self.lock.take(wait=10):
             return
         h = self.lock.holder()
-        self.refuse(f"another run of {self.lab.name} is in progress (pid {h or 'unknown'}); "
-                    f"wait for it to end, or stop it with: kill {h or 'PID'}")
+        what = holder_lab(h) if h else ""
+        self.refuse(f"another lab run is in progress on this host ({what + ', ' if what else ''}pid {h or 'unknown'}): "
+                    f"two at once would measure each other; wait for it to end, or stop it with: kill {h or 'PID'}")
 
     def default_out(self) -> None:
         """The host label (default: probe.default_label) and the out directory (default:
@@ -874,13 +885,19 @@ class Supervisor:
         """Before the lab's first step: keep audit contexts off the run's processes where the
         boot has had audit enabled (:func:`labkit.run.auditctx.suppress`: the task,never rule's
         removal journalled, then the rule added), and write the outcome into the probed host as
-        ``audit_context``. A host file that cannot be read is left to ``labkit record``."""
+        ``audit_context``. A host file that cannot be read is left to ``labkit record``.
+        ``PCB_AUDIT_CONTEXT=leave`` in the environment adds no rule (the fake lab's tests, which
+        must not change the audit of a lab run beside them); the result says so."""
         from . import auditctx
         try:
             host = json.loads(host_json.read_text())
         except (OSError, ValueError):
             return
-        host["audit_context"] = auditctx.suppress(host, os.getpid(), self.journal.defer, self.out.say)
+        if os.environ.get("PCB_AUDIT_CONTEXT") == "leave" and host.get("audit_ever_enabled") is not False:
+            host["audit_context"] = auditctx.present("left as it was (PCB_AUDIT_CONTEXT=leave)")
+            self.out.say("audit: PCB_AUDIT_CONTEXT=leave: no task,never rule; the run's processes may carry audit contexts")
+        else:
+            host["audit_context"] = auditctx.suppress(host, os.getpid(), self.journal.defer, self.out.say)
         host_json.write_text(json.dumps(host, indent=2) + "\n")
 
     def _start_text(self) -> str:
