@@ -236,3 +236,13 @@ def tree(tmp_path, monkeypatch):
     monkeypatch.delenv("PERF_CASEBOOK_RESULTS", raising=False)
     monkeypatch.setattr(hosts, "hosts_cache", None)
     yield root
+
+
+@pytest.fixture
+def watched(page):
+    """The page with console errors and every requested URL recorded."""
+    errors, requests = [], []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    return page, errors, requests
