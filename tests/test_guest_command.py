@@ -158,8 +158,8 @@ def test_a_boot_runs_the_built_command(profile, tmp_path, monkeypatch):
     (job / "run").write_text("true\n")
     work = tmp_path / "work"
     nvme = tmp_path / "nvme.img"
-    res = guest._boot(spec, prep, job, tmp_path / "out", work, "tcg", nvme, 30, lambda m: None, scratch_mib=16,
-                      drives={"pcbextra": tmp_path / "extra.img"})
+    res = guest._boot(spec, prep, guest.Boot(job, tmp_path / "out", work, "tcg", timeout=30, nvme_image=nvme, scratch_mib=16,
+                                             drives={"pcbextra": tmp_path / "extra.img"}), lambda m: None)
     assert res["device_tree"] is None
     want = command.boot_command("arm64", "tcg", 3, 1536, kernel=prep["vmlinuz"], initrd=prep["initrd"],
                                 rootfs=prep["rootfs_img"], modules=prep["modules_img"], job_tar=work / "job.tar",

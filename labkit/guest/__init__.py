@@ -58,6 +58,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from . import command, debian, images, local, qemu
 from .debian import GuestBuildError
@@ -403,7 +404,7 @@ def _accel(spec: GuestSpec, prep: dict, work: Path, say: Say) -> tuple[str, str]
     job = work / "probe-job"
     job.mkdir(parents=True, exist_ok=True)
     (job / "run").write_text("echo kvm-probe-ok\n")
-    res = _boot(spec, prep, job, work / "probe-out", work / "probe", "kvm", None, 40, lambda m: None, probe=True)
+    res = _boot(spec, prep, Boot(job, work / "probe-out", work / "probe", "kvm", timeout=40, probe=True), lambda m: None)
     if res["exit"] == 0:
         accel, reason = "kvm", f"a KVM probe boot finished in {res['seconds']:.1f} s"
     else:
@@ -451,40 +452,111 @@ def _device_tree(spec: GuestSpec, work: Path, accel: str) -> tuple[Path | None, 
 STEP_WRITER = Path(__file__).resolve().parent / "step.sh"   # a job's step writer, /job/.pcb/step.sh in the guest
 
 
-def _boot(spec: GuestSpec, prep: dict, job_dir: Path, out_dir: Path, work: Path, accel: str, nvme_image: Path | None,
-          timeout: float | None, say: Say, out_mib: int = 256, probe: bool = False, scratch_mib: int = 0,
-          job_line: Say | None = None, interactive: bool = False, drives: dict[str, Path] | None = None) -> dict:
+class GuestInfo(TypedDict, total=False):
+    """A boot's record (:func:`run`; ``guest.json``, which labs read): the machine (arch,
+    machine, cpu, cpus, mem_mib, accelerator and why, QEMU's version, this host's arch and CPU),
+    the kernel (Debian package, version, release; ``kernel_source`` a reader's kernel as
+    {"kind", "path", "sha256"}, else None), the userspace (release, profile, packages), the
+    device tree (``dt``, ``device_tree`` as :func:`_device_tree` describes it, ``dma_ranges``:
+    the PCIe host bridge's window in the booted tree), the kernel command line added
+    (``append``), the disks (``nvme_image``, ``drives`` {serial: path}), the job's ``exit``
+    status (None: none came back), ``boot_seconds`` (QEMU's start to the job's start),
+    ``seconds`` (the whole boot), ``prepare_seconds`` and ``cache_built`` (the cache entries
+    made for it), ``timed_out``; :func:`run_command` and :func:`shell` add ``command`` and
+    ``nvme_scratch``."""
+
+    arch: str
+    machine: str
+    cpu: str
+    cpus: int
+    mem_mib: int
+    accelerator: str
+    accel_reason: str
+    qemu_version: str
+    host_arch: str
+    host_cpu: str
+    kernel_package: str
+    kernel_version: str
+    kernel_release: str
+    kernel_source: dict | None
+    userspace_release: str
+    profile: str
+    packages: list
+    dt: str | None
+    device_tree: dict | None
+    dma_ranges: str | None
+    append: str
+    nvme_image: str | None
+    drives: dict[str, str]
+    exit: int | None
+    boot_seconds: float | None
+    seconds: float
+    prepare_seconds: float
+    cache_built: list
+    timed_out: bool
+    command: list[str] | None
+    nvme_scratch: int | None
+
+
+@dataclass
+class Boot:
+    """One boot of a prepared guest (:func:`_boot`): the job directory (its ``run``), the
+    directory the guest's ``/out`` comes back into, the work directory (the boot's disks,
+    ``console.log``, ``qemu.cmd``, the device tree), the accelerator ("kvm" or "tcg"), the
+    timeout in seconds (None: none), an NVMe image, read-only virtio drives {serial: image},
+    the out and scratch disks' sizes in MiB (0: no scratch disk), whether this is the KVM probe
+    (the boot ends at the job's exit marker) and whether the console is this terminal."""
+
+    job_dir: Path
+    out_dir: Path
+    work: Path
+    accel: str
+    timeout: float | None = 600
+    nvme_image: Path | None = None
+    drives: dict[str, Path] | None = None
+    out_mib: int = 256
+    scratch_mib: int = 0
+    probe: bool = False
+    interactive: bool = False
+
+
+def _boot(spec: GuestSpec, prep: dict, boot: Boot, say: Say, job_line: Say | None = None) -> dict:
+    """Boot ``spec`` with the images ``prep`` (:func:`prepare`) as ``boot`` says, every line of
+    the job to ``job_line`` when given. Returns :func:`labkit.guest.qemu.boot`'s record plus
+    "device_tree"; the boot's disks are removed whatever happens."""
+    work = boot.work
     work.mkdir(parents=True, exist_ok=True)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    boot.out_dir.mkdir(parents=True, exist_ok=True)
     job_tar, out_img, scratch = work / "job.tar", work / "out.img", work / "scratch.img"
     try:
         with tarfile.open(job_tar, "w", format=tarfile.USTAR_FORMAT) as tar:
-            for p in sorted(Path(job_dir).rglob("*")):
-                tar.add(p, arcname=str(p.relative_to(job_dir)), recursive=False)
+            for p in sorted(Path(boot.job_dir).rglob("*")):
+                tar.add(p, arcname=str(p.relative_to(boot.job_dir)), recursive=False)
             tar.add(STEP_WRITER, arcname=".pcb/step.sh")
         with open(out_img, "wb") as f:
-            f.truncate(out_mib * 1024 * 1024)
-        dtb, tree = _device_tree(spec, work, accel)
-        if scratch_mib:
+            f.truncate(boot.out_mib * 1024 * 1024)
+        dtb, tree = _device_tree(spec, work, boot.accel)
+        if boot.scratch_mib:
             # An empty disk of the guest's own for scratch (sparse here: only what the guest writes uses
             # space); the job finds it as $PCB_SCRATCH_DEV and puts a file system on it.
             with open(scratch, "wb") as f:
-                f.truncate(scratch_mib * 1024 * 1024)
-        cmd = command.boot_command(spec.arch, accel, spec.cpus, spec.mem_mib, kernel=prep["vmlinuz"],
+                f.truncate(boot.scratch_mib * 1024 * 1024)
+        cmd = command.boot_command(spec.arch, boot.accel, spec.cpus, spec.mem_mib, kernel=prep["vmlinuz"],
                                    initrd=prep["initrd"], rootfs=prep["rootfs_img"], modules=prep["modules_img"],
                                    job_tar=job_tar, out_img=out_img, append=spec.append, dtb=dtb,
-                                   scratch=scratch if scratch_mib else None, drives=drives, nvme_image=nvme_image,
-                                   interactive=interactive)
+                                   scratch=scratch if boot.scratch_mib else None, drives=boot.drives,
+                                   nvme_image=boot.nvme_image, interactive=boot.interactive)
         (work / "qemu.cmd").write_text(" ".join(cmd) + "\n")
-        if interactive:
-            res = qemu.boot_interactive(cmd, timeout)
+        if boot.interactive:
+            res = qemu.boot_interactive(cmd, boot.timeout)
         else:
-            res = qemu.boot(cmd, timeout if timeout is not None else float("inf"), work / "console.log", say,
-                            ready_marker="PCB-GUEST-EXIT" if probe else None, ready_timeout=timeout if probe else None,
-                            job_line=job_line)
-        if res["exit"] is not None or interactive:
-            proc = subprocess.run(["tar", "-xf", str(out_img), "-C", str(out_dir)], capture_output=True, text=True)
-            if proc.returncode != 0 and not interactive:
+            limit = boot.timeout if boot.timeout is not None else float("inf")
+            res = qemu.boot(cmd, limit, work / "console.log", say, ready_marker="PCB-GUEST-EXIT" if boot.probe else None,
+                            ready_timeout=boot.timeout if boot.probe else None, job_line=job_line)
+        if res["exit"] is not None or boot.interactive:
+            proc = subprocess.run(["tar", "-xf", str(out_img), "-C", str(boot.out_dir)], capture_output=True,
+                                  text=True)
+            if proc.returncode != 0 and not boot.interactive:
                 raise GuestRunError(f"the guest's /out could not be read back: {proc.stderr.strip()[-200:]}")
         res["device_tree"] = tree
         return res
@@ -499,7 +571,7 @@ def run(spec: GuestSpec, job_dir: Path | str, out_dir: Path | str, work_dir: Pat
         nvme_image: Path | str | None = None, timeout: float | None = 600, say: Say = stderr_say,
         out_mib: int = 256, refresh: bool = False, host_label: str | None = None, scratch_mib: int = 0,
         job_line: Say | None = None, interactive: bool = False, extra: dict | None = None,
-        drives: dict[str, Path | str] | None = None) -> dict:
+        drives: dict[str, Path | str] | None = None) -> GuestInfo:
     """Boot ``spec``, run ``job_dir/run`` (POSIX sh, as root, cwd /job, ``$PCB_OUT`` = /out; the
     step writer :data:`STEP_WRITER` beside it as /job/.pcb/step.sh) and bring ``/out`` back into
     ``out_dir``. ``work_dir`` (in the lab's scratch) holds the per-run
@@ -516,13 +588,8 @@ def run(spec: GuestSpec, job_dir: Path | str, out_dir: Path | str, work_dir: Pat
     job's exit status then comes from ``/out/.pcb-exit`` when the job writes one); ``extra``: more
     keys for the record.
 
-    Returns: {"arch", "machine", "cpu", "cpus", "mem_mib", "accelerator", "accel_reason",
-    "qemu_version", "host_arch", "host_cpu", "kernel_package", "kernel_version", "kernel_release",
-    "kernel_source" (a reader's kernel: {"kind", "path", "sha256"}, else None), "userspace_release",
-    "profile", "packages", "dt", "device_tree" (see :func:`_device_tree`; None without one),
-    "dma_ranges" (the PCIe host bridge's window in the booted tree, or None), "append",
-    "nvme_image", "drives" ({serial: path}), "exit", "boot_seconds", "seconds", "prepare_seconds", "cache_built" (cache
-    entries this run had to make), "timed_out"}; "exit" is the job's exit status.
+    Returns: the boot's record (:class:`GuestInfo`), also written as ``out_dir/guest.json``;
+    its "exit" is the job's exit status.
 
     Raises:
         GuestBuildError, GuestRunError: assembling failed, or the guest gave no exit status
@@ -542,8 +609,9 @@ def run(spec: GuestSpec, job_dir: Path | str, out_dir: Path | str, work_dir: Pat
     tree_name = spec.dt or (Path(spec.dtb).name if spec.dtb else None)
     say(f"booting {spec.arch} ({accel}) kernel {prep['kernel']['release']}"
         + (f", device tree {tree_name}" if tree_name else "") + (f", append '{spec.append}'" if spec.append else ""))
-    res = _boot(spec, prep, Path(job_dir), out_dir, work, accel, Path(nvme_image) if nvme_image else None, timeout,
-                say, out_mib, scratch_mib=scratch_mib, job_line=job_line, interactive=interactive, drives=drives)
+    res = _boot(spec, prep, Boot(Path(job_dir), out_dir, work, accel, timeout, Path(nvme_image) if nvme_image else None,
+                                 {k: Path(v) for k, v in drives.items()} if drives else None, out_mib, scratch_mib,
+                                 interactive=interactive), say, job_line=job_line)
     if interactive:
         status = out_dir / ".pcb-exit"
         if status.exists():
@@ -653,7 +721,7 @@ def _console_tail(work: Path, lines: int = 15) -> str:
 def run_command(spec: GuestSpec, command: list[str], *, nvme_image: Path | str | None = None,
                 out_dir: Path | str | None = None, work_dir: Path | str | None = None, timeout: float = 600,
                 say: Say = stderr_say, output: Say | None = None, refresh: bool = False,
-                nvme_mib: int = SCRATCH_NVME_MIB, drives: dict[str, Path | str] | None = None) -> dict:
+                nvme_mib: int = SCRATCH_NVME_MIB, drives: dict[str, Path | str] | None = None) -> GuestInfo:
     """Boot ``spec`` and run one command in it (``labkit guest run -- CMD``): the job is
     :func:`command_job`; every line the guest prints while it runs goes to ``output`` (default:
     this process's stdout; the command's stdout and stderr share the console). ``nvme_image``:
@@ -691,7 +759,7 @@ def run_command(spec: GuestSpec, command: list[str], *, nvme_image: Path | str |
 
 def shell(spec: GuestSpec, *, nvme_image: Path | str | None = None, out_dir: Path | str | None = None,
           work_dir: Path | str | None = None, timeout: float | None = None, say: Say = stderr_say,
-          refresh: bool = False, nvme_mib: int = SCRATCH_NVME_MIB) -> dict:
+          refresh: bool = False, nvme_mib: int = SCRATCH_NVME_MIB) -> GuestInfo:
     """Boot ``spec`` with an interactive shell on its console, on this process's terminal
     (``labkit guest shell``): the job is :func:`shell_job`; the userspace is the profile's plus
     :data:`SHELL_PACKAGES`. The NVMe drive, ``out_dir`` and the private directory in ``work_dir``
