@@ -184,12 +184,14 @@ def test_claims_table_shows_source_and_live_verdicts(tree):
     r = model.load(reference("lat_tcp"))
     for c, v in zip(spec, claims_mod.evaluate(spec, r)):
         # each statement is led by its role
-        assert f'<span class="pc-role">{escape(macros.claim_tables.ROLE_WORD[c["role"]])}</span>: {escape(c["statement"])}' in out
+        word = {"conclusion": "Original's conclusion", "instrument": "Instrument check", "ours": "Ours"}[c["role"]]
+        assert f'<span class="pc-role">{escape(word)}</span>: {escape(c["statement"])}' in out
         if c.get("source"):
             assert f'<span class="pc-source">Original: ' in out
         assert render.VERDICT_MARK[v["verdict"]] in out
-        # the cell reads "<mark>: <the verdict as a sentence>"
-        assert f'{render.VERDICT_MARK[v["verdict"]]}: {macros.claim_tables.claim_sentence(c, v, r)}' in out
+        # the cell reads "<mark>: <the verdict as a sentence>", then the evidence folded or the cell's end
+        cell = f'{render.VERDICT_MARK[v["verdict"]]}: {macros.claim_tables.claim_sentence(c, v, r)}'
+        assert re.search(re.escape(cell) + r'(<details class="pc-evidence">| \|)', out), cell
     # a changed result changes the verdict on the page (the claims are evaluated at build time)
     c = next(c for c in spec if c["kind"] == "step")
 

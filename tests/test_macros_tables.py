@@ -467,6 +467,21 @@ def test_verdict_cell(claim, verdict, tail):
     assert macros.claim_tables.verdict_cell(claim, v) == want
 
 
+def test_verdict_cell_shows_a_reason_only_where_the_interval_does_not_say_it():
+    """A decided verdict never carries a reason; an undecided one with an effect shows its
+    reason unless the reason is the interval's own ("the 95% interval ..."), which the cell
+    already shows."""
+    v = verdict_of(COMPARE)
+    assert v["verdict"] == "holds"
+    for verdict in ("holds", "fails"):
+        assert "a reason" not in macros.claim_tables.verdict_cell(COMPARE, dict(v, verdict=verdict, reason="a reason"))
+    undecided = dict(v, verdict="inconclusive", reason="too few repetitions for a calibrated interval")
+    assert macros.claim_tables.verdict_cell(COMPARE, undecided).endswith(
+        "; too few repetitions for a calibrated interval")
+    own = dict(undecided, reason="the 95% interval straddles the threshold")
+    assert "straddles" not in macros.claim_tables.verdict_cell(COMPARE, own)
+
+
 def test_verdict_cell_shows_flags_and_the_emulation_badge():
     drifting = dict(COMPARE, a={"pin": "drift"})
     v = verdict_of(drifting)
