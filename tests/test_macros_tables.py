@@ -94,6 +94,7 @@ def test_skips_count_and_list_the_steps_that_did_not_run(tree):
     md = macros.skips("lat_tcp")
     ok = sum(1 for s in r["steps"] if s["status"] == "ok")
     assert f"{ok} of {len(r['steps'])} steps ran as designed." in md
+    assert "| step | status | reason |" in md
     for s in r["steps"][:3]:
         assert f"| {render.code_span(s['name'])} | {s['status']} | {render.esc(s['reason'] or '')} |" in md
 
