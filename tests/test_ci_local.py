@@ -103,16 +103,14 @@ def test_ci_runs_the_readme_full_suite_command():
 
 
 @pytest.mark.lab
-@pytest.mark.timeout(900)
 @pytest.mark.skipif(not is_root(), reason="the lab job runs as root (apt, the lab's host changes)")
-def test_the_lab_job_runs_here_in_quick_mode(tmp_path):
-    """Every step of the workflow's lab job, in order, for lat_tcp in quick mode."""
-    proc = subprocess.run([sys.executable, str(RUNNER), "--lab", "lat_tcp", "--out", str(tmp_path), "--host",
-                           "local-job"], capture_output=True, text=True, timeout=880, stdin=subprocess.DEVNULL,
-                          env=dict(os.environ, GITHUB_ACTIONS=""))
+def test_the_lab_job_runs_here_in_quick_mode(lat_tcp_quick):
+    """Every step of the workflow's lab job, in order, for lat_tcp in quick mode (the session's
+    lat_tcp run is that job's, as root: conftest.py's lat_tcp_quick)."""
+    proc, host_dir, _ = lat_tcp_quick
     assert proc.returncode == 0, proc.stderr[-4000:]
     ran = re.findall(r"^\[\d+\] exit (\d+)", proc.stderr, re.M)
     assert ran == ["0"] * 8, proc.stderr[-3000:]
-    r = model.load(tmp_path / "local-job" / "lat_tcp.json")
-    assert r["run"]["quick"] is True and r["host"]["label"] == "local-job"
+    r = model.load(host_dir / "lat_tcp.json")
+    assert r["run"]["quick"] is True and r["host"]["label"] == "test-quick"
     assert any(a["kind"] == "cast" for a in r["artifacts"])
