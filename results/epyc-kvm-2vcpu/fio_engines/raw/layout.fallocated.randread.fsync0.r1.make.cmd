@@ -1,1 +1,1 @@
-fallocate -l 1g /tmp/pcb-fio_engines.5c0422/fallocated.dat
+fallocate -l 1g /tmp/pcb-fio_engines.dcc43e/fallocated.dat

@@ -1,1 +1,1 @@
-stat -c %s\ %b\ %B /tmp/pcb-fio_engines.5c0422/fallocated.dat
+stat -c %s\ %b\ %B /tmp/pcb-fio_engines.dcc43e/fallocated.dat

@@ -1,1 +1,1 @@
-perf script -i /tmp/pcb-fio_engines.5c0422/perf-buffered.data
+perf script -i /tmp/pcb-fio_engines.dcc43e/perf-buffered.data

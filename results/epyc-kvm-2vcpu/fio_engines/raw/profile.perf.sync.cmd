@@ -1,1 +1,1 @@
-sync /tmp/pcb-fio_engines.5c0422/data.dat
+sync /tmp/pcb-fio_engines.dcc43e/data.dat

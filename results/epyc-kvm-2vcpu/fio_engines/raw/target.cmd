@@ -1,1 +1,1 @@
-findmnt -T /tmp/pcb-fio_engines.5c0422
+findmnt -T /tmp/pcb-fio_engines.dcc43e

@@ -1,1 +1,1 @@
-/work/refrun/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.58a0b8/heat.script --folded /tmp/ref1/epyc-kvm-2vcpu/.optane_kyber.partial/heat-all.folded --svg /tmp/ref1/epyc-kvm-2vcpu/.optane_kyber.partial/heat-all.svg --title every\ CPU\,\ the\ whole\ recording
+/work/refrun/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.ee0333/heat.script --folded /tmp/refO9/epyc-kvm-2vcpu/.optane_kyber.partial/heat-all.folded --svg /tmp/refO9/epyc-kvm-2vcpu/.optane_kyber.partial/heat-all.svg --title every\ CPU\,\ the\ whole\ recording

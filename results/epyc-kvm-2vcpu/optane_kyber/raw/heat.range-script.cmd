@@ -1,1 +1,1 @@
-perf script --max-stack 48 -i /tmp/pcb-optane_kyber.58a0b8/heat.data --time 13716.400000\,13716.600000
+perf script --max-stack 48 -i /tmp/pcb-optane_kyber.ee0333/heat.data --time 64938.400000\,64938.600000
