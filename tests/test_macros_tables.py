@@ -574,3 +574,11 @@ def test_a_timing_made_in_an_emulated_guest_is_badged_on_a_hardware_host():
     assert "timings are not hardware" in badge and badge.endswith("\n\n")
     assert macros.hosts.guest_badge(hw, [plain]) == ""
     assert macros.hosts.guest_badge({"host": {"label": "q", "arch": "aarch64", "emulation": dict(TCG)}}, [guest]) == ""
+
+
+def test_stacked_table_keeps_each_cell_on_one_line():
+    """stacked_table: every cell (header label included) on one line (a newline inside the HTML
+    block would end it for Markdown), each body cell led by its column's label."""
+    out = macros.tables.stacked_table(["What", "Theirs\nkernel 3.10"], [["copy\nrate", "a\nb"]])
+    assert "copy rate" in out and "a b" in out and "Theirs kernel 3.10" in out
+    assert "copy\nrate" not in out and "a\nb" not in out
