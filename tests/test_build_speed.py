@@ -361,17 +361,3 @@ def test_workers_that_cannot_start_are_logged_at_info(caplog):
     assert beside._active is False
     beside.finish()
 
-
-def test_a_chart_worker_leaves_ctrl_c_to_the_build(monkeypatch):
-    """A worker ignores SIGINT (the terminal sends it to the whole process group): the build's
-    own process stops and shuts the pool down; then the worker's pyplot is set up."""
-    import signal
-    from labkit.site.macros import beside
-    called = []
-    monkeypatch.setattr(beside.charts, "pyplot", lambda: called.append(1))
-    before = signal.getsignal(signal.SIGINT)
-    try:
-        beside._worker_start()
-        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN and called == [1]
-    finally:
-        signal.signal(signal.SIGINT, before)

@@ -289,7 +289,10 @@ def test_serve_draws_charts_beside_each_build_and_leaves_no_process(tmp_path):
         port = s.getsockname()[1]
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1", PERF_CASEBOOK_LOCAL="0", PCB_BUILD_CACHE=str(tmp_path / "cache"))
     log = (tmp_path / "serve.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "mkdocs", "serve", "--strict", "-a", f"127.0.0.1:{port}"],
+    # SIGINT as a terminal gives it: the suite itself may run with SIGINT ignored (a background
+    # job, nohup), which a child would inherit and which would make Ctrl-C below do nothing.
+    proc = subprocess.Popen(["env", "--default-signal=INT", sys.executable, "-m", "mkdocs", "serve", "--strict", "-a",
+                             f"127.0.0.1:{port}"],
                             cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def page() -> str:

@@ -83,18 +83,9 @@ def _executor() -> ProcessPoolExecutor:
         ctx = multiprocessing.get_context("forkserver")
         os.environ.setdefault("MPLBACKEND", "Agg")      # the fork server imports pyplot headless
         ctx.set_forkserver_preload(["labkit.view.charts", "matplotlib.pyplot"])
-        _pool = ProcessPoolExecutor(max_workers=workers(), mp_context=ctx, initializer=_worker_start)
+        _pool = ProcessPoolExecutor(max_workers=workers(), mp_context=ctx,
+                                    initializer=charts.pyplot)
     return _pool
-
-
-def _worker_start() -> None:
-    """A worker's start: Ctrl-C (SIGINT to the terminal's process group, workers included)
-    stops the build's own process alone, which then cancels the pool's work and shuts it down
-    (:func:`finish`); a worker killed by it mid-chart could leave the pool's shutdown waiting.
-    Then pyplot, headless (:func:`labkit.view.charts.pyplot`)."""
-    import signal
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    charts.pyplot()
 
 
 def later(folder: str, ms: list[dict], x: str, series: str | None = None, **opts) -> dict[str, str] | None:
