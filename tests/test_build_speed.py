@@ -360,4 +360,3 @@ def test_workers_that_cannot_start_are_logged_at_info(caplog):
     assert "labkit: charts are drawn in the build's own process (OSError: no semaphores)" in caplog.messages
     assert beside._active is False
     beside.finish()
-
