@@ -490,11 +490,10 @@ def test_a_result_records_how_the_run_stood_with_audit(tmp_path, host):
     assert_host_as_before(tmp_path, host)
 
 
-@pytest.mark.skipif(not is_root() or shutil.which("auditctl") is None, reason="audit rules need root and auditctl")
-def test_a_killed_run_leaves_its_task_never_rule_and_recover_removes_it(tmp_path, host):
-    """The run adds '-a never,task -F pid!=<its PID>' before its first step (journalled first);
-    SIGKILL after that leaves the rule loaded, a new run is refused, and --recover deletes
-    exactly that rule: the rules are as before. A normal end removes it too."""
+def killed_after_its_rule(tmp_path: Path, host: Path) -> tuple[dict, list[str], object, str]:
+    """Start the fake lab with the real audit rule (skipping where the host's own rules decide
+    its audit context) and SIGKILL it at its first work step, once the rule is loaded.
+    Returns (its environment, its arguments, signal_at's outcome, the rule)."""
     before = audit_rules_now()
     if "-a never,task" in before or any(not r.startswith("-a never,task") for r in before):
         pytest.skip(f"this host's own audit rules decide its audit context: {before}")
@@ -502,7 +501,15 @@ def test_a_killed_run_leaves_its_task_never_rule_and_recover_removes_it(tmp_path
     args = ["--host", "fake", "--out", str(tmp_path / "out"), "--scratch", str(tmp_path / "scratch")]
     got = signal_at(lab_command(FAKE, "--only", "work", *args), progress_boundary("work", 1), signal.SIGKILL, env=env)
     assert got.rc == -signal.SIGKILL
-    rule = f"-a never,task -F pid!={got.pid}"
+    return env, args, got, f"-a never,task -F pid!={got.pid}"
+
+
+@pytest.mark.skipif(not is_root() or shutil.which("auditctl") is None, reason="audit rules need root and auditctl")
+def test_a_killed_run_leaves_its_task_never_rule_and_recover_removes_it(tmp_path, host):
+    """The run adds '-a never,task -F pid!=<its PID>' before its first step (journalled first);
+    SIGKILL after that leaves the rule loaded, a new run is refused, and --recover deletes
+    exactly that rule: the rules are as before. A normal end removes it too."""
+    env, args, got, rule = killed_after_its_rule(tmp_path, host)
     assert any(f"audit: added '{rule}'" in ln for ln in got.lines), "".join(got.lines[-20:])
     assert rule in audit_rules_now()
     journal = (tmp_path / "out" / ".fakelab.journal").read_text()
@@ -529,14 +536,7 @@ def test_labkit_recover_removes_the_rule_of_a_killed_run_whose_journal_is_gone(t
     """SIGKILL, then the out and scratch directories removed (the journal and its copy with
     them): labkit recover still finds the run's task,never rule by its gone supervisor PID and
     deletes it (a live run's rule is left: tests/test_audit_context.py)."""
-    before = audit_rules_now()
-    if "-a never,task" in before or any(not r.startswith("-a never,task") for r in before):
-        pytest.skip(f"this host's own audit rules decide its audit context: {before}")
-    env = {**os.environ, **fake_env(tmp_path, host, FAKELAB_SLEEP=20), **unknown_audit_env(tmp_path)}
-    args = ["--host", "fake", "--out", str(tmp_path / "out"), "--scratch", str(tmp_path / "scratch")]
-    got = signal_at(lab_command(FAKE, "--only", "work", *args), progress_boundary("work", 1), signal.SIGKILL, env=env)
-    assert got.rc == -signal.SIGKILL
-    rule = f"-a never,task -F pid!={got.pid}"
+    env, args, got, rule = killed_after_its_rule(tmp_path, host)
     try:
         assert rule in audit_rules_now()
         for p in tagged_processes(f"fakelab.{got.pid}."):
