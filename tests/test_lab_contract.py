@@ -536,7 +536,7 @@ def test_labkit_recover_removes_the_rule_of_a_killed_run_whose_journal_is_gone(t
     """SIGKILL, then the out and scratch directories removed (the journal and its copy with
     them): labkit recover still finds the run's task,never rule by its gone supervisor PID and
     deletes it (a live run's rule is left: tests/test_audit_context.py)."""
-    env, args, got, rule = killed_after_its_rule(tmp_path, host)
+    env, _, got, rule = killed_after_its_rule(tmp_path, host)
     try:
         assert rule in audit_rules_now()
         for p in tagged_processes(f"fakelab.{got.pid}."):
