@@ -582,3 +582,4 @@ def test_stacked_table_keeps_each_cell_on_one_line():
     out = macros.tables.stacked_table(["What", "Theirs\nkernel 3.10"], [["copy\nrate", "a\nb"]])
     assert "copy rate" in out and "a b" in out and "Theirs kernel 3.10" in out
     assert "copy\nrate" not in out and "a\nb" not in out
+    assert out.endswith("</div>\n"), out[-40:]   # the HTML block ends, then a line break
