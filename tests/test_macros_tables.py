@@ -271,6 +271,25 @@ def test_here_ratio_says_when_there_is_no_interval(a, b, shown):
     assert macros.original.here_ratio(r, dict(HERE, b={"pin": "c"})) == "– (no rtt measurement for pin=c)"
 
 
+def test_here_ratio_reads_the_statistic_and_names_every_missing_side():
+    """A ratio of means where the original's row says so (the medians otherwise), and with both
+    sides missing, both reasons, one after the other."""
+    r = _here_result((10, 11, 30), (5, 5.5, 6))
+    means, medians = macros.original.here_ratio(r, dict(HERE, statistic="mean")), macros.original.here_ratio(r, HERE)
+    assert means.startswith(macros.numbers.number(17 / 5.5) + " (") and medians.startswith(macros.numbers.number(2.0) + " (")
+    both = dict(HERE, a={"pin": "x"}, b={"pin": "y"})
+    assert macros.original.here_ratio(r, both) == "– (no rtt measurement for pin=x; no rtt measurement for pin=y)"
+
+
+def test_an_original_tables_text_is_shown_as_published():
+    """The original's title and cells keep their quotes (escaped for HTML only where markup
+    would break: <, >, &)."""
+    orig = macros.original.load_original("lat_tcp")
+    t = dict(orig["table"][0], title='dd "direct" vs \'buffered\' <4k>', columns=['"a"', "b"], rows=[["'1'", "2 & 3"]])
+    md = macros.original._original_table_md(orig, t)
+    assert 'dd "direct" vs \'buffered\' &lt;4k&gt;' in md and '"a"' in md and "'1'" in md and "2 &amp; 3" in md
+
+
 @pytest.mark.parametrize("a,b", [((10, 11, 12), (5, 5.5, 6)), ((10, 11, 12), (5,)), ((10, 11, 12), (0, 1, 1))])
 def test_here_ratio_badges_an_emulated_cpu(a, b):
     """The host's CPU emulated, or one side measured in a TCG guest on a hardware host: the same
