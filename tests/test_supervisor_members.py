@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 import uuid
+from pathlib import Path
 
 from labkit.run import supervisor
 
@@ -26,8 +27,17 @@ def test_an_untagged_process_of_a_tagged_group_is_a_member():
     proc = subprocess.Popen(["sh", "-c", "env -i sleep 30 & wait"], env=dict(os.environ, PCB_LAB_RUN=tag),
                             start_new_session=True)
     try:
-        _wait_for(lambda: len([p for p in os.listdir("/proc") if p.isdigit()
-                               and (supervisor.journals.proc_stat(p) or [None, None, None])[2] == str(proc.pid)]) >= 2)
+        # until the child runs sleep itself: before that exec it still carries the tag
+        def sleeping_child() -> bool:
+            for p in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != proc.pid):
+                try:
+                    if (supervisor.journals.proc_stat(p) or [None, None, None])[2] == str(proc.pid) and \
+                            Path(f"/proc/{p}/cmdline").read_bytes().startswith(b"sleep\0"):
+                        return True
+                except OSError:
+                    pass
+            return False
+        _wait_for(sleeping_child)
         groups: set[int] = set()
         members = supervisor._members(tag, groups)
         child = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != proc.pid

@@ -226,3 +226,10 @@ def test_the_lock_is_the_hosts(tmp_path, monkeypatch):
     (tmp_path / "proc" / "42" / "environ").write_bytes(b"HOME=/root\0PCB_LAB_NAME=fstime\0PCB_LAB_TITLE=x y\0")
     assert supervisor.holder_lab("42", proc=tmp_path / "proc") == "fstime"
     assert supervisor.holder_lab("43", proc=tmp_path / "proc") == ""
+
+
+def test_the_lab_declarations_types_resolve():
+    """Lab's annotations are types (read by dataclasses, documentation and type checkers)."""
+    import typing
+    hints = typing.get_type_hints(supervisor.Lab)
+    assert hints["out"] == (str | None) and hints["guest"] == (str | None) and hints["quick"] is bool
