@@ -233,3 +233,26 @@ def test_the_lab_declarations_types_resolve():
     import typing
     hints = typing.get_type_hints(supervisor.Lab)
     assert hints["out"] == (str | None) and hints["guest"] == (str | None) and hints["quick"] is bool
+
+
+def test_a_stop_signal_is_kept_once_and_ends_the_running_child(tmp_path):
+    """_on_signal: the first stop signal is the run's reason to stop and its running child gets
+    SIGTERM; a later one changes nothing, and none counts while the undo runs."""
+    import signal
+    import subprocess
+    s = _sup(tmp_path)
+    s.child = subprocess.Popen(["sleep", "30"])
+    try:
+        s._on_signal(signal.SIGINT, None)
+        assert s.stop_sig == signal.SIGINT
+        assert s.child.wait(timeout=10) == -signal.SIGTERM
+        s._on_signal(signal.SIGHUP, None)
+        assert s.stop_sig == signal.SIGINT
+    finally:
+        if s.child.poll() is None:
+            s.child.kill()
+            s.child.wait()
+    undoing = _sup(tmp_path)
+    undoing.undoing = True
+    undoing._on_signal(signal.SIGTERM, None)
+    assert undoing.stop_sig is None
