@@ -272,6 +272,17 @@ def test_original_macros(tree):
     assert e["estimate"] == pytest.approx(a.value / b.value) and e["low"] <= e["estimate"] <= e["high"]
     num = macros.numbers.number
     assert f"</span> {num(e['estimate'])} ({num(e['low'])}–{num(e['high'])})</td>" in vs
+    header = vs.split("<tbody")[0]
+    assert header.index(">Quantity<") < header.index(">Original<") < header.index(">Reading<")
+    ratios = tree / "labs" / "lat_tcp" / "original.toml"
+    kept = ratios.read_text()
+    ratios.write_text(re.sub(r"^\[\[ratio\]\]\n.*?(?=^\[\[(?!ratio\]\]))", "", kept, flags=re.M | re.S))
+    try:
+        with pytest.raises(macros.MacroError) as none:
+            macros.original_vs_here("lat_tcp")
+        assert str(none.value) == "original_vs_here: labs/lat_tcp/original.toml has no [[ratio]] entries"
+    finally:
+        ratios.write_text(kept)
     assert f"{float('12.8296') / float('8.2153'):.3g} (12.8296 ÷ 8.2153; HP380, Xeon 2699v4, kernel 3.10.0-514.el7.x86_64 (4K))" in vs
     add_host(tree, "lat_tcp", "arm64-tcg", emulate)
     head, body = macros.original_vs_here("lat_tcp").split("<tbody")
