@@ -256,3 +256,22 @@ def test_a_stop_signal_is_kept_once_and_ends_the_running_child(tmp_path):
     undoing.undoing = True
     undoing._on_signal(signal.SIGTERM, None)
     assert undoing.stop_sig is None
+
+
+def test_an_undo_that_fails_without_the_journal_says_to_undo_by_hand(tmp_path, monkeypatch, capfd):
+    """The journal gone, its copy replayed and an action failing: nothing can retry it, and the
+    run says so."""
+    s = _sup(tmp_path)
+    copy = tmp_path / "copy.journal"
+    copy.write_text("")
+
+    class Gone:
+        path = tmp_path / "gone.journal"
+
+    Gone.copy = copy
+    s.journal = Gone()
+    monkeypatch.setattr(supervisor, "replay", lambda *a: False)
+    assert s.undo_all() is False
+    err = capfd.readouterr().err
+    assert "some host changes could not be undone (above), and without the journal --recover cannot retry " \
+           "them: undo them by hand" in err, err
