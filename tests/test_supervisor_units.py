@@ -275,3 +275,12 @@ def test_an_undo_that_fails_without_the_journal_says_to_undo_by_hand(tmp_path, m
     err = capfd.readouterr().err
     assert "some host changes could not be undone (above), and without the journal --recover cannot retry " \
            "them: undo them by hand" in err, err
+
+
+def test_only_an_unavailable_capability_becomes_a_variable():
+    """PCB_CAP_<NAME> for each capability the probe found unavailable (its reason, or
+    "unavailable"); none for one available, unprobed, or not an object."""
+    host = {"pmu": {"available": False, "reason": "no PMU in this VM"}, "tracefs": {"available": True},
+            "loop_devices": {"available": False}, "netns": None}
+    assert supervisor.capability_env(host) == {"PCB_CAP_PMU": "no PMU in this VM", "PCB_CAP_LOOP": "unavailable"}
+    assert supervisor.capability_env({}) == {}

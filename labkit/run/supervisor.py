@@ -832,13 +832,9 @@ class Supervisor:
         if rc != 0:
             self.out.say(f"labkit probe failed (exit {rc})")
             self.finish(1)
-        from .probe import CAPABILITIES
         caps = {}
         try:
-            host = json.loads((run_dir / "host.json").read_text())
-            caps = {f"PCB_CAP_{name.upper()}": host[key].get("reason") or "unavailable"
-                    for key, name in CAPABILITIES.items()
-                    if isinstance(host.get(key), dict) and host[key].get("available") is False}
+            caps = capability_env(json.loads((run_dir / "host.json").read_text()))
         except (OSError, ValueError):
             pass
         self.keep_audit_clean(run_dir / "host.json")
@@ -1002,6 +998,17 @@ class Supervisor:
             self.finish(1)
         self.out.say(f"result: {self.out_dir}/{lab.name}.json (guest {lab.guest}, {accel})")
         self.finish(rc if rc >= 0 else 1)
+
+
+def capability_env(host: dict) -> dict[str, str]:
+    """The body's ``PCB_CAP_<NAME>`` variables from a probed host (``labkit probe``'s JSON):
+    one per capability of :data:`labkit.run.probe.CAPABILITIES` that the probe found unavailable,
+    its reason as the value ("unavailable" without one); lab.sh's ``lab_require`` skips a step
+    whose capability has one. An available or unprobed capability has none."""
+    from .probe import CAPABILITIES
+    return {f"PCB_CAP_{name.upper()}": host[key].get("reason") or "unavailable"
+            for key, name in CAPABILITIES.items()
+            if isinstance(host.get(key), dict) and host[key].get("available") is False}
 
 
 def guest_accel(arch: str, run=subprocess.run) -> str:
