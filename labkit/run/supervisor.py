@@ -832,6 +832,7 @@ class Supervisor:
         if rc != 0:
             self.out.say(f"labkit probe failed (exit {rc})")
             self.finish(1)
+        from .probe import CAPABILITIES
         caps = {}
         try:
             caps = capability_env(json.loads((run_dir / "host.json").read_text()))
