@@ -225,7 +225,9 @@ FAKE_CASES += [pytest.param(fm.Case("fakelab", "chatty", 3, s), marks=[] if s ==
 
 @pytest.mark.parametrize("case", FAKE_CASES, ids=lambda c: c.id if isinstance(c, fm.Case) else str(c))
 def test_fake_lab_signal_at_a_boundary_leaves_the_host_as_it_was(case, tmp_path, host):
-    o = fm.run_case(case, tmp_path, extra_env={"FAKELAB_DIR": str(host), "FAKELAB_SLEEP": "0.5"}, host=False)
+    own = fake_env(tmp_path, host)   # this test's lock directory and audit left alone, as every fake-lab test
+    o = fm.run_case(case, tmp_path, extra_env={"FAKELAB_DIR": str(host), "FAKELAB_SLEEP": "0.5",
+                                               **{k: own[k] for k in ("PCB_LOCK_DIR", "PCB_AUDIT_CONTEXT")}}, host=False)
     assert o.clean, "\n".join(o.problems)
     assert (host / "knob").read_text() == "before\n"
     assert sorted(p.name for p in host.iterdir()) == ["knob"]
