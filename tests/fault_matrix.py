@@ -289,17 +289,12 @@ def breadth_first(cases: list[Case]) -> list[Case]:
     return [v[i] for i in range(rounds) for v in per.values() if i < len(v)]
 
 
-def lock_free(lab: str) -> bool:
-    """Whether no lab run holds the host's lock right now (``lab``: the lab a case is about to
-    run; the lock is one for every lab, labkit/run/supervisor.py's lock_path)."""
-    return subprocess.run(["flock", "-n", str(lock_path()), "true"]).returncode == 0
-
-
-def wait_for_lock(script: str | Path, timeout: int = 3600) -> None:
-    """Wait until no lab run holds the host's lock (another run on a shared machine): a case
-    of ``script``'s lab must not be refused for that. flock on the lock file, as a supervisor
-    takes it (labkit/run/supervisor.py)."""
-    subprocess.run(["flock", "-w", str(timeout), str(lock_path()), "true"], check=False)
+def wait_for_lock(lock_dir: Path | None = None, timeout: int = 3600) -> None:
+    """Wait until no lab run holds the lock a case's run will take (another run on a shared
+    machine): the case must not be refused for that. flock on labkit/run/supervisor.py's
+    lock_path (the host's, one for every lab; ``lock_dir``'s when the case's environment names
+    one with PCB_LOCK_DIR)."""
+    subprocess.run(["flock", "-w", str(timeout), str(lock_path(lock_dir)), "true"], check=False)
 
 
 def run_alive(tag: str) -> bool:
@@ -366,7 +361,7 @@ def run_case(case: Case, base: Path, extra_env: dict | None = None, host: bool =
     args = ["--quick", "--only", case.group, "--host", "fault-matrix", "--out", str(work / "out"),
             "--scratch", str(work / "scratch")]
     sig = signal.Signals["SIG" + case.sig] if not case.sig.startswith("SIG") else signal.Signals[case.sig]
-    wait_for_lock(target)
+    wait_for_lock(Path(env["PCB_LOCK_DIR"]) if env.get("PCB_LOCK_DIR") else None)
     if host:
         wait_quiet()
     before = host_state([work]) if host else {}
@@ -499,9 +494,7 @@ def main(argv: list[str] | None = None) -> int:
         stopped, total, started = None, len(outcomes) + len(cases), time.time()
         try:
             while cases:
-                # A lab another run holds (a shared machine) waits: the other labs' cases go first.
-                c = next((c for c in cases if lock_free(c.lab)), cases[0])
-                cases.remove(c)
+                c = cases.pop(0)   # a lab run of another on the machine: run_case waits for its end
                 o = run_judged(c, Path(tmp))
                 outcomes.append(o)
                 state.done(o)
