@@ -38,6 +38,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .journal import proc_stat
+
 NEVER = "never enabled"
 SUPPRESSED = "suppressed with task,never"
 PLAIN = "-a never,task"
@@ -129,12 +131,12 @@ _RUN_RULE = re.compile(r"^-a never,task -F pid!=(\d+)$")
 def supervisor_alive(pid: int, proc: Path = Path("/proc")) -> bool:
     """Whether PID ``pid`` is a live lab-run supervisor: a process that is not a zombie and whose
     command line names ``labkit`` (a reused PID of some other program is not)."""
+    fields = proc_stat(pid, proc)
     try:
-        state = (proc / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
         cmdline = (proc / str(pid) / "cmdline").read_bytes()
-    except (OSError, IndexError):
+    except OSError:
         return False
-    return state not in ("Z", "X") and b"labkit" in cmdline
+    return bool(fields) and fields[0] not in ("Z", "X") and b"labkit" in cmdline
 
 
 def orphans(loaded: list[str] | None, alive=supervisor_alive) -> list[int]:

@@ -134,12 +134,13 @@ def copies(path: str | Path) -> list[Path]:
     return out
 
 
-def proc_stat(pid: int | str) -> list[str] | None:
+def proc_stat(pid: int | str, proc: Path = Path("/proc")) -> list[str] | None:
     """The fields of /proc/PID/stat after the command name (proc(5) fields 3 onwards), or None
     when the process is gone: [0] the state (R, S, Z, ...), [1] the parent's PID, [2] the process
-    group, [19] the start time (clock ticks after boot, proc(5) field 22)."""
+    group, [19] the start time (clock ticks after boot, proc(5) field 22). ``proc``: another
+    /proc (a test's files)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+        return (proc / str(pid) / "stat").read_text().rsplit(") ", 1)[1].split()
     except (OSError, IndexError):
         return None
 
