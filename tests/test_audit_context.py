@@ -105,6 +105,24 @@ def test_a_host_rule_is_kept_and_nothing_is_journalled(monkeypatch):
     assert not [c for c in ctl.calls if c[0] in ("-a", "-d")]
 
 
+@pytest.mark.parametrize("ever, want", [(True, ("present: left as it was (PCB_AUDIT_CONTEXT=leave)", False)),
+                                        (None, ("present: left as it was (PCB_AUDIT_CONTEXT=leave)", False)),
+                                        (False, ("never enabled", False))])
+def test_leave_adds_no_rule(ever, want):
+    """PCB_AUDIT_CONTEXT=leave (the fake lab's tests): no rule, on any boot but one that never
+    enabled audit, which needs none."""
+    assert auditctx.decide(ever, True, True, STATUS_OFF, [], leave=True) == want
+
+
+def test_leave_touches_nothing_and_says_so(monkeypatch):
+    monkeypatch.setattr(auditctx.os, "geteuid", lambda: 0)
+    monkeypatch.setenv("PCB_AUDIT_CONTEXT", "leave")
+    ctl, said = Auditctl(), []
+    got = auditctx.suppress({"audit_ever_enabled": True}, 1, lambda *a: pytest.fail("journalled"), said.append, run=ctl)
+    assert got == "present: left as it was (PCB_AUDIT_CONTEXT=leave)" and ctl.calls == []
+    assert said == [f"audit: this run's processes carry audit contexts ({got})"]
+
+
 def test_never_enabled_touches_nothing(monkeypatch):
     monkeypatch.setattr(auditctx.os, "geteuid", lambda: 0)
     ctl = Auditctl()

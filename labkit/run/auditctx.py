@@ -76,8 +76,11 @@ def is_task_never(rule: str) -> bool:
     return rule == PLAIN or rule.startswith(PLAIN + " ")
 
 
+LEAVE = "left as it was (PCB_AUDIT_CONTEXT=leave)"
+
+
 def decide(ever_enabled: bool | None, root: bool, have_auditctl: bool, status: str | None,
-           loaded: list[str] | None) -> tuple[str, bool]:
+           loaded: list[str] | None, leave: bool = False) -> tuple[str, bool]:
     """What a run does about audit contexts: (``host.audit_context``, whether to add the rule).
 
     Args:
@@ -85,9 +88,13 @@ def decide(ever_enabled: bool | None, root: bool, have_auditctl: bool, status: s
         root, have_auditctl: whether the run is root and ``auditctl`` is on the PATH.
         status: ``auditctl -s``'s output (None: it failed).
         loaded: :func:`rules` (None: ``auditctl -l`` failed).
+        leave: ``PCB_AUDIT_CONTEXT=leave`` was set (the fake lab's tests, which must not change
+            the audit state of a lab run beside them): no rule.
     """
     if ever_enabled is False:
         return NEVER, False
+    if leave:
+        return present(LEAVE), False
     if not root:
         return present("not root"), False
     if not have_auditctl:
@@ -151,16 +158,17 @@ def orphans(loaded: list[str] | None, alive=supervisor_alive) -> list[int]:
 
 def suppress(host: dict, pid: int, defer, say=lambda _m: None, run=_auditctl) -> str:
     """For a run whose supervisor has PID ``pid`` and whose probed host is ``host``: decide
-    (:func:`decide`), and when the rule is to be added, register its removal with ``defer(desc,
+    (:func:`decide`; ``PCB_AUDIT_CONTEXT=leave`` in the environment: no rule, no auditctl call), and when the rule is to be added, register its removal with ``defer(desc,
     *cmd)`` (the journal) first, then add it. Returns ``host.audit_context``."""
     root = os.geteuid() == 0
     have = shutil.which("auditctl") is not None
+    leave = os.environ.get("PCB_AUDIT_CONTEXT") == "leave"
     status = loaded = None
-    if root and have and host.get("audit_ever_enabled") is not False:
+    if root and have and not leave and host.get("audit_ever_enabled") is not False:
         s = run("-s")
         status = s.stdout if s is not None and s.returncode == 0 else None
         loaded = rules(run)
-    context, add_it = decide(host.get("audit_ever_enabled"), root, have, status, loaded)
+    context, add_it = decide(host.get("audit_ever_enabled"), root, have, status, loaded, leave)
     if not add_it:
         if context == SUPPRESSED:
             say(f"audit: the host's own '{PLAIN}' rule keeps audit contexts off this run's processes")

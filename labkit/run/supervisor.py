@@ -883,18 +883,13 @@ class Supervisor:
         boot has had audit enabled (:func:`labkit.run.auditctx.suppress`: the task,never rule's
         removal journalled, then the rule added), and write the outcome into the probed host as
         ``audit_context``. A host file that cannot be read is left to ``labkit record``.
-        ``PCB_AUDIT_CONTEXT=leave`` in the environment adds no rule (the fake lab's tests, which
-        must not change the audit of a lab run beside them); the result says so."""
+        ``PCB_AUDIT_CONTEXT=leave`` in the environment adds no rule (:func:`labkit.run.auditctx.decide`)."""
         from . import auditctx
         try:
             host = json.loads(host_json.read_text())
         except (OSError, ValueError):
             return
-        if os.environ.get("PCB_AUDIT_CONTEXT") == "leave" and host.get("audit_ever_enabled") is not False:
-            host["audit_context"] = auditctx.present("left as it was (PCB_AUDIT_CONTEXT=leave)")
-            self.out.say("audit: PCB_AUDIT_CONTEXT=leave: no task,never rule; the run's processes may carry audit contexts")
-        else:
-            host["audit_context"] = auditctx.suppress(host, os.getpid(), self.journal.defer, self.out.say)
+        host["audit_context"] = auditctx.suppress(host, os.getpid(), self.journal.defer, self.out.say)
         host_json.write_text(json.dumps(host, indent=2) + "\n")
 
     def _start_text(self) -> str:
