@@ -336,9 +336,9 @@ def _cmd_recover(a) -> int:
     files = journal.find(outs, scratch)
     status, removed = _recover_audit_rules()
     if not files:
-        what = "no journal" if removed else "nothing to recover (no journal"
-        print(f"labkit recover: {what} in {', '.join(map(str, outs + scratch))}{')' * (not removed)}",
-              file=sys.stderr)
+        where = ", ".join(map(str, outs + scratch))
+        print(f"labkit recover: no journal in {where}" if removed else
+              f"labkit recover: nothing to recover (no journal in {where})", file=sys.stderr)
         return status
     for f in files:
         try:
