@@ -76,7 +76,7 @@ def metrics_by_group(lab: str) -> dict[str, list[str]]:
 
 def _artifact_rows(lab: str) -> list[list[str]]:
     """One row per artifact (flame graph, folded stacks, log) of every host, with a link."""
-    page = macros.hosts.macro_env.page if macros.hosts.macro_env is not None else None
+    page = macros.hosts.page()
     rows = []
     for host, r in macros.hosts.for_lab(lab):
         for a in r["artifacts"]:
@@ -147,7 +147,7 @@ def evidence_link(lab: str, metric: str | None = None, text: str | None = None, 
         frag = "#" + anchor(metric)
     elif section:
         frag = "#" + section
-    page = macros.hosts.macro_env.page if macros.hosts.macro_env is not None else None
+    page = macros.hosts.page()
     label = text or (f"all `{metric}` data" if metric else "the evidence page")
     return f"[{label}]({macros.hosts.rel_src(page, page_src(lab))}{frag})"
 
