@@ -104,16 +104,20 @@ def host(tmp_path):
     return d
 
 
-def fake_env(work: Path, host: Path, **extra) -> dict:
-    """The fake lab's environment: fault_matrix.case_env's, its host directory, a lock
-    directory of this test's own (beside the host directory: every run of one test shares it),
-    and no task,never rule (PCB_AUDIT_CONTEXT=leave: a rule would reach a lab run beside the
-    tests); the audit tests take that out (:func:`unknown_audit_env`)."""
-    env = fm.case_env(work)
+def apart(host: Path) -> dict:
+    """What keeps a fake-lab run apart from the host's lab runs: a lock directory of this
+    test's own (beside the host directory: every run of one test shares it), and no task,never
+    rule (PCB_AUDIT_CONTEXT=leave: a rule would reach a lab run beside the tests); the audit
+    tests take that out (:func:`unknown_audit_env`)."""
     locks = host.parent / "locks"
     locks.mkdir(exist_ok=True)
-    env.update(FAKELAB_DIR=str(host), PCB_LOCK_DIR=str(locks), PCB_AUDIT_CONTEXT="leave",
-               **{k: str(v) for k, v in extra.items()})
+    return {"PCB_LOCK_DIR": str(locks), "PCB_AUDIT_CONTEXT": "leave"}
+
+
+def fake_env(work: Path, host: Path, **extra) -> dict:
+    """The fake lab's environment: fault_matrix.case_env's, its host directory, :func:`apart`."""
+    env = fm.case_env(work)
+    env.update(FAKELAB_DIR=str(host), **apart(host), **{k: str(v) for k, v in extra.items()})
     return env
 
 
@@ -225,9 +229,8 @@ FAKE_CASES += [pytest.param(fm.Case("fakelab", "chatty", 3, s), marks=[] if s ==
 
 @pytest.mark.parametrize("case", FAKE_CASES, ids=lambda c: c.id if isinstance(c, fm.Case) else str(c))
 def test_fake_lab_signal_at_a_boundary_leaves_the_host_as_it_was(case, tmp_path, host):
-    own = fake_env(tmp_path, host)   # this test's lock directory and audit left alone, as every fake-lab test
-    o = fm.run_case(case, tmp_path, extra_env={"FAKELAB_DIR": str(host), "FAKELAB_SLEEP": "0.5",
-                                               **{k: own[k] for k in ("PCB_LOCK_DIR", "PCB_AUDIT_CONTEXT")}}, host=False)
+    o = fm.run_case(case, tmp_path, extra_env={"FAKELAB_DIR": str(host), "FAKELAB_SLEEP": "0.5", **apart(host)},
+                    host=False)
     assert o.clean, "\n".join(o.problems)
     assert (host / "knob").read_text() == "before\n"
     assert sorted(p.name for p in host.iterdir()) == ["knob"]
@@ -655,7 +658,7 @@ def test_a_second_checkout_cannot_run_the_lab_while_one_runs(tmp_path, host):
     the same lab from another copy of run.sh (another clone) is refused in one line naming the
     running one's PID, and starts once it has ended."""
     other = tmp_path / "clone" / "tests" / "fakelab"
-    other.mkdir(parents=True)
+    shutil.copytree(FAKE.parent, other)
     (other / "run.sh").write_text(FAKE.read_text().replace('"$(dirname "$0")', f'"{FAKE.parent}'))
     env = dict(os.environ, **fake_env(tmp_path, host, FAKELAB_SLEEP=3))
     args = ["--only", "work", "--host", "fake", "--scratch", str(tmp_path / "scratch")]
@@ -674,6 +677,9 @@ def test_a_second_checkout_cannot_run_the_lab_while_one_runs(tmp_path, host):
     finally:
         first.stderr.read()
         assert first.wait(timeout=60) == 0
+    after = subprocess.run(["bash", str(other / "run.sh"), *args, "--out", str(tmp_path / "out2")],
+                           capture_output=True, text=True, env=dict(env, FAKELAB_SLEEP="0.1"), timeout=120)
+    assert after.returncode == 0, after.stderr
     assert_host_as_before(tmp_path, host)
 
 
