@@ -46,10 +46,8 @@ def chart(lab: str, metric: str, x: str, series: str | None = None, where: dict 
             images.append({"scheme": scheme, **beside.image(folder, ms, x, series, dark=dark, **opts)})
         return hosts.guest_badge(result, ms) + templates.render("chart.html", alt=f"{alt_of} on {host.label}", images=images)
 
-    md, found = hosts.per_host(lab, figure)
-    if not found:
-        raise MacroError(f"chart: no host has {metric!r} measurements in lab {lab!r} where {where}")
-    return md
+    return hosts.per_host(lab, figure,
+                          missing=f"chart: no host has {metric!r} measurements in lab {lab!r} where {where}")[0]
 
 
 def svg_size(path) -> tuple[float, float]:
@@ -96,10 +94,8 @@ def flamegraph(lab: str, kind: str = "flamegraph", group: str | None = None, **c
         return (f"{obj}\n\n{render.esc(a.get('title', kind))}. "
                 f"[Open it on its own page]({hosts.rel_src(page, target)}) ({how}).")
 
-    md, found = hosts.per_host(lab, figure)
-    if not found:
-        raise MacroError(f"flamegraph: no host has a {kind} artifact of lab {lab!r} matching {case}")
-    return md
+    return hosts.per_host(lab, figure,
+                          missing=f"flamegraph: no host has a {kind} artifact of lab {lab!r} matching {case}")[0]
 
 
 def _cast_header(path) -> tuple[dict, float]:

@@ -161,7 +161,8 @@ def group_ran(lab: str, group: str | None) -> bool:
     return any(s["group"] == group for _, r in for_lab(lab) for s in r["steps"])
 
 
-def per_host(lab: str, body: Callable[[results_mod.Host, dict], str]) -> tuple[str, int]:
+def per_host(lab: str, body: Callable[[results_mod.Host, dict], str],
+             missing: str | None = None) -> tuple[str, int]:
     """One content tab per host with a result of ``lab`` (:func:`labkit.view.render.tabs`, hosts
     in :func:`for_lab`'s order), each holding ``body(host, result)``: Markdown, or a
     :class:`Note` (e.g. :func:`skip_note`) where the host has nothing of this kind.
@@ -171,10 +172,13 @@ def per_host(lab: str, body: Callable[[results_mod.Host, dict], str]) -> tuple[s
 
     Raises:
         NoResult: no host has a result of ``lab``; whatever ``body`` raises.
+        MacroError: ``missing`` (its text) when given and every host's body was a Note.
     """
     tabs, found = [], 0
     for host, result in for_lab(lab):
         text = body(host, result)
         found += not isinstance(text, Note)
         tabs.append(tab(host, result, text))
+    if missing is not None and not found:
+        raise MacroError(missing)
     return render.tabs(tabs), found

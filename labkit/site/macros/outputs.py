@@ -252,7 +252,5 @@ def artifact_text(lab: str, kind: str = "log", lang: str = "text", **case) -> st
         title = render.esc(a.get("title", ""))
         return render.code_block(text, lang) + (f"\n\n{title}." if title else "")
 
-    md, found = hosts.per_host(lab, shown)
-    if not found:
-        raise MacroError(f"artifact_text: no host has a {kind} artifact of lab {lab!r} matching {case}")
-    return md
+    return hosts.per_host(lab, shown,
+                          missing=f"artifact_text: no host has a {kind} artifact of lab {lab!r} matching {case}")[0]
