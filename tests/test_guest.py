@@ -296,13 +296,23 @@ def shell_session(tmp: Path, dt: str, boot_timeout: float):
 @needs_qemu
 @pytest.mark.guest
 @pytest.mark.timeout(600)
-def test_shell_on_a_terminal(tmp_path):
-    """`labkit guest shell` on a terminal: a prompt, the console as the shell's terminal (its size,
-    Ctrl-C reaching the guest's foreground job), the NVMe drive and tracefs there; `exit 4` powers
-    the guest off and is the exit status; nothing left in $TMPDIR."""
+def test_shell_on_a_terminal_boots_the_fixed_tree(tmp_path):
+    """`labkit guest shell --dt wide` on a terminal (the fixed tree the nvme chapter offers): a
+    prompt, the console as the shell's terminal (its size, Ctrl-C reaching the guest's foreground
+    job), the NVMe drive and tracefs there; the PCIe node's `dma-ranges` as the chapter's `od`
+    line prints it, its last cell the size 0x80000000 (all 2 GiB of RAM), and no bounce pool in
+    the boot log; `exit 4` powers the guest off and is the exit status; nothing left in $TMPDIR."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    with shell_session(tmp, "dma-ranges", 500) as (term, prompt_s):
+    with shell_session(tmp, "wide", 500) as (term, prompt_s):
+        # <42> and pool=N are printed by the shell's expansions, so the typed line's echo holds neither
+        term.type("echo '<'$((6*7))'>'; od -An -tx4 --endian=big /proc/device-tree/pcie@10000000/dma-ranges; "
+                  "echo pool=$(dmesg | grep -c 'software IO TLB')\r")
+        assert term.expect(rb"pool=\d+", 60), term.seen[-2000:].decode(errors="replace")
+        printed = term.seen.decode(errors="replace").split("<42>", 1)[1].split("pool=", 1)[0]
+        cells = re.findall(r"\b[0-9a-f]{8}\b", printed)
+        assert cells[:7] == ["02000000", "00000000", "40000000", "00000000", "40000000", "00000000", "80000000"], cells
+        assert b"pool=0" in term.seen
         term.type("tty; stty size; test -b /dev/nvme0n1 && echo nvme-ok; ls /sys/kernel/tracing/events/swiotlb; sleep 60\r")
         assert term.expect(rb"swiotlb_bounced", 60), term.seen[-2000:].decode(errors="replace")
         time.sleep(1)
@@ -314,7 +324,7 @@ def test_shell_on_a_terminal(tmp_path):
         assert term.proc.wait(timeout=60) == 4
     assert sorted(tmp.iterdir()) == []
     assert not _qemu_with(str(tmp))
-    print(f"shell: prompt after {prompt_s:.1f} s")
+    print(f"shell --dt wide: prompt after {prompt_s:.1f} s")
 
 
 @needs_qemu
