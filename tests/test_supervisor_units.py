@@ -284,3 +284,52 @@ def test_only_an_unavailable_capability_becomes_a_variable():
             "loop_devices": {"available": False}, "netns": None}
     assert supervisor.capability_env(host) == {"PCB_CAP_PMU": "no PMU in this VM", "PCB_CAP_LOOP": "unavailable"}
     assert supervisor.capability_env({}) == {}
+
+
+def _checkout(folder: Path) -> Path:
+    """A folder laid out as a checkout: labs/lib/lab.sh and one lab's run.sh."""
+    (folder / "labs" / "lib").mkdir(parents=True)
+    (folder / "labs" / "lib" / "lab.sh").write_text("")
+    (folder / "labs" / "demo").mkdir()
+    (folder / "labs" / "demo" / "run.sh").write_text("")
+    return folder
+
+
+def test_a_lab_runs_only_with_its_own_checkouts_labkit(tmp_path):
+    """The checkout of a run.sh is the nearest folder above it with labs/lib/lab.sh; a labkit
+    imported from another checkout is refused, with both named."""
+    mine, other = _checkout(tmp_path / "mine"), _checkout(tmp_path / "other")
+    script = mine / "labs" / "demo" / "run.sh"
+    assert supervisor.lab_checkout(script) == mine.resolve()
+    assert supervisor.lab_checkout(tmp_path / "elsewhere" / "run.sh") is None
+    assert supervisor.foreign_labkit(script, root=mine) is None
+    assert supervisor.foreign_labkit(tmp_path / "elsewhere" / "run.sh", root=mine) is None
+    why = supervisor.foreign_labkit(script, root=other)
+    assert why.startswith(f"run.sh: labkit was imported from {other}, not from this lab's checkout {mine.resolve()}")
+    assert "\n" not in why
+
+
+def test_a_run_started_in_another_checkouts_folder_runs_its_own_labkit(tmp_path):
+    """`python -m` puts the current directory first: lab.sh's PYTHONSAFEPATH keeps a labkit in the
+    folder a reader starts the run from (another checkout) from replacing the lab's own."""
+    import subprocess
+    decoy = tmp_path / "labkit" / "run"
+    decoy.mkdir(parents=True)
+    (tmp_path / "labkit" / "__init__.py").write_text("")
+    (decoy / "__init__.py").write_text("")
+    (decoy / "supervisor.py").write_text("print('DECOY LABKIT')\n")
+    proc = subprocess.run(["bash", str(supervisor.ROOT / "tests" / "fakelab" / "run.sh"), "--help"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "DECOY" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert "--quick" in proc.stdout
+
+
+def test_the_supervisor_refuses_a_lab_of_another_checkout(tmp_path):
+    """The refusal at the entry point: one line on stderr, exit status 2, nothing run."""
+    import subprocess
+    import sys
+    other = _checkout(tmp_path / "other")
+    proc = subprocess.run([sys.executable, "-m", "labkit.run.supervisor", str(other / "labs" / "demo" / "run.sh"), "0",
+                           "--help"], cwd=supervisor.ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "not from this lab's checkout" in proc.stderr

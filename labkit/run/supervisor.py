@@ -1113,11 +1113,35 @@ def replay(path: Path, script: Path, out: Output, write_to: list[Path | None]) -
     return ok
 
 
+def lab_checkout(script: str | Path) -> Path | None:
+    """The checkout a lab's run.sh belongs to: its nearest ancestor folder holding
+    ``labs/lib/lab.sh`` (the contract every lab sources), or None."""
+    for folder in Path(os.path.realpath(script)).parents:
+        if (folder / "labs" / "lib" / "lab.sh").is_file():
+            return folder
+    return None
+
+
+def foreign_labkit(script: str | Path, root: Path = ROOT) -> str | None:
+    """Why this labkit must not run ``script``'s lab, or None: it was imported from another
+    checkout than the lab's, so the result would name the lab's commit while another tree's
+    labkit (supervisor, parsers, record) did the work."""
+    checkout = lab_checkout(script)
+    if checkout is None or checkout == root.resolve():
+        return None
+    return (f"run.sh: labkit was imported from {root}, not from this lab's checkout {checkout}: "
+            f"run {checkout}/labs/.../run.sh with that checkout's Python (lab.sh sets PYTHONSAFEPATH)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m labkit.run.supervisor SCRIPT N ARGV... ARGS...`` (from lab.sh's lab_main): run.sh's own N
     arguments, then the options lab_main got; see the module docstring."""
     argv = list(sys.argv[1:] if argv is None else argv)
     script, n = argv[0], int(argv[1])
+    foreign = foreign_labkit(script)
+    if foreign:
+        print(foreign, file=sys.stderr)
+        return 2
     lab = Lab.from_env(os.path.realpath(script), argv[2 + n:])
     lab.argv = argv[2:2 + n]
     if not lab.name:

@@ -38,8 +38,10 @@ declare -A LAB_UNDO=() LAB_UNDO_DESC=()
 source "$LAB_ROOT/labs/lib/case.sh"
 
 # Python with labkit importable: the project venv, else python3 with the repo on PYTHONPATH.
+# PYTHONSAFEPATH: `python -m` would put the current directory first, so a run started in another
+# checkout's folder would run that checkout's labkit; this checkout's comes first instead.
 LAB_PY=python3; [[ ! -x "$LAB_ROOT/.venv/bin/python" ]] || LAB_PY="$LAB_ROOT/.venv/bin/python"
-export PYTHONPATH="$LAB_ROOT${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$LAB_ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONSAFEPATH=1
 # No __pycache__ written into the checkout (outside scratch and out); cached bytecode is still read.
 # inferno (flame graphs) installed by `make setup` into the project.
 export PYTHONDONTWRITEBYTECODE=1 PATH="$LAB_ROOT/.tools/bin:$PATH"
