@@ -370,6 +370,9 @@ def run_case(case: Case, base: Path, extra_env: dict | None = None, host: bool =
         got = signal_at(lab_command(target, *args), progress_boundary(case.group, case.k), sig, env=env)
     except AssertionError as exc:
         out.problems.append(str(exc)[:2000])
+        # refused because another run took the host's lock between wait_for_lock and the start
+        # (a test suite's fake lab, a reader's run): the case never ran, so run_judged tries again
+        out.disturbed = "another lab run is in progress on this host" in str(exc)
         return out
     out.rc, out.boundary, out.seconds = got.rc, got.boundary, got.seconds
     tag = f"{case.lab}.{got.pid}."

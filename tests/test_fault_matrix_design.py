@@ -167,3 +167,30 @@ def test_a_stray_of_an_ended_run_is_not_waited_for():
     finally:
         stray.kill()
         stray.wait()
+
+
+def test_a_case_refused_for_the_hosts_lock_is_tried_again(tmp_path, monkeypatch):
+    """A case whose run was refused because another run took the host's lock after
+    wait_for_lock (a test suite's fake lab) never ran: it is marked disturbed, and run_judged
+    tries it again; any other early end is judged as it is."""
+    refusal = ("ended (exit 2) before the boundary; output:\nrun.sh: another lab run is in progress on this host "
+               "(fakelab, pid 7743): two at once would measure each other; wait for it to end, or stop it with: kill 7743")
+    monkeypatch.setattr(fm, "wait_for_lock", lambda *a, **k: None)
+
+    def refused(*a, **k):
+        raise AssertionError(refusal)
+    monkeypatch.setattr(fm, "signal_at", refused)
+    case = fm.Case("fakelab", "g", 1, "SIGINT")
+    out = fm.run_case(case, tmp_path, host=False)
+    assert not out.clean and out.disturbed and "another lab run" in out.problems[0]
+
+    def broken(*a, **k):
+        raise AssertionError("ended (exit 1) before the boundary; output:\nrun.sh: FAILED")
+    monkeypatch.setattr(fm, "signal_at", broken)
+    out = fm.run_case(case, tmp_path, host=False)
+    assert not out.clean and not out.disturbed
+
+    tries = []
+    monkeypatch.setattr(fm, "run_case", lambda c, base: tries.append(c) or fm.Outcome(
+        c, clean=len(tries) > 1, disturbed=len(tries) == 1))
+    assert fm.run_judged(case, tmp_path).clean and len(tries) == 2
