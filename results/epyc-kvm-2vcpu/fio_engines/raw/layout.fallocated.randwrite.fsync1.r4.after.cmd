@@ -1,1 +1,1 @@
-stat -c %s\ %b\ %B /tmp/pcb-fio_engines.dcc43e/fallocated.dat
+stat -c %s\ %b\ %B /tmp/pcb-fio_engines.8cb64c/fallocated.dat

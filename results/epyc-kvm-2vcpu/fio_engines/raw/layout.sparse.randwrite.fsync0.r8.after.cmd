@@ -1,1 +1,1 @@
-stat -c %s\ %b\ %B /tmp/pcb-fio_engines.dcc43e/sparse.dat
+stat -c %s\ %b\ %B /tmp/pcb-fio_engines.8cb64c/sparse.dat

@@ -1,1 +1,1 @@
-findmnt -T /tmp/pcb-fio_engines.dcc43e
+findmnt -T /tmp/pcb-fio_engines.8cb64c

@@ -1,1 +1,1 @@
-btt -i /tmp/pcb-nvme_swiotlb.ccf906/blk.bin -l /tmp/refN8/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.d2c -q /tmp/refN8/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.q2c
+btt -i /tmp/pcb-nvme_swiotlb.1262bd/blk.bin -l /work/refout/nvme_swiotlb/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.d2c -q /work/refout/nvme_swiotlb/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.q2c

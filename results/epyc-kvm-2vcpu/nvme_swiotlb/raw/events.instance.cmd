@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-2830
+mkdir /sys/kernel/tracing/instances/pcb-22194

@@ -1,1 +1,1 @@
-sh -c echo\ \'0\'\ \>\ /sys/kernel/tracing/instances/pcb-2830/tracing_on
+sh -c echo\ \'0\'\ \>\ /sys/kernel/tracing/instances/pcb-22194/tracing_on

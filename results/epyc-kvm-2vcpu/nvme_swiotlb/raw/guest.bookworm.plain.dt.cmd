@@ -1,1 +1,1 @@
-/work/refrun/.venv/bin/python /work/refrun/labs/nvme_swiotlb/dt_dma_ranges.py --root /tmp/refN8/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/guest/bookworm-plain/device-tree
+/work/ref/.venv/bin/python /work/ref/labs/nvme_swiotlb/dt_dma_ranges.py --root /work/refout/nvme_swiotlb/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/guest/bookworm-plain/device-tree

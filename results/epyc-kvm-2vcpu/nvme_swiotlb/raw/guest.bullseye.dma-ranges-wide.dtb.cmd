@@ -1,1 +1,1 @@
-/work/refrun/.venv/bin/python /work/refrun/labs/nvme_swiotlb/dt_widen.py /tmp/pcb-nvme_swiotlb.ccf906/guest/bullseye-dma-ranges/dma-ranges.dtb /tmp/pcb-nvme_swiotlb.ccf906/guest/bullseye-dma-ranges-wide/dma-ranges.dtb
+/work/ref/.venv/bin/python /work/ref/labs/nvme_swiotlb/dt_widen.py /tmp/pcb-nvme_swiotlb.1262bd/guest/bullseye-dma-ranges/dma-ranges.dtb /tmp/pcb-nvme_swiotlb.1262bd/guest/bullseye-dma-ranges-wide/dma-ranges.dtb

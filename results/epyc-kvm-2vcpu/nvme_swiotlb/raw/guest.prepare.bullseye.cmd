@@ -1,1 +1,1 @@
-/work/refrun/.venv/bin/python -m labkit.guest prepare --arch arm64 --kernel-release bullseye
+/work/ref/.venv/bin/python -m labkit.guest prepare --arch arm64 --kernel-release bullseye

@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop0 /tmp/pcb-optane_kyber.ee0333/tmpfs/disk.img
+losetup --show --direct-io=on /dev/loop0 /tmp/pcb-optane_kyber.3c8e86/tmpfs/disk.img

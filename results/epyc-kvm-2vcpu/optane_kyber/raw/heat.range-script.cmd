@@ -1,1 +1,1 @@
-perf script --max-stack 48 -i /tmp/pcb-optane_kyber.ee0333/heat.data --time 64938.400000\,64938.600000
+perf script --max-stack 48 -i /tmp/pcb-optane_kyber.3c8e86/heat.data --time 4118.400000\,4118.600000

@@ -1,1 +1,1 @@
-perf script --max-stack 48 -i /tmp/pcb-optane_kyber.ee0333/heat.data
+perf script --max-stack 48 -i /tmp/pcb-optane_kyber.3c8e86/heat.data

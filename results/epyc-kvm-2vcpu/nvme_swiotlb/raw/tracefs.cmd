@@ -1,0 +1,1 @@
+mount -t tracefs nodev /sys/kernel/tracing
