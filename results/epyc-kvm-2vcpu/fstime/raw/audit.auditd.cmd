@@ -1,1 +1,1 @@
-auditd -n -c /tmp/pcb-fstime.b8bb6f/audit
+auditd -n -c /tmp/pcb-fstime.d2f394/audit

@@ -1,1 +1,1 @@
-sed s\|@DIR@\|/tmp/pcb-fstime.b8bb6f/audit\|g /work/refrun/labs/fstime/auditd.conf.in
+sed s\|@DIR@\|/tmp/pcb-fstime.d2f394/audit\|g /work/ref/labs/fstime/auditd.conf.in

@@ -1,1 +1,1 @@
-du -b /tmp/pcb-fstime.b8bb6f/audit
+du -b /tmp/pcb-fstime.d2f394/audit

@@ -1,1 +1,1 @@
-auditctl -d never\,task -F pid\!=3868
+auditctl -d never\,task -F pid\!=25040

@@ -1,1 +1,1 @@
-auditctl -a task\,never -F pid=3908
+auditctl -a task\,never -F pid=25080

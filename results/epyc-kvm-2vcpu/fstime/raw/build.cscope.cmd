@@ -1,1 +1,1 @@
-cscope -bk -f /tmp/pcb-fstime.b8bb6f/cscope.out /work/refrun/labs/fstime/fstime.c
+cscope -bk -f /tmp/pcb-fstime.d2f394/cscope.out /work/ref/labs/fstime/fstime.c

@@ -1,1 +1,1 @@
-gdb -batch -nx -ex info\ sources /tmp/pcb-fstime.b8bb6f/fstime
+gdb -batch -nx -ex info\ sources /tmp/pcb-fstime.d2f394/fstime

@@ -1,1 +1,1 @@
-/work/refrun/.venv/bin/python /work/refrun/labs/fstime/cpushare.py /tmp/refF4/epyc-kvm-2vcpu/.fstime.partial/raw/cpu.stat.2.out 4574
+/work/ref/.venv/bin/python /work/ref/labs/fstime/cpushare.py /work/refout/fstime2/epyc-kvm-2vcpu/.fstime.partial/raw/cpu.stat.2.out 26246

@@ -1,1 +1,1 @@
-sh /work/refrun/labs/fstime/cpusample.sh 4284 3
+sh /work/ref/labs/fstime/cpusample.sh 25962 3

@@ -1,1 +1,1 @@
-sh /work/refrun/labs/fstime/cpusample.sh 4864 3
+sh /work/ref/labs/fstime/cpusample.sh 26532 3

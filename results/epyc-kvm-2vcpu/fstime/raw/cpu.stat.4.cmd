@@ -1,1 +1,1 @@
-sh /work/refrun/labs/fstime/cpusample.sh 5154 3
+sh /work/ref/labs/fstime/cpusample.sh 26816 3

@@ -1,1 +1,1 @@
-sh /work/refrun/labs/fstime/cpusample.sh 5443 3
+sh /work/ref/labs/fstime/cpusample.sh 27100 3

@@ -1,1 +1,1 @@
-env LC_ALL=C dd if=/tmp/pcb-fstime.b8bb6f/disk/dd-src of=/tmp/pcb-fstime.b8bb6f/disk/dd-dst bs=1k conv=notrunc
+env LC_ALL=C dd if=/tmp/pcb-fstime.d2f394/disk/dd-src of=/tmp/pcb-fstime.d2f394/disk/dd-dst bs=1k conv=notrunc

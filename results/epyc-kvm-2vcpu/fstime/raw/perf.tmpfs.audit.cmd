@@ -1,1 +1,1 @@
-/work/refrun/.venv/bin/python /work/refrun/labs/fstime/auditframes.py /tmp/refF4/epyc-kvm-2vcpu/.fstime.partial/flame-tmpfs.folded
+/work/ref/.venv/bin/python /work/ref/labs/fstime/auditframes.py /work/refout/fstime2/epyc-kvm-2vcpu/.fstime.partial/flame-tmpfs.folded

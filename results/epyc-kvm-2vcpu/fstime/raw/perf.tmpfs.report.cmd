@@ -1,1 +1,1 @@
-perf report -i /tmp/pcb-fstime.b8bb6f/perf-tmpfs.data --stdio --no-children --sort sym -g none --percent-limit 2
+perf report -i /tmp/pcb-fstime.d2f394/perf-tmpfs.data --stdio --no-children --sort sym -g none --percent-limit 2

@@ -1,1 +1,1 @@
-head -n 60 /tmp/pcb-fstime.b8bb6f/perf-tmpfs.script
+head -n 60 /tmp/pcb-fstime.d2f394/perf-tmpfs.script

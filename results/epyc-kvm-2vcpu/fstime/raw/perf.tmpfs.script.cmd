@@ -1,1 +1,1 @@
-perf script -i /tmp/pcb-fstime.b8bb6f/perf-tmpfs.data
+perf script -i /tmp/pcb-fstime.d2f394/perf-tmpfs.data

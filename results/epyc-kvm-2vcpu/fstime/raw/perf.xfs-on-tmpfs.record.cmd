@@ -1,1 +1,1 @@
-perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.b8bb6f/perf-xfs-on-tmpfs.data -p 6034 -- sleep 3
+perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.d2f394/perf-xfs-on-tmpfs.data -p 27681 -- sleep 3

@@ -1,1 +1,1 @@
-df -T /tmp/pcb-fstime.b8bb6f/disk /tmp/pcb-fstime.b8bb6f/tmpfs/files /tmp/pcb-fstime.b8bb6f/mnt-ext4-on-tmpfs /tmp/pcb-fstime.b8bb6f/mnt-xfs-on-tmpfs /tmp/pcb-fstime.b8bb6f/mnt-xfs-on-disk
+df -T /tmp/pcb-fstime.d2f394/disk /tmp/pcb-fstime.d2f394/tmpfs/files /tmp/pcb-fstime.d2f394/mnt-ext4-on-tmpfs /tmp/pcb-fstime.d2f394/mnt-xfs-on-tmpfs /tmp/pcb-fstime.d2f394/mnt-xfs-on-disk

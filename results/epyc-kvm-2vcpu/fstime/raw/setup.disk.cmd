@@ -1,1 +1,1 @@
-mkdir /tmp/pcb-fstime.b8bb6f/disk
+mkdir /tmp/pcb-fstime.d2f394/disk

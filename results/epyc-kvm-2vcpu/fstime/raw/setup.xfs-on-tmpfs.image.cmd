@@ -1,1 +1,1 @@
-truncate -s 512M /tmp/pcb-fstime.b8bb6f/tmpfs/xfs.img
+truncate -s 512M /tmp/pcb-fstime.d2f394/tmpfs/xfs.img

@@ -1,1 +1,1 @@
-timeout -s INT 3 strace -c -p 6335
+timeout -s INT 3 strace -c -p 27971
