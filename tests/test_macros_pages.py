@@ -154,6 +154,11 @@ def test_annotated_output_context_and_errors(tree):
         macros.annotated_output("lat_tcp", step, match="(")
     with pytest.raises(macros.MacroError, match=r"^step_output: match='\(' is not a regular expression: "):
         macros.step_output("lat_tcp", step, match="(")
+    # a pattern the compiler only warns about (a nested set a later Python will read otherwise)
+    with pytest.raises(macros.MacroError, match=r"^step_output: match='%  \[\[\]' is not a regular expression: Possible nested set"):
+        macros.step_output("lat_tcp", step, match="%  [[]")
+    with pytest.raises(macros.MacroError, match=r"^annotated_output: note pattern '\[\[x\]': Possible nested set"):
+        macros.annotated_output("lat_tcp", step, notes=[["[[x]", "a note"]])
 
 
 def test_annotated_output_of_a_file_one_host_did_not_keep(tree):

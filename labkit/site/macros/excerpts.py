@@ -5,6 +5,7 @@ marks what it leaves out, shared by the output macros (:mod:`labkit.site.macros.
 from __future__ import annotations
 
 import re
+import warnings
 
 from .hosts import MacroError
 
@@ -83,6 +84,19 @@ def excerpt(text_lines: list[str], lines, match, before: int, after: int, tail) 
     return out, f"line{'s' if len(picked) > 1 else ''} {shown} of {n} lines"
 
 
+def pattern_error(pattern: str) -> str | None:
+    """Why ``pattern`` is not a sound Python regular expression, or None. A warning of the
+    compiler counts (a ``[[`` read as a nested set, an escape Python will reject): a pattern that
+    works today by luck must not pass a strict build."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            re.compile(pattern)
+        except (re.error, Warning) as exc:
+            return str(exc)
+    return None
+
+
 class Selection:
     """A macro's choice of lines, checked when it is made: ``lines="1-20"`` (also ``"7"``,
     ``"30-"``, ``"1-3,10-12"``; a number means ``tail=``), ``match=`` a regular expression with
@@ -105,10 +119,9 @@ class Selection:
             except ValueError as exc:
                 raise MacroError(f"{macro}: {exc}") from None
         if match is not None:
-            try:
-                re.compile(match)
-            except re.error as exc:
-                raise MacroError(f"{macro}: match={match!r} is not a regular expression: {exc}") from None
+            why = pattern_error(match)
+            if why:
+                raise MacroError(f"{macro}: match={match!r} is not a regular expression: {why}")
         self.macro, self.lines, self.match, self.tail = macro, lines, match, tail
         self.before = context if before is None else before
         self.after = context if after is None else after

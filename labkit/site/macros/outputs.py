@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ...view import commands, render
 from . import hosts
-from .excerpts import Selection, shown_of, stream_name
+from .excerpts import Selection, pattern_error, shown_of, stream_name
 from .hosts import MacroError, Note
 
 ANNOTATE_LANG = "pkgconfig"
@@ -173,10 +173,9 @@ def _check_notes(notes: list) -> list[list[str]]:
     if any(len(x) != 2 or not all(isinstance(y, str) for y in x) for x in notes):
         raise MacroError("annotated_output: notes= is a list of [pattern, text] pairs")
     for pattern, _ in notes:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise MacroError(f"annotated_output: note pattern {pattern!r}: {exc}") from None
+        why = pattern_error(pattern)
+        if why:
+            raise MacroError(f"annotated_output: note pattern {pattern!r}: {why}")
     return notes
 
 
