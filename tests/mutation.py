@@ -28,7 +28,6 @@ import os
 import shlex
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -122,51 +121,51 @@ def baseline_failures(work: Path, tests: list[str], env: dict) -> list[str]:
 STATES = ("killed", "timeout", "survived", "suspicious", "skipped", "untested")
 
 
-def counts(cache: Path, only: set[int] | None = None) -> dict[str, dict[str, int]]:
-    """Per source file: killed, timeout, survived, suspicious, skipped, untested (mutmut's cache);
-    with ``only``, of those mutant ids alone (a sampled run)."""
-    db = sqlite3.connect(cache)
-    rows = db.execute("SELECT SourceFile.filename, Mutant.status, Mutant.id FROM Mutant JOIN Line ON Mutant.line = Line.id "
-                      "JOIN SourceFile ON Line.sourcefile = SourceFile.id").fetchall()
-    rows = [(f, st) for f, st, mid in rows if only is None or mid in only]
-    out: dict[str, dict[str, int]] = {}
-    names = {"ok_killed": "killed", "bad_timeout": "timeout", "bad_survived": "survived",
-             "ok_suspicious": "suspicious", "skipped": "skipped", "untested": "untested"}
-    for filename, status in rows:
-        d = out.setdefault(filename, {v: 0 for v in names.values()})
-        d[names.get(status, status)] = d.get(names.get(status, status), 0) + 1
+def statuses(mutmut: str, work: Path, env: dict) -> dict[int, str]:
+    """Every mutant in mutmut's cache in ``work``, its id to its status (one of :data:`STATES`),
+    from ``mutmut result-ids STATUS``, mutmut 2's command for it (not its database). Empty when
+    mutmut has listed nothing yet, or its cache is busy (it may be running)."""
+    out: dict[int, str] = {}
+    for state in STATES:
+        proc = subprocess.run([mutmut, "result-ids", state], cwd=work, env=env, capture_output=True, text=True)
+        if proc.returncode:
+            return {}
+        # ids only: without a cache mutmut prints a line about clearing it, and no id
+        out.update((int(x), state) for x in proc.stdout.split() if x.isdigit())
     return out
 
 
-def mutant_ids(cache: Path, path: str) -> list[int]:
-    """Ids of the mutants mutmut listed for source file ``path`` (read-only: mutmut may be running)."""
-    if not cache.exists():
-        return []
-    try:
-        db = sqlite3.connect(f"file:{cache}?mode=ro", uri=True, timeout=5)
-        rows = db.execute("SELECT Mutant.id FROM Mutant JOIN Line ON Mutant.line = Line.id JOIN SourceFile ON "
-                          "Line.sourcefile = SourceFile.id WHERE SourceFile.filename = ?", (path,)).fetchall()
-        db.close()
-    except sqlite3.Error:
-        return []
-    return sorted(r[0] for r in rows)
+def counts(status: dict[int, str], modules: dict[str, set[int]], only: set[int] | None = None) -> dict[str, dict[str, int]]:
+    """Per module (source file): how many of its mutants (``modules``: file to ids) are killed,
+    timeout, survived, suspicious, skipped, untested (``status``: id to state); with ``only``, of
+    those mutant ids alone (a sampled run)."""
+    out: dict[str, dict[str, int]] = {}
+    for path, ids in modules.items():
+        d = out.setdefault(path, dict.fromkeys(STATES, 0))
+        for mid in ids:
+            if only is None or mid in only:
+                d[status.get(mid, "untested")] += 1
+    return out
 
 
-def sampled_run(mutmut: str, path: str, runner: str, work: Path, env: dict, n: int, seed: int) -> tuple[int, list[int]]:
+def sampled_run(mutmut: str, path: str, runner: str, work: Path, env: dict, n: int, seed: int) -> tuple[int, list[int], set[int]]:
     """List ``path``'s mutants with ``mutmut run`` (stopped once they are in its cache, before it
     has tested more than a few), then test ``n`` of them drawn with ``seed``, one ``mutmut run ID``
-    each. Returns (mutmut's worst exit status, the ids drawn)."""
+    each. The module's mutants are those that appear in the cache while it lists them.
+    Returns (mutmut's worst exit status, the ids drawn, every id of the module)."""
     base = [mutmut, "run", "--paths-to-mutate", path, "--runner", runner, "--tests-dir", "tests", "--no-progress"]
     source = (work / path).read_bytes()  # stopped mid-mutant, mutmut would leave the file mutated
+    known = set(statuses(mutmut, work, env))
     # its own process group: mutmut's multiprocessing helpers must stop with it
     lister = subprocess.Popen(base, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
-    cache, ids, stable = work / ".mutmut-cache", [], 0
+    ids: set[int] = set()
+    stable = 0
     while lister.poll() is None:
         time.sleep(2)
-        now = mutant_ids(cache, path)
+        now = set(statuses(mutmut, work, env)) - known
         stable = stable + 1 if now and len(now) == len(ids) else 0
-        ids = now
+        ids = now or ids
         if stable >= 2:  # the list stopped growing: mutmut is testing them now
             break
     try:
@@ -180,8 +179,8 @@ def sampled_run(mutmut: str, path: str, runner: str, work: Path, env: dict, n: i
     except ProcessLookupError:
         pass
     (work / path).write_bytes(source)
-    ids = mutant_ids(cache, path)
-    drawn = sorted(random.Random(seed).sample(ids, min(n, len(ids))))
+    ids = set(statuses(mutmut, work, env)) - known
+    drawn = sorted(random.Random(seed).sample(sorted(ids), min(n, len(ids))))
     print(f"mutation: {path}: {len(ids)} mutants, testing {len(drawn)} drawn at random (seed {seed})",
           file=sys.stderr, flush=True)
     worst = 0
@@ -194,7 +193,7 @@ def sampled_run(mutmut: str, path: str, runner: str, work: Path, env: dict, n: i
             print(f"mutation: {path}: mutant {mid} was left in the file; put back", file=sys.stderr, flush=True)
             (work / path).write_bytes(source)
             worst = 1
-    return worst, drawn
+    return worst, drawn, ids
 
 
 def interval(detected: int, tried: int) -> tuple[float, float]:
@@ -254,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             copy_tree(work)
         env = dict(os.environ, PYTHONPATH=str(work), PYTHONDONTWRITEBYTECODE="1")
         drawn: set[int] = set()
+        modules: dict[str, set[int]] = {}
         for path in paths:
             tests = test_files(work, TESTS.get(path, CLAIMS_TESTS + PAGE_TESTS) + (THOROUGH if a.thorough else []))
             failing = baseline_failures(work, tests, env)
@@ -265,17 +265,19 @@ def main(argv: list[str] | None = None) -> int:
             runner = shlex.join(["bash", "-c", f"{inner} || exit 1"])
             print(f"mutation: mutating {path} in {work}\nmutation: runner {runner}", file=sys.stderr, flush=True)
             if a.sample:
-                rc, ids = sampled_run(a.mutmut, path, runner, work, env, a.sample, a.seed)
+                rc, ids, modules[path] = sampled_run(a.mutmut, path, runner, work, env, a.sample, a.seed)
                 drawn.update(ids)
             else:
+                known = set(statuses(a.mutmut, work, env))
                 rc = subprocess.run([a.mutmut, "run", "--paths-to-mutate", path, "--runner", runner,
                                      "--tests-dir", "tests", "--no-progress"], cwd=work, env=env).returncode
+                modules[path] = set(statuses(a.mutmut, work, env)) - known
             if rc & 1 and not a.sample:
                 print(f"mutation: mutmut failed on {path} (exit {rc})", file=sys.stderr)
                 return 1
             if rc & 1:  # a sample goes on: what mutmut could not test stays untested, not counted
                 print(f"mutation: mutmut failed on some mutants of {path}: they are left untested", file=sys.stderr)
-        per = counts(work / ".mutmut-cache", only=drawn if a.sample else None)
+        per = counts(statuses(a.mutmut, work, env), modules, only=drawn if a.sample else None)
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)

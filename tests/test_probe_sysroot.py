@@ -69,7 +69,8 @@ def test_without_the_smt_file_the_topology_decides(dump, tmp_path):
 def test_probe_reports_the_sysroots_smt_and_counts(tmp_path, monkeypatch):
     """probe() wires the topology's threads per core into ``smt``: the readings of a sysroot
     (the slow capability probes replaced by fixed answers, which this test does not check)."""
-    for dump, active in (("x86_64-dell_e4310", None), ("x86_64-dell_e4310", "0"), ("armv7", None)):
+    for dump, active in (("x86_64-dell_e4310", None), ("x86_64-dell_e4310", "0"), ("armv7", None),
+                         ("arm-A510-A710-A715-X3", None)):
         root = str(sysroot(tmp_path / (active or "none"), dump, active))
         real = {name: getattr(probe, name) for name in ("topology", "smt_active", "lscpu_models")}
         monkeypatch.setattr(probe, "topology", lambda sysroot=None: real["topology"](root))
@@ -86,6 +87,8 @@ def test_probe_reports_the_sysroots_smt_and_counts(tmp_path, monkeypatch):
         assert h["smt"] is (active != "0" and tpc > 1), (dump, active)
         counts = probe.cpu_counts(real["topology"](root))
         assert (h["cpus"], h["cores"], h["sockets"]) == (counts["cpus"], counts["cores"], counts["sockets"])
+        models = list(dict.fromkeys(real["lscpu_models"](root)["models"]))   # each model once, in order
+        assert h["cpu_models"] == models and h["cpu_model"] == " + ".join(models), h["cpu_model"]
         monkeypatch.undo()
 
 
