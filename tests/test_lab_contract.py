@@ -140,7 +140,9 @@ def assert_host_as_before(work: Path, host: Path) -> None:
 
 
 def test_fake_lab_runs_and_undoes(tmp_path, host):
+    t0 = time.time()
     proc = fake(tmp_path, host)
+    took = time.time() - t0
     assert proc.returncode == 0, proc.stderr
     assert_host_as_before(tmp_path, host)
     assert (tmp_path / "out" / "fakelab.json").is_file()
@@ -150,6 +152,9 @@ def test_fake_lab_runs_and_undoes(tmp_path, host):
     typed = next(s for s in json.loads((tmp_path / "out" / "fakelab.json").read_text())["steps"]
                  if s["name"] == "typed.step")
     assert typed["case"] == {"rep": 2, "ratio": 0.5, "label": "5.10", "warm": True}
+    # the run's duration is the wall time from its start to the record, within this test's
+    run = json.loads((tmp_path / "out" / "fakelab.json").read_text())["run"]
+    assert 0 < run["duration_s"] <= took + 1, (run["duration_s"], took)
 
 
 def test_without_scratch_or_tmpdir_the_scratch_is_under_tmp(tmp_path, host):

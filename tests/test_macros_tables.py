@@ -265,7 +265,8 @@ def test_here_ratio_shows_the_estimate_and_its_interval(a, b, straddles_1):
     # b has a 0: Fieller's interval of the ratio of means, open above (b's mean may be 0)
     ((10, 11, 12), (0, 1, 1), "16.5 (5.61–∞)"),
     # b's mean may be 0 or below (Fieller gives no interval): the ratio of medians, no interval
-    ((10, 11, 12), (-1, 1, 2), "11.0"),
+    # (b's median is not 1, so a product of the medians would show)
+    ((10, 11, 12), (-1, 2, 3), "5.50"),
 ])
 def test_here_ratio_says_when_there_is_no_interval(a, b, shown):
     r = _here_result(a, b)
