@@ -53,7 +53,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from labrun import ROOT, group_progress, host_state, lab_command, progress_boundary, run_lab, signal_at, state_diff, tagged_processes  # noqa: E402
 from labkit.run import events  # noqa: E402
-from labkit.run.supervisor import lock_path, starttime  # noqa: E402
+from labkit.run.supervisor import LOCK_HELD, lock_path, starttime  # noqa: E402
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]
 EXPECTED_RC = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
@@ -372,7 +372,7 @@ def run_case(case: Case, base: Path, extra_env: dict | None = None, host: bool =
         out.problems.append(str(exc)[:2000])
         # refused because another run took the host's lock between wait_for_lock and the start
         # (a test suite's fake lab, a reader's run): the case never ran, so run_judged tries again
-        out.disturbed = "another lab run is in progress on this host" in str(exc)
+        out.disturbed = LOCK_HELD in str(exc)
         return out
     out.rc, out.boundary, out.seconds = got.rc, got.boundary, got.seconds
     tag = f"{case.lab}.{got.pid}."

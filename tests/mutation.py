@@ -148,6 +148,17 @@ def counts(status: dict[int, str], modules: dict[str, set[int]], only: set[int] 
     return out
 
 
+def listed(mutmut: str, work: Path, env: dict, known: set[int], path: str) -> set[int]:
+    """The ids mutmut listed for ``path``: those in its cache now and not in ``known`` (the ids
+    before it mutated ``path``). None new while some were known: a --keep directory that already
+    holds the module's mutants, whose counts would be zero; said on stderr."""
+    ids = set(statuses(mutmut, work, env)) - known
+    if not ids and known:
+        print(f"mutation: {path}: mutmut listed no new mutant: a --keep directory that already holds this "
+              f"module's mutants counts none of them; use a fresh one", file=sys.stderr, flush=True)
+    return ids
+
+
 def sampled_run(mutmut: str, path: str, runner: str, work: Path, env: dict, n: int, seed: int) -> tuple[int, list[int], set[int]]:
     """List ``path``'s mutants with ``mutmut run`` (stopped once they are in its cache, before it
     has tested more than a few), then test ``n`` of them drawn with ``seed``, one ``mutmut run ID``
@@ -179,7 +190,7 @@ def sampled_run(mutmut: str, path: str, runner: str, work: Path, env: dict, n: i
     except ProcessLookupError:
         pass
     (work / path).write_bytes(source)
-    ids = set(statuses(mutmut, work, env)) - known
+    ids = listed(mutmut, work, env, known, path)
     drawn = sorted(random.Random(seed).sample(sorted(ids), min(n, len(ids))))
     print(f"mutation: {path}: {len(ids)} mutants, testing {len(drawn)} drawn at random (seed {seed})",
           file=sys.stderr, flush=True)
@@ -271,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
                 known = set(statuses(a.mutmut, work, env))
                 rc = subprocess.run([a.mutmut, "run", "--paths-to-mutate", path, "--runner", runner,
                                      "--tests-dir", "tests", "--no-progress"], cwd=work, env=env).returncode
-                modules[path] = set(statuses(a.mutmut, work, env)) - known
+                modules[path] = listed(a.mutmut, work, env, known, path)
             if rc & 1 and not a.sample:
                 print(f"mutation: mutmut failed on {path} (exit {rc})", file=sys.stderr)
                 return 1

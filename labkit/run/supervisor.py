@@ -57,6 +57,9 @@ from .. import steps as step_records
 ROOT = Path(__file__).resolve().parents[2]   # the checkout (this file is labkit/run/supervisor.py)
 PY = sys.executable
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+LOCK_HELD = "another lab run is in progress on this host"
+"""The start of the one-line refusal while another run holds the host's lock (a harness that
+starts runs, tests/fault_matrix.py, tells a refused run from a failed one by it)."""
 EXIT_FOR = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129, signal.SIGQUIT: 131}
 # The body's own exit statuses: 0 every step did what it should, 1 a step failed (the result is
 # still recorded), 100 it stopped and said why (disk full, a journal it cannot write, an
@@ -616,7 +619,7 @@ class Supervisor:
             return
         h = self.lock.holder()
         what = holder_lab(h) if h else ""
-        self.refuse(f"another lab run is in progress on this host ({what + ', ' if what else ''}pid {h or 'unknown'}): "
+        self.refuse(f"{LOCK_HELD} ({what + ', ' if what else ''}pid {h or 'unknown'}): "
                     f"two at once would measure each other; wait for it to end, or stop it with: kill {h or 'PID'}")
 
     def default_out(self) -> None:
