@@ -5,6 +5,8 @@ cannot be made, a lock whose holder cannot be named). File layouts and fakes onl
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -312,7 +314,6 @@ def test_a_lab_runs_only_with_its_own_checkouts_labkit(tmp_path):
 def test_a_run_started_in_another_checkouts_folder_runs_its_own_labkit(tmp_path):
     """`python -m` puts the current directory first: lab.sh's PYTHONSAFEPATH keeps a labkit in the
     folder a reader starts the run from (another checkout) from replacing the lab's own."""
-    import subprocess
     decoy = tmp_path / "labkit" / "run"
     decoy.mkdir(parents=True)
     (tmp_path / "labkit" / "__init__.py").write_text("")
@@ -326,8 +327,6 @@ def test_a_run_started_in_another_checkouts_folder_runs_its_own_labkit(tmp_path)
 
 def test_the_supervisor_refuses_a_lab_of_another_checkout(tmp_path):
     """The refusal at the entry point: one line on stderr, exit status 2, nothing run."""
-    import subprocess
-    import sys
     other = _checkout(tmp_path / "other")
     proc = subprocess.run([sys.executable, "-m", "labkit.run.supervisor", str(other / "labs" / "demo" / "run.sh"), "0",
                            "--help"], cwd=supervisor.ROOT, capture_output=True, text=True, timeout=60)
