@@ -33,6 +33,9 @@ _PICKED_JS = """() => [...document.querySelectorAll('.tabbed-set')].map(set => {
 })"""
 
 
+_NO_FETCH_PENDING_JS = "() => !document.querySelector('.pc-fold[data-pc-loading]')"
+
+
 def test_host_pick_keeps_its_place_and_is_remembered(committed, watched):
     """Host tabs work without mkdocs-material's runtime (docs/assets/casebook.js): a pick in one
     set switches every set with a tab of that title, the set the reader clicked stays where it
@@ -56,14 +59,17 @@ def test_host_pick_keeps_its_place_and_is_remembered(committed, watched):
     label = target.locator(":scope > .tabbed-labels > label").nth(1)
     other = label.text_content().strip()
     assert other and set(page.evaluate(_PICKED_JS)) != {other}
-    # scrolling brings other sets' fetches near the viewport; once they are in, scroll again,
-    # until the set's place holds (a fetch that lands late on a busy machine moves it)
+    # the set 200 px below the top of the screen, the one above it partly in view; scrolling
+    # brings other sets' fetches and unrendered blocks near the viewport, and each that lands
+    # above it moves it: scroll again until its place holds. The waits are on the page's state
+    # and the clock, not on rendering frames, which a busy machine delays (bench.FRAMES_JS gives
+    # up after 250 ms)
     top = None
-    for _ in range(6):
-        sets.nth(near - 1).evaluate("e => e.scrollIntoView({block: 'start'})")
+    for _ in range(12):
+        target.evaluate("e => { e.scrollIntoView({block: 'start'}); scrollBy(0, -200); }")
         page.wait_for_load_state("networkidle")
-        page.evaluate(FRAMES_JS)
-        page.wait_for_timeout(100)
+        page.wait_for_function(_NO_FETCH_PENDING_JS, polling=100, timeout=15000)
+        page.wait_for_timeout(300)
         now = target.evaluate("e => e.getBoundingClientRect().top")
         if top is not None and abs(now - top) <= 1:
             break
@@ -72,7 +78,8 @@ def test_host_pick_keeps_its_place_and_is_remembered(committed, watched):
     assert 0 <= top < 800 - 60, top   # the label is on screen: the click does not scroll to it
     label.click()
     page.wait_for_load_state("networkidle")   # the other host's tabs near the viewport, fetched
-    page.wait_for_timeout(200)
+    page.wait_for_function(_NO_FETCH_PENDING_JS, polling=100, timeout=15000)
+    page.wait_for_timeout(300)
     assert abs(target.evaluate("e => e.getBoundingClientRect().top") - top) <= 2
     assert set(page.evaluate(_PICKED_JS)) == {other}
     page.goto(f"{url}/cases/lat_tcp/", wait_until="networkidle")
@@ -179,6 +186,26 @@ _SCROLL_THROUGH = """async () => {
 }""" % FRAMES_JS
 
 
+# What the scroll-through passed before the page drew a frame (a busy machine delays frames;
+# FRAMES_JS gives up after 250 ms) is not done yet: bring each such element into view and wait,
+# on the clock, until it is. Returns those still not done after 10 s each.
+_FINISH_JS = """async () => {
+    const pending = %s;
+    const left = [];
+    for (const w of [...document.querySelectorAll('%s')].filter(pending)) {
+        w.scrollIntoView({block: 'center'});
+        for (let t = 0; t < 100 && pending(w); t++) await new Promise(r => setTimeout(r, 100));
+        if (pending(w)) left.push(w.outerHTML.slice(0, 120));
+    }
+    return left;
+}"""
+# a box not measured yet: it still has the label it was given before measuring
+_MEASURE_THE_REST = _FINISH_JS % ("w => w.checkVisibility() && w.getAttribute('aria-label') === w.getAttribute('data-pc-scrollbox')",
+                                  ".md-typeset__scrollwrap, .pc-flamegraph-wrap")
+# another host's tab shown and not fetched yet (a fetched placeholder leaves the page)
+_FETCH_THE_REST = _FINISH_JS % ("w => w.isConnected && w.checkVisibility()", ".tabbed-block > .pc-fold")
+
+
 @pytest.mark.parametrize("width", [390, 1280])
 def test_boxes_that_scroll_sideways_and_only_they_can_be_focused(committed, watched, width):
     """docs/assets/casebook.js measures each table and flame graph as it nears the viewport (on a
@@ -197,6 +224,7 @@ def test_boxes_that_scroll_sideways_and_only_they_can_be_focused(committed, watc
     assert any(b["label"] in ("Table", "Flame graph") for b in before)  # far below: not measured yet, focusable
     page.evaluate(_SCROLL_THROUGH)
     page.wait_for_timeout(300)
+    assert page.evaluate(_MEASURE_THE_REST) == []
     boxes = page.evaluate(_BOXES_JS)
     assert any(not b["scrolls"] for b in boxes), boxes
     if width == 390:
@@ -209,7 +237,9 @@ def test_boxes_that_scroll_sideways_and_only_they_can_be_focused(committed, watc
     page.wait_for_load_state("networkidle")
     page.evaluate(_SCROLL_THROUGH)
     page.wait_for_timeout(300)
+    assert page.evaluate(_FETCH_THE_REST) == []
     assert page.locator(".tabbed-block:visible > .pc-fold").count() == 0
+    assert page.evaluate(_MEASURE_THE_REST) == []
     _focusable_iff_scrolls(page.evaluate(_BOXES_JS))
     assert errors == [], errors
 

@@ -208,7 +208,7 @@
     if (Math.abs(shift) > 1) {
       window.scrollBy(0, shift);
     }
-    hold = { set: set, top: before, until: performance.now() + 2000 };
+    hold = { set: set, top: before, until: performance.now() + 5000 };
     try {
       window.localStorage.setItem(TAB_KEY, title);
     } catch (e) { /* storage refused: the pick holds on this page only */ }
