@@ -62,7 +62,10 @@ SCROLL_THROUGH_JS = """async () => {
         await frames();
     }
 }""" % FRAMES_JS
-AXE_TIMEOUT_MS = 300_000          # one axe-core pass; fio_engines' opened evidence page takes 20-150 s
+# One axe-core pass, under the slow tier's 600 s pytest-timeout (conftest.TIMEOUTS) with room for
+# opening the page: fio_engines' opened evidence page (63,500 elements, 37,500 of them table
+# cells) took 174 s alone and 224 s beside another worker, color-contrast 180 s of it (2026-11-29).
+AXE_TIMEOUT_MS = 480_000
 
 
 _COMPRESSIBLE = (".html", ".css", ".js", ".json", ".svg", ".xml", ".txt", ".cast", ".folded", ".map")

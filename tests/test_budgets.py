@@ -100,7 +100,7 @@ def _axe_cases() -> list[tuple[str, str]]:
     """(path, viewport) of every page at both viewports, but the generated evidence pages at 390 px
     only: they are built from the same blocks as the chapters (result and verdict tables, tabs,
     folds, outputs), which are checked in the dark scheme there, and one pass of axe over
-    fio_engines' opened evidence page takes 150 s."""
+    fio_engines' opened evidence page takes 175-225 s."""
     from labkit.site import evidence
     return [(path, vp) for path in _pages() for vp in VIEWPORTS
             if vp == "phone" or not path.startswith(f"/{evidence.PREFIX}/")]
