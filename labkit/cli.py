@@ -18,6 +18,9 @@
   labkit check TOOL [--results DIR]  your runs vs a tool card's exercises (cards/TOOL/)
   labkit guest shell|run|prepare|accel|cache ...   QEMU guests (labkit.guest; labkit guest --help)
 
+Each subcommand imports what it needs, when it runs: `labkit probe`, which every lab run
+starts, loads neither numpy nor jsonschema (0.1 s instead of 1 s on two slow vCPUs).
+
 Exit status: 0 ok (for check: it ran, whatever the verdicts), 1 failure (invalid result,
 missing data), 2 bad usage (one line on stderr).
 """
@@ -28,14 +31,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-
-from . import cards
-from . import model, results
-from .parsers import perf as perf_parsers
-from .run import probe
-from .stats import claims as claims_mod
-from .view import commands, render
-from .view.verdict_text import verdict_line, verdict_sentence
 
 
 class UsageError(Exception):
@@ -50,6 +45,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _cmd_record(a) -> int:
+    from . import model
+    from .stats import claims as claims_mod
+    from .view.verdict_text import verdict_sentence
     from .record import record
     path = record(a.lab, Path(a.lab_dir), Path(a.run_dir), Path(a.out), start=float(a.start),
                   quick=a.quick == "1", tools=a.tools.replace(",", " ").split(),
@@ -66,6 +64,10 @@ def _cmd_record(a) -> int:
 
 
 def _cmd_show(a) -> int:
+    from . import results
+    from .stats import claims as claims_mod
+    from .view import commands, render
+    from .view.verdict_text import verdict_line
     hosts = results.load_hosts()
     pairs = results.for_lab(a.lab, hosts)
     for host, r in pairs:
@@ -95,6 +97,8 @@ def _cmd_show(a) -> int:
 
 
 def _cmd_hosts(a) -> int:
+    from . import results
+    from .view import render
     rows = []
     for h in results.load_hosts():
         hh = next(iter(h.results.values()))["host"]
@@ -105,6 +109,8 @@ def _cmd_hosts(a) -> int:
 
 
 def _cmd_compare(a) -> int:
+    from . import results
+    from .view import render
     hosts = results.load_hosts()
     ha, hb = results.host(a.host_a, hosts), results.host(a.host_b, hosts)
     labs = [a.lab] if a.lab else sorted(set(ha.results) & set(hb.results))
@@ -122,6 +128,7 @@ def _cmd_compare(a) -> int:
 
 
 def _cmd_validate(a) -> int:
+    from . import model, results
     files = [Path(f) for f in a.files] or [p for base, _ in results.search_path() if base.is_dir()
                                             for p in sorted(base.glob("*/*.json"))]
     for f in files:
@@ -135,6 +142,8 @@ def _cmd_reevaluate(a) -> int:
     how many verdicts differ from the stored ones (the verdicts at record time; pages always
     evaluate afresh). With ``--write``, also rewrite the file's ``claims`` (measurements, steps
     and provenance are left as measured)."""
+    from . import model, results
+    from .stats import claims as claims_mod
     for f in (Path(x) for x in a.files):
         r = model.load(f)
         spec = results.ROOT / "labs" / r["lab"] / "claims.toml"
@@ -158,6 +167,8 @@ def _cmd_labs(a) -> int:
 
 def _cmd_new_lab(a) -> int:
     """Scaffold labs/NAME and docs/cases/NAME.md, then run the lab once (quick) for its result."""
+    from . import results
+    from .run import probe
     from . import newlab
     try:
         files = newlab.scaffold(a.name, results.ROOT, a.title)
@@ -173,7 +184,20 @@ def _cmd_new_lab(a) -> int:
     return newlab.dry_run(a.name, results.ROOT, label).returncode
 
 
+def _cmd_probe(a) -> int:
+    from .run import probe
+    print(json.dumps(probe.probe(a.scratch, a.label), indent=1))
+    return 0
+
+
+def _cmd_label(a) -> int:
+    from .run import probe
+    print(probe.default_label())
+    return 0
+
+
 def _cmd_topology(a) -> int:
+    from .run import probe
     topo = probe.topology()
     cpus = sorted(topo)[: a.cpus]
     for s in cpus:
@@ -183,6 +207,7 @@ def _cmd_topology(a) -> int:
 
 
 def _cmd_flame(a) -> int:
+    from .parsers import perf as perf_parsers
     n = perf_parsers.fold(Path(a.perf_script), Path(a.folded))
     if n == 0:
         print(f"labkit flame: no stacks in {a.perf_script}", file=sys.stderr)
@@ -194,6 +219,7 @@ def _cmd_flame(a) -> int:
 
 
 def _cmd_diff_flame(a) -> int:
+    from .parsers import perf as perf_parsers
     perf_parsers.diff_folded(Path(a.before), Path(a.after), Path(a.folded))
     perf_parsers.flamegraph(Path(a.folded), Path(a.svg), a.title, diff=True)
     print(f"differential flame graph {a.svg} (red: more samples in {a.after}, blue: fewer)")
@@ -202,6 +228,7 @@ def _cmd_diff_flame(a) -> int:
 
 def _cmd_attach_cast(a) -> int:
     """Copy an asciinema recording of a lab run next to its result and register it."""
+    from . import model
     import shutil
     result_path = Path(a.result)
     r = model.load(result_path)
@@ -232,6 +259,9 @@ def _check_results(lab: str, folder: Path) -> list[Path]:
 
 def _check_one(ex_label: str, exercises: list[dict], claims: list[dict], files: list[Path]) -> None:
     """Print, per result file, each exercise's verdict in words (and the claims' verdicts)."""
+    from . import model
+    from .stats import claims as claims_mod
+    from .view import commands, render
     for f in files:
         r = model.load(f)
         run = r["run"]
@@ -260,6 +290,7 @@ def _check_one(ex_label: str, exercises: list[dict], claims: list[dict], files: 
 def _check_tool(a, folder: Path) -> int:
     """A tool card's exercises (cards/<tool>/<lab>.exercises.toml), each file on the
     reader's results of its lab."""
+    from . import cards, results
     if a.exercises:
         raise UsageError(f"--exercises is for a lab; {a.lab!r} is a tool card (its exercises: cards/{a.lab}/)")
     found = 0
@@ -280,6 +311,8 @@ def _check_tool(a, folder: Path) -> int:
 
 def _cmd_check(a) -> int:
     """Evaluate a lab's exercises (and its claims), or a tool card's, on the reader's own results."""
+    from . import cards, results
+    from .stats import claims as claims_mod
     lab_dir = results.ROOT / "labs" / a.lab
     folder = Path(a.results) if a.results else results.ROOT / "local-results"
     if a.results and not folder.is_dir():
@@ -325,6 +358,7 @@ def _recover_audit_rules() -> tuple[int, int]:
 
 def _cmd_recover(a) -> int:
     """Find the journals of killed lab runs and undo each with its lab's ``run.sh --recover``."""
+    from . import results
     import os
     import subprocess
     from .run import journal
@@ -417,8 +451,8 @@ def parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("probe", help="probe this host (JSON)")
     pr.add_argument("--scratch")
     pr.add_argument("--label")
-    pr.set_defaults(fn=lambda a: print(json.dumps(probe.probe(a.scratch, a.label), indent=1)) or 0)
-    sub.add_parser("label", help="default host label").set_defaults(fn=lambda a: print(probe.default_label()) or 0)
+    pr.set_defaults(fn=_cmd_probe)
+    sub.add_parser("label", help="default host label").set_defaults(fn=_cmd_label)
     t = sub.add_parser("topology", help="CPU pairs and their relation")
     t.add_argument("--cpus", type=int, default=4)
     t.set_defaults(fn=_cmd_topology)
@@ -473,6 +507,10 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"labkit {args.cmd}: error: {exc}", file=sys.stderr)
         return 2
-    except (model.ResultError, results.NoResult, FileNotFoundError, claims_mod.ClaimError) as exc:
+    except Exception as exc:   # a subcommand imports what it needs: these are loaded if raised
+        from . import model, results
+        from .stats import claims as claims_mod
+        if not isinstance(exc, (model.ResultError, results.NoResult, FileNotFoundError, claims_mod.ClaimError)):
+            raise
         print(f"labkit {args.cmd}: {exc}", file=sys.stderr)
         return 1

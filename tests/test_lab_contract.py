@@ -661,7 +661,7 @@ def test_signal_dispositions_are_reset_for_labs():
 def test_a_second_checkout_cannot_run_the_lab_while_one_runs(tmp_path, host):
     """The lock is the host's, not the checkout's: while a run of the fake lab is on, a run of
     the same lab from another copy of run.sh (another clone) is refused in one line naming the
-    running one's PID, and starts once it has ended."""
+    running one's PID, and starts once it has ended (stopped by SIGINT, as a reader would)."""
     other = tmp_path / "clone" / "tests" / "fakelab"
     shutil.copytree(FAKE.parent, other)
     (other / "run.sh").write_text(FAKE.read_text().replace('"$(dirname "$0")', f'"{FAKE.parent}'))
@@ -680,8 +680,9 @@ def test_a_second_checkout_cannot_run_the_lab_while_one_runs(tmp_path, host):
                                          f"two at once would measure each other; wait for it to end, or stop it with: "
                                          f"kill {first.pid}"), second.stderr
     finally:
+        first.send_signal(signal.SIGINT)
         first.stderr.read()
-        assert first.wait(timeout=60) == 0
+        assert first.wait(timeout=60) == 130
     after = subprocess.run(["bash", str(other / "run.sh"), *args, "--out", str(tmp_path / "out2")],
                            capture_output=True, text=True, env=dict(env, FAKELAB_SLEEP="0.1"), timeout=120)
     assert after.returncode == 0, after.stderr
@@ -749,16 +750,17 @@ def test_recover_right_after_a_kill_waits_for_the_lock_and_ignores_a_zombie(tmp_
 # Here rather than in tests/test_fault_matrix_design.py: these run the fake lab, whose lock the
 # tests of this file share, and one file runs on one worker.
 
-def _tagged_run(tmp_path, tags: bool = True) -> list[str]:
-    """The lines of one whole run of the fake lab (tests/fakelab) with their kinds kept
-    (``PCB_PROGRESS_TAGS=1``), as the matrix reads a lab's (``tags=False``: as a reader sees them)."""
+def _tagged_run(tmp_path, *args: str, tags: bool = True) -> list[str]:
+    """The lines of one run of the fake lab (tests/fakelab; whole, or as ``args`` select) with
+    their kinds kept (``PCB_PROGRESS_TAGS=1``), as the matrix reads a lab's (``tags=False``: as a
+    reader sees them)."""
     from labkit.run import events
     host = tmp_path / "host"
     host.mkdir()
     (host / "knob").write_text("before\n")
     env = dict(os.environ, **fm.case_env(tmp_path / "work"), FAKELAB_DIR=str(host), **{events.ENV: "1" if tags else "0"})
     proc = subprocess.run(lab_command(FAKE, "--host", "fake", "--out", str(tmp_path / "out"),
-                                      "--scratch", str(tmp_path / "work" / "scratch")),
+                                      "--scratch", str(tmp_path / "work" / "scratch"), *args),
                           text=True, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
     return proc.stderr.splitlines()
 
@@ -792,5 +794,5 @@ def test_the_count_and_the_signal_see_the_same_lines_of_a_group(tmp_path):
 
 def test_a_reader_sees_no_tags(tmp_path):
     """Without PCB_PROGRESS_TAGS the terminal carries the text alone."""
-    lines = _tagged_run(tmp_path, tags=False)
+    lines = _tagged_run(tmp_path, "--only", "work", tags=False)
     assert any("] == [1/" in line for line in lines) and not any("\x1f" in line for line in lines)

@@ -28,6 +28,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
@@ -381,31 +382,36 @@ def emulation() -> dict | None:
 
 
 def probe(scratch: str | None = None, label: str | None = None) -> dict:
-    """Probe this host; return the ``host`` object of a result (schema.json)."""
-    models = lscpu_models()
-    topo = topology()
-    counts = cpu_counts(topo)
-    distinct = list(dict.fromkeys(models["models"]))
-    return {
-        "label": label or default_label(),
-        "hostname": socket.gethostname(),
-        "arch": platform.machine(),
-        "cpu_vendor": models["vendor"],
-        "cpu_model": " + ".join(distinct) if distinct else None,
-        "cpu_models": distinct,
-        **counts,
-        "smt": smt_active(threads_per_core=counts["threads_per_core"]),
-        "kernel": platform.release(),
-        "distro": distro(),
-        "virtualization": virtualization(models["hypervisor"]),
-        "memory_bytes": memory_bytes(),
-        "scratch_fs": scratch_fs(scratch),
-        "perf_event_paranoid": perf_event_paranoid(),
-        "pmu": pmu(),
-        "tracefs": tracefs(),
-        "loop_devices": loop_devices(),
-        "netns": netns(),
-        "root": os.geteuid() == 0,
-        "audit_ever_enabled": audit_ever_enabled(),
-        "emulation": emulation(),
-    }
+    """Probe this host; return the ``host`` object of a result (schema.json). The two probes
+    that start a tool and wait for it (:func:`pmu`: ``perf record``; :func:`audit_ever_enabled`:
+    ``bpftrace``, which compiles with clang) run side by side with the rest: every lab run
+    starts with this probe."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        pmu_probe, audit_probe = pool.submit(pmu), pool.submit(audit_ever_enabled)
+        models = lscpu_models()
+        topo = topology()
+        counts = cpu_counts(topo)
+        distinct = list(dict.fromkeys(models["models"]))
+        return {
+            "label": label or default_label(),
+            "hostname": socket.gethostname(),
+            "arch": platform.machine(),
+            "cpu_vendor": models["vendor"],
+            "cpu_model": " + ".join(distinct) if distinct else None,
+            "cpu_models": distinct,
+            **counts,
+            "smt": smt_active(threads_per_core=counts["threads_per_core"]),
+            "kernel": platform.release(),
+            "distro": distro(),
+            "virtualization": virtualization(models["hypervisor"]),
+            "memory_bytes": memory_bytes(),
+            "scratch_fs": scratch_fs(scratch),
+            "perf_event_paranoid": perf_event_paranoid(),
+            "pmu": pmu_probe.result(),
+            "tracefs": tracefs(),
+            "loop_devices": loop_devices(),
+            "netns": netns(),
+            "root": os.geteuid() == 0,
+            "audit_ever_enabled": audit_probe.result(),
+            "emulation": emulation(),
+        }
