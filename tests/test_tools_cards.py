@@ -139,7 +139,7 @@ def test_exercise_can_hold_and_fails_where_the_effect_is_absent(tool, lab, ex):
     for path in _holding(lab, ex) or _committed(lab)[:1]:
         for want in ("holds", "fails"):
             r = derive(claim, path, want)
-            validate_metric(r, claim.get("metric"))
+            validate_metric(r, claim.get("metric"), step=claim.get("step"))
             v = claims.evaluate_one(claim, r)
             assert v["verdict"] == want, (path, want, v)
         if claim.get("stdout_empty"):  # the step did what it should, but printed a number

@@ -79,7 +79,7 @@ def test_claim_can_fail_and_hold(claim, want, reference, tmp_path):
     path = tmp_path / "fio_engines.json"
     path.write_text(json.dumps(_seeded(reference, claim)))
     r = derive(claim, path, want)
-    validate_metric(r, claim.get("metric"))
+    validate_metric(r, claim.get("metric"), step=claim.get("step"))
     v = claims.evaluate_one(claim, r)
     assert v["verdict"] == want, v
 
