@@ -6,6 +6,12 @@ PY := $(VENV)/bin/python
 TOOLS := $(CURDIR)/.tools
 # cargo and rustup where rustup puts them, when not on PATH already
 export PATH := $(TOOLS)/bin:$(PATH):$(HOME)/.cargo/bin
+# Python's compiled modules, kept between runs under .cache: where the environment sets
+# PYTHONDONTWRITEBYTECODE (CI machines often do), every test run, each of its workers and every
+# labkit process a lab starts compiled the checkout's modules again (collecting the fast tier:
+# 12 s instead of 4 s on two slow vCPUs).
+export PYTHONPYCACHEPREFIX := $(CURDIR)/.cache/pycache
+unexport PYTHONDONTWRITEBYTECODE
 HOST ?=
 FULL ?=
 # Debian packages (installed when root with apt): each lab's own, from its manifest

@@ -45,10 +45,10 @@ def _load(path: Path) -> dict:
     return model.load(path)
 
 
-def _base(path: Path) -> dict:
-    """The reference result measured on hardware: no emulated host, no guest measurement (the
-    emulated-CPU rule is tested in test_claims_rules.py)."""
-    ref = _load(path)
+def _base(path: Path | dict) -> dict:
+    """The reference result (at ``path``, or given) measured on hardware: no emulated host, no
+    guest measurement (the emulated-CPU rule is tested in test_claims_rules.py)."""
+    ref = _load(path) if isinstance(path, Path) else path
     # A derivation changes the host's fields and the top-level fields of measurements and steps
     # (samples, summary, status): those are copied, the rest (cases, artifacts) is shared with
     # the cached reference, which nothing changes. A deep copy of a 500 KB result per case took
@@ -100,8 +100,9 @@ def _narrow(pool: list[float], factor: float) -> list[float]:
     return [m * (p / m) ** t for p in pool]
 
 
-def derive(claim: dict, path: Path, want: str) -> dict:
-    """A result derived from the reference at ``path`` where ``claim`` must give ``want``
+def derive(claim: dict, path: Path | dict, want: str) -> dict:
+    """A result derived from the reference at ``path`` (or the reference itself, a validated
+    result a test built from one) where ``claim`` must give ``want``
     (``holds`` or ``fails``), on a host that has what the claim ``requires`` (the
     not-applicable rule is tested in test_claims_handbuilt.py)."""
     r = _base(path)

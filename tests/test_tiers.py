@@ -69,7 +69,7 @@ def test_an_xdist_group_runs_on_one_worker(tmp_path):
         (tmp_path / name).write_text("import pytest\n\npytestmark = pytest.mark.xdist_group('g')\n\n\n"
                                      "@pytest.mark.parametrize('i', range(4))\ndef test_x(i):\n    pass\n")
     proc = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v", "-p", "no:cacheprovider",
-                           "-p", "no:randomly", "--rootdir", str(tmp_path), str(tmp_path)],
+                           "-p", "no:randomly", "-p", "no:playwright", "-p", "no:base_url", "--rootdir", str(tmp_path), str(tmp_path)],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:]
     ran = [line for line in proc.stdout.splitlines() if " PASSED " in line]
