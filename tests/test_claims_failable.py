@@ -24,7 +24,7 @@ import pytest
 
 from labkit.stats import claims
 from labkit import model
-from derived import validate_metric
+from derived import validate_derived
 
 ROOT = Path(__file__).resolve().parent.parent
 MARGIN = 1.1  # how far past a threshold a derived result is put (a ratio, not a measured value)
@@ -170,7 +170,7 @@ def derive(claim: dict, path: Path | dict, want: str) -> dict:
 @pytest.mark.parametrize("claim, path", _cases())
 def test_claim_can_fail(claim, path):
     r = derive(claim, path, "fails")
-    validate_metric(r, claim.get("metric"), step=claim.get("step"))
+    validate_derived(r, claim)
     v = claims.evaluate_one(claim, r)
     assert v["verdict"] == "fails", v
 
@@ -178,7 +178,7 @@ def test_claim_can_fail(claim, path):
 @pytest.mark.parametrize("claim, path", _cases())
 def test_claim_can_hold(claim, path):
     r = derive(claim, path, "holds")
-    validate_metric(r, claim.get("metric"), step=claim.get("step"))
+    validate_derived(r, claim)
     v = claims.evaluate_one(claim, r)
     assert v["verdict"] == "holds", v
 

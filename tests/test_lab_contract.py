@@ -149,12 +149,11 @@ def test_fake_lab_runs_and_undoes(tmp_path, host):
     assert "cleanup: restore" in proc.stderr and "cleanup: stop setup.server" in proc.stderr
     assert not (tmp_path / "out" / ".fakelab.log").exists(), "a run that ended well leaves no log"
     # --case values of every type the fake lab declares (tests/fakelab/lab.toml) come back typed
-    typed = next(s for s in json.loads((tmp_path / "out" / "fakelab.json").read_text())["steps"]
-                 if s["name"] == "typed.step")
+    result = json.loads((tmp_path / "out" / "fakelab.json").read_text())
+    typed = next(s for s in result["steps"] if s["name"] == "typed.step")
     assert typed["case"] == {"rep": 2, "ratio": 0.5, "label": "5.10", "warm": True}
     # the run's duration is the wall time from its start to the record, within this test's
-    run = json.loads((tmp_path / "out" / "fakelab.json").read_text())["run"]
-    assert 0 < run["duration_s"] <= took + 1, (run["duration_s"], took)
+    assert 0 < result["run"]["duration_s"] <= took + 1, (result["run"]["duration_s"], took)
 
 
 def test_without_scratch_or_tmpdir_the_scratch_is_under_tmp(tmp_path, host):

@@ -27,7 +27,7 @@ import pytest
 from labkit import cards, cli, model
 from labkit.site import macros
 from labkit.stats import claims
-from derived import validate_metric
+from derived import validate_derived
 from test_claims_failable import derive
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,7 +139,7 @@ def test_exercise_can_hold_and_fails_where_the_effect_is_absent(tool, lab, ex):
     for path in _holding(lab, ex) or _committed(lab)[:1]:
         for want in ("holds", "fails"):
             r = derive(claim, path, want)
-            validate_metric(r, claim.get("metric"), step=claim.get("step"))
+            validate_derived(r, claim)
             v = claims.evaluate_one(claim, r)
             assert v["verdict"] == want, (path, want, v)
         if claim.get("stdout_empty"):  # the step did what it should, but printed a number

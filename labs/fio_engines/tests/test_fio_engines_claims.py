@@ -16,7 +16,7 @@ import pytest
 
 from labkit.stats import claims
 from labkit import model
-from derived import validate_metric
+from derived import validate_derived
 from labkit import original as original_mod
 from test_claims_failable import derive
 
@@ -77,7 +77,7 @@ def _seeded(reference: dict, claim: dict) -> dict:
 @pytest.mark.parametrize("want", ["fails", "holds"])
 def test_claim_can_fail_and_hold(claim, want, reference):
     r = derive(claim, _seeded(reference, claim), want)
-    validate_metric(r, claim.get("metric"), step=claim.get("step"))
+    validate_derived(r, claim)
     v = claims.evaluate_one(claim, r)
     assert v["verdict"] == want, v
 
@@ -188,7 +188,7 @@ def test_exercises_are_two_to_four_and_each_can_go_either_way(reference):
         c = claims.exercise_claim(ex)
         for want in ("fails", "holds"):
             r = derive(c, _seeded(reference, c), want)
-            validate_metric(r, c.get("metric"), step=c.get("step"))
+            validate_derived(r, c)
             assert claims.evaluate_one(c, r)["verdict"] == want, (ex["id"], want)
 
 
