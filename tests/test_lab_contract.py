@@ -93,6 +93,30 @@ def test_help_lists_every_group(lab):
         assert re.search(rf"^\s+{re.escape(g)}\s", proc.stdout, re.M), g
 
 
+# lab_group's arguments, and the line it must refuse them with.
+DECLARATIONS = [
+    pytest.param(("Bad-Name", "a group"), "lab.sh: lab_group: group name 'Bad-Name'", id="name"),
+    pytest.param(("tabs", "a\tdescription"), "lab.sh: lab_group: group tabs: its description", id="tab"),
+    pytest.param(("lines", "two\nlines"), "lab.sh: lab_group: group lines: its description", id="newline"),
+    pytest.param(("third", "a group", "allways"), "lab.sh: lab_group: group third: third word 'allways'", id="word"),
+]
+
+
+@pytest.mark.no_run
+@pytest.mark.parametrize("args,line", DECLARATIONS)
+def test_a_bad_group_declaration_is_refused_where_it_is_made(tmp_path, args, line):
+    """lab_group's three arguments reach the supervisor as TSV lines (PCB_LAB_GROUPS): a name that
+    cannot name a group_NAME function, a tab or a newline in the description, or a third word
+    other than "always" stops run.sh at its declaration: one line, exit 2, nothing started."""
+    script = tmp_path / "run.sh"
+    script.write_text(f'source {ROOT}/labs/lib/lab.sh\nlab_define demo "a demo lab"\nlab_group "$@"\n'
+                      f'lab_main --out {tmp_path / "out"}\n')
+    proc = subprocess.run(["bash", str(script), *args], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines() == [proc.stderr.strip()] and proc.stderr.startswith(line), proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
 # ---- the fake lab ---------------------------------------------------------------------------
 
 @pytest.fixture

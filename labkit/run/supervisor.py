@@ -69,6 +69,10 @@ EXIT_FOR = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129, signal.
 BODY_OK, BODY_FAILED, BODY_STOPPED, BODY_USAGE = 0, 1, 100, 101
 
 
+class Declaration(Exception):
+    """The lab's declaration in the environment is not what lab.sh writes (lab.sh ``lab_group``)."""
+
+
 class Usage(Exception):
     """Bad usage: one line, exit 2 (``refuse``: without the "see --help" hint)."""
 
@@ -99,10 +103,15 @@ class Lab:
 
     @classmethod
     def from_env(cls, script: str, args: list[str]) -> "Lab":
+        """The declaration lab.sh exported: ``PCB_LAB_GROUPS`` holds one
+        ``NAME<TAB>DESCRIPTION<TAB>WORD`` line per group (``lab_group``'s three arguments; WORD
+        empty or ``always``). Raises :class:`Declaration` on a line of another shape."""
         groups = []
         for line in os.environ.get("PCB_LAB_GROUPS", "").splitlines():
-            g, desc, always = (line.split("\t") + ["", ""])[:3]
-            groups.append((g, desc, always == "always"))
+            fields = line.split("\t")
+            if len(fields) != 3 or not re.fullmatch(r"[a-z0-9_]+", fields[0]) or fields[2] not in ("", "always"):
+                raise Declaration(f"PCB_LAB_GROUPS line {line!r}: not NAME<TAB>DESCRIPTION<TAB>[always]")
+            groups.append((fields[0], fields[1], fields[2] == "always"))
         return cls(Path(script), os.environ.get("PCB_LAB_NAME", ""), os.environ.get("PCB_LAB_TITLE", ""),
                    os.environ.get("PCB_LAB_TOOLS", ""), groups, list(args))
 
@@ -1145,7 +1154,11 @@ def main(argv: list[str] | None = None) -> int:
     if foreign:
         print(foreign, file=sys.stderr)
         return 2
-    lab = Lab.from_env(os.path.realpath(script), argv[2 + n:])
+    try:
+        lab = Lab.from_env(os.path.realpath(script), argv[2 + n:])
+    except Declaration as exc:
+        print(f"lab.sh: {exc}", file=sys.stderr)
+        return 2
     lab.argv = argv[2:2 + n]
     if not lab.name:
         print("lab.sh: lab_define was not called", file=sys.stderr)

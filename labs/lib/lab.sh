@@ -24,14 +24,27 @@ LAB_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 LAB_DIR="$(cd "$(dirname "$0")" && pwd)"
 LAB_SCRIPT="$LAB_DIR/$(basename "$0")"
 LAB_ARGV=("$@")   # run.sh's own arguments (a sourced file sees its caller's)
-LAB_NAME="" LAB_TITLE="" LAB_TOOLS=""
-LAB_GROUPS=() LAB_GROUP_DESC=() LAB_GROUP_ALWAYS=()
+LAB_NAME=""
+LAB_TITLE=""
+LAB_TOOLS=""
+LAB_GROUPS=()
+LAB_GROUP_DESC=()
+LAB_GROUP_ALWAYS=()
 # Set by the supervisor for the body.
-# shellcheck disable=SC2034 # LAB_HOST: for the labs' run.sh
-LAB_QUICK=${PCB_LAB_QUICK:-0} LAB_OUT=${PCB_LAB_OUT:-} LAB_RUN=${PCB_LAB_RUN_DIR:-} LAB_HOST=${PCB_LAB_HOST:-}
-LAB_SCRATCH=${PCB_LAB_SCRATCH:-} LAB_START_US=${PCB_LAB_START_US:-}
-LAB_JOURNAL=${PCB_LAB_JOURNAL:-} LAB_JOURNAL_COPY=${PCB_LAB_JOURNAL_COPY:-} LAB_SEQ=${PCB_LAB_SEQ:-0}
-LAB_FAILED=0 LAB_GROUP="" LAB_PENDING=()
+LAB_QUICK=${PCB_LAB_QUICK:-0}
+LAB_OUT=${PCB_LAB_OUT:-}
+LAB_RUN=${PCB_LAB_RUN_DIR:-}
+# shellcheck disable=SC2034 # for the labs' run.sh
+LAB_HOST=${PCB_LAB_HOST:-}
+LAB_SCRATCH=${PCB_LAB_SCRATCH:-}
+LAB_START_US=${PCB_LAB_START_US:-}
+LAB_JOURNAL=${PCB_LAB_JOURNAL:-}
+LAB_JOURNAL_COPY=${PCB_LAB_JOURNAL_COPY:-}
+LAB_SEQ=${PCB_LAB_SEQ:-0}
+LAB_FAILED=0
+# shellcheck disable=SC2034 # read by case.sh (a step's line in steps.tsv)
+LAB_GROUP=""
+LAB_PENDING=()
 declare -A LAB_UNDO=() LAB_UNDO_DESC=()
 # A step's record (steps.tsv, raw/NAME.case) and the checks of its --case fields.
 # shellcheck source=case.sh
@@ -40,7 +53,8 @@ source "$LAB_ROOT/labs/lib/case.sh"
 # Python with labkit importable: the project venv, else python3 with the repo on PYTHONPATH.
 # PYTHONSAFEPATH: `python -m` would put the current directory first, so a run started in another
 # checkout's folder would run that checkout's labkit; this checkout's comes first instead.
-LAB_PY=python3; [[ ! -x "$LAB_ROOT/.venv/bin/python" ]] || LAB_PY="$LAB_ROOT/.venv/bin/python"
+LAB_PY=python3
+[[ ! -x "$LAB_ROOT/.venv/bin/python" ]] || LAB_PY="$LAB_ROOT/.venv/bin/python"
 export PYTHONPATH="$LAB_ROOT${PYTHONPATH:+:$PYTHONPATH}" PYTHONSAFEPATH=1
 # No __pycache__ written into the checkout (outside scratch and out); cached bytecode is still read.
 # inferno (flame graphs) installed by `make setup` into the project.
@@ -49,14 +63,36 @@ export PYTHONDONTWRITEBYTECODE=1 PATH="$LAB_ROOT/.tools/bin:$PATH"
 # ---- declaring a lab ------------------------------------------------------------------
 
 # lab_define NAME TITLE [TOOL...]: name the lab, a one-line title and the tools whose versions are recorded.
-lab_define() { LAB_NAME=$1; LAB_TITLE=$2; shift 2; LAB_TOOLS="$*"; }
+lab_define() {
+  LAB_NAME=$1
+  LAB_TITLE=$2
+  shift 2
+  LAB_TOOLS="$*"
+}
 
 # lab_group NAME DESCRIPTION [always]: declare a group of steps, run in declaration order by group_NAME.
-lab_group() { LAB_GROUPS+=("$1"); LAB_GROUP_DESC+=("$2"); LAB_GROUP_ALWAYS+=("${3:-}"); }
+# The declaration reaches the supervisor as PCB_LAB_GROUPS, one NAME<TAB>DESCRIPTION<TAB>always?
+# line per group (labkit/run/supervisor.py Lab.from_env): a NAME that is not a-z, 0-9 and _, a tab
+# or a newline in DESCRIPTION, or a third word other than "always" is refused (one line, exit 2).
+lab_group() {
+  local bad=""
+  if [[ ! ${1:-} =~ ^[a-z0-9_]+$ ]]; then
+    bad="group name '${1:-}' (a-z, 0-9 and _: it names the function group_NAME)"
+  elif [[ ${2:-} == *[$'\t\n']* || -z ${2:-} ]]; then
+    bad="group $1: its description must be one line without tabs"
+  elif [[ -n ${3:-} && $3 != always ]]; then
+    bad="group $1: third word '$3' (only 'always' is known)"
+  fi
+  [[ -z $bad ]] || { echo "lab.sh: lab_group: $bad" >&2; exit 2; }
+  LAB_GROUPS+=("$1")
+  LAB_GROUP_DESC+=("$2")
+  LAB_GROUP_ALWAYS+=("${3:-}")
+}
 
 # lab__supervisor exec|call ARG...: run labkit.run.supervisor with this lab's declaration.
 lab__supervisor() {
-  local groups="" i how=$1; shift
+  local groups="" i how=$1
+  shift
   [[ -n "$LAB_NAME" ]] || { echo "lab.sh: lab_define was not called" >&2; exit 2; }
   for i in "${!LAB_GROUPS[@]}"; do
     groups+="${LAB_GROUPS[$i]}"$'\t'"${LAB_GROUP_DESC[$i]}"$'\t'"${LAB_GROUP_ALWAYS[$i]}"$'\n'
@@ -77,12 +113,16 @@ lab_usage() { lab__supervisor call --help; }
 # KINDS) in a tag \x1f...\x1f that the supervisor strips (it colours by kind, and tells a harness).
 lab__say() {
   local now=${EPOCHREALTIME//[.,]/} d tag=$'\x1f'$1$'\x1f'
-  d=$(( now - ${LAB_START_US:-$now} )); ((d >= 0)) || d=0
+  d=$(( now - ${LAB_START_US:-$now} ))
+  ((d >= 0)) || d=0
   printf '%s[%s %6s] %s\n' "$tag" "$LAB_NAME" "$((d / 1000000)).$(((d % 1000000) / 100000))s" "${*:2}" >&2 || true
 }
 
 # lab__stop MESSAGE: say why and stop the run (the supervisor undoes everything).
-lab__stop() { lab__say stop "$1"; exit 100; }
+lab__stop() {
+  lab__say stop "$1"
+  exit 100
+}
 
 # ---- the journal and the undo ------------------------------------------------------------
 # <out>/.<lab>.journal and its copy <scratch>/.pcb-journal (labkit/run/journal.py): "do ID
@@ -93,14 +133,16 @@ lab__journal() {
   local IFS=$'\t'
   [[ -z "$LAB_JOURNAL_COPY" ]] || printf '%s\n' "$*" 2>/dev/null >> "$LAB_JOURNAL_COPY" || true
   printf '%s\n' "$*" 2>/dev/null >> "$LAB_JOURNAL" && return 0
-  local why; why=$(lab__full_note)
+  local why
+  why=$(lab__full_note)
   lab__stop "cannot write the journal $LAB_JOURNAL: ${why:+$why; }stopping"
 }
 
 # lab_defer DESCRIPTION CMD [ARG...]: register an undo action (journal, then memory) BEFORE the
 # change it undoes; it must be harmless when the change was never made or is already undone.
 lab_defer() {
-  local desc=${1//[$'\t\n']/ } cmd id; shift
+  local desc=${1//[$'\t\n']/ } cmd id
+  shift
   printf -v cmd '%q ' "$@"
   id=$((LAB_SEQ + 1))
   lab__journal "do" "$id" "$desc" "${cmd% }"
@@ -133,8 +175,10 @@ lab_unwind() {
 
 # lab__undo_cmd CMD: run an undo action; sets the caller's rc and err (its last stderr line).
 lab__undo_cmd() {
-  rc=0; err=$(eval "$1" 2>&1 >/dev/null) || rc=$?
-  err=${err//[$'\t']/ }; err=${err##*$'\n'}
+  rc=0
+  err=$(eval "$1" 2>&1 >/dev/null) || rc=$?
+  err=${err//[$'\t']/ }
+  err=${err##*$'\n'}
 }
 
 # lab__undo_main: the undo role (see the top).
@@ -214,7 +258,9 @@ lab_run() {
     esac
     shift
   done
-  local name=$1; shift; [[ "$1" == -- ]] && shift
+  local name=$1
+  shift
+  [[ "$1" == -- ]] && shift
   local raw="$LAB_RUN/raw/$name" rc=0 t0 t1 secs status cmd full l
   lab__case "$name" ${fields[@]+"${fields[@]}"}
   [[ -n "$stdout" ]] || stdout="$raw.out"
@@ -263,7 +309,9 @@ lab_spawn() {
   local fields=()
   while [[ "$1" == --case ]]; do fields+=("$2"); shift 2; done
   [[ $1 != --* ]] || lab__usage "lab_spawn: unknown option $1 (--case KEY=VALUE)"
-  local name=$1; shift; [[ "$1" == -- ]] && shift
+  local name=$1
+  shift
+  [[ "$1" == -- ]] && shift
   local raw="$LAB_RUN/raw/$name" cmd start
   lab__case "$name" ${fields[@]+"${fields[@]}"}
   printf -v cmd '%q ' "$@"
@@ -286,7 +334,8 @@ lab_wait_for() {
 # and return 1. CAPs: root, cmd:PROG, cpus:N, perf, tracefs (mounted if need be), inferno, and the
 # probe's capabilities (labkit/run/probe.py CAPABILITIES, named in PCB_LAB_CAPS: loop, netns, pmu, ...).
 lab_require() {
-  local name=$1 cap why=""; shift
+  local name=$1 cap why=""
+  shift
   for cap in "$@"; do
     case "$cap" in
       root) [[ $EUID -eq 0 ]] || why="needs root (run with sudo)" ;;
@@ -360,7 +409,8 @@ lab_takes_odirect() { dd if="$1" of=/dev/null bs=4096 count=1 iflag=direct statu
 # loop devices backed by FILE are detached on cleanup. Sets LAB_LOOP. Where FILE's file system
 # refuses O_DIRECT (tmpfs before Linux 6.6), --direct-io=on is dropped and NAME.direct-io skipped.
 lab_loop_attach() {
-  local name=$1 file=$2 opts=() o dev ra; shift 2
+  local name=$1 file=$2 opts=() o dev ra
+  shift 2
   LAB_LOOP=""
   for o in "$@"; do
     if [[ $o == --direct-io=on ]] && ! lab_takes_odirect "$file"; then
@@ -395,7 +445,9 @@ lab__loop_detach() {
 # TARGET is unmounted on cleanup (registered before mounting, so Ctrl-C cannot leak it).
 # A TARGET that is already a mount point is refused (status 1, step skipped).
 lab_mount() {
-  local name=$1 target=$2; shift 2; [[ "$1" == -- ]] && shift
+  local name=$1 target=$2
+  shift 2
+  [[ "$1" == -- ]] && shift
   mkdir -p "$target"
   if mountpoint -q "$target"; then lab_skip "$name" "$target is already a mount point"; return 1; fi
   lab_defer "unmount $target" lab__umount "$target" "$(lab__mount_count "$target")"
