@@ -781,7 +781,7 @@ def _tagged_run(tmp_path, *args: str, tags: bool = True) -> list[str]:
     host = tmp_path / "host"
     host.mkdir()
     (host / "knob").write_text("before\n")
-    env = dict(os.environ, **fm.case_env(tmp_path / "work"), FAKELAB_DIR=str(host), **{events.ENV: "1" if tags else "0"})
+    env = dict(os.environ, **fake_env(tmp_path / "work", host), **{events.ENV: "1" if tags else "0"})
     proc = subprocess.run(lab_command(FAKE, "--host", "fake", "--out", str(tmp_path / "out"),
                                       "--scratch", str(tmp_path / "work" / "scratch"), *args),
                           text=True, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
