@@ -25,7 +25,8 @@ def test_the_committed_hosts_differ_in_what_a_verdict_depends_on():
 def test_one_field_at_a_time():
     for key, value, phrase in [("smt", True, "SMT vs no SMT"), ("kernel", "4.9.0", "kernel 4.9.0 vs"),
                                ("scratch_fs", "xfs", "scratch filesystem xfs vs"), ("root", False, "not root vs root"),
-                               ("audit_context", "present: not root", "audit")]:
+                               ("cpu_model", "Ampere Altra", f"CPU Ampere Altra vs {X86['cpu_model']}"),
+                               ("audit_context", "present: not root", "audit: present: not root vs audit: ")]:
         other = copy.deepcopy(X86)
         other[key] = value
         diff = differ.provenance_diff(X86, other)
@@ -44,3 +45,15 @@ def test_a_note_only_where_the_verdicts_differ_and_say_nothing_of_why():
     assert note.startswith("differs from ref (holds there); what differs: architecture")
     same = differ.differs_note("fails", "holds", X86, copy.deepcopy(X86), "ref")
     assert same.endswith("nothing in the host provenance: the run itself (noise, load)")
+
+
+def test_a_result_from_before_audit_context_is_compared_by_the_boot():
+    """A result recorded before ``audit_context`` existed has only ``audit_ever_enabled``: the
+    comparison falls back to it, and says nothing where neither field is known."""
+    old, ref = copy.deepcopy(X86), copy.deepcopy(X86)
+    for h in (old, ref):
+        del h["audit_context"]
+    old["audit_ever_enabled"], ref["audit_ever_enabled"] = False, True
+    assert differ.provenance_diff(ref, old) == ["audit never enabled on the boot vs audit enabled on the boot"]
+    old["audit_ever_enabled"] = None
+    assert differ.provenance_diff(ref, old) == []

@@ -24,10 +24,10 @@ def _emulation(host: dict) -> str:
 
 
 def _audit(host: dict) -> str | None:
+    """How the run's processes stood with audit (``audit_context``, a string in the schema), else,
+    for a result recorded before that field, whether audit had been enabled on the boot."""
     ctx = host.get("audit_context")
-    if isinstance(ctx, dict):
-        ctx = ctx.get("state") or ctx.get("how")
-    if isinstance(ctx, str) and ctx:
+    if ctx:
         return f"audit: {ctx}"
     ever = host.get("audit_ever_enabled")
     if ever is None:
