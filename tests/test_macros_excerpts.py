@@ -159,6 +159,9 @@ def test_excerpt_by_line_range(tree):
     md = macros.step_output(LAB, step, stream="out", lines="2-3,10")
     assert _block(md) == ["[... 1 line not shown ...]", lines[1], lines[2], "[... 6 lines not shown ...]", lines[9],
                           f"[... {len(lines) - 10} more lines ...]"]
+    # a range of one line, written as a range, is that line
+    assert _block(macros.step_output(LAB, step, stream="out", lines="7-7")) == _block(
+        macros.step_output(LAB, step, stream="out", lines="7"))
 
 
 def test_excerpt_by_pattern_with_context(tree):
@@ -191,7 +194,7 @@ def test_whole_output_only_when_short(tree):
 
 
 @pytest.mark.parametrize("kw, match", [
-    ({"lines": "20-10"}, "lines="),
+    ({"lines": "20-10"}, "lines='20-10': give ranges of line numbers from 1, e.g. '1-20'"),
     ({"lines": "0-3"}, "lines="),
     ({"lines": "a-b"}, "lines="),
     ({"lines": "1-3", "match": "x"}, "choose one"),
