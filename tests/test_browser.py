@@ -40,8 +40,8 @@ def test_host_pick_keeps_its_place_and_is_remembered(committed, watched):
     """Host tabs work without mkdocs-material's runtime (docs/assets/casebook.js): a pick in one
     set switches every set with a tab of that title, the set the reader clicked stays where it
     was on screen while the sets above it switch (on an evidence page, whose other hosts' tabs
-    are fetched as they near the viewport), and the pick is remembered: the chapter opens on
-    the same host."""
+    are fetched as they near the viewport) and after, when a block above it grows late, until
+    the reader scrolls; and the pick is remembered: the chapter opens on the same host."""
     url = committed
     page, errors, _ = watched
     page.set_viewport_size({"width": 390, "height": 800})
@@ -82,6 +82,21 @@ def test_host_pick_keeps_its_place_and_is_remembered(committed, watched):
     page.wait_for_timeout(300)
     assert abs(target.evaluate("e => e.getBoundingClientRect().top") - top) <= 2
     assert set(page.evaluate(_PICKED_JS)) == {other}
+    # a block above it that grows late (a recording starting, a fetch on a busy machine) does not
+    # move it either, however long after the pick; once the reader scrolls, the page is theirs
+    page.wait_for_timeout(1000)
+    late = "h => { const d = document.getElementById('pc-late') || document.createElement('div'); d.id = 'pc-late'; " \
+           "d.style.height = h + 'px'; document.querySelector('article').prepend(d); }"
+    page.evaluate(late, 150)
+    page.wait_for_timeout(300)
+    assert abs(target.evaluate("e => e.getBoundingClientRect().top") - top) <= 2
+    page.mouse.wheel(0, 120)
+    page.wait_for_timeout(500)
+    scrolled = target.evaluate("e => e.getBoundingClientRect().top")
+    assert scrolled < top - 60, (scrolled, top)
+    page.evaluate(late, 300)
+    page.wait_for_timeout(300)
+    assert abs(target.evaluate("e => e.getBoundingClientRect().top") - (scrolled + 150)) <= 2
     page.goto(f"{url}/cases/lat_tcp/", wait_until="networkidle")
     assert set(page.evaluate(_PICKED_JS)) == {other}
     assert errors == [], errors

@@ -174,7 +174,38 @@
 
   var TAB_KEY = "pc-host-tab";
   var picked = null; // the title of the reader's pick, on this page or remembered
-  var hold = null;   // the set the reader just clicked ({set, top, until}): fetches keep it in place
+  var hold = null;   // the set the reader just clicked ({set, top, y}), kept where it is on screen
+
+  // Keep the held set at its place on screen: anything above it that changes height after the
+  // pick (other hosts' tabs fetched, recordings and flame graphs loading, boxes re-measured, on
+  // any schedule a busy machine gives them) is paid for by scrolling by the same amount.
+  function keepHeld() {
+    if (!hold) {
+      return;
+    }
+    var shift = hold.set.getBoundingClientRect().top - hold.top;
+    if (Math.abs(shift) > 1) {
+      window.scrollBy(0, shift);
+    }
+    hold.y = window.scrollY;
+  }
+
+  // The hold ends when the reader moves the page: a wheel, a touch, a key, a press, or a scroll
+  // this script did not make (a scroll bar dragged).
+  function release() {
+    hold = null;
+  }
+  ["wheel", "touchstart", "keydown", "mousedown"].forEach(function (type) {
+    window.addEventListener(type, release, { capture: true, passive: true });
+  });
+  window.addEventListener("scroll", function () {
+    if (hold && Math.abs(window.scrollY - hold.y) > 1) {
+      release();
+    }
+  }, { passive: true });
+  if (typeof ResizeObserver !== "undefined") { // the page's height changes when a block above does
+    new ResizeObserver(keepHeld).observe(document.body);
+  }
 
   // Check, in every tab set but except, the tab titled title (the labels' text content: no
   // layout; sets inside a closed <details> follow too).
@@ -201,14 +232,10 @@
       return;
     }
     var title = label.textContent.trim();
-    var before = set.getBoundingClientRect().top;
+    hold = { set: set, top: set.getBoundingClientRect().top, y: window.scrollY };
     picked = title;
     pickEverywhere(title, set);
-    var shift = set.getBoundingClientRect().top - before;
-    if (Math.abs(shift) > 1) {
-      window.scrollBy(0, shift);
-    }
-    hold = { set: set, top: before, until: performance.now() + 5000 };
+    keepHeld();
     try {
       window.localStorage.setItem(TAB_KEY, title);
     } catch (e) { /* storage refused: the pick holds on this page only */ }
@@ -270,8 +297,6 @@
         var box = document.createElement("div");
         box.innerHTML = html;
         asMaterialDoes(box);
-        var held = hold && performance.now() < hold.until ? hold : null;
-        var before = held ? held.set.getBoundingClientRect().top : 0;
         while (box.firstChild) {
           holder.parentNode.insertBefore(box.firstChild, holder);
         }
@@ -279,9 +304,7 @@
         if (picked) {
           pickEverywhere(picked, null); // tab sets in the fragment follow the pick too
         }
-        if (held) { // a tab fetched above the set the reader clicked: keep that set in place
-          window.scrollBy(0, held.set.getBoundingClientRect().top - before);
-        }
+        keepHeld(); // a tab fetched above the set the reader clicked
         all();
       })
       .catch(function (err) {
