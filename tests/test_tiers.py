@@ -59,6 +59,7 @@ def test_a_marked_test_may_and_other_commands_pass():
     assert conftest._CURRENT == outer                   # the guard is undone
 
 
+@pytest.mark.slow   # three interpreters (pytest and two workers): checked with the tier it guards
 def test_an_xdist_group_runs_on_one_worker(tmp_path):
     """The suite's second tier (Makefile test-all) relies on pytest-xdist's ``--dist loadgroup``
     to keep the fake lab's tests, which share its lock, on one worker
