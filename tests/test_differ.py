@@ -26,6 +26,7 @@ def test_one_field_at_a_time():
     for key, value, phrase in [("smt", True, "SMT vs no SMT"), ("kernel", "4.9.0", "kernel 4.9.0 vs"),
                                ("scratch_fs", "xfs", "scratch filesystem xfs vs"), ("root", False, "not root vs root"),
                                ("cpu_model", "Ampere Altra", f"CPU Ampere Altra vs {X86['cpu_model']}"),
+                               ("virtualization", "none", f"virtualization none vs {X86['virtualization']}"),
                                ("audit_context", "present: not root", "audit: present: not root vs audit: ")]:
         other = copy.deepcopy(X86)
         other[key] = value
