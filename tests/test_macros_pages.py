@@ -62,6 +62,20 @@ def test_flamegraph_object_size_and_links(tree, monkeypatch):
         macros.flamegraph("lat_tcp", pin="nowhere")
 
 
+def test_svg_size_reads_the_root_and_refuses_an_svg_without_its_size(tmp_path):
+    """svg_size: the root element's width and height in px, also from a file with bytes that are
+    not UTF-8 (read with errors="replace"); an SVG whose root has no width and height is refused,
+    naming the file."""
+    svg = tmp_path / "f.svg"
+    svg.write_bytes(b'<?xml version="1.0" standalone="no"?><svg version="1.1" width="1200" height="342" '
+                    b'xmlns="http://www.w3.org/2000/svg"><title>frame \xff\xfe</title></svg>\n')
+    assert macros.figures.svg_size(svg) == (1200.0, 342.0)
+    svg.write_text('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 10 10"></svg>\n')
+    with pytest.raises(macros.MacroError, match=rf"^{re.escape(str(svg))}: no width/height on the SVG root; "
+                                                r"not an inferno flame graph\?$"):
+        macros.figures.svg_size(svg)
+
+
 @pytest.mark.parametrize("url,target,rel", [
     ("cases/lat_tcp/", "results/h/x.svg", "../../results/h/x.svg"),
     ("cases/lat_tcp.html", "results/h/x.svg", "../results/h/x.svg"),

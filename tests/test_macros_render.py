@@ -490,8 +490,11 @@ def test_chart_macro_draws_each_host_in_both_schemes(tree):
     md = macros.chart("lat_tcp", "round_trip", x="msize", series="pin", where={"experiment": "msize"}, group="msize")
     assert "round_trip by msize and pin on " in md and "Not measured on this host" in md
     charts.take()
-    with pytest.raises(macros.MacroError, match="no host has 'round_tripp'"):
+    with pytest.raises(macros.MacroError, match=r"^chart: no host has 'round_tripp' measurements in lab 'lat_tcp'$"):
         macros.chart("lat_tcp", "round_tripp", x="msize")
+    with pytest.raises(macros.MacroError, match=r"^chart: no host has 'round_trip' measurements in lab 'lat_tcp' "
+                                                r"where \{'msize': -1\}$"):
+        macros.chart("lat_tcp", "round_trip", x="msize", where={"msize": -1})
 
 
 def test_results_table_macro_and_its_optional_rule(tree):

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 
-from ...view import render
+from ...view import charts, render
 from . import beside, hosts, templates
 from .hosts import MacroError
 
@@ -47,20 +46,21 @@ def chart(lab: str, metric: str, x: str, series: str | None = None, where: dict 
         return hosts.guest_badge(result, ms) + templates.render("chart.html", alt=f"{alt_of} on {host.label}", images=images)
 
     return hosts.per_host(lab, figure,
-                          missing=f"chart: no host has {metric!r} measurements in lab {lab!r} where {where}")[0]
+                          missing=f"chart: no host has {metric!r} measurements in lab {lab!r}"
+                          + (f" where {where}" if where else ""))[0]
 
 
-def svg_size(path) -> tuple[float, float]:
-    """(width, height) in px of an SVG file's root element, from its attributes (inferno writes both).
+def svg_size(path) -> tuple[int, int]:
+    """(width, height) in px of an SVG file's root element (inferno writes both), read as
+    :func:`labkit.view.charts.svg_size` reads a chart's; bytes that are not UTF-8 are replaced.
 
     Raises:
-        MacroError: the root element has no width and height.
+        MacroError: the root element has no width and height (naming the file).
     """
-    head = path.read_text(errors="replace")[:4000]
-    m = re.search(r"<svg[^>]*?\swidth=\"([\d.]+)[^\"]*\"[^>]*?\sheight=\"([\d.]+)", head, re.S)
-    if not m:
-        raise MacroError(f"{path}: no width/height on the SVG root; not an inferno flame graph?")
-    return float(m.group(1)), float(m.group(2))
+    try:
+        return charts.svg_size(path.read_text(errors="replace"))
+    except ValueError:
+        raise MacroError(f"{path}: no width/height on the SVG root; not an inferno flame graph?") from None
 
 
 def flamegraph(lab: str, kind: str = "flamegraph", group: str | None = None, **case) -> str:
