@@ -154,6 +154,32 @@ def test_cast_player_options_from_the_recording(tree):
             f'/{r["host"]["label"]}/{arts[0]["path"]}"' in md
 
 
+def test_cast_plays_at_80_by_24_without_a_size_and_refuses_another_version(tree):
+    """A recording whose header gives no terminal size plays at 80 × 24 (asciinema's default); a
+    recording of another asciicast version is refused, naming the file (the player reads v2)."""
+    r = add_host(tree, "lat_tcp", "zz-cast", lambda r: None)
+    path = tree / "results" / "zz-cast" / next(a["path"] for a in r["artifacts"] if a["kind"] == "cast")
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    assert (header["width"], header["height"]) != (80, 24)
+    del header["width"], header["height"]
+    path.unlink()
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    md = macros.cast("lat_tcp")
+    assert md.count(str(escape('"cols": 80, "rows": 24'))) == 1, md
+    path.write_text("\n".join([json.dumps(dict(header, version=1)), *lines[1:]]) + "\n")
+    with pytest.raises(macros.MacroError, match=rf"^cast: {re.escape(str(path))} is asciicast version 1, expected 2$"):
+        macros.cast("lat_tcp")
+
+
+def test_a_heat_map_is_said_to_be_a_static_image(tree):
+    """A heat map (inferno's, no script) is captioned as a static image; a flame graph says how to
+    zoom and search."""
+    md = macros.flamegraph("optane_kyber", kind="heatmap", experiment="heat")
+    assert "(a static image; where the column is too narrow for its text, the figure scrolls sideways)" in md, md
+    assert "click a frame to zoom" not in md
+
+
 @pytest.mark.parametrize("own,other,label", [
     ({"pin": "same-cpu", "msize": 1}, {"pin": "other-core", "msize": 1}, "same-cpu"),
     ({"kernel": "5.10"}, {"kernel": "6.1"}, "kernel=5.10"),          # a number-like value keeps its key
