@@ -7,7 +7,10 @@ changed in the test; no measured value is typed here."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -88,6 +91,27 @@ def test_rel_urls(url, target, rel):
     assert macros.hosts.rel_src(page(url, "index.md"), target) == target
     assert macros.hosts.page_dir(page(url, "x.md")) == {"cases/lat_tcp/": "cases/lat_tcp/", "cases/lat_tcp.html": "cases/",
                                                     "": ""}[url]
+
+
+@pytest.mark.parametrize("url,folder", [("cases/lat_tcp/", "cases/lat_tcp/"), ("cases/lat_tcp.html", "cases/"),
+                                        ("evidence/fio_engines/", "evidence/fio_engines/"), ("404.html", ""), ("", "")])
+def test_page_dir(url, folder):
+    """The site folder a page's figure files go to: the page's own folder with directory URLs,
+    the folder holding it otherwise, the site root for a page at the root."""
+    assert macros.hosts.page_dir(page(url, "x.md")) == folder
+    assert macros.hosts.page_dir(None) == ""
+
+
+def test_macros_read_the_committed_results_outside_a_build():
+    """A script that imports the macros (no build, no test fixture) reads every committed host:
+    the host cache starts empty."""
+    want = sorted(p.parent.name for p in (ROOT / "results").glob("*/*.json"))
+    proc = subprocess.run([sys.executable, "-c", "from labkit.site.macros import hosts\n"
+                           "print(' '.join(sorted({h.label for h in hosts.all_hosts()})))"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "PERF_CASEBOOK_RESULTS"} | {"PERF_CASEBOOK_LOCAL": "0"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == sorted(set(want))
 
 
 def test_hosts_table_rows(tree):

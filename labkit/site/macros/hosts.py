@@ -76,8 +76,8 @@ def page_dir(page) -> str:
     build), where its figure files go."""
     if page is None:
         return ""
-    url = page.url
-    return url if url.endswith("/") or url == "" else posixpath.dirname(url) + "/"
+    folder, slash, _ = page.url.rpartition("/")
+    return folder + slash
 
 
 def rel(page, target: str) -> str:
