@@ -205,7 +205,8 @@ def test_skip_note_says_why_a_host_has_no_data():
     r = dict(json.loads(reference("lat_tcp").read_text()), steps=steps)
     assert "`b.y` skipped: no &lt;perf&gt;" in macros.hosts.skip_note(r, "b")
     assert "The `c` steps did not run in this run" in macros.hosts.skip_note(r, "c")
-    assert "No measurement of this kind in this run." in macros.hosts.skip_note(r, "a")
+    assert macros.hosts.skip_note(r, "a") == macros.hosts.Note(render.admonition(
+        "warning", "Not measured on this host", "No measurement of this kind in this run."))
     assert "`b.y` skipped" in macros.hosts.skip_note(r, None)
     # several steps that did not run: a list item each
     two = steps + [{"name": "b.z", "group": "b", "status": "failed", "reason": None}]
@@ -621,6 +622,10 @@ def test_a_timing_made_in_an_emulated_guest_is_badged_on_a_hardware_host():
     assert badge.startswith('<span class="pc-emulated">measured in an emulated cortex-a72 guest (QEMU TCG on ')
     assert "timings are not hardware" in badge and badge.endswith("\n\n")
     assert macros.hosts.guest_badge(hw, [plain]) == ""
+    # a guest whose CPU model the result does not know (guest_cpu null in the schema)
+    unnamed = dict(guest, emulation=dict(TCG, guest_cpu=None, host_arch="x86_64"))
+    assert macros.hosts.guest_badge(hw, [unnamed]) == ('<span class="pc-emulated">measured in an emulated CPU guest '
+                                                       '(QEMU TCG on x86_64): timings are not hardware</span>\n\n')
     assert macros.hosts.guest_badge({"host": {"label": "q", "arch": "aarch64", "emulation": dict(TCG)}}, [guest]) == ""
 
 

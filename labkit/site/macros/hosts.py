@@ -128,8 +128,8 @@ def guest_badge(result: dict, ms: list[dict]) -> str:
     emu = next((m["emulation"] for m in ms if (m.get("emulation") or {}).get("accelerator") == "tcg"), None)
     if emu is None:
         return ""
-    text = (f"measured in an emulated {emu.get('guest_cpu', 'CPU')} guest (QEMU TCG on "
-            f"{emu.get('host_arch', 'this host')}): timings are not hardware")
+    text = (f"measured in an emulated {emu.get('guest_cpu') or 'CPU'} guest (QEMU TCG on "
+            f"{emu.get('host_arch') or 'this host'}): timings are not hardware")
     return f'<span class="pc-emulated">{html.escape(text)}</span>\n\n'
 
 
