@@ -161,10 +161,10 @@ def test_timing_claims_are_not_applicable_on_the_emulated_host(tree):
     # those are evaluated, and every verdict measured on the emulated CPU carries the badge
     kept = [v for c, v in zip(spec, verdicts) if claims_mod.is_timing(c) and c.get("emulated_ok")]
     assert kept and all(v["verdict"] != "not applicable" and v.get("emulated") for v in kept)
-    assert tcg_tab.count(macros.hosts.EMULATED_BADGE) == sum(bool(v.get("emulated")) for v in verdicts)
+    n_badged = sum(bool(v.get("emulated")) for v in verdicts)
+    assert tcg_tab.count(macros.hosts.EMULATED_BADGE) == n_badged
     # the badge is an element of its own that says so, after the verdict's text
-    assert len(re.findall(r' <span class="pc-emulated">emulated CPU</span>(?=<|\s|$)', tcg_tab)) == \
-        sum(bool(v.get("emulated")) for v in verdicts)
+    assert len(re.findall(r' <span class="pc-emulated">emulated CPU</span>(?=<|\s|$)', tcg_tab)) == n_badged
 
 
 # ---- the claims table ----

@@ -72,8 +72,8 @@ def page():
 
 
 def page_dir(page) -> str:
-    """The site folder of ``page`` (``cases/lat_tcp/``; ``""`` for the home page or outside a
-    build), where its figure files go."""
+    """The site folder of ``page`` (``cases/lat_tcp/``; ``""`` for the home page, a page file at
+    the site root such as ``404.html``, or outside a build), where its figure files go."""
     if page is None:
         return ""
     folder, slash, _ = page.url.rpartition("/")
