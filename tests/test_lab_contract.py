@@ -23,6 +23,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -163,17 +164,37 @@ def assert_host_as_before(work: Path, host: Path) -> None:
     assert not list((work / "out").glob(".*.partial")), "unfinished run directory left behind"
 
 
-def test_fake_lab_runs_and_undoes(tmp_path, host):
+class FullRun(NamedTuple):
+    """One whole run of the fake lab, every group, with its lines' kinds kept."""
+    proc: subprocess.CompletedProcess
+    took: float          # wall time of the run, s
+    work: Path           # its out/, scratch/, home/ and tmp/
+    host: Path           # its "host" directory
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory) -> FullRun:
+    """The fake lab run whole once for the tests that read a whole run (each run takes 5-8 s):
+    ``PCB_PROGRESS_TAGS=1``, as the fault matrix runs a lab; the host is checked right after."""
+    from labkit.run import events
+    base = tmp_path_factory.mktemp("full")
+    host = base / "host"
+    host.mkdir()
+    (host / "knob").write_text("before\n")
     t0 = time.time()
-    proc = fake(tmp_path, host)
-    took = time.time() - t0
+    proc = fake(base, host, env={events.ENV: "1"})
+    return FullRun(proc, time.time() - t0, base, host)
+
+
+def test_fake_lab_runs_and_undoes(full_run):
+    proc, took, work, host = full_run
     assert proc.returncode == 0, proc.stderr
-    assert_host_as_before(tmp_path, host)
-    assert (tmp_path / "out" / "fakelab.json").is_file()
+    assert_host_as_before(work, host)
+    assert (work / "out" / "fakelab.json").is_file()
     assert "cleanup: restore" in proc.stderr and "cleanup: stop setup.server" in proc.stderr
-    assert not (tmp_path / "out" / ".fakelab.log").exists(), "a run that ended well leaves no log"
+    assert not (work / "out" / ".fakelab.log").exists(), "a run that ended well leaves no log"
     # --case values of every type the fake lab declares (tests/fakelab/lab.toml) come back typed
-    result = json.loads((tmp_path / "out" / "fakelab.json").read_text())
+    result = json.loads((work / "out" / "fakelab.json").read_text())
     typed = next(s for s in result["steps"] if s["name"] == "typed.step")
     assert typed["case"] == {"rep": 2, "ratio": 0.5, "label": "5.10", "warm": True}
     # the run's duration is the wall time from its start to the record, within this test's
@@ -788,14 +809,14 @@ def _tagged_run(tmp_path, *args: str, tags: bool = True) -> list[str]:
     return proc.stderr.splitlines()
 
 
-def test_the_count_and_the_signal_see_the_same_lines_of_a_group(tmp_path):
+def test_the_count_and_the_signal_see_the_same_lines_of_a_group(full_run):
     """group_lines (the matrix's count of a group's boundaries) and progress_boundary (where a
     case is signalled) scope a group alike, on every group of a real run whose lines carry their
     kinds: the k-th line counted is the one the k-th boundary fires at, and one past the count
     fires at the group's end. The scope reads kinds, never wording."""
     import labrun
     from labkit.run import events
-    lines = _tagged_run(tmp_path)
+    lines = full_run.proc.stderr.splitlines()
     kinds = [events.split(line) for line in lines]
     groups = [arg for kind, arg, _ in kinds if kind == "group"]
     assert len(groups) >= 2, lines

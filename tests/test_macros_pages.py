@@ -224,8 +224,9 @@ def _with_raw(tree: Path, label: str, step: str, n_lines: int, change=None) -> N
     """A host whose ``step`` printed ``n_lines`` numbered lines on stdout and nothing on stderr."""
     add_host(tree, "lat_tcp", label, change or (lambda r: None))
     raw = tree / "results" / label / "lat_tcp" / "raw"
-    (raw / f"{step}.out").write_text("".join(f"line {i}\n" for i in range(1, n_lines + 1)))
-    (raw / f"{step}.err").write_text("")
+    for name, text in ((f"{step}.out", "".join(f"line {i}\n" for i in range(1, n_lines + 1))), (f"{step}.err", "")):
+        (raw / name).unlink(missing_ok=True)    # a link to the committed file (add_host)
+        (raw / name).write_text(text)
 
 
 def test_step_output_whole_output_limit_and_exit_status(tree, monkeypatch):

@@ -151,9 +151,9 @@ def test_exercise_can_hold_and_fails_where_the_effect_is_absent(tool, lab, ex):
 # --- labkit check TOOL --------------------------------------------------------------------
 
 def _write(base: Path, label: str, r: dict) -> None:
+    """``r`` relabelled, written to ``base/label``; `labkit check` validates it when it loads it."""
     r = copy.deepcopy(r)
     r["host"]["label"] = label
-    model.validate(r, "derived")
     model.write_atomic(base / label / f"{r['lab']}.json", r)
 
 

@@ -39,7 +39,7 @@ group_chatty() {
   lab_set_knob chatty.knob "$FAKELAB_DIR/knob" changed || return 0
   lab__say note "chatty helper starts"
   # shellcheck disable=SC2016 # the helper's own shell expands $i
-  lab__quietly /dev/null sh -c 'for i in $(seq 200); do echo "helper line $i" >&2; sleep 0.01; done' || true
+  lab__quietly /dev/null sh -c 'for i in $(seq 200); do echo "helper line $i" >&2; sleep 0.002; done' || true
 }
 
 group_zombie() {

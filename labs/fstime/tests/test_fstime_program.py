@@ -157,6 +157,9 @@ def test_bad_directory_exit_3(fstime, tmp_path):
 
 # ---- real runs ------------------------------------------------------------
 
+# UnixBench's default priming (2 s write, 2 s read: 5 s of copying) in the full tier; the fast
+# tier checks the same phases with -p (test_priming_phases_follow_p).
+@pytest.mark.slow
 def test_copy_run(fstime, tmp_path):
     d = tmp_path / "work"
     d.mkdir()
