@@ -197,6 +197,8 @@ def test_fake_lab_runs_and_undoes(full_run):
     result = json.loads((work / "out" / "fakelab.json").read_text())
     typed = next(s for s in result["steps"] if s["name"] == "typed.step")
     assert typed["case"] == {"rep": 2, "ratio": 0.5, "label": "5.10", "warm": True}
+    # the claims of its claims.toml, evaluated when the run was recorded
+    assert [(c["id"], c["verdict"]) for c in result["claims"]] == [("typed-step-runs", "holds")], result["claims"]
     # the run's duration is the wall time from its start to the record, within this test's
     assert 0 < result["run"]["duration_s"] <= took + 1, (result["run"]["duration_s"], took)
 

@@ -414,9 +414,13 @@ def test_cases_table_lists_every_lab_in_its_order(tree):
 def test_exercises_macro(tree):
     ex = tree / "labs" / "lat_tcp" / "exercises.toml"
     ex.write_text((ROOT / "tests" / "fixtures" / "check" / "exercises.toml").read_text())
-    out = html_of(macros.exercises("lat_tcp"))
+    md = macros.exercises("lat_tcp")
+    out = html_of(md)
     exs = claims_mod.load_exercises(ex)
     assert out.count('class="admonition example"') == len(exs)
+    # each numbered in order, its body opening with the change (no lead on a chapter's exercises)
+    for i, e in enumerate(exs, 1):
+        assert f'!!! example "Exercise {i}: {render.esc(e["title"])}"\n\n    **Change.** ' in md, md[:600]
     assert out.count("<code>labkit check lat_tcp</code>") == len(exs)
     assert "<details" in out  # the prediction is folded until the reader opens it
     ex.write_text(ex.read_text().replace("predict =", "prediction =", 1))

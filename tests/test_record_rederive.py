@@ -39,3 +39,22 @@ def test_a_committed_result_rederives_to_itself(tmp_path, monkeypatch):
     casts = [a for a in old["artifacts"] if a["kind"] == "cast"]     # added after recording: kept as they were
     assert casts and [a for a in new["artifacts"] if a["kind"] == "cast"] == casts
     assert sorted(str(p.relative_to(tmp_path)) for p in copy.with_suffix("").rglob("*")) == raw_before
+
+
+def test_rederive_refuses_an_artifact_the_result_folder_lacks(tmp_path):
+    """A collector that makes a file in its run directory (the copy rederive gives it) and keeps
+    it as an artifact names a file the result's folder does not have: rederive refuses, naming
+    it, and leaves the result file as it was."""
+    from labkit import record
+    copy = tmp_path / COMMITTED.name
+    shutil.copy(COMMITTED, copy)
+    shutil.copytree(COMMITTED.with_suffix(""), copy.with_suffix(""), symlinks=True)
+    lab = tmp_path / "labs" / "lat_tcp"
+    shutil.copytree(ROOT / "labs" / "lat_tcp", lab, ignore=shutil.ignore_patterns("tests", "__pycache__"))
+    (lab / "record.py").write_text((lab / "record.py").read_text() + (
+        "\n\n_collect = collect\n\n\ndef collect(run):\n    _collect(run)\n"
+        "    (run.dir / 'made.log').write_text('made in the copy')\n    run.artifact('log', {}, 'made.log')\n"))
+    before = copy.read_bytes()
+    with pytest.raises(FileNotFoundError, match="the collector made artifacts its folder lacks: lat_tcp/made.log"):
+        record.rederive(copy, lab)
+    assert copy.read_bytes() == before
