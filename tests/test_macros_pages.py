@@ -338,14 +338,21 @@ def test_annotated_output_marks_a_step_expected_to_fail(tree, monkeypatch):
 
 def test_tool_exercises_link_their_chapter_from_the_card(tree, monkeypatch):
     from labkit import cards
-    tool = cards.tools()[0]
+    tool = max(cards.tools(), key=lambda t: len(cards.load(t)))     # a card of exercises in two labs
     labs = [lab for lab, _ in cards.load(tool)]
+    assert len(labs) >= 2, labs
     monkeypatch.setattr(macros.hosts, "macro_env", SimpleNamespace(page=page(f"tools/{tool}/", f"tools/{tool}.md")))
     md = macros.tool_exercises(tool)
     for lab in labs:
         assert f"**Lab:** [{lab}](../cases/{lab}.md). **Change.** " in md
     n = sum(len(exs) for _, exs in cards.load(tool))
     assert md.count('??? question "Our prediction"\n') == n
+    # numbered across the card's labs, each exercise a block of its own from the start of a line
+    assert all(f'\n!!! example "Exercise {i}: ' in "\n" + md for i in range(1, n + 1)), md[:800]
+    # and, folded in each, how its check came out on every host with a result of its lab
+    for lab, exs in cards.load(tool):
+        assert md.count(f'??? success "Checked on the {lab} results of this site"\n') == len(exs)
+    assert md.count("\n        - **") == sum(len(exs) * len(macros.hosts.for_lab(lab)) for lab, exs in cards.load(tool))
     monkeypatch.setattr(macros.hosts, "macro_env", None)
     assert f"**Lab:** [{labs[0]}](cases/{labs[0]}.md)." in macros.tool_exercises(tool)
 
