@@ -111,6 +111,59 @@ def test_a_line_is_written_to_stderr_and_the_log_unless_log_only(tmp_path, capfd
     assert out.log.read_text() == "the last words, without a newline\nonly for the log\n"
 
 
+BOLD, RED, CYAN = "\033[1m", "\033[31m", "\033[36m"
+
+
+@pytest.mark.parametrize("kind, colour", [("group", BOLD), ("failed", RED), ("stop", RED), ("cleanup-failed", RED),
+                                          ("interrupt", RED), ("figure", CYAN), ("note", None), ("ok", None),
+                                          ("text", None)])
+def test_on_a_terminal_headers_are_bold_failures_red_figures_cyan(kind, colour, tmp_path, capfd, monkeypatch):
+    """Output.emit on a terminal: a line's kind gives its colour (the rest plain); the log
+    stays plain."""
+    from labkit.run import events
+    monkeypatch.delenv(events.ENV, raising=False)
+    out = supervisor.Output("demo")
+    out.color, out.log = True, tmp_path / "demo.log"
+    out.emit("a line", kind=kind)
+    assert capfd.readouterr().err == (f"{colour}a line\033[0m\n" if colour else "a line\n")
+    assert out.log.read_text() == "a line\n"
+
+
+def test_the_prefix_counts_seconds_since_the_start_to_a_tenth(monkeypatch):
+    """Output.prefix: ``[lab  12.3s] ``, seconds since the run's start, truncated to a tenth."""
+    out = supervisor.Output("demo")
+    now_us = supervisor.time.time_ns() // 1000
+    monkeypatch.setattr(supervisor.time, "time_ns", lambda: now_us * 1000)
+    out.start_us = now_us - 12_345_678
+    assert out.prefix() == "[demo  12.3s] "
+    out.start_us = now_us - 59_999
+    assert out.prefix() == "[demo   0.0s] "
+    out.start_us = now_us + 5_000_000     # a clock that went back: never a negative time
+    assert out.prefix() == "[demo   0.0s] "
+
+
+def _wait_zombie(pid: int) -> None:
+    import time
+    for _ in range(200):
+        f = supervisor.journals.proc_stat(pid)
+        if f and f[0] == "Z":
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{pid} did not become a zombie")
+
+
+def test_reap_orphans_reaps_zombie_children_but_those_skipped():
+    """reap_orphans: this process's zombie children are reaped at once, but those in ``skip``
+    (a subprocess.Popen's, whose status it reads itself)."""
+    reaped, kept = (os.posix_spawn("/bin/true", ["true"], os.environ) for _ in range(2))
+    _wait_zombie(reaped)
+    _wait_zombie(kept)
+    supervisor.reap_orphans(skip=(kept,))
+    assert not Path(f"/proc/{reaped}").exists()
+    assert supervisor.journals.proc_stat(kept)[0] == "Z"
+    os.waitpid(kept, 0)
+
+
 # ---- --guest: what the supervisor hands labkit.guest -------------------------------------------
 
 def _guest_lab(tmp_path, **kw) -> supervisor.Lab:
