@@ -142,6 +142,16 @@ def test_the_prefix_counts_seconds_since_the_start_to_a_tenth(monkeypatch):
     assert out.prefix() == "[demo   0.0s] "
 
 
+def test_a_signal_before_any_child_is_remembered(tmp_path):
+    """A stop signal that lands before the supervisor started any child (while it probes the
+    host): remembered as the run's stop, and nothing to forward it to; the first signal wins."""
+    import signal
+    sup = _sup(tmp_path)
+    sup._on_signal(signal.SIGTERM, None)
+    sup._on_signal(signal.SIGINT, None)
+    assert sup.stop_sig == signal.SIGTERM
+
+
 def _wait_zombie(pid: int) -> None:
     import time
     for _ in range(200):
