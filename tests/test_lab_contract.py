@@ -423,6 +423,29 @@ def test_one_run_at_a_time_names_the_running_pid(tmp_path, host):
     assert (host / "knob").read_text() == "before\n"
 
 
+def test_recover_leaves_the_journal_of_a_running_run_alone(tmp_path, host):
+    """--recover finds a journal whose run is alive (its PID and start time: here a process of
+    this test's, the lock free): it touches nothing and says so in one line, exit 2."""
+    from labkit.run import journal as journals
+    out = tmp_path / "out"
+    out.mkdir()
+    alive = subprocess.Popen(["sleep", "60"])
+    try:
+        start = journals.proc_stat(alive.pid)[19]
+        journal = out / ".fakelab.journal"
+        journal.write_text("\t".join(["run", "fakelab", str(alive.pid), start, f"fakelab.{alive.pid}.{start}",
+                                      str(out), str(tmp_path / "scratch"), str(FAKE)]) + "\n")
+        rec = subprocess.run(lab_command(FAKE, "--recover", "--out", str(out)), capture_output=True, text=True,
+                             env=dict(os.environ, **fake_env(tmp_path, host)), timeout=60)
+        assert alive.poll() is None, "recover stopped the running run's process"
+    finally:
+        alive.kill()
+        alive.wait()
+    assert rec.returncode == 2 and rec.stderr == (f"run.sh: a run of fakelab is in progress (pid {alive.pid}, "
+                                                  f"journal {journal}): not touching it\n"), rec.stderr
+    assert journal.is_file()
+
+
 def test_labkit_recover_finds_a_killed_run_through_its_scratch(tmp_path, host):
     env = dict(os.environ, **fake_env(tmp_path, host, FAKELAB_SLEEP=20))
     got = signal_at(lab_command(FAKE, "--only", "work", "--host", "fake", "--out", str(tmp_path / "out"),

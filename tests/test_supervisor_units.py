@@ -152,6 +152,21 @@ def test_a_signal_before_any_child_is_remembered(tmp_path):
     assert sup.stop_sig == signal.SIGTERM
 
 
+def test_finish_writes_its_message_as_one_line_then_exits_with_the_code(tmp_path, capfd):
+    """finish(code, message): the message, one line on stderr, then (nothing journalled to undo)
+    exit ``code``. It ignores the stop signals while it undoes: restored here afterwards."""
+    import signal
+    saved = {s: signal.getsignal(s) for s in supervisor.STOP_SIGNALS}
+    try:
+        with pytest.raises(SystemExit) as exc:
+            _sup(tmp_path).finish(2, message="run.sh: --scratch /x: cannot create a directory in it: No space")
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
+    assert exc.value.code == 2
+    assert capfd.readouterr().err == "run.sh: --scratch /x: cannot create a directory in it: No space\n"
+
+
 def _wait_zombie(pid: int) -> None:
     import time
     for _ in range(200):
