@@ -412,3 +412,18 @@ def test_annotated_output_says_plainly_when_a_host_kept_an_empty_file(tree):
     tab = md.split('"empty-file"')[1].split('===')[0]
     assert '!!! warning "Nothing to show on this host"' in tab and f"the file `{file}` of this run is empty." in tab
     assert "```" not in tab
+
+
+def test_a_kept_file_that_is_not_utf8_shows_a_replacement_character(tree):
+    """A tool's output is bytes: a kept file with a byte that is not UTF-8 (a truncated
+    multi-byte character, a binary dump) is shown with U+FFFD in its place, not refused."""
+    r = json.loads(reference("lat_tcp").read_text())
+    step, _ = _ok_step_with_output(r)
+    file = f"raw/{step}.out"
+    add_host(tree, "lat_tcp", "bad-bytes", lambda r: None)
+    dst = tree / "results" / "bad-bytes" / "lat_tcp" / "raw" / f"{step}.out"
+    dst.unlink()                              # a link to the committed file (add_host)
+    dst.write_bytes(b"first line\nhalf a character: \xe2\x82\nlast line\n")
+    md = macros.annotated_output("lat_tcp", file=file, tail=3)
+    tab = md.split('"bad-bytes"')[1].split('===')[0]
+    assert "half a character: \ufffd" in tab and "last line" in tab, tab

@@ -410,3 +410,37 @@ def test_the_supervisor_refuses_a_lab_of_another_checkout(tmp_path):
                            "--help"], cwd=supervisor.ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and "not from this lab's checkout" in proc.stderr
+
+
+def test_a_failed_probe_stops_the_run_with_exit_1_and_undoes(tmp_path, monkeypatch, capfd):
+    """run(): when `labkit probe` fails (its relay stubbed here to exit 1), the run says so and
+    stops with exit status 1, its journal replayed (the fake lab's script) and its scratch and
+    unfinished run directory gone. Signal handlers are put back afterwards."""
+    import signal
+    fake = Path(__file__).resolve().parent / "fakelab" / "run.sh"
+    (tmp_path / "locks").mkdir()
+    (tmp_path / "scratch").mkdir()
+    monkeypatch.setenv("PCB_LOCK_DIR", str(tmp_path / "locks"))
+    lab = supervisor.Lab(fake, "fakelab", "Fake", "", [("work", "steps", False)], out=str(tmp_path / "out"),
+                         host="fake")
+    sup = supervisor.Supervisor(lab)
+    sup.scratch_parent = tmp_path / "scratch"
+    ran = []
+
+    def relay(argv, env, **kw):
+        ran.append(argv[1:4])
+        return 1
+    monkeypatch.setattr(sup, "relay", relay)
+    saved = {s: signal.getsignal(s) for s in supervisor.STOP_SIGNALS}
+    try:
+        with pytest.raises(SystemExit) as exc:
+            sup.run()
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
+    err = capfd.readouterr().err
+    assert exc.value.code == 1, err
+    assert ran == [["-m", "labkit", "probe"]], ran
+    assert "labkit probe failed (exit 1)" in err
+    assert list((tmp_path / "scratch").iterdir()) == []
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".fakelab.log"], "journal or run directory left"
