@@ -444,3 +444,45 @@ def test_a_failed_probe_stops_the_run_with_exit_1_and_undoes(tmp_path, monkeypat
     assert "labkit probe failed (exit 1)" in err
     assert list((tmp_path / "scratch").iterdir()) == []
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".fakelab.log"], "journal or run directory left"
+
+
+def test_a_guest_job_carries_the_guests_inferno_when_setup_built_it(tmp_path, monkeypatch, capfd):
+    """guest(): the job handed to labkit.guest holds the checkout as git tracks it and, where
+    ``make setup`` built inferno for the guest's architecture (``.tools/<arch>/``), that copy too
+    (the guest draws its flame graphs with it). Driven in-process on a checkout of one file, the
+    guest's relay stubbed to look at the job and fail: then exit 1, everything undone."""
+    import signal
+    fake = Path(__file__).resolve().parent / "fakelab" / "run.sh"
+    root = tmp_path / "checkout"
+    (root / ".tools" / "arm64" / "bin").mkdir(parents=True)
+    (root / ".tools" / "arm64" / "bin" / "inferno-flamegraph").write_text("#!/bin/sh\n")
+    (root / ".tools" / "arm64" / ".crates.toml").write_text("[v1]\n")
+    (root / "README.md").write_text("a checkout\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "add", "README.md"], check=True)
+    for d in ("locks", "scratch"):
+        (tmp_path / d).mkdir()
+    monkeypatch.setenv("PCB_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setattr(supervisor, "ROOT", root)
+    monkeypatch.setattr(supervisor, "guest_accel", lambda arch: "tcg")
+    lab = supervisor.Lab(fake, "fakelab", "Fake", "", [("work", "steps", False)], out=str(tmp_path / "out"),
+                         guest="arm64")
+    sup = supervisor.Supervisor(lab)
+    sup.scratch_parent = tmp_path / "scratch"
+    seen = {}
+
+    def relay(argv, env, **kw):
+        job = Path(argv[argv.index("--job") + 1])
+        seen["files"] = sorted(str(p.relative_to(job)) for p in job.rglob("*") if p.is_file())
+        return 1
+    monkeypatch.setattr(sup, "relay", relay)
+    saved = {s: signal.getsignal(s) for s in supervisor.STOP_SIGNALS}
+    try:
+        with pytest.raises(SystemExit) as exc:
+            sup.guest()
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
+    assert exc.value.code == 1, capfd.readouterr().err
+    assert seen["files"] == ["repo/.tools/.crates.toml", "repo/.tools/bin/inferno-flamegraph", "repo/README.md", "run"]
+    assert list((tmp_path / "scratch").iterdir()) == []
