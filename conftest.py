@@ -227,6 +227,26 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.timeout(TIMEOUTS[tier]))
 
 
+def _results_status() -> str | None:
+    """``git status --porcelain -- results`` of the checkout (None outside a git checkout)."""
+    proc = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "results"], capture_output=True,
+                          text=True, timeout=60)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def committed_results_stay_as_they_are():
+    """The committed results are linked into tests' trees (:func:`tree`, and a second host's kept
+    outputs in tests/test_macros_render.py ``add_host``), never copied: a test that wrote
+    through such a link would change them. Checked once a session (each xdist worker's): the
+    results' git status must be the same at the end as at the start."""
+    before = _results_status()
+    yield
+    after = _results_status()
+    if before is not None and after != before:
+        pytest.fail(f"a test changed the committed results (git status -- results):\n{after}", pytrace=False)
+
+
 @pytest.fixture
 def tree(tmp_path, monkeypatch):
     """A checkout-like tree with labs/ and results/ (the committed host folders, their files linked,
