@@ -581,6 +581,15 @@ def test_artifact_text_goes_on_past_a_host_without_it_and_shows_the_title(tree):
         assert art.get("title") and f"\n\n    {render.esc(art['title'])}." in md.split(f'"{h.title}"', 1)[1]
 
 
+def test_artifact_text_without_a_title_has_no_caption(tree):
+    """An artifact that carries no title is shown as its block alone, with no caption line."""
+    case = {"experiment": "guest", "kernel": "6.1", "dt": "plain", "what": "function_graph"}
+    add_host(tree, "nvme_swiotlb", "aaa-untitled", lambda r: [a.pop("title", None) for a in r["artifacts"]])
+    md = macros.artifact_text("nvme_swiotlb", **case)
+    tab = md.split('"aaa-untitled"', 1)[1].split("\n===", 1)[0].rstrip()
+    assert tab.endswith("```"), tab[-300:]
+
+
 @pytest.mark.parametrize("shown,source,caption", [
     ("lines 2–3 of 10 lines", "standard output", "lines 2–3 of 10 lines of standard output"),
     ("no output", "standard output", "no standard output"),

@@ -230,7 +230,8 @@ def test_annotated_output_reads_a_kept_file_with_its_command():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(step="strace", stream="err", notes=[["no such line anywhere", "x"]]), "match no shown line"),
+    (dict(step="strace", stream="err", notes=[["no such line anywhere", "x"]]),
+     re.escape("note pattern(s) ['no such line anywhere'] match no shown line")),
     (dict(step="strace", stream="err", notes=[["(", "x"]]), "note pattern"),
     (dict(step="strace", file="raw/strace.err"), "not both"),
     (dict(step="no_such_step"), "no host has"),
