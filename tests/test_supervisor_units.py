@@ -486,3 +486,27 @@ def test_a_guest_job_carries_the_guests_inferno_when_setup_built_it(tmp_path, mo
     assert exc.value.code == 1, capfd.readouterr().err
     assert seen["files"] == ["repo/.tools/.crates.toml", "repo/.tools/bin/inferno-flamegraph", "repo/README.md", "run"]
     assert list((tmp_path / "scratch").iterdir()) == []
+
+
+def test_a_lock_released_is_taken_within_a_tenth_of_a_second_or_so(tmp_path):
+    """Lock.take(wait=...) looks again every 0.1 s: a lock another process holds for 0.3 s more
+    is taken well within a second (a --recover right after a kill waits no longer than needed)."""
+    import time
+    path = supervisor.lock_path(tmp_path)
+    holder = subprocess.Popen(["flock", str(path), "sleep", "0.3"])
+    try:
+        t0 = time.monotonic()
+        while True:                             # until the holder has taken it
+            probe = supervisor.Lock(path)
+            if not probe.take():
+                os.close(probe.fd)
+                break
+            os.close(probe.fd)                  # closing the descriptor releases the flock
+            assert time.monotonic() - t0 < 10, "flock never took the lock"
+        lock = supervisor.Lock(path)
+        t1 = time.monotonic()
+        assert lock.take(wait=5)
+        assert time.monotonic() - t1 < 1.0, time.monotonic() - t1
+        os.close(lock.fd)
+    finally:
+        holder.wait()
