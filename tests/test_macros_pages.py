@@ -353,6 +353,14 @@ def test_tool_exercises_link_their_chapter_from_the_card(tree, monkeypatch):
     for lab, exs in cards.load(tool):
         assert md.count(f'??? success "Checked on the {lab} results of this site"\n') == len(exs)
     assert md.count("\n        - **") == sum(len(exs) * len(macros.hosts.for_lab(lab)) for lab, exs in cards.load(tool))
+    # a row: the host, the verdict's mark, then the check's evidence as the engine words it
+    from labkit.stats import claims as claims_mod
+    from labkit.view import commands
+    lab, exs = cards.load(tool)[0]
+    host, r = macros.hosts.for_lab(lab)[0]
+    v = claims_mod.evaluate_cached(claims_mod.exercise_claim(exs[0]), r)
+    assert (f"- **{render.host_label(r['host'], host.title)}**: {render.VERDICT_MARK[v['verdict']]}. "
+            f"{render.esc(commands.display_text(v['evidence'], r))}\n") in md
     monkeypatch.setattr(macros.hosts, "macro_env", None)
     assert f"**Lab:** [{labs[0]}](cases/{labs[0]}.md)." in macros.tool_exercises(tool)
 
