@@ -152,18 +152,40 @@ def test_a_signal_before_any_child_is_remembered(tmp_path):
     assert sup.stop_sig == signal.SIGTERM
 
 
-def test_finish_writes_its_message_as_one_line_then_exits_with_the_code(tmp_path, capfd):
-    """finish(code, message): the message, one line on stderr, then (nothing journalled to undo)
-    exit ``code``. It ignores the stop signals while it undoes: restored here afterwards."""
+def _exit_code(call) -> int:
+    """The exit status of ``call``, a Supervisor method that ends in sys.exit; it sets the stop
+    signals to be ignored while it undoes: they are put back here."""
     import signal
     saved = {s: signal.getsignal(s) for s in supervisor.STOP_SIGNALS}
     try:
         with pytest.raises(SystemExit) as exc:
-            _sup(tmp_path).finish(2, message="run.sh: --scratch /x: cannot create a directory in it: No space")
+            call()
     finally:
         for s, h in saved.items():
             signal.signal(s, h)
-    assert exc.value.code == 2
+    return exc.value.code
+
+
+def _driven(tmp_path, monkeypatch, relay, **lab_fields) -> supervisor.Supervisor:
+    """A supervisor of the fake lab (tests/fakelab) driven in-process: its lock, out and scratch
+    directories in ``tmp_path``, its ``relay`` (every child it would start) the given stub."""
+    fake = Path(__file__).resolve().parent / "fakelab" / "run.sh"
+    for d in ("locks", "scratch"):
+        (tmp_path / d).mkdir()
+    monkeypatch.setenv("PCB_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setenv("PCB_AUDIT_CONTEXT", "leave")     # never a task,never rule from a unit test
+    sup = supervisor.Supervisor(supervisor.Lab(fake, "fakelab", "Fake", "", [("work", "steps", False)],
+                                               out=str(tmp_path / "out"), **lab_fields))
+    sup.scratch_parent = tmp_path / "scratch"
+    monkeypatch.setattr(sup, "relay", relay)
+    return sup
+
+
+def test_finish_writes_its_message_as_one_line_then_exits_with_the_code(tmp_path, capfd):
+    """finish(code, message): the message, one line on stderr, then (nothing journalled to undo)
+    exit ``code``. It ignores the stop signals while it undoes: restored here afterwards."""
+    sup = _sup(tmp_path)
+    assert _exit_code(lambda: sup.finish(2, message="run.sh: --scratch /x: cannot create a directory in it: No space")) == 2
     assert capfd.readouterr().err == "run.sh: --scratch /x: cannot create a directory in it: No space\n"
 
 
@@ -416,30 +438,15 @@ def test_a_failed_probe_stops_the_run_with_exit_1_and_undoes(tmp_path, monkeypat
     """run(): when `labkit probe` fails (its relay stubbed here to exit 1), the run says so and
     stops with exit status 1, its journal replayed (the fake lab's script) and its scratch and
     unfinished run directory gone. Signal handlers are put back afterwards."""
-    import signal
-    fake = Path(__file__).resolve().parent / "fakelab" / "run.sh"
-    (tmp_path / "locks").mkdir()
-    (tmp_path / "scratch").mkdir()
-    monkeypatch.setenv("PCB_LOCK_DIR", str(tmp_path / "locks"))
-    lab = supervisor.Lab(fake, "fakelab", "Fake", "", [("work", "steps", False)], out=str(tmp_path / "out"),
-                         host="fake")
-    sup = supervisor.Supervisor(lab)
-    sup.scratch_parent = tmp_path / "scratch"
     ran = []
 
     def relay(argv, env, **kw):
         ran.append(argv[1:4])
         return 1
-    monkeypatch.setattr(sup, "relay", relay)
-    saved = {s: signal.getsignal(s) for s in supervisor.STOP_SIGNALS}
-    try:
-        with pytest.raises(SystemExit) as exc:
-            sup.run()
-    finally:
-        for s, h in saved.items():
-            signal.signal(s, h)
+    sup = _driven(tmp_path, monkeypatch, relay, host="fake")
+    code = _exit_code(sup.run)
     err = capfd.readouterr().err
-    assert exc.value.code == 1, err
+    assert code == 1, err
     assert ran == [["-m", "labkit", "probe"]], ran
     assert "labkit probe failed (exit 1)" in err
     assert list((tmp_path / "scratch").iterdir()) == []
@@ -451,8 +458,6 @@ def test_a_guest_job_carries_the_guests_inferno_when_setup_built_it(tmp_path, mo
     ``make setup`` built inferno for the guest's architecture (``.tools/<arch>/``), that copy too
     (the guest draws its flame graphs with it). Driven in-process on a checkout of one file, the
     guest's relay stubbed to look at the job and fail: then exit 1, everything undone."""
-    import signal
-    fake = Path(__file__).resolve().parent / "fakelab" / "run.sh"
     root = tmp_path / "checkout"
     (root / ".tools" / "arm64" / "bin").mkdir(parents=True)
     (root / ".tools" / "arm64" / "bin" / "inferno-flamegraph").write_text("#!/bin/sh\n")
@@ -460,30 +465,16 @@ def test_a_guest_job_carries_the_guests_inferno_when_setup_built_it(tmp_path, mo
     (root / "README.md").write_text("a checkout\n")
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     subprocess.run(["git", "-C", str(root), "add", "README.md"], check=True)
-    for d in ("locks", "scratch"):
-        (tmp_path / d).mkdir()
-    monkeypatch.setenv("PCB_LOCK_DIR", str(tmp_path / "locks"))
     monkeypatch.setattr(supervisor, "ROOT", root)
     monkeypatch.setattr(supervisor, "guest_accel", lambda arch: "tcg")
-    lab = supervisor.Lab(fake, "fakelab", "Fake", "", [("work", "steps", False)], out=str(tmp_path / "out"),
-                         guest="arm64")
-    sup = supervisor.Supervisor(lab)
-    sup.scratch_parent = tmp_path / "scratch"
     seen = {}
 
     def relay(argv, env, **kw):
         job = Path(argv[argv.index("--job") + 1])
         seen["files"] = sorted(str(p.relative_to(job)) for p in job.rglob("*") if p.is_file())
         return 1
-    monkeypatch.setattr(sup, "relay", relay)
-    saved = {s: signal.getsignal(s) for s in supervisor.STOP_SIGNALS}
-    try:
-        with pytest.raises(SystemExit) as exc:
-            sup.guest()
-    finally:
-        for s, h in saved.items():
-            signal.signal(s, h)
-    assert exc.value.code == 1, capfd.readouterr().err
+    sup = _driven(tmp_path, monkeypatch, relay, guest="arm64")
+    assert _exit_code(sup.guest) == 1, capfd.readouterr().err
     assert seen["files"] == ["repo/.tools/.crates.toml", "repo/.tools/bin/inferno-flamegraph", "repo/README.md", "run"]
     assert list((tmp_path / "scratch").iterdir()) == []
 
