@@ -19,7 +19,7 @@ import pytest
 from labkit import results
 from labkit.site import macros
 from labkit.view import render
-from test_macros_render import add_host, emulate, reference
+from test_macros_render import add_host, emulate, reference, replace_linked
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -224,9 +224,8 @@ def _with_raw(tree: Path, label: str, step: str, n_lines: int, change=None) -> N
     """A host whose ``step`` printed ``n_lines`` numbered lines on stdout and nothing on stderr."""
     add_host(tree, "lat_tcp", label, change or (lambda r: None))
     raw = tree / "results" / label / "lat_tcp" / "raw"
-    for name, text in ((f"{step}.out", "".join(f"line {i}\n" for i in range(1, n_lines + 1))), (f"{step}.err", "")):
-        (raw / name).unlink(missing_ok=True)    # a link to the committed file (add_host)
-        (raw / name).write_text(text)
+    replace_linked(raw / f"{step}.out", "".join(f"line {i}\n" for i in range(1, n_lines + 1)))
+    replace_linked(raw / f"{step}.err", "")
 
 
 def test_step_output_whole_output_limit_and_exit_status(tree, monkeypatch):
@@ -339,24 +338,25 @@ def test_annotated_output_marks_a_step_expected_to_fail(tree, monkeypatch):
 def test_tool_exercises_link_their_chapter_from_the_card(tree, monkeypatch):
     from labkit import cards
     tool = max(cards.tools(), key=lambda t: len(cards.load(t)))     # a card of exercises in two labs
-    labs = [lab for lab, _ in cards.load(tool)]
+    per_lab = cards.load(tool)
+    labs = [lab for lab, _ in per_lab]
     assert len(labs) >= 2, labs
     monkeypatch.setattr(macros.hosts, "macro_env", SimpleNamespace(page=page(f"tools/{tool}/", f"tools/{tool}.md")))
     md = macros.tool_exercises(tool)
     for lab in labs:
         assert f"**Lab:** [{lab}](../cases/{lab}.md). **Change.** " in md
-    n = sum(len(exs) for _, exs in cards.load(tool))
+    n = sum(len(exs) for _, exs in per_lab)
     assert md.count('??? question "Our prediction"\n') == n
     # numbered across the card's labs, each exercise a block of its own from the start of a line
     assert all(f'\n!!! example "Exercise {i}: ' in "\n" + md for i in range(1, n + 1)), md[:800]
     # and, folded in each, how its check came out on every host with a result of its lab
-    for lab, exs in cards.load(tool):
+    for lab, exs in per_lab:
         assert md.count(f'??? success "Checked on the {lab} results of this site"\n') == len(exs)
-    assert md.count("\n        - **") == sum(len(exs) * len(macros.hosts.for_lab(lab)) for lab, exs in cards.load(tool))
+    assert md.count("\n        - **") == sum(len(exs) * len(macros.hosts.for_lab(lab)) for lab, exs in per_lab)
     # a row: the host, the verdict's mark, then the check's evidence as the engine words it
     from labkit.stats import claims as claims_mod
     from labkit.view import commands
-    lab, exs = cards.load(tool)[0]
+    lab, exs = per_lab[0]
     host, r = macros.hosts.for_lab(lab)[0]
     v = claims_mod.evaluate_cached(claims_mod.exercise_claim(exs[0]), r)
     assert (f"- **{render.host_label(r['host'], host.title)}**: {render.VERDICT_MARK[v['verdict']]}. "
@@ -414,8 +414,7 @@ def test_annotated_output_says_plainly_when_a_host_kept_an_empty_file(tree):
     file = f"raw/{step}.out"
     add_host(tree, "lat_tcp", "empty-file", lambda r: None)
     dst = tree / "results" / "empty-file" / "lat_tcp" / "raw" / f"{step}.out"
-    dst.unlink()
-    dst.write_text("")
+    replace_linked(dst, "")
     md = macros.annotated_output("lat_tcp", file=file, tail=2)
     tab = md.split('"empty-file"')[1].split('===')[0]
     assert '!!! warning "Nothing to show on this host"' in tab and f"the file `{file}` of this run is empty." in tab
@@ -430,8 +429,7 @@ def test_a_kept_file_that_is_not_utf8_shows_a_replacement_character(tree):
     file = f"raw/{step}.out"
     add_host(tree, "lat_tcp", "bad-bytes", lambda r: None)
     dst = tree / "results" / "bad-bytes" / "lat_tcp" / "raw" / f"{step}.out"
-    dst.unlink()                              # a link to the committed file (add_host)
-    dst.write_bytes(b"first line\nhalf a character: \xe2\x82\nlast line\n")
+    replace_linked(dst, b"first line\nhalf a character: \xe2\x82\nlast line\n")
     md = macros.annotated_output("lat_tcp", file=file, tail=3)
     tab = md.split('"bad-bytes"')[1].split('===')[0]
     assert "half a character: \ufffd" in tab and "last line" in tab, tab
