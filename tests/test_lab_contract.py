@@ -30,8 +30,9 @@ import pytest
 import fault_matrix as fm
 from labrun import DEFAULT_SIGNALS, is_root, lab_command, progress_boundary, run_lab, signal_at, tagged_processes
 
-# The fake lab's runs share its lock and its processes' tag: under xdist they stay on one worker
-# (--dist loadfile in the fast tier, --dist loadgroup in the full suite's parallel part).
+# Each fake-lab run here has its test's own lock directory (:func:`apart`) and is checked by its
+# own tag, so none waits for another; the group keeps the file on one worker under the full
+# suite's --dist loadgroup, as --dist loadfile does in the fast tier.
 pytestmark = pytest.mark.xdist_group("fakelab")
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,9 +66,18 @@ def scratch_dirs(lab: str) -> set[str]:
     return {p.name for p in Path("/tmp").glob(f"pcb-{lab}.*")}
 
 
+# lab.sh parses every lab's command line with the same code; what differs between labs is their
+# groups (--only) and the guests they can boot (--guest). The fast tier gives one lab every bad
+# usage and every other lab those that read its own declarations (and an unknown option); the
+# full tier gives every lab every one.
+LAB_OWN = {"--bogus", "--only nosuchgroup", "--guest sparc"}
+BAD_BY_LAB = [pytest.param(lab, args, option, reason, id=f"{lab}-{' '.join(args)}",
+                           marks=[] if lab == LABS[0] or " ".join(args) in LAB_OWN else [pytest.mark.slow])
+              for lab in LABS for args, option, reason in BAD]
+
+
 @pytest.mark.no_run
-@pytest.mark.parametrize("args,option,reason", BAD, ids=lambda a: " ".join(a) if isinstance(a, list) else "")
-@pytest.mark.parametrize("lab", LABS)
+@pytest.mark.parametrize("lab,args,option,reason", BAD_BY_LAB)
 def test_bad_usage_is_one_line_exit_2_and_starts_nothing(lab, args, option, reason, tmp_path):
     out = tmp_path / "out"
     before = scratch_dirs(lab)
@@ -816,8 +826,8 @@ def test_recover_right_after_a_kill_waits_for_the_lock_and_ignores_a_zombie(tmp_
 
 
 # ---- the fault matrix reads a real run by its lines' kinds (tests/fault_matrix.py) ------------
-# Here rather than in tests/test_fault_matrix_design.py: these run the fake lab, whose lock the
-# tests of this file share, and one file runs on one worker.
+# Here rather than in tests/test_fault_matrix_design.py: these run the fake lab, as the tests
+# above do (:func:`fake_env`).
 
 def _tagged_run(tmp_path, *args: str, tags: bool = True) -> list[str]:
     """The lines of one run of the fake lab (tests/fakelab; whole, or as ``args`` select) with

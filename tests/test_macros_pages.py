@@ -19,7 +19,7 @@ import pytest
 from labkit import results
 from labkit.site import macros
 from labkit.view import render
-from test_macros_render import add_host, emulate, reference, replace_linked
+from test_macros_render import add_host, emulate, reference, remove_linked, replace_linked
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -202,7 +202,7 @@ def test_annotated_output_of_a_file_one_host_did_not_keep(tree):
     step, _ = _ok_step_with_output(r)
     file = f"raw/{step}.out"
     add_host(tree, "lat_tcp", "lost-file", lambda r: None)
-    (tree / "results" / "lost-file" / "lat_tcp" / "raw" / f"{step}.out").unlink()
+    remove_linked(tree / "results" / "lost-file" / "lat_tcp" / "raw" / f"{step}.out")
     md = macros.annotated_output("lat_tcp", file=file, tail=2)
     assert ('!!! warning "Not kept on this host"\n\n        This run of `lat_tcp` kept no '
             f'`{file}`.') in md

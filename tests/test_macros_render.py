@@ -54,20 +54,44 @@ def reference(lab: str) -> Path:
 
 
 def link_tree(src: Path, dst: Path) -> None:
-    """``src``'s folders made again under ``dst``, each file a symbolic link to ``src``'s: a
-    reference's kept outputs (up to 4,000 files) in milliseconds instead of a second or more
-    of copying. A test that changes such a file does it with :func:`replace_linked`: writing
-    through the link would change the committed file."""
-    for folder, dirs, files in os.walk(src):
-        here = dst / Path(folder).relative_to(src)
-        here.mkdir(parents=True, exist_ok=True)
-        for name in files:
-            (here / name).symlink_to(Path(folder) / name)
+    """``dst`` made a symbolic link to the folder ``src``: a reference's kept outputs (up to
+    4,100 files) shared in one link, where linking each file took a second. A test that changes
+    such a file does it with :func:`replace_linked`, which gives the folders above it contents of
+    their own first: writing through the link would change the committed file (the session's
+    ``committed_results_stay_as_they_are`` guard in conftest.py fails the run if one does)."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.symlink_to(src, target_is_directory=True)
+
+
+def _unshare(path: Path) -> None:
+    """Every folder above ``path`` that is a link to a committed result folder made a real
+    folder whose entries link to that folder's entries, top down: ``path`` itself is then a link
+    of its own (or absent), and removing it leaves the committed files alone. Links elsewhere
+    (a /tmp that is a link) are not touched."""
+    results = (ROOT / "results").resolve()
+    for folder in reversed(path.parents):
+        if not folder.is_symlink():
+            continue
+        target = folder.resolve()
+        if not (target.is_dir() and target.is_relative_to(results)):
+            continue
+        folder.unlink()
+        folder.mkdir()
+        for entry in target.iterdir():
+            (folder / entry.name).symlink_to(entry)
+
+
+def remove_linked(path: Path) -> None:
+    """Take a file out of a :func:`link_tree` copy, the committed file staying (:func:`_unshare`)."""
+    _unshare(path)
+    path.unlink()
 
 
 def replace_linked(path: Path, data: str | bytes) -> None:
-    """Give a file of a :func:`link_tree` copy contents of its own: the link is removed first,
-    so the committed file it pointed to stays as it is."""
+    """Give a file of a :func:`link_tree` copy contents of its own: the folders above it are
+    unshared (:func:`_unshare`) and the file's link removed first, so the committed file it
+    pointed to stays as it is."""
+    _unshare(path)
     path.unlink(missing_ok=True)
     if isinstance(data, bytes):
         path.write_bytes(data)
@@ -105,6 +129,21 @@ def _pmu_reason() -> str:
         if "<" in reason:
             return reason
     pytest.skip("no committed result has a reason with angle brackets")
+
+
+def test_a_replaced_linked_file_leaves_the_committed_one_alone(tree):
+    """add_host shares a reference's kept outputs through one folder link; replace_linked gives
+    the new host a file of its own while the committed file and its neighbours stay as they are."""
+    add_host(tree, "lat_tcp", "copy", lambda r: None)
+    raw = reference("lat_tcp").parent / "lat_tcp" / "raw"
+    first, second = sorted(p for p in raw.iterdir() if p.is_file())[:2]
+    before = first.read_bytes()
+    mine = tree / "results" / "copy" / "lat_tcp" / "raw" / first.name
+    assert mine.read_bytes() == before
+    replace_linked(mine, "mine\n")
+    assert mine.read_text() == "mine\n" and first.read_bytes() == before
+    assert (mine.parent / second.name).read_bytes() == second.read_bytes()
+    assert not (tree / "results" / "copy" / "lat_tcp").is_symlink()
 
 
 def test_skip_reason_with_angle_brackets_renders_as_text(tree):

@@ -19,7 +19,7 @@ from labkit import stale
 from labkit.site import macros
 from labkit.stats import claims as claims_mod
 from labkit.view import render
-from test_macros_render import TCG, add_host, emulate, reference
+from test_macros_render import TCG, add_host, emulate, reference, replace_linked
 from test_render_values import m
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -163,8 +163,7 @@ def test_cast_plays_at_80_by_24_without_a_size_and_refuses_another_version(tree)
     header = json.loads(lines[0])
     assert (header["width"], header["height"]) != (80, 24)
     del header["width"], header["height"]
-    path.unlink()
-    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    replace_linked(path, "\n".join([json.dumps(header), *lines[1:]]) + "\n")
     md = macros.cast("lat_tcp")
     assert md.count(str(escape('"cols": 80, "rows": 24'))) == 1, md
     path.write_text("\n".join([json.dumps(dict(header, version=1)), *lines[1:]]) + "\n")
@@ -244,8 +243,7 @@ def test_cast_refuses_a_recording_that_is_not_asciicast_2(tree):
     r = add_host(tree, "lat_tcp", "zz-cast", lambda r: None)
     cast_art = next(a for a in r["artifacts"] if a["kind"] == "cast")
     path = tree / "results" / "zz-cast" / cast_art["path"]
-    path.unlink()
-    path.write_text(json.dumps({"version": 1, "width": 80, "height": 24}) + "\n")
+    replace_linked(path, json.dumps({"version": 1, "width": 80, "height": 24}) + "\n")
     with pytest.raises(macros.MacroError, match="asciicast version 1, expected 2"):
         macros.cast("lat_tcp")
     path.write_text(json.dumps({"version": 2, "width": 100, "height": 30}) + "\n")  # a header alone: poster at 0
