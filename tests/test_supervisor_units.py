@@ -501,3 +501,28 @@ def test_a_lock_released_is_taken_within_a_tenth_of_a_second_or_so(tmp_path):
         os.close(lock.fd)
     finally:
         holder.wait()
+
+
+@pytest.mark.parametrize("journal, waited", [(True, 10), (False, 0)], ids=["a killed run's journal", "no journal"])
+def test_a_killed_runs_lock_is_waited_for_ten_seconds_then_refused(tmp_path, monkeypatch, journal, waited):
+    """take_lock: while a journal says the lock's holder is a killed run, the lock is waited for up
+    to 10 s (its last processes may take that long to exit on a loaded host), then the run is
+    refused; with no such journal it is refused at once. The clock is a fake one: the waits are
+    counted, not slept."""
+    clock = [1000.0]
+    monkeypatch.setattr(supervisor.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(supervisor.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    path = supervisor.lock_path(tmp_path)
+    held = supervisor.Lock(path)
+    assert held.take()                          # another open file of the lock: flock refuses this one
+    try:
+        s = _sup(tmp_path)
+        s.lock = supervisor.Lock(path)
+        monkeypatch.setattr(supervisor, "find_journals", lambda *a: [tmp_path / ".lab.journal"] if journal else [])
+        monkeypatch.setattr(supervisor, "_live", lambda j: False)
+        monkeypatch.setattr(s.lock, "holder", lambda: "4242")
+        with pytest.raises(supervisor.Usage, match="pid 4242"):
+            s.take_lock()
+        assert waited <= clock[0] - 1000.0 < waited + 0.15, clock[0] - 1000.0
+    finally:
+        os.close(held.fd)
