@@ -11,10 +11,16 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from labkit import model
 from labkit.stats import claims
+
+
+def _stats():
+    """scipy.stats, imported by the first test that uses it: a second of import that the xdist
+    worker which only collects this file does not pay."""
+    from scipy import stats
+    return stats
 
 
 def _draw(seed: int, n_a: int, n_b: int, shift: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
@@ -26,7 +32,7 @@ def _draw(seed: int, n_a: int, n_b: int, shift: float = 0.1) -> tuple[np.ndarray
 @pytest.mark.parametrize("n", [3, 5, 10])
 def test_paired_interval_is_the_one_sample_t_interval_of_log_ratios(seed, n):
     a, b = _draw(seed, n, n)
-    ci = stats.ttest_1samp(np.log(a / b), 0.0).confidence_interval(claims.LEVEL)
+    ci = _stats().ttest_1samp(np.log(a / b), 0.0).confidence_interval(claims.LEVEL)
     est, lo, hi = claims.log_t_interval(a, b, paired=True, statistic="mean")
     want_lo, want_hi = math.exp(ci.low), math.exp(ci.high)
     # the interval is only ever widened to contain the estimate
@@ -40,14 +46,14 @@ def test_unpaired_interval_is_welchs_on_logs(seed, n_a, n_b):
     """Unequal sizes both ways and unequal spreads: the Welch–Satterthwaite degrees of freedom
     weigh each side's variance by its own n − 1."""
     a, b = _draw(seed, n_a, n_b)
-    ci = stats.ttest_ind(np.log(a), np.log(b), equal_var=False).confidence_interval(claims.LEVEL)
+    ci = _stats().ttest_ind(np.log(a), np.log(b), equal_var=False).confidence_interval(claims.LEVEL)
     est, lo, hi = claims.log_t_interval(a, b, paired=False)
     assert lo == pytest.approx(min(math.exp(ci.low), est), rel=1e-9)
     assert hi == pytest.approx(max(math.exp(ci.high), est), rel=1e-9)
 
 
 def _welch_p(x: np.ndarray, y: np.ndarray) -> float:
-    return float(stats.ttest_ind(x, y, equal_var=False).pvalue)
+    return float(_stats().ttest_ind(x, y, equal_var=False).pvalue)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -64,7 +70,7 @@ def test_fieller_ends_are_where_the_t_test_of_a_minus_rho_b_reaches_five_percent
     assert 0 < lo < hi < math.inf
 
     def p(rho: float) -> float:
-        return float(stats.ttest_1samp(a - rho * b, 0.0).pvalue) if paired else _welch_p(a, rho * b)
+        return float(_stats().ttest_1samp(a - rho * b, 0.0).pvalue) if paired else _welch_p(a, rho * b)
     alpha = 1 - claims.LEVEL
     assert p(lo) == pytest.approx(alpha, abs=1e-6) and p(hi) == pytest.approx(alpha, abs=1e-6)
     assert p((lo + hi) / 2) > alpha
