@@ -300,6 +300,19 @@ def test_relay_ends_soon_after_its_child_while_a_grandchild_holds_the_pipe(tmp_p
     assert rc == 7 and took < 0.9, took
 
 
+def test_relay_reaps_orphans_about_once_a_second_while_its_child_runs(tmp_path, monkeypatch):
+    """The supervisor is its run's subreaper: while the child runs, relay() reaps the orphans that
+    came back to it once a second, not on each 0.2-s pass, and not once the child has ended."""
+    import time
+    calls = []
+    monkeypatch.setattr(supervisor, "reap_orphans", lambda skip=(): calls.append(time.monotonic()))
+    s = _sup(tmp_path)
+    t0 = time.monotonic()
+    assert s.relay(["sleep", "1.4"], dict(os.environ)) == 0
+    # one reap after the first second (two on a host so loaded that sleep took 2.2 s)
+    assert 1 <= len(calls) <= 2 and calls[0] - t0 >= 1.0, [round(c - t0, 2) for c in calls]
+
+
 # ---- the lock -----------------------------------------------------------------------------------
 
 def test_the_lock_is_the_hosts(tmp_path, monkeypatch):
