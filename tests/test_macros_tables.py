@@ -634,6 +634,10 @@ def test_a_timing_made_in_an_emulated_guest_is_badged_on_a_hardware_host():
     assert macros.hosts.guest_badge(hw, [unnamed]) == ('<span class="pc-emulated">measured in an emulated CPU guest '
                                                        '(QEMU TCG on x86_64): timings are not hardware</span>\n\n')
     assert macros.hosts.guest_badge({"host": {"label": "q", "arch": "aarch64", "emulation": dict(TCG)}}, [guest]) == ""
+    # a measurement's emulation needs only its accelerator (labkit/schema.json)
+    bare = dict(guest, emulation={"accelerator": "tcg"})
+    assert macros.hosts.guest_badge(hw, [bare]) == ('<span class="pc-emulated">measured in an emulated CPU guest '
+                                                    '(QEMU TCG on this host): timings are not hardware</span>\n\n')
 
 
 def test_stacked_table_keeps_each_cell_on_one_line():
