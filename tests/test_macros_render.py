@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import html
 import json
-import os
 import re
 from pathlib import Path
 

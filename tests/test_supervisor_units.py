@@ -522,9 +522,13 @@ def test_a_killed_runs_lock_is_waited_for_ten_seconds_then_refused(tmp_path, mon
     to 10 s (its last processes may take that long to exit on a loaded host), then the run is
     refused; with no such journal it is refused at once. The clock is a fake one: the waits are
     counted, not slept."""
+    import time
+    from types import SimpleNamespace
     clock = [1000.0]
-    monkeypatch.setattr(supervisor.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(supervisor.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    # the supervisor's own view of the time module: pytest's and xdist's keep the real clock
+    fake = {**{n: getattr(time, n) for n in dir(time) if not n.startswith("_")},
+            "monotonic": lambda: clock[0], "sleep": lambda s: clock.__setitem__(0, clock[0] + s)}
+    monkeypatch.setattr(supervisor, "time", SimpleNamespace(**fake))
     path = supervisor.lock_path(tmp_path)
     held = supervisor.Lock(path)
     assert held.take()                          # another open file of the lock: flock refuses this one
