@@ -54,7 +54,7 @@ def reference(lab: str) -> Path:
 
 def link_tree(src: Path, dst: Path) -> None:
     """``dst`` made a symbolic link to the folder ``src``: a reference's kept outputs (up to
-    4,100 files) shared in one link, where linking each file took a second. A test that changes
+    4,100 files) shared through one link, not one per file. A test that changes
     such a file does it with :func:`replace_linked`, which gives the folders above it contents of
     their own first: writing through the link would change the committed file (the session's
     ``committed_results_stay_as_they_are`` guard in conftest.py fails the run if one does)."""
