@@ -194,3 +194,57 @@ def test_a_case_refused_for_the_hosts_lock_is_tried_again(tmp_path, monkeypatch)
     monkeypatch.setattr(fm, "run_case", lambda c, base: tries.append(c) or fm.Outcome(
         c, clean=len(tries) > 1, disturbed=len(tries) == 1))
     assert fm.run_judged(case, tmp_path).clean and len(tries) == 2
+
+
+def test_a_group_whose_steps_all_skipped_is_named():
+    """skipped_only: the verdict texts when every step of a group skipped (a checkout without a
+    tool the lab looks for, such as inferno, runs none of the perf group's steps), else []."""
+    assert fm.skipped_only(lines_of("skip")) == ["[lab  0.0s] s: skipped: no perf (kernel lockdown)"]
+    assert fm.skipped_only(lines_of("other", "skip", "stop", "skip")) == [
+        "[lab  1.0s] s: skipped: no perf (kernel lockdown)", "[lab  3.0s] s: skipped: no perf (kernel lockdown)"]
+    for kinds in (("cmd", "ok", "skip"), ("skip", "cmd", "xfail"), ("cmd", "fail"), ("other", "stop"), ()):
+        assert fm.skipped_only(lines_of(*kinds)) == [], kinds
+
+
+def test_the_matrix_says_which_groups_ran_no_step(tmp_path, capsys, monkeypatch):
+    """A group whose count run skipped every step is recorded with its skips, read back on resume,
+    printed before the first case and in the summary, and written to --json: its cases tried only
+    the skip. A matrix whose every case is recorded runs no lab."""
+    lab = "lat_tcp"
+    f, out = tmp_path / "state.jsonl", tmp_path / "m.json"
+    st = fm.State(f, {lab: fm.code_hash(lab)})
+    for g in fm.groups(lab):
+        lines = lines_of("skip") if g == "perf" else lines_of("cmd", "ok")
+        monkeypatch.setattr(fm, "group_lines", lambda *_a, lines=lines: lines)
+        st.steps(lab, g, tmp_path)
+    assert st.skipped == {(lab, "perf"): ["[lab  0.0s] s: skipped: no perf (kernel lockdown)"]}
+    again = fm.State(f, {lab: fm.code_hash(lab)})
+    assert again.skipped == st.skipped and again.ends == st.ends
+    for c in fm.full_cases([lab], tmp_path, again):
+        again.done(fm.Outcome(c, clean=True, rc=130))
+    monkeypatch.setattr(fm, "run_judged", lambda *a, **k: (_ for _ in ()).throw(AssertionError("a case ran")))
+    assert fm.main(["--labs", lab, "--full", "--state", str(f), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"fault matrix: {lab} perf: no step ran in its count run, so its cases try the skip only: [lab  0.0s] s: skipped: no perf" in printed
+    assert f"  no step ran in: {lab} perf (each tried at its skip only)" in printed
+    import json
+    assert json.loads(out.read_text())["no_step_ran"] == {f"{lab} perf": ["[lab  0.0s] s: skipped: no perf (kernel lockdown)"]}
+
+
+def test_a_run_active_while_the_host_is_read_disturbs_the_case(tmp_path, monkeypatch):
+    """run_case: another lab run that began after wait_quiet puts its own audit rule into the
+    "before" reading and has ended by the case's end, so the diff shows the rule gone. The case
+    is disturbed (run_judged tries it again), not a leak of its own; with no run beside it,
+    the same diff is a leak."""
+    from labrun import Interrupted
+    for others, disturbed in (([["other.1.2"], []], True), ([[], []], False)):
+        readings = iter([{"audit": "-a never,task -F pid!=1"}, {"audit": "No rules"}])
+        calls = iter(others)
+        monkeypatch.setattr(fm, "wait_for_lock", lambda *a, **k: None)
+        monkeypatch.setattr(fm, "wait_quiet", lambda *a, **k: None)
+        monkeypatch.setattr(fm, "host_state", lambda *a, **k: next(readings))
+        monkeypatch.setattr(fm, "other_runs", lambda *a, **k: next(calls))
+        monkeypatch.setattr(fm, "leftovers", lambda *a, **k: [])
+        monkeypatch.setattr(fm, "signal_at", lambda *a, **k: Interrupted(130, [], "x", 1, 0.1))
+        o = fm.run_case(fm.Case("lat_tcp", "build", 1, "SIGINT"), tmp_path)
+        assert not o.clean and o.problems and o.disturbed is disturbed, (others, o)
