@@ -223,6 +223,7 @@ def test_the_matrix_says_which_groups_ran_no_step(tmp_path, capsys, monkeypatch)
     for c in fm.full_cases([lab], tmp_path, again):
         again.done(fm.Outcome(c, clean=True, rc=130))
     monkeypatch.setattr(fm, "run_judged", lambda *a, **k: (_ for _ in ()).throw(AssertionError("a case ran")))
+    monkeypatch.setattr(fm, "_stoppable", lambda: None)     # the test process keeps its own signal handlers
     assert fm.main(["--labs", lab, "--full", "--state", str(f), "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert f"fault matrix: {lab} perf: no step ran in its count run, so its cases try the skip only: [lab  0.0s] s: skipped: no perf" in printed
