@@ -168,7 +168,8 @@ def _lab_of(record: dict) -> str | None:
 class State:
     """The resumable record of a matrix run: JSON lines in ``path``, each {"code": hash, "kind":
     "count", "lab", "group", "n"}, {"code": hash, "kind": "steps", "lab", "group", "ends": [k..]}
-    (:func:`step_ends`; with ``"skipped": [text..]`` when :func:`skipped_only` found no step run) or {"code": hash, "kind": "case", "outcome": Outcome as a dict}.
+    (:func:`step_ends`; with ``"skipped": [text..]`` when :func:`skipped_only` found no step
+    run) or {"code": hash, "kind": "case", "outcome": Outcome as a dict}.
     ``code``: one hash for every lab, or {lab: :func:`code_hash` of that lab}. Lines of another
     code hash than their lab's are ignored (and kept in the file)."""
 
@@ -223,8 +224,9 @@ class State:
             lines = group_lines(lab, group, base)
             self.ends[(lab, group)] = step_ends(lines)
             record = {"kind": "steps", "lab": lab, "group": group, "ends": self.ends[(lab, group)]}
-            if skipped_only(lines):
-                self.skipped[(lab, group)] = record["skipped"] = skipped_only(lines)
+            skips = skipped_only(lines)
+            if skips:
+                self.skipped[(lab, group)] = record["skipped"] = skips
             self.add(record)
         return self.ends[(lab, group)]
 
@@ -270,7 +272,7 @@ def skipped_only(lines: list[str]) -> list[str]:
     of such a group try its skip only; :func:`main` says so before the first case, with these
     texts, so that a checkout without a tool the labs look for (inferno under ``.tools/``,
     installed by ``make setup``) cannot pass for one whose every step was tried."""
-    verdicts = [events.split(line) for line in lines if events.split(line)[0] in events.STEP_ENDS]
+    verdicts = [v for v in map(events.split, lines) if v[0] in events.STEP_ENDS]
     return [text for _, _, text in verdicts] if verdicts and all(kind == "skipped" for kind, _, _ in verdicts) else []
 
 
@@ -514,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     state = State(Path(a.state) if a.state else None, {lab: code_hash(lab) for lab in names})
     code = ", ".join(f"{lab} {h}" for lab, h in state.code.items())
-    outcomes, untried = [], {}
+    outcomes = []
     with tempfile.TemporaryDirectory(prefix="fault-matrix.") as tmp:
         cases = (full_cases(names, Path(tmp), state, every_line=a.every_line, only_groups=only) if a.full or a.every_line
                  else sampled_cases(names, a.seed, a.per_group))
