@@ -31,12 +31,16 @@ the checkout lacks: :func:`main` names each group whose count run ran no step
 (:func:`skipped_only`) before its first case.
 
 ``--state FILE`` makes a run resumable: every count and every case's outcome is appended to FILE
-(JSON lines) as soon as it is known, with a hash of the code its lab runs (:func:`code_hash`);
-a later run with the same FILE skips what it already holds for the same code and reports the
-union. A change to labs/lib or labkit starts the matrix over; a change to one lab's folder, that
-lab's cases only.
+(JSON lines) as soon as it is known, with a hash of the code its lab runs (:func:`code_hash`),
+after a line that says which host ran them (:func:`host_record`); a later run with the same FILE
+skips what it already holds for the same code and reports the union. A change to labs/lib or
+labkit starts the matrix over; a change to one lab's folder, that lab's cases only. The full
+matrix outlasts a working session and a machine, so its record is committed:
+:data:`RECORD` (``tests/fault_matrix_record.jsonl``) is the state file of the full matrix, and
+``--status`` says, without running anything, how much of it holds for the code as it is now.
 
     .venv/bin/python tests/fault_matrix.py [--labs a,b] [--full | --every-line] [--groups g,h] [--seed N] [--state FILE] [--json FILE]
+    .venv/bin/python tests/fault_matrix.py --status [--state FILE] [--labs a,b]
 
 Exit status 0 when every case tried was clean. Needs root for the labs' host changes (without
 root most steps skip, and the matrix shows little).
@@ -62,6 +66,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from labrun import ROOT, group_progress, host_state, lab_command, progress_boundary, run_lab, signal_at, state_diff, tagged_processes  # noqa: E402
 from labkit.run import events  # noqa: E402
 from labkit.run.supervisor import LOCK_HELD, lock_path, starttime  # noqa: E402
+
+RECORD = ROOT / "tests" / "fault_matrix_record.jsonl"
+"""The committed state file (``--state``) of the full matrix: its counts and outcomes survive
+the machine that ran them."""
 
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL]
 EXPECTED_RC = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
@@ -165,11 +173,28 @@ def _lab_of(record: dict) -> str | None:
     return record["outcome"]["case"]["lab"] if record.get("kind") == "case" else record.get("lab")
 
 
+def host_record() -> dict:
+    """What a state file says about the host before the cases a run adds: {"kind": "run",
+    "started": ISO 8601 UTC, "kernel": uname release, "machine": uname machine, "cpus": int,
+    "boot_id": /proc/sys/kernel/random/boot_id (cases of one boot share it), "commit": the
+    checkout's HEAD (None outside git)}."""
+    u = os.uname()
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = None
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    return {"kind": "run", "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "kernel": u.release,
+            "machine": u.machine, "cpus": os.cpu_count(), "boot_id": boot,
+            "commit": head.stdout.strip() if head.returncode == 0 else None}
+
+
 class State:
     """The resumable record of a matrix run: JSON lines in ``path``, each {"code": hash, "kind":
     "count", "lab", "group", "n"}, {"code": hash, "kind": "steps", "lab", "group", "ends": [k..]}
     (:func:`step_ends`; with ``"skipped": [text..]`` when :func:`skipped_only` found no step
-    run) or {"code": hash, "kind": "case", "outcome": Outcome as a dict}.
+    run), {"code": hash, "kind": "case", "outcome": Outcome as a dict}, or {"kind": "run", ...}
+    (:func:`host_record`, read into ``runs``).
     ``code``: one hash for every lab, or {lab: :func:`code_hash` of that lab}. Lines of another
     code hash than their lab's are ignored (and kept in the file)."""
 
@@ -179,12 +204,16 @@ class State:
         self.ends: dict[tuple[str, str], list[int]] = {}
         self.skipped: dict[tuple[str, str], list[str]] = {}    # :func:`skipped_only` of a counted group
         self.outcomes: dict[str, Outcome] = {}
+        self.runs: list[dict] = []
         if path and path.exists():
             for line in path.read_text().splitlines():
                 try:
                     d = json.loads(line)
                 except json.JSONDecodeError:
                     continue                      # a line cut short by a kill
+                if d.get("kind") == "run":
+                    self.runs.append(d)
+                    continue
                 if d.get("code") != self.code_of(_lab_of(d)):
                     continue
                 if d.get("kind") == "count":
@@ -207,6 +236,28 @@ class State:
         if self.path:
             with self.path.open("a") as f:
                 f.write(json.dumps(dict(record, code=self.code_of(_lab_of(record)))) + "\n")
+
+    def begin(self) -> None:
+        """Append :func:`host_record` (to a file that records anything: nothing without ``path``)."""
+        if self.path:
+            self.runs.append(host_record())
+            with self.path.open("a") as f:
+                f.write(json.dumps(self.runs[-1]) + "\n")
+
+    def status(self, lab: str) -> dict:
+        """How much of ``lab``'s full matrix this record holds for the code as it is now: {"lab",
+        "code", "groups": its groups, "counted": groups whose steps are recorded, "cases": the
+        full matrix's cases of the counted groups (:func:`step_cases`), "done", "clean",
+        "not_clean": [case ids], "seconds": the done cases' time, "no_step_ran": [groups]}.
+        The matrix is complete for ``lab`` when every group is counted and done == cases."""
+        gs = groups(lab)
+        planned = [c for g in gs if (lab, g) in self.ends for c in step_cases(lab, g, self.ends[(lab, g)])]
+        got = [self.outcomes[c.id] for c in planned if c.id in self.outcomes]
+        return {"lab": lab, "code": self.code_of(lab), "groups": len(gs),
+                "counted": sum((lab, g) in self.ends for g in gs), "cases": len(planned), "done": len(got),
+                "clean": sum(o.clean for o in got), "not_clean": [o.case.id for o in got if not o.clean],
+                "seconds": round(sum(o.seconds for o in got)),
+                "no_step_ran": [g for g in gs if (lab, g) in self.skipped]}
 
     def count(self, lab: str, group: str, base: Path) -> int:
         """The group's boundaries: recorded, or the last of its recorded step ends (the same
@@ -489,6 +540,29 @@ def pace(done: int, left: int, seconds: float) -> str:
             f"at least {_span(seconds / done * left)}")
 
 
+def print_status(names: list[str], path: Path) -> int:
+    """``--status``: one line per lab of :meth:`State.status` for the code as it is now, then the
+    hosts the record's runs were on. 0 when every lab's full matrix is complete and clean, 1
+    when some case is not clean, 3 when it is incomplete (2 is argparse's)."""
+    state = State(path, {lab: code_hash(lab) for lab in names})
+    print(f"fault matrix record {path} (full matrix: every step x every signal), for the code as it is now:")
+    complete, clean = True, True
+    for lab in names:
+        st = state.status(lab)
+        whole = st["counted"] == st["groups"] and st["done"] == st["cases"]
+        complete &= whole
+        clean &= not st["not_clean"]
+        cases = f"{st['cases']:,}" if st["counted"] == st["groups"] else f"{st['cases']:,}+ (groups counted {st['counted']}/{st['groups']})"
+        print(f"  {lab:<14} code {st['code']}  {st['done']:,} of {cases} cases done, {st['clean']:,} clean"
+              f", {_span(st['seconds'])}" + ("  COMPLETE" if whole else "")
+              + (f"; NOT CLEAN: {', '.join(st['not_clean'])}" if st["not_clean"] else "")
+              + (f"; no step ran in: {', '.join(st['no_step_ran'])}" if st["no_step_ran"] else ""))
+    for r in state.runs:
+        print(f"  run started {r.get('started')} on {r.get('machine')} kernel {r.get('kernel')}, {r.get('cpus')} CPUs, "
+              f"boot {str(r.get('boot_id'))[:8]}, checkout {str(r.get('commit'))[:8]}")
+    return 1 if not clean else 0 if complete else 3
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--labs", help="comma-separated labs (default: all)")
@@ -500,12 +574,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-group", type=int, default=2, help="cases per group in the sampled matrix (default 2)")
     ap.add_argument("--json", help="write every outcome and the counts to this file")
     ap.add_argument("--state", help="resumable record (JSON lines): skip the cases it holds for this code")
+    ap.add_argument("--status", action="store_true",
+                    help=f"run nothing: how much of the full matrix --state (default {RECORD.relative_to(ROOT)}) holds for this code")
     a = ap.parse_args(argv)
-    _stoppable()
     names = a.labs.split(",") if a.labs else labs()
     unknown = sorted(set(names) - set(labs()) - set(EXTRA_LABS))
     if unknown:
         ap.error(f"--labs: no such lab: {', '.join(unknown)}")
+    if a.status:
+        return print_status(names, Path(a.state) if a.state else RECORD)
+    _stoppable()
     only = set(a.groups.split(",")) if a.groups else None
     if only is not None:
         if not (a.full or a.every_line):
@@ -515,6 +593,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--groups: no such group in {', '.join(names)}: {', '.join(sorted(only - known))}")
     t0 = time.time()
     state = State(Path(a.state) if a.state else None, {lab: code_hash(lab) for lab in names})
+    state.begin()
     code = ", ".join(f"{lab} {h}" for lab, h in state.code.items())
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="fault-matrix.") as tmp:

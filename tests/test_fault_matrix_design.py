@@ -3,6 +3,7 @@ into steps, and which boundary of each step each signal gets. Pure functions, fa
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -249,3 +250,62 @@ def test_a_run_active_while_the_host_is_read_disturbs_the_case(tmp_path, monkeyp
         monkeypatch.setattr(fm, "signal_at", lambda *a, **k: Interrupted(130, [], "x", 1, 0.1))
         o = fm.run_case(fm.Case("lat_tcp", "build", 1, "SIGINT"), tmp_path)
         assert not o.clean and o.problems and o.disturbed is disturbed, (others, o)
+
+
+def _record(path, lab, ends_of, outcomes):
+    """A state file: the steps of every group of ``lab`` (``ends_of(group)``), then one case line
+    per (case, clean) of ``outcomes``, as State.add writes them."""
+    state = fm.State(path, {lab: fm.code_hash(lab)})
+    state.begin()
+    for g in fm.groups(lab):
+        state.ends[(lab, g)] = ends_of(g)
+        state.add({"kind": "steps", "lab": lab, "group": g, "ends": ends_of(g)})
+    for case, clean in outcomes:
+        state.done(fm.Outcome(case, clean, rc=130, seconds=2.0, problems=[] if clean else ["left: a mount"]))
+    return state
+
+
+def test_status_says_complete_only_when_every_counted_case_of_every_group_is_done(tmp_path, capsys):
+    lab, path = "fakelab", tmp_path / "state.jsonl"
+    ends_of = lambda g: [2, 3]                                   # two steps per group: 8 cases
+    every = [c for g in fm.groups(lab) for c in fm.step_cases(lab, g, ends_of(g))]
+    _record(path, lab, ends_of, [(c, True) for c in every[:-1]])
+    assert fm.print_status([lab], path) == 3                     # one case short
+    out = capsys.readouterr().out
+    assert f"{len(every) - 1} of {len(every)} cases done" in out and "COMPLETE" not in out
+    assert f"kernel {os.uname().release}" in out                 # the run line says where
+    fm.State(path, {lab: fm.code_hash(lab)}).done(fm.Outcome(every[-1], True))
+    assert fm.print_status([lab], path) == 0
+    assert "COMPLETE" in capsys.readouterr().out
+    fm.State(path, {lab: fm.code_hash(lab)}).done(fm.Outcome(every[0], False, problems=["left: a mount"]))
+    assert fm.print_status([lab], path) == 1                     # the newest outcome of a case counts
+    assert f"NOT CLEAN: {every[0].id}" in capsys.readouterr().out
+
+
+def test_status_of_another_code_is_nothing_done(tmp_path, capsys):
+    lab, path = "fakelab", tmp_path / "state.jsonl"
+    _record(path, lab, lambda g: [1], [(c, True) for g in fm.groups(lab) for c in fm.step_cases(lab, g, [1])])
+    text = path.read_text().replace(fm.code_hash(lab), "0" * 16)
+    path.write_text(text)
+    st = fm.State(path, {lab: fm.code_hash(lab)}).status(lab)
+    assert (st["counted"], st["done"], st["cases"]) == (0, 0, 0)
+    assert fm.print_status([lab], path) == 3
+
+
+def test_the_committed_record_reads_as_a_state_file():
+    """tests/fault_matrix_record.jsonl: every line JSON of a kind State knows, every case line an
+    Outcome, every run line with its host; a line cut short by a kill is the only exception
+    State tolerates, and the committed file has none."""
+    if not fm.RECORD.exists():
+        return
+    kinds = {"run", "count", "steps", "case"}
+    for n, line in enumerate(fm.RECORD.read_text().splitlines(), 1):
+        d = json.loads(line)
+        assert d.get("kind") in kinds, f"line {n}: kind {d.get('kind')!r}"
+        if d["kind"] == "case":
+            o = dict(d["outcome"])
+            fm.Outcome(fm.Case(**o.pop("case")), **o)
+        if d["kind"] == "run":
+            assert d["kernel"] and d["machine"] and d["boot_id"], f"line {n}: a run line without its host"
+    for lab in fm.labs():
+        fm.State(fm.RECORD, {lab: fm.code_hash(lab)}).status(lab)
