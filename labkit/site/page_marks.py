@@ -12,16 +12,32 @@ written as HTML:
   every page downloads. A fold written as raw HTML (a claim's evidence in a table cell) is not
   in the tree; it sits in a measured-data block, which the search plugin skips whole
   (``labkit.view.render.tabs``, ``labkit/site/mkdocs_hooks.py`` on_page_content).
+
+It also spares the inline processor the table cells it would leave as they are: a cell whose
+text has none of the characters an enabled inline pattern starts with (:data:`PLAIN`) becomes
+an ``AtomicString``, which Python-Markdown's inline processor skips and its serializer writes
+exactly as it writes a plain string. The evidence pages hold thousands of table rows of numbers
+and case values, tens of thousands of cells on which the inline processor would try every
+pattern. tests/test_page_marks.py builds cells both ways and requires the same HTML.
 """
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as etree
 
 from markdown import Extension
 from markdown.treeprocessors import Treeprocessor
+from markdown.util import AtomicString
 
 SEARCH_EXCLUDE = "data-search-exclude"
+
+PLAIN = re.compile(r"[^`\\*_\[\]!<>&:{}~^=+\n]*")
+"""Text that no inline pattern of mkdocs.yml's extensions changes: none of backtick (code,
+inlinehilite), backslash (escapes, the table's ``\\|``), ``*`` ``_`` (emphasis), ``[ ] !``
+(links, images, footnote references), ``< > &`` (raw HTML, autolinks, entities), ``:`` (emoji
+shortcodes), ``{ }`` (attr_list), ``~ ^ = +`` (kept out for any pymdownx inline syntax), and no
+line break. Matched whole (``fullmatch``)."""
 
 
 def _mark(root) -> None:
@@ -43,8 +59,22 @@ class _Marks(Treeprocessor):
         return None
 
 
+class _PlainCells(Treeprocessor):
+    """Table cells with :data:`PLAIN` text and no child element: text made ``AtomicString``."""
+
+    def run(self, root):
+        for tag in ("td", "th"):
+            for el in root.iter(tag):
+                text = el.text
+                if text and len(el) == 0 and not isinstance(text, AtomicString) and PLAIN.fullmatch(text):
+                    el.text = AtomicString(text)
+        return None
+
+
 class PageMarks(Extension):
     def extendMarkdown(self, md):
+        # priority 30: after the block parsers built the tables, before the inline processor (20)
+        md.treeprocessors.register(_PlainCells(md), "pc_plain_cells", 30)
         # priority 1: after every treeprocessor of the extensions in use (pymdownx.tabbed's
         # tab_slugs runs at 4, the toc at 20), before the tree is serialized
         md.treeprocessors.register(_Marks(md), "pc_page_marks", 1)
