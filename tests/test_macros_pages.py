@@ -433,3 +433,43 @@ def test_a_kept_file_that_is_not_utf8_shows_a_replacement_character(tree):
     md = macros.annotated_output("lat_tcp", file=file, tail=3)
     tab = md.split('"bad-bytes"')[1].split('===')[0]
     assert "half a character: \ufffd" in tab and "last line" in tab, tab
+
+
+def test_a_lab_file_is_read_once_per_build_and_each_caller_gets_its_own_copy(monkeypatch):
+    from labkit.site.macros import hosts
+    reads = []
+
+    def load(path):
+        reads.append(path)
+        if path.name == "bad.toml":
+            raise ValueError(f"{path}: bad")
+        return {"claim": [{"id": "x"}]}
+    hosts.start_build(None)
+    first = hosts.lab_file(load, "lat_tcp", "claims.toml")
+    first["claim"].append("changed by a caller")
+    assert hosts.lab_file(load, "lat_tcp", "claims.toml") == {"claim": [{"id": "x"}]}
+    assert reads == [hosts.ROOT / "labs" / "lat_tcp" / "claims.toml"]
+    for _ in range(2):   # an error is not remembered: every call raises it
+        with pytest.raises(ValueError, match="bad"):
+            hosts.lab_file(load, "lat_tcp", "bad.toml")
+    hosts.start_build(None)   # a new build (a rebuild under mkdocs serve) reads again
+    hosts.lab_file(load, "lat_tcp", "claims.toml")
+    assert len(reads) == 4
+
+
+def test_original_ratios_are_read_back_from_the_cache(tmp_path, monkeypatch):
+    """The intervals of "Original vs here" are computed once, then read from .cache/ratios; a
+    changed sample computes anew."""
+    from labkit.site.macros import original
+    from labkit.stats import claims
+    monkeypatch.setenv("PCB_BUILD_CACHE", str(tmp_path))
+    calls = []
+    real = claims.ratio_interval
+    monkeypatch.setattr(claims, "ratio_interval", lambda a, b: calls.append(1) or real(a, b))
+    a = claims.Side("a", [1.0, 1.1, 1.2, 1.05, 0.98], "s", 5)
+    b = claims.Side("b", [2.0, 2.1, 2.2, 2.05, 1.98], "s", 5)
+    e = original._ratio_interval(a, b)
+    assert original._ratio_interval(a, b) == e == json.loads(json.dumps(real(a, b)))
+    assert len(calls) == 1 and len(list((tmp_path / "ratios").glob("*.json"))) == 1
+    original._ratio_interval(a.scaled(1.01), b)
+    assert len(calls) == 2

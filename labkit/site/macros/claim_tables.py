@@ -123,7 +123,7 @@ def claims(lab: str) -> str:
     Raises:
         ClaimError: a missing or malformed claims.toml; NoResult: no host has a result of ``lab``.
     """
-    spec = claims_mod.load(hosts.ROOT / "labs" / lab / "claims.toml")
+    spec = hosts.lab_file(claims_mod.load, lab, "claims.toml")
 
     def table(host, result):
         stored = {c["id"]: c for c in result["claims"]}
@@ -193,7 +193,7 @@ def verdicts(lab: str) -> str:
         MacroError: a conclusion claim naming a conclusion original.toml does not have.
         NoResult: no host has a result of ``lab``.
     """
-    spec = [c for c in claims_mod.load(hosts.ROOT / "labs" / lab / "claims.toml") if c["role"] == "conclusion"]
+    spec = [c for c in hosts.lab_file(claims_mod.load, lab, "claims.toml") if c["role"] == "conclusion"]
     orig = load_original(lab)
     ids = {c["id"] for c in orig["conclusion"]}
     for c in spec:

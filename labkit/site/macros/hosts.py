@@ -8,6 +8,7 @@ test setting ``hosts.ROOT`` to another checkout) reaches them all.
 
 from __future__ import annotations
 
+import copy
 import html
 import posixpath
 from typing import Callable
@@ -19,6 +20,7 @@ ROOT = results_mod.ROOT
 """The checkout whose ``labs/`` and ``results/`` the macros read."""
 
 hosts_cache: list | None = None
+files_cache: dict = {}    # (loader, path) -> what it returned, for this build (lab_file)
 macro_env = None  # mkdocs-macros' env (its ``page`` is the page being rendered), or None outside a build
 
 
@@ -42,6 +44,17 @@ def start_build(env) -> None:
     global macro_env, hosts_cache
     macro_env = env
     hosts_cache = None
+    files_cache.clear()
+
+
+def lab_file(load: Callable, lab: str, name: str):
+    """``load(ROOT / "labs" / lab / name)`` (a checked reader of a lab's TOML: claims,
+    exercises, the original), read and checked once per build and given to each caller as its
+    own deep copy. The reader's errors propagate, every call, as they would uncached."""
+    key = (load.__module__, load.__qualname__, str(ROOT), lab, name)
+    if key not in files_cache:
+        files_cache[key] = load(ROOT / "labs" / lab / name)
+    return copy.deepcopy(files_cache[key])
 
 
 def all_hosts() -> list[results_mod.Host]:

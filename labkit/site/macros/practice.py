@@ -53,7 +53,7 @@ def exercises(lab: str) -> str:
     Raises:
         ClaimError: a missing or bad exercises.toml.
     """
-    exs = claims_mod.load_exercises(hosts.ROOT / "labs" / lab / "exercises.toml")
+    exs = hosts.lab_file(claims_mod.load_exercises, lab, "exercises.toml")
     return "\n".join(_exercise(i, ex, lab, lab) for i, ex in enumerate(exs, 1))
 
 
