@@ -6,6 +6,8 @@ Hand-built and simulated values only: no measured value is typed here."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -132,3 +134,27 @@ def test_the_coverage_test_can_fail(monkeypatch):
     """One rank further in (x(2)..x(5) of 6) covers only 78 %: the same check then exceeds the limit."""
     monkeypatch.setattr(claims, "sign_rank", lambda n: 2)
     assert calibration.sign_cell(6, "bounded", draws=2000)["false"] > 0.15
+
+
+def test_ranks_are_scipys_binomial_ranks_computed_exactly():
+    """sign_rank counts in integers; scipy's binomial CDF (scipy.special.bdtr, within an ulp of
+    it) gives the same rank at every n up to 400."""
+    from scipy import special
+
+    def by_scipy(n):
+        k = 0
+        while k + 1 <= n // 2 and 2 * special.bdtr(k, n, 0.5) <= 1 - claims.LEVEL:
+            k += 1
+        return k
+    assert [claims.sign_rank(n) for n in range(401)] == [by_scipy(n) for n in range(401)]
+
+
+def test_deciding_a_sign_claim_does_not_import_scipy_stats():
+    """A cold site build evaluates every claim; importing scipy.stats costs about 3 s."""
+    import subprocess
+    import sys
+    code = ("import sys, test_claims_sign as t; v = t._verdict(range(10, 20), range(20, 30)); "
+            "assert v['verdict'] in ('holds', 'fails', 'inconclusive'), v; print('scipy.stats' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).parent, check=True).stdout
+    assert out.strip() == "False"

@@ -117,9 +117,11 @@ import functools
 import hashlib
 import importlib.metadata
 import json
+import math
 import os
 import statistics
 from collections import OrderedDict
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -396,12 +398,20 @@ def _fieller_hull(qa: float, qb: float, qc: float, nonneg: bool) -> tuple[float,
 SIGN_MIN_N = 6   # the fewest pairs with a sign interval at LEVEL (:func:`sign_rank` is 0 below)
 
 
+@functools.lru_cache(maxsize=256)
 def sign_rank(n: int) -> int:
     """The rank k of the sign interval at ``n`` pairs: the largest k ≥ 1 with
-    2 · P(Binomial(n, ½) ≤ k − 1) ≤ 1 − :data:`LEVEL`, or 0 when none exists (n < 6 at 95 %)."""
-    from scipy import stats
-    k = 0
-    while k + 1 <= n // 2 and 2 * stats.binom.cdf(k, n, 0.5) <= 1 - LEVEL:
+    2 · P(Binomial(n, ½) ≤ k − 1) ≤ 1 − :data:`LEVEL`, or 0 when none exists (n < 6 at 95 %).
+
+    Exact, in integers: P(Binomial(n, ½) ≤ j) = Σ_{i ≤ j} C(n, i) / 2ⁿ, and :data:`LEVEL` as the
+    fraction it is written as, so no rounding can move a rank across the boundary (scipy's
+    ``binom.cdf`` is within an ulp of it; importing scipy.stats for it cost a site build 3 s)."""
+    alpha = 1 - Fraction(str(LEVEL))
+    k, below = 0, 0                       # below: Σ_{i < k+1} C(n, i), the count at k
+    while k + 1 <= n // 2:
+        below += math.comb(n, k)
+        if 2 * below > alpha * 2 ** n:
+            break
         k += 1
     return k
 
