@@ -435,26 +435,33 @@ def test_a_kept_file_that_is_not_utf8_shows_a_replacement_character(tree):
     assert "half a character: \ufffd" in tab and "last line" in tab, tab
 
 
-def test_a_lab_file_is_read_once_per_build_and_each_caller_gets_its_own_copy(monkeypatch):
+def test_a_lab_file_is_read_once_per_build_and_each_caller_gets_its_own_copy(monkeypatch, tmp_path):
     from labkit.site.macros import hosts
     reads = []
 
     def load(path):
         reads.append(path)
-        if path.name == "bad.toml":
+        if "bad" in path.read_text():
             raise ValueError(f"{path}: bad")
         return {"claim": [{"id": "x"}]}
+    monkeypatch.setattr(hosts, "ROOT", tmp_path)
+    f = tmp_path / "labs" / "lab" / "claims.toml"
+    f.parent.mkdir(parents=True)
+    f.write_text("good")
     hosts.start_build(None)
-    first = hosts.lab_file(load, "lat_tcp", "claims.toml")
+    first = hosts.lab_file(load, "lab", "claims.toml")
     first["claim"].append("changed by a caller")
-    assert hosts.lab_file(load, "lat_tcp", "claims.toml") == {"claim": [{"id": "x"}]}
-    assert reads == [hosts.ROOT / "labs" / "lat_tcp" / "claims.toml"]
-    for _ in range(2):   # an error is not remembered: every call raises it
+    assert hosts.lab_file(load, "lab", "claims.toml") == {"claim": [{"id": "x"}]}
+    assert reads == [f]
+    f.write_text("bad, and longer")   # an edit (another size) is read again; an error is not remembered
+    for _ in range(2):
         with pytest.raises(ValueError, match="bad"):
-            hosts.lab_file(load, "lat_tcp", "bad.toml")
+            hosts.lab_file(load, "lab", "claims.toml")
+    f.write_text("good again")
+    hosts.lab_file(load, "lab", "claims.toml")
     hosts.start_build(None)   # a new build (a rebuild under mkdocs serve) reads again
-    hosts.lab_file(load, "lat_tcp", "claims.toml")
-    assert len(reads) == 4
+    hosts.lab_file(load, "lab", "claims.toml")
+    assert len(reads) == 5
 
 
 def test_original_ratios_are_read_back_from_the_cache(tmp_path, monkeypatch):

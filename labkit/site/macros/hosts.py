@@ -20,7 +20,7 @@ ROOT = results_mod.ROOT
 """The checkout whose ``labs/`` and ``results/`` the macros read."""
 
 hosts_cache: list | None = None
-files_cache: dict = {}    # (loader, path) -> what it returned, for this build (lab_file)
+files_cache: dict = {}    # (loader, path) -> ((mtime, size), what it returned), for this build (lab_file)
 macro_env = None  # mkdocs-macros' env (its ``page`` is the page being rendered), or None outside a build
 
 
@@ -49,12 +49,19 @@ def start_build(env) -> None:
 
 def lab_file(load: Callable, lab: str, name: str):
     """``load(ROOT / "labs" / lab / name)`` (a checked reader of a lab's TOML: claims,
-    exercises, the original), read and checked once per build and given to each caller as its
-    own deep copy. The reader's errors propagate, every call, as they would uncached."""
-    key = (load.__module__, load.__qualname__, str(ROOT), lab, name)
-    if key not in files_cache:
-        files_cache[key] = load(ROOT / "labs" / lab / name)
-    return copy.deepcopy(files_cache[key])
+    exercises, the original), read and checked once per build while the file keeps its
+    modification time and size, and given to each caller as its own deep copy. The reader's
+    errors propagate, every call, as they would uncached."""
+    path = ROOT / "labs" / lab / name
+    try:
+        st = path.stat()
+        stamp = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        return load(path)                 # the reader says what is missing
+    key = (load.__module__, load.__qualname__, str(path))
+    if key not in files_cache or files_cache[key][0] != stamp:
+        files_cache[key] = (stamp, load(path))
+    return copy.deepcopy(files_cache[key][1])
 
 
 def all_hosts() -> list[results_mod.Host]:
