@@ -360,3 +360,17 @@ def test_workers_that_cannot_start_are_logged_at_info(caplog):
     assert "labkit: charts are drawn in the build's own process (OSError: no semaphores)" in caplog.messages
     assert beside._active is False
     beside.finish()
+
+
+def test_the_theme_templates_compile_once_into_the_build_cache(cache, monkeypatch):
+    """mkdocs makes a new theme environment for every build; the hook gives it a bytecode cache in
+    the build cache, which Jinja checks against each template's source. None when the cache is off."""
+    import jinja2
+    from labkit.site import mkdocs_hooks
+    env = mkdocs_hooks.on_env(jinja2.Environment(loader=jinja2.DictLoader({"t.html": "{{ 1 + 1 }}"})), None, None)
+    assert env.get_template("t.html").render() == "2"
+    assert list((cache / "jinja").iterdir())
+    again = mkdocs_hooks.on_env(jinja2.Environment(loader=jinja2.DictLoader({"t.html": "{{ 2 + 2 }}"})), None, None)
+    assert again.get_template("t.html").render() == "4"        # another source: compiled anew
+    monkeypatch.setenv("PCB_BUILD_CACHE", "off")
+    assert mkdocs_hooks.on_env(jinja2.Environment(), None, None).bytecode_cache is None

@@ -145,6 +145,24 @@ def on_page_markdown(markdown, page, config, files):
     return markdown
 
 
+def on_env(env, config, files):
+    """Keep the theme's compiled templates between builds: a Jinja bytecode cache in the build
+    cache (``.cache/jinja``, :func:`labkit.model.cache_dir`). mkdocs makes a new theme environment
+    for every build, which compiled mkdocs-material's 50 templates each time (about half a
+    second); Jinja checks each entry against its template's source, so an edited or upgraded
+    template compiles afresh. Nothing is kept when the build cache is off."""
+    import jinja2
+    from labkit import model
+    folder = model.cache_dir("jinja")
+    if folder is not None:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            env.bytecode_cache = jinja2.FileSystemBytecodeCache(str(folder))
+        except OSError:
+            pass   # a read-only checkout compiles every build
+    return env
+
+
 def on_pre_build(config):
     """Forget the figures and folds of an earlier build (``mkdocs serve`` builds again in one process),
     draw the charts the cache lacks beside the build (:mod:`labkit.site.macros.beside`), and
