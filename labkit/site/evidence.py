@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .. import manifest
 from ..view import render
-from . import macros
+from . import fast_tables, macros
 
 PREFIX = "evidence"
 """Site folder of the evidence pages: ``evidence/<lab>.md`` → ``/evidence/<lab>/``."""
@@ -112,7 +112,7 @@ def evidence(lab: str) -> str:
             parts.append(macros.results_table(lab, metric, group=None if group == "derived" else group))
     rows = _artifact_rows(lab)
     parts.append("## Artifacts {#artifacts}\n")
-    parts.append(render.markdown_table(["host", "kind", "case", "file"], rows, align=None) if rows
+    parts.append(fast_tables.table(["host", "kind", "case", "file"], rows, align=None) if rows
                  else "No host stored artifacts for this lab.\n")
     parts.append("## Recordings {#recordings}\n")
     with_cast = [h.label for h, r in macros.hosts.for_lab(lab) if macros.hosts.artifacts(r, "cast", {})]

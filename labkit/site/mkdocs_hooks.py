@@ -26,7 +26,7 @@ from pygments.util import ClassNotFound
 from selectolax.lexbor import LexborHTMLParser
 
 from labkit import results
-from labkit.site import evidence, lesson
+from labkit.site import evidence, fast_tables, lesson
 from labkit.site.macros import beside
 from labkit.site.macros.hosts import page_dir
 from labkit.view import charts, render
@@ -59,7 +59,7 @@ def fresh_labkit() -> bool:
     is loaded once: after an edit of any labkit source, every ``labkit.*`` module is dropped from
     ``sys.modules`` (with the in-memory caches they hold) and this module's own references are
     imported again, so that the rebuild runs the edited code. True when it reloaded."""
-    global _LOADED, charts, evidence, lesson, render, results, beside, page_dir
+    global _LOADED, charts, evidence, fast_tables, lesson, render, results, beside, page_dir
     now = _fingerprint()
     changed = _LOADED is not None and now != _LOADED
     _LOADED = now
@@ -70,6 +70,7 @@ def fresh_labkit() -> bool:
     charts, evidence, lesson, render, results = (importlib.import_module(f"labkit.{m}") for m in
                                                  ("view.charts", "site.evidence", "site.lesson", "view.render", "results"))
     beside = importlib.import_module("labkit.site.macros.beside")
+    fast_tables = importlib.import_module("labkit.site.fast_tables")
     page_dir = importlib.import_module("labkit.site.macros.hosts").page_dir
     return True
 
@@ -164,7 +165,7 @@ def on_env(env, config, files):
 
 
 def on_pre_build(config):
-    """Forget the figures and folds of an earlier build (``mkdocs serve`` builds again in one process),
+    """Forget the figures, folds and tables of an earlier build (``mkdocs serve`` builds again in one process),
     draw the charts the cache lacks beside the build (:mod:`labkit.site.macros.beside`), and
     take the terminal player's files (:data:`_PLAYER_FILES`, ~200 KB, 65 KB compressed) out of
     every page: ``config.extra.pc_player`` (``{"css": [...], "js": [...]}``, site paths) keeps
@@ -183,6 +184,7 @@ def on_pre_build(config):
     charts.take()
     _FOLDS.clear()
     beside.start()
+    fast_tables.start()
     player = {}
     for kind, key in (("css", "extra_css"), ("js", "extra_javascript")):
         player[kind] = [str(x) for x in config[key] if str(x) in _PLAYER_FILES[kind]]
@@ -343,7 +345,7 @@ def on_page_content(html, page, config, files):
     and :data:`labkit.view.render.DATA_CLOSE`) out of the search index that every page downloads
     (material's search plugin skips elements marked ``data-search-exclude``), the prose staying
     searchable. Folds (``<details>``) carry the mark from :mod:`labkit.site.page_marks`."""
-    html = lesson.fill(html)
+    html = lesson.fill(fast_tables.fill(html))
     html = html.replace(render.DATA_OPEN, '<div class="pc-data" data-search-exclude>')
     return html.replace(render.DATA_CLOSE, "</div>")
 
@@ -378,6 +380,9 @@ def on_post_build(config):
     evidence pages' titles to the search index, which skipped their text
     (:func:`labkit.site.evidence.index_titles`)."""
     beside.finish()
+    lost = fast_tables.finish()
+    if lost:
+        raise PluginError(f"{len(lost)} data tables were never put on a page: {', '.join(lost[:5])}")
     site = Path(config["site_dir"])
     evidence.index_titles(site, _EVIDENCE_TITLES)
     for rel, text in [*charts.take().items(), *_FOLDS.items()]:
@@ -396,12 +401,17 @@ def on_post_page(output, page, config):
     """
     if beside.left(output):
         raise PluginError(f"{page.file.src_uri}: a chart's placeholder was never filled in")
+    if fast_tables.left(output):
+        raise PluginError(f"{page.file.src_uri}: a data table's token is not alone in its paragraph "
+                          "(labkit.site.fast_tables): the table needs a block of its own")
     return output
 
 
 def on_build_error(error):
-    """Stop the chart workers of a failed build (:func:`labkit.site.macros.beside.finish`)."""
+    """Stop the chart workers of a failed build (:func:`labkit.site.macros.beside.finish`) and
+    forget its tables (:func:`labkit.site.fast_tables.finish`)."""
     beside.finish(cancel=True)
+    fast_tables.finish()
 
 
 def on_serve(server, config, builder):

@@ -14,7 +14,7 @@ written as HTML:
   (``labkit.view.render.tabs``, ``labkit/site/mkdocs_hooks.py`` on_page_content).
 
 It also spares the inline processor the table cells it would leave as they are: a cell whose
-text has none of the characters an enabled inline pattern starts with (:data:`PLAIN`) becomes
+text no enabled inline pattern changes (:func:`plain`) becomes
 an ``AtomicString``, which Python-Markdown's inline processor skips and its serializer writes
 exactly as it writes a plain string. The evidence pages hold thousands of table rows of numbers
 and case values, tens of thousands of cells on which the inline processor would try every
@@ -32,12 +32,23 @@ from markdown.util import AtomicString
 
 SEARCH_EXCLUDE = "data-search-exclude"
 
-PLAIN = re.compile(r"[^`\\*_\[\]!<>&:{}~^=+\n]*")
-"""Text that no inline pattern of mkdocs.yml's extensions changes: none of backtick (code,
-inlinehilite), backslash (escapes, the table's ``\\|``), ``*`` ``_`` (emphasis), ``[ ] !``
-(links, images, footnote references), ``< > &`` (raw HTML, autolinks, entities), ``:`` (emoji
-shortcodes), ``{ }`` (attr_list), ``~ ^ = +`` (kept out for any pymdownx inline syntax), and no
-line break. Matched whole (``fullmatch``)."""
+PLAIN = re.compile(r"(?:[^`\\*_\[\]!<>&{}\n]|(?<=\w)_(?=\w))*")
+"""The characters of a text that no inline pattern of mkdocs.yml's extensions changes (matched
+whole, with :data:`SHORTCODE` absent: :func:`plain`): none of backtick (code, inlinehilite),
+backslash (escapes, the table's ``\\|``), ``*`` (emphasis), ``[ ] !`` (links, images, footnote
+references), ``< > &`` (raw HTML, autolinks, entities), ``{ }`` (attr_list), and no line break;
+``_`` only between two word characters (``end_fsync``: Python-Markdown's underscore emphasis
+opens only after a non-word character and closes only before one). ``~ ^ = +`` are plain
+because no enabled extension gives them a meaning (tests/test_page_marks.py renders them both
+ways, so enabling one that does fails there)."""
+
+SHORTCODE = re.compile(r":[+\-\w]+:")
+"""pymdownx.emoji's shortcode (its ``RE_EMOJI``): a text with a colon is plain without one."""
+
+
+def plain(text: str) -> bool:
+    """Whether no inline pattern changes ``text`` (:data:`PLAIN`, :data:`SHORTCODE`)."""
+    return PLAIN.fullmatch(text) is not None and SHORTCODE.search(text) is None
 
 
 def _mark(root) -> None:
@@ -60,13 +71,13 @@ class _Marks(Treeprocessor):
 
 
 class _PlainCells(Treeprocessor):
-    """Table cells with :data:`PLAIN` text and no child element: text made ``AtomicString``."""
+    """Table cells with :func:`plain` text and no child element: text made ``AtomicString``."""
 
     def run(self, root):
         for tag in ("td", "th"):
             for el in root.iter(tag):
                 text = el.text
-                if text and len(el) == 0 and not isinstance(text, AtomicString) and PLAIN.fullmatch(text):
+                if text and len(el) == 0 and not isinstance(text, AtomicString) and plain(text):
                     el.text = AtomicString(text)
         return None
 

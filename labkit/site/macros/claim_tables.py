@@ -9,6 +9,7 @@ import re
 
 from ...stats import claims as claims_mod
 from ...view import commands, render
+from .. import fast_tables
 from . import differ, hosts, templates
 from .hosts import EMULATED_BADGE, MacroError
 from .numbers import number as _num, times as _times
@@ -145,7 +146,7 @@ def claims(lab: str) -> str:
                 verdict += templates.render("evidence_fold.html", evidence=evidence)
             rows.append([statement, verdict])
         summary = ", ".join(f"{count[k]} {k}" for k in claims_mod.VERDICTS if k in count)
-        return f"{len(spec)} claims: {summary}.\n\n" + render.markdown_table(["Claim", "Here"], rows, align=None)
+        return f"{len(spec)} claims: {summary}.\n\n" + fast_tables.table(["Claim", "Here"], rows, align=None)
 
     return hosts.per_host(lab, table)[0]
 

@@ -12,6 +12,7 @@ from ... import model
 from ... import original as original_mod
 from ...stats import claims as claims_mod
 from ...view import render
+from .. import fast_tables
 from . import hosts, templates
 from .hosts import EMULATED_BADGE, MacroError
 from .numbers import number as _num
@@ -31,7 +32,7 @@ def _original_table_md(orig: dict, t: dict) -> str:
     """Markdown: one original table ``t``: caption (machine, kernel), title, the cells as
     published, note."""
     head = f"**{html.escape(original_mod.caption(orig, t), quote=False)}.** {html.escape(t['title'], quote=False)}"
-    table = render.markdown_table([html.escape(c, quote=False) for c in t["columns"]],
+    table = fast_tables.table([html.escape(c, quote=False) for c in t["columns"]],
                                   [[html.escape(c, quote=False) for c in row] for row in t["rows"]])
     return templates.render("original_table.html", head=head, table=table, note=t.get("note") or "") + "\n"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ... import stale
 from ...view import commands, render
+from .. import fast_tables
 from . import hosts
 from .hosts import MacroError
 
@@ -84,7 +85,7 @@ def provenance(lab: str) -> str:
             ["mode", "quick" if run["quick"] else "full"], ["command", render.code_span(commands.display_command(run["command"], r))],
             ["git commit", (run["git_commit"] or "–")[:12] + (" (uncommitted changes)" if run.get("git_dirty") else "")],
         ] + [[f"tool: {render.esc(t)}", render.esc(v)] for t, v in r["tools"].items()]
-        return warn + render.markdown_table(["field", host.label], rows)
+        return warn + fast_tables.table(["field", host.label], rows)
 
     return hosts.per_host(lab, table)[0]
 
@@ -100,7 +101,7 @@ def skips(lab: str) -> str:
         bad = [s for s in r["steps"] if s["status"] != "ok"]
         ok = sum(1 for s in r["steps"] if s["status"] == "ok")
         if bad:
-            body = render.markdown_table(["step", "status", "reason"],
+            body = fast_tables.table(["step", "status", "reason"],
                                          [[render.code_span(s["name"]), s["status"], render.esc(commands.display_text(s["reason"] or "", r))]
                                           for s in bad])
         else:
@@ -126,7 +127,7 @@ def hosts_table() -> str:
                      render.esc(hh["kernel"]), render.esc(_virtualization(hh)), labs])
     if not rows:
         raise MacroError("hosts_table: no results at all: the guide needs at least one host")
-    return render.markdown_table(["host", "arch", "CPU", "kernel", "virtualization", "labs (mode, date)"], rows)
+    return fast_tables.table(["host", "arch", "CPU", "kernel", "virtualization", "labs (mode, date)"], rows)
 
 
 def host_provenance() -> str:
@@ -134,7 +135,7 @@ def host_provenance() -> str:
     tabs = []
     for h in hosts.all_hosts():
         newest = max(h.results.values(), key=lambda r: r["run"]["start"])
-        tabs.append(hosts.tab(h, newest, render.markdown_table(["field", h.label], host_rows(newest["host"]))))
+        tabs.append(hosts.tab(h, newest, fast_tables.table(["field", h.label], host_rows(newest["host"]))))
     return render.tabs(tabs)
 
 

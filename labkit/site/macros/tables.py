@@ -7,6 +7,7 @@ import html
 
 from ... import results as results_mod
 from ...view import render
+from .. import fast_tables
 from . import hosts, templates
 from .hosts import MacroError
 
@@ -28,7 +29,7 @@ def results_table(lab: str, metric: str, where: dict | None = None, columns: lis
         if not ms:
             return hosts.skip_note(result, group)
         header, rows = render.measurement_table(ms, render.case_keys(ms, where, columns), page=True)
-        return hosts.guest_badge(result, ms) + render.markdown_table(header, rows)
+        return hosts.guest_badge(result, ms) + fast_tables.table(header, rows)
 
     md, found = hosts.per_host(lab, table)
     if not found and not (optional and hosts.group_ran(lab, group)):
@@ -81,7 +82,7 @@ def metrics_table(lab: str, metrics: list, where: dict | None = None, columns: l
         if not cols:
             return hosts.skip_note(result, group)
         header, rows = render.metrics_table(cols, list(columns))
-        return hosts.guest_badge(result, [m for _, ms in cols for m in ms]) + render.markdown_table(header, rows)
+        return hosts.guest_badge(result, [m for _, ms in cols for m in ms]) + fast_tables.table(header, rows)
 
     md, _ = hosts.per_host(lab, table)
     # a host without any column adds nothing to seen, so this also catches "no host has data"
@@ -110,7 +111,7 @@ def compare_table(lab: str, host_a: str, host_b: str) -> str:
     a, b = results_mod.host(host_a, every), results_mod.host(host_b, every)
     if lab not in a.results or lab not in b.results:
         raise MacroError(f"compare_table: both {host_a} and {host_b} need a {lab} result")
-    return render.markdown_table(*_side_by_side(a, b, lab))
+    return fast_tables.table(*_side_by_side(a, b, lab))
 
 
 def compare_hosts() -> str:
@@ -135,7 +136,7 @@ def compare_hosts() -> str:
                 marks = [row[5] for row in rows]  # escaping leaves these words as they are
                 title = (f"{lab}: {len(rows)} measurements in common, {marks.count('yes')} beyond noise, "
                          f"{marks.count('within noise')} within noise, {marks.count('too few samples')} with too few samples")
-                parts.append(render.admonition("note", title, render.markdown_table(header, rows), folded=True))
+                parts.append(render.admonition("note", title, fast_tables.table(header, rows), folded=True))
             badges = [render.emulation_badge(next(iter(h.results.values()))["host"]) for h in (b, a)]
             parts[:0] = [f"{render.esc(h.label)}: {badge}" for h, badge in zip((b, a), badges) if badge]
             tabs.append((f"{b.label} vs {a.label}", "\n\n".join(parts)))
@@ -155,7 +156,7 @@ def cases_table() -> str:
     from ... import manifest
     rows = [[f"[{html.escape(m['title'], quote=False)}](cases/{m['name']}.md)", html.escape(m["problem"], quote=False),
              m["practise"]] for m in manifest.labs(hosts.ROOT)]
-    return render.markdown_table(["chapter", "the problem", "what you practise"], rows, align=None)
+    return fast_tables.table(["chapter", "the problem", "what you practise"], rows, align=None)
 
 
 def stacked_table(header: list[str], rows: list[list[str]]) -> str:
