@@ -43,7 +43,10 @@ def _words(command: str) -> list[str]:
 
 def _sub_path(text: str, path: str, repl: str, relative: bool = False) -> str:
     """Replace ``path`` (as a whole path, not a prefix of a longer name) by ``repl``; with
-    ``relative``, ``path/x`` becomes ``x`` and ``path`` alone becomes ``repl``."""
+    ``relative``, ``path/x`` becomes ``x`` and ``path`` alone becomes ``repl``. A text without
+    ``path`` is returned as it is, unsearched (most outputs a page shows hold no path)."""
+    if path not in text:
+        return text
     start, end = r"(?<![\w./-])", r"(?![^/\s'\"\\;:,()=])"
     if relative:
         text = re.sub(start + re.escape(path) + "/", lambda m: "", text)
