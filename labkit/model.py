@@ -21,7 +21,7 @@ import tempfile
 from functools import lru_cache
 from importlib import metadata, resources
 from pathlib import Path
-from typing import Any, Iterable, TypedDict
+from typing import Any, Callable, Iterable, TypedDict
 
 import jsonschema
 
@@ -130,6 +130,32 @@ def cache_dir(kind: str) -> Path | None:
     if base is not None and base.strip().lower() in ("0", "off"):
         return None
     return Path(base or ROOT / ".cache") / kind
+
+
+def remembered(kind: str, parts: list[str], compute: Callable[[], Any]) -> Any:
+    """``compute()``, remembered on disk as JSON in :func:`cache_dir` ``(kind)`` under the SHA-256
+    of ``parts`` (strings that name everything the value depends on: its inputs, the source of
+    the code that computes it), and read back from there by a later call, in this process or
+    another. With the cache off, or a folder that cannot be written (a read-only checkout),
+    ``compute()`` every time. The value must survive ``json.dumps``/``json.loads`` unchanged.
+    An exception of ``compute`` propagates and nothing is kept."""
+    folder = cache_dir(kind)
+    if folder is None:
+        return compute()
+    path = folder / f"{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        pass
+    value = compute()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(value))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return value
 
 
 class ResultError(ValueError):

@@ -374,3 +374,20 @@ def test_the_theme_templates_compile_once_into_the_build_cache(cache, monkeypatc
     assert again.get_template("t.html").render() == "4"        # another source: compiled anew
     monkeypatch.setenv("PCB_BUILD_CACHE", "off")
     assert mkdocs_hooks.on_env(jinja2.Environment(), None, None).bytecode_cache is None
+
+
+def test_a_remembered_value_is_computed_once_and_a_failure_never_kept(cache):
+    calls = []
+
+    def compute(value):
+        calls.append(value)
+        if value is None:
+            raise ValueError("no value")
+        return {"v": value}
+    assert model.remembered("kind", ["a", "1"], lambda: compute(1)) == {"v": 1}
+    assert model.remembered("kind", ["a", "1"], lambda: compute(2)) == {"v": 1}     # read back
+    assert model.remembered("kind", ["a", "2"], lambda: compute(2)) == {"v": 2}     # other parts
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            model.remembered("kind", ["b"], lambda: compute(None))
+    assert calls == [1, 2, None, None]

@@ -118,7 +118,6 @@ import hashlib
 import importlib.metadata
 import json
 import math
-import os
 import statistics
 from collections import OrderedDict
 from fractions import Fraction
@@ -794,26 +793,8 @@ def evaluate_cached(claim: dict, result: Result) -> Verdict:
     under the hash of the claim, the result and the engine (:func:`_engine_digest`), so that a
     site build does not evaluate the same claim again. Used by the pages; the lab's own record
     and ``labkit check`` evaluate afresh."""
-    from ..model import cache_dir
-    folder = cache_dir("verdicts")
-    if folder is None:
-        return evaluate_one(claim, result)
-    key = hashlib.sha256("\0".join([json.dumps(claim, sort_keys=True, default=str), _result_digest(result),
-                                     _engine_digest()]).encode()).hexdigest()
-    path = folder / f"{key}.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        pass
-    verdict = evaluate_one(claim, result)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(verdict))
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only checkout builds without the cache
-    return verdict
+    return model.remembered("verdicts", [json.dumps(claim, sort_keys=True, default=str), _result_digest(result),
+                                          _engine_digest()], lambda: evaluate_one(claim, result))
 
 
 def evaluate(claims: list[dict], result: Result) -> list[Verdict]:

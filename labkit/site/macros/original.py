@@ -3,10 +3,8 @@ tables as published, and its ratios beside ours."""
 
 from __future__ import annotations
 
-import hashlib
 import html
 import json
-import os
 
 from ... import model
 from ... import original as original_mod
@@ -64,24 +62,8 @@ def _ratio_interval(a: claims_mod.Side, b: claims_mod.Side) -> dict:
     statistics and of the claims engine (its source and SciPy's version), as the pages' verdicts
     are (:func:`labkit.stats.claims.evaluate_cached`): a warm build neither recomputes the
     intervals of "Original vs here" nor imports SciPy for them."""
-    folder = model.cache_dir("ratios")
-    if folder is None:
-        return claims_mod.ratio_interval(a, b)
     spec = json.dumps([a.samples, a.statistic, b.samples, b.statistic])
-    path = folder / (hashlib.sha256((spec + claims_mod._engine_digest()).encode()).hexdigest() + ".json")
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        pass
-    e = claims_mod.ratio_interval(a, b)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(e))
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only checkout builds without the cache
-    return e
+    return model.remembered("ratios", [spec, claims_mod._engine_digest()], lambda: claims_mod.ratio_interval(a, b))
 
 
 def here_ratio(result: dict, here: dict) -> str:
