@@ -596,22 +596,23 @@ def main(argv: list[str] | None = None) -> int:
     state.begin()
     code = ", ".join(f"{lab} {h}" for lab, h in state.code.items())
     outcomes = []
+    stopped, resumed, untried = None, [], {}
     with tempfile.TemporaryDirectory(prefix="fault-matrix.") as tmp:
-        cases = (full_cases(names, Path(tmp), state, every_line=a.every_line, only_groups=only) if a.full or a.every_line
-                 else sampled_cases(names, a.seed, a.per_group))
-        untried = {f"{lab} {g}": texts for (lab, g), texts in state.skipped.items()
-                   if lab in names and (only is None or g in only)} if a.full or a.every_line else {}
-        for key, texts in untried.items():
-            print(f"fault matrix: {key}: no step ran in its count run, so its cases try the skip only: "
-                  + " | ".join(texts), flush=True)
-        resumed = [state.outcomes[c.id] for c in cases if c.id in state.outcomes]
-        if resumed:
-            print(f"fault matrix: {len(resumed)} of {len(cases)} cases already recorded in {a.state} "
-                  f"for this code ({code}); {len(cases) - len(resumed)} to go", flush=True)
-        outcomes += resumed
-        cases = breadth_first([c for c in cases if c.id not in state.outcomes])
-        stopped, total, started = None, len(outcomes) + len(cases), time.time()
-        try:
+        try:   # a stop during a count run too: run_lab stops that run, which undoes
+            cases = (full_cases(names, Path(tmp), state, every_line=a.every_line, only_groups=only)
+                     if a.full or a.every_line else sampled_cases(names, a.seed, a.per_group))
+            untried = {f"{lab} {g}": texts for (lab, g), texts in state.skipped.items()
+                       if lab in names and (only is None or g in only)} if a.full or a.every_line else {}
+            for key, texts in untried.items():
+                print(f"fault matrix: {key}: no step ran in its count run, so its cases try the skip only: "
+                      + " | ".join(texts), flush=True)
+            resumed = [state.outcomes[c.id] for c in cases if c.id in state.outcomes]
+            if resumed:
+                print(f"fault matrix: {len(resumed)} of {len(cases)} cases already recorded in {a.state} "
+                      f"for this code ({code}); {len(cases) - len(resumed)} to go", flush=True)
+            outcomes += resumed
+            cases = breadth_first([c for c in cases if c.id not in state.outcomes])
+            total, started = len(outcomes) + len(cases), time.time()
             while cases:
                 c = cases.pop(0)   # a lab run of another on the machine: run_case waits for its end
                 o = run_judged(c, Path(tmp))

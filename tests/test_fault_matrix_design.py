@@ -309,3 +309,18 @@ def test_the_committed_record_reads_as_a_state_file():
             assert d["kernel"] and d["machine"] and d["boot_id"], f"line {n}: a run line without its host"
     for lab in fm.labs():
         fm.State(fm.RECORD, {lab: fm.code_hash(lab)}).status(lab)
+
+
+def test_a_stop_while_a_group_is_counted_ends_like_a_stop_between_cases(tmp_path, monkeypatch, capsys):
+    """Ctrl-C (or SIGTERM) during a count run: run_lab stops that run, and the matrix reports and
+    exits 130 as it does between cases, not with a traceback."""
+    monkeypatch.setattr(fm, "_stoppable", lambda: None)
+
+    def counting(*args, **kw):
+        raise KeyboardInterrupt("SIGTERM")
+    monkeypatch.setattr(fm, "full_cases", counting)
+    state = tmp_path / "state.jsonl"
+    assert fm.main(["--labs", "fakelab", "--full", "--state", str(state)]) == 130
+    out = capsys.readouterr().out
+    assert "fault matrix: stopped by SIGTERM after 0 cases" in out and "run again to resume" in out
+    assert [json.loads(line)["kind"] for line in state.read_text().splitlines()] == ["run"]
