@@ -231,30 +231,33 @@ class State:
         """The code hash outcomes of ``lab`` are recorded under."""
         return self.code if isinstance(self.code, str) else self.code.get(lab or "")
 
-    def add(self, record: dict) -> None:
-        """Append one record (a count or a case) and flush it to disk."""
+    def _append(self, line: dict) -> None:
         if self.path:
             with self.path.open("a") as f:
-                f.write(json.dumps(dict(record, code=self.code_of(_lab_of(record)))) + "\n")
+                f.write(json.dumps(line) + "\n")
+
+    def add(self, record: dict) -> None:
+        """Append one record (a count or a case), with its lab's code hash, and flush it to disk."""
+        self._append(dict(record, code=self.code_of(_lab_of(record))))
 
     def begin(self) -> None:
         """Append :func:`host_record` (to a file that records anything: nothing without ``path``)."""
         if self.path:
             self.runs.append(host_record())
-            with self.path.open("a") as f:
-                f.write(json.dumps(self.runs[-1]) + "\n")
+            self._append(self.runs[-1])
 
     def status(self, lab: str) -> dict:
         """How much of ``lab``'s full matrix this record holds for the code as it is now: {"lab",
         "code", "groups": its groups, "counted": groups whose steps are recorded, "cases": the
         full matrix's cases of the counted groups (:func:`step_cases`), "done", "clean",
-        "not_clean": [case ids], "seconds": the done cases' time, "no_step_ran": [groups]}.
-        The matrix is complete for ``lab`` when every group is counted and done == cases."""
+        "not_clean": [case ids], "seconds": the done cases' time, "no_step_ran": [groups],
+        "complete": every group counted and every case of them done}."""
         gs = groups(lab)
         planned = [c for g in gs if (lab, g) in self.ends for c in step_cases(lab, g, self.ends[(lab, g)])]
         got = [self.outcomes[c.id] for c in planned if c.id in self.outcomes]
-        return {"lab": lab, "code": self.code_of(lab), "groups": len(gs),
-                "counted": sum((lab, g) in self.ends for g in gs), "cases": len(planned), "done": len(got),
+        counted = sum((lab, g) in self.ends for g in gs)
+        return {"lab": lab, "code": self.code_of(lab), "groups": len(gs), "counted": counted,
+                "complete": counted == len(gs) and len(got) == len(planned), "cases": len(planned), "done": len(got),
                 "clean": sum(o.clean for o in got), "not_clean": [o.case.id for o in got if not o.clean],
                 "seconds": round(sum(o.seconds for o in got)),
                 "no_step_ran": [g for g in gs if (lab, g) in self.skipped]}
@@ -549,12 +552,11 @@ def print_status(names: list[str], path: Path) -> int:
     complete, clean = True, True
     for lab in names:
         st = state.status(lab)
-        whole = st["counted"] == st["groups"] and st["done"] == st["cases"]
-        complete &= whole
+        complete &= st["complete"]
         clean &= not st["not_clean"]
         cases = f"{st['cases']:,}" if st["counted"] == st["groups"] else f"{st['cases']:,}+ (groups counted {st['counted']}/{st['groups']})"
         print(f"  {lab:<14} code {st['code']}  {st['done']:,} of {cases} cases done, {st['clean']:,} clean"
-              f", {_span(st['seconds'])}" + ("  COMPLETE" if whole else "")
+              f", {_span(st['seconds'])}" + ("  COMPLETE" if st["complete"] else "")
               + (f"; NOT CLEAN: {', '.join(st['not_clean'])}" if st["not_clean"] else "")
               + (f"; no step ran in: {', '.join(st['no_step_ran'])}" if st["no_step_ran"] else ""))
     for r in state.runs:
