@@ -8,6 +8,8 @@ applicable, are. The fast tier boots no guest (it took 70 s of its 3 minutes).""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -36,6 +38,10 @@ def check_provenance(r):
 @pytest.fixture(scope="module")
 def arm64_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("arm64")
+    # The budget is for a warm cache: on a new machine the kernel and the lab image are built
+    # first (a minute or more), outside the timed run.
+    subprocess.run([sys.executable, "-m", "labkit", "guest", "prepare", "--arch", "arm64", "--profile", "lab"],
+                   cwd=ROOT, check=True, timeout=1800)
     t0 = time.time()
     proc = run_lab("lat_tcp", "--guest", "arm64", "--quick", "--only", "noserver,pinned", "--out", str(out),
                    timeout=1200)
@@ -43,7 +49,7 @@ def arm64_run(tmp_path_factory):
 
 
 @pytest.mark.guest
-@pytest.mark.timeout(1300)
+@pytest.mark.timeout(3200)
 def test_lat_tcp_in_an_arm64_guest(arm64_run):
     proc, out, seconds = arm64_run
     assert proc.returncode == 0, proc.stderr[-3000:]
