@@ -16,6 +16,11 @@ from playwright.sync_api import expect
 from bench import FRAMES_JS
 from conftest import serve
 
+# How long a wait on the page's own state (fetched folds, the player) may take: a wait, not a
+# budget. Beside axe-core in the other xdist worker, opening every fold of nvme_swiotlb's
+# evidence page took over 15 s.
+STATE_WAIT_MS = 60_000
+
 pytestmark = pytest.mark.browser   # the site of the committed results (a real run's pages: test_browser_run.py)
 
 
@@ -68,7 +73,7 @@ def test_host_pick_keeps_its_place_and_is_remembered(committed, watched):
     for _ in range(12):
         target.evaluate("e => { e.scrollIntoView({block: 'start'}); scrollBy(0, -200); }")
         page.wait_for_load_state("networkidle")
-        page.wait_for_function(_NO_FETCH_PENDING_JS, polling=100, timeout=15000)
+        page.wait_for_function(_NO_FETCH_PENDING_JS, polling=100, timeout=STATE_WAIT_MS)
         page.wait_for_timeout(300)
         now = target.evaluate("e => e.getBoundingClientRect().top")
         if top is not None and abs(now - top) <= 1:
@@ -78,7 +83,7 @@ def test_host_pick_keeps_its_place_and_is_remembered(committed, watched):
     assert 0 <= top < 800 - 60, top   # the label is on screen: the click does not scroll to it
     label.click()
     page.wait_for_load_state("networkidle")   # the other host's tabs near the viewport, fetched
-    page.wait_for_function(_NO_FETCH_PENDING_JS, polling=100, timeout=15000)
+    page.wait_for_function(_NO_FETCH_PENDING_JS, polling=100, timeout=STATE_WAIT_MS)
     page.wait_for_timeout(300)
     assert abs(target.evaluate("e => e.getBoundingClientRect().top") - top) <= 2
     assert set(page.evaluate(_PICKED_JS)) == {other}
@@ -277,7 +282,7 @@ def test_phone_shows_each_tables_figure_and_each_tab_title(committed, watched, p
                                " * { content-visibility: visible !important; }")
     page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
     # an opened block of a data page fetches its content (docs/assets/casebook.js): wait for all
-    page.wait_for_function("() => !document.querySelector('details .pc-fold')", timeout=15_000)
+    page.wait_for_function("() => !document.querySelector('details .pc-fold')", timeout=STATE_WAIT_MS)
     page.evaluate(FRAMES_JS)
     got = page.evaluate("""() => {
         const tables = [...document.querySelectorAll('.pc-data table')].filter(t => !t.closest('.pc-stack')).map(t => {
@@ -460,7 +465,7 @@ def test_terminal_recordings_are_legible_on_a_phone(committed, watched, width):
     page.goto(f"{committed}/evidence/optane_kyber/", wait_until="networkidle")
     cast = page.locator(".pc-cast").first
     cast.scroll_into_view_if_needed()
-    page.wait_for_function("() => document.querySelector('.pc-cast .ap-term')", timeout=15000)
+    page.wait_for_function("() => document.querySelector('.pc-cast .ap-term')", timeout=STATE_WAIT_MS)
     got = cast.evaluate("""d => ({font: parseFloat(getComputedStyle(d.querySelector('.ap-term')).fontSize),
         scrolls: d.scrollWidth > d.clientWidth + 1, tabindex: d.getAttribute('tabindex'),
         label: d.getAttribute('aria-label')})""")
