@@ -62,4 +62,6 @@ def test_lat_tcp_in_an_arm64_guest(arm64_run):
     if emu["accelerator"] == "tcg":
         assert verdicts["same-cpu-faster"]["verdict"] == "not applicable"  # timing on an emulated CPU
     assert (out / "lat_tcp" / "run.cast").exists()               # recorded inside the guest
-    assert seconds <= 300, f"lat_tcp (noserver, pinned) in the arm64 guest took {seconds:.0f} s (budget 5 min warm)"
+    # Warm, on the reference kind of host: 226 and 245 s (2026-11-30). TCG runs at the host CPU's
+    # speed, which drifts by up to 1.4x within an hour on that shared VM: 6 minutes.
+    assert seconds <= 360, f"lat_tcp (noserver, pinned) in the arm64 guest took {seconds:.0f} s (budget 6 min warm)"
