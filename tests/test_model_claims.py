@@ -185,3 +185,48 @@ def test_duplicate_host_label_is_an_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PERF_CASEBOOK_RESULTS", str(tmp_path / "extra"))
     with pytest.raises(model.ResultError, match="both"):
         results.load_hosts(ROOT)
+
+
+def _mutants(r: dict) -> list[tuple[str, dict]]:
+    """Invalid copies of a real result, one schema rule broken in each (a type, a required key,
+    an unknown key)."""
+    out = []
+    for what, change in (
+            ("n not an integer", lambda x: x["measurements"][0].__setitem__("n", "5")),
+            ("no host", lambda x: x.pop("host")),
+            ("samples not numbers", lambda x: x["measurements"][0].__setitem__("samples", ["a"])),
+            ("a step without a status", lambda x: x["steps"][0].pop("status")),
+            ("a key the schema does not know", lambda x: x.__setitem__("extra", 1)),
+            ("lab a number", lambda x: x.__setitem__("lab", 5))):
+        bad = copy.deepcopy(r)
+        change(bad)
+        out.append((what, bad))
+    return out
+
+
+@pytest.mark.parametrize("path", committed_results(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_fast_validator_passes_what_jsonschema_passes_and_no_more(path):
+    """model.validate lets jsonschema-rs pass a result and python-jsonschema decide the rest:
+    that is sound only while the two agree. On every committed result both pass; on copies
+    with one rule broken, python-jsonschema rejects each and jsonschema-rs passes none."""
+    fast = model._fast_validator()
+    if fast is None:
+        pytest.skip("jsonschema-rs is not installed (model.validate uses python-jsonschema alone)")
+    r = json.loads(path.read_text())
+    assert fast.is_valid(r) and not list(model._validator().iter_errors(r))
+    for what, bad in _mutants(r):
+        assert list(model._validator().iter_errors(bad)), what
+        assert not fast.is_valid(bad), what
+        with pytest.raises(model.ResultError):
+            model.validate(bad, what)
+    # Stricter is harmless: jsonschema-rs checks every format, python-jsonschema only those whose
+    # packages are installed (not date-time here); what jsonschema-rs does not pass,
+    # python-jsonschema decides, so validity stays python-jsonschema's.
+    odd = copy.deepcopy(r)
+    odd["run"]["start"] = "yesterday"
+    assert not fast.is_valid(odd)
+    if list(model._validator().iter_errors(odd)):
+        with pytest.raises(model.ResultError):
+            model.validate(odd, "odd")
+    else:
+        model.validate(odd, "odd")
