@@ -467,7 +467,6 @@ def test_a_lab_file_is_read_once_per_build_and_each_caller_gets_its_own_copy(mon
 def test_original_ratios_are_read_back_from_the_cache(tmp_path, monkeypatch):
     """The intervals of "Original vs here" are computed once, then read from .cache/ratios; a
     changed sample computes anew."""
-    from labkit.site.macros import original
     from labkit.stats import claims
     monkeypatch.setenv("PCB_BUILD_CACHE", str(tmp_path))
     calls = []
@@ -475,8 +474,8 @@ def test_original_ratios_are_read_back_from_the_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(claims, "ratio_interval", lambda a, b: calls.append(1) or real(a, b))
     a = claims.Side("a", [1.0, 1.1, 1.2, 1.05, 0.98], "s", 5)
     b = claims.Side("b", [2.0, 2.1, 2.2, 2.05, 1.98], "s", 5)
-    e = original._ratio_interval(a, b)
-    assert original._ratio_interval(a, b) == e == json.loads(json.dumps(real(a, b)))
+    e = claims.ratio_interval_cached(a, b)
+    assert claims.ratio_interval_cached(a, b) == e == json.loads(json.dumps(real(a, b)))
     assert len(calls) == 1 and len(list((tmp_path / "ratios").glob("*.json"))) == 1
-    original._ratio_interval(a.scaled(1.01), b)
+    claims.ratio_interval_cached(a.scaled(1.01), b)
     assert len(calls) == 2

@@ -797,6 +797,16 @@ def evaluate_cached(claim: dict, result: Result) -> Verdict:
                                           _engine_digest()], lambda: evaluate_one(claim, result))
 
 
+def ratio_interval_cached(a: Side, b: Side) -> dict:
+    """:func:`ratio_interval` (unpaired, the default rules) of ``a`` ÷ ``b``, remembered on disk
+    (``.cache/ratios``, :func:`labkit.model.cache_dir`) under the hash of both sides' samples and
+    statistics and of the engine (:func:`_engine_digest`), as :func:`evaluate_cached` remembers
+    verdicts. Used by the pages ("Original vs here"): a warm build neither recomputes these
+    intervals nor imports SciPy for them."""
+    spec = json.dumps([a.samples, a.statistic, b.samples, b.statistic])
+    return model.remembered("ratios", [spec, _engine_digest()], lambda: ratio_interval(a, b))
+
+
 def evaluate(claims: list[dict], result: Result) -> list[Verdict]:
     """Evaluate every claim on ``result`` (a result dict); order kept."""
     return [evaluate_one(c, result) for c in claims]

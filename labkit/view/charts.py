@@ -267,6 +267,8 @@ def _prune(folder: Path) -> None:
 
 
 _PAINT = re.compile(r"((?:fill|stroke): )(#[0-9a-f]{6})")
+# Each light-scheme colour (text, grid, series) and its dark-scheme counterpart, for dark_of.
+_SWAP = dict(zip([_LIGHT["fg"], _LIGHT["grid"], *_LIGHT["colors"]], [_DARK["fg"], _DARK["grid"], *_DARK["colors"]]))
 
 
 def dark_of(light_svg: str) -> str:
@@ -276,8 +278,7 @@ def dark_of(light_svg: str) -> str:
     this is the SVG that drawing it dark gives, but for the ids matplotlib derives from a
     marker's style (internal to the file); tests/test_charts_figure.py compares the two on every
     kind of chart. Drawing is most of a cold build; this halves it."""
-    swap = dict(zip([_LIGHT["fg"], _LIGHT["grid"], *_LIGHT["colors"]], [_DARK["fg"], _DARK["grid"], *_DARK["colors"]]))
-    return _PAINT.sub(lambda m: m.group(1) + swap.get(m.group(2), m.group(2)), light_svg)
+    return _PAINT.sub(lambda m: m.group(1) + _SWAP.get(m.group(2), m.group(2)), light_svg)
 
 
 def _draw_svg(ms: list[dict], x: str, series: str | None = None, **opts) -> str:

@@ -4,9 +4,7 @@ tables as published, and its ratios beside ours."""
 from __future__ import annotations
 
 import html
-import json
 
-from ... import model
 from ... import original as original_mod
 from ...stats import claims as claims_mod
 from ...view import render
@@ -56,16 +54,6 @@ def original_tables(lab: str) -> str:
     return "\n".join(_original_table_md(orig, t) for t in orig["table"])
 
 
-def _ratio_interval(a: claims_mod.Side, b: claims_mod.Side) -> dict:
-    """:func:`labkit.stats.claims.ratio_interval` (unpaired, t) of ``a`` ÷ ``b``, remembered on disk
-    (``.cache/ratios``, :func:`labkit.model.cache_dir`) under the hash of both sides' samples and
-    statistics and of the claims engine (its source and SciPy's version), as the pages' verdicts
-    are (:func:`labkit.stats.claims.evaluate_cached`): a warm build neither recomputes the
-    intervals of "Original vs here" nor imports SciPy for them."""
-    spec = json.dumps([a.samples, a.statistic, b.samples, b.statistic])
-    return model.remembered("ratios", [spec, claims_mod._engine_digest()], lambda: claims_mod.ratio_interval(a, b))
-
-
 def here_ratio(result: dict, here: dict) -> str:
     """Markdown inline text: our ratio a ÷ b for one host (medians, or means) with its 95 %
     interval (:func:`labkit.stats.claims.ratio_interval`), marked when measured on an emulated CPU;
@@ -80,7 +68,7 @@ def here_ratio(result: dict, here: dict) -> str:
     badge = f" {EMULATED_BADGE}" if claims_mod.emulated(result) or a.emulated or b.emulated else ""
     if min(a.n, b.n) < claims_mod.MIN_SAMPLES:
         return f"{_num(a.value / b.value)} (too few samples: n = {a.n} and {b.n}){badge}"
-    e = _ratio_interval(a, b)
+    e = claims_mod.ratio_interval_cached(a, b)
     if e["low"] is None or e["low"] != e["low"]:
         return f"{_num(a.value / b.value)}{badge}"
     return f"{_num(e['estimate'])} ({claims_mod.span_text(e, _num)}){badge}"
