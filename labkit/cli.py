@@ -165,11 +165,33 @@ def _cmd_labs(a) -> int:
     return manifest.main([f"--{flag}"])
 
 
+def _lab_run_in_progress() -> str:
+    """"" when no lab run holds the host's lock (:class:`labkit.run.supervisor.Lock`), else
+    what a run would be refused with (the holder's pid, its lab when readable)."""
+    import os
+    from .run import supervisor
+    lock = supervisor.Lock(supervisor.lock_path())
+    try:
+        if lock.take():
+            return ""
+        pid = lock.holder()
+        lab = supervisor.holder_lab(pid) if pid else ""
+        return f"{supervisor.LOCK_HELD} ({lab + ', ' if lab else ''}pid {pid or 'unknown'})"
+    finally:
+        if lock.fd is not None:
+            os.close(lock.fd)
+
+
 def _cmd_new_lab(a) -> int:
     """Scaffold labs/NAME and docs/cases/NAME.md, then run the lab once (quick) for its result."""
     from . import results
     from .run import probe
     from . import newlab
+    if not a.no_run:
+        busy = _lab_run_in_progress()
+        if busy:   # refused before anything is written: the run would be, and the page needs it
+            print(f"labkit new-lab: {busy}; try again when it has ended (or use --no-run)", file=sys.stderr)
+            return 2
     try:
         files = newlab.scaffold(a.name, results.ROOT, a.title)
     except ValueError as exc:

@@ -83,6 +83,32 @@ def test_new_lab_writes_its_tests_and_its_record_test_passes(tmp_path):
     assert lab.pytestmark.name == "lab"
 
 
+def test_new_lab_is_refused_before_writing_while_a_lab_runs(tmp_path, monkeypatch, capsys):
+    """`labkit new-lab NAME` runs the new lab once for the result its page needs; while another
+    lab run holds the host's lock that run would be refused, so new-lab refuses first (one
+    line naming the holder, exit 2) and writes nothing. With --no-run it scaffolds as usual."""
+    from labkit import cli, results
+    root = tmp_path / "repo"
+    (root / "labs").mkdir(parents=True)
+    (root / "docs" / "cases").mkdir(parents=True)
+    monkeypatch.setattr(results, "ROOT", root)
+    monkeypatch.setenv("PCB_LOCK_DIR", str(tmp_path))
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDONLY | os.O_CREAT);"
+                               " fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+                               str(tmp_path / "perf-casebook.lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert cli.main(["new-lab", "demo"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "another lab run is in progress" in err[0] and f"pid {holder.pid}" in err[0], err
+        assert not (root / "labs" / "demo").exists() and not (root / "docs" / "cases" / "demo.md").exists()
+        assert cli.main(["new-lab", "demo", "--no-run"]) == 0
+        assert (root / "labs" / "demo" / "run.sh").is_file()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 @pytest.mark.lab
 @pytest.mark.slow
 @pytest.mark.timeout(300)
