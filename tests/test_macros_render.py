@@ -432,6 +432,51 @@ def test_verdicts_table_has_a_row_per_conclusion_claim_and_a_column_per_host(tre
     assert "A conclusion &lt;no claim&gt; tests. *Not tested here: no claim yet*" in tail
 
 
+def test_verdict_brief_gives_each_hosts_verdict_effect_and_interval(tree):
+    """verdict_brief: one part per host in for_lab's order, each the verdict's mark and word,
+    the effect and its interval where decided or inconclusive, and the host, badged where
+    emulated; a host whose data go the other way shows the claim failing there."""
+    spec = claims_mod.load(tree / "labs" / "lat_tcp" / "claims.toml")
+    claim = next(c for c in spec if c["id"] == "same-cpu-faster")
+
+    def swapped(r):        # the claim's two sides exchanged: same-cpu now the slower
+        for m in r["measurements"]:
+            if m["metric"] == "round_trip" and m["case"].get("experiment") == "pinned":
+                m.update(model.summarize([x * (8.0 if m["case"].get("pin") == "same-cpu" else 1.0) for x in m["samples"]]),
+                         samples=[x * (8.0 if m["case"].get("pin") == "same-cpu" else 1.0) for x in m["samples"]])
+    add_host(tree, "lat_tcp", "slowself", swapped)
+    add_host(tree, "lat_tcp", "bare", lambda r: r.update(measurements=[]))
+    add_host(tree, "lat_tcp", "emul", emulate)
+    md = macros.verdict_brief("lat_tcp", "same-cpu-faster")
+    parts = md.split("; ")
+    pairs = macros.hosts.for_lab("lat_tcp")
+    assert len(parts) == len(pairs) >= 4
+    seen = set()
+    for part, (h, r) in zip(parts, pairs):
+        v = claims_mod.evaluate_one(claim, r)
+        seen.add(v["verdict"])
+        assert part.startswith(render.VERDICT_MARK[v["verdict"]]), (h.label, part)
+        assert part.split(": ")[-1].startswith(render.esc(h.title or r["host"]["label"]))
+        e = v.get("effect")
+        if v["verdict"] in ("holds", "fails", "inconclusive"):
+            assert f", {macros.claim_tables.brief_effect(e)}: " in part and "–" in part, part
+        else:
+            assert "×" not in part, part
+        assert part.endswith('<span class="pc-emulated">emulated CPU</span>') == bool(render.emulation(r["host"])), part
+    assert {"holds", "fails", "untested"} <= seen
+    with pytest.raises(macros.MacroError, match="has no claim 'no-such-claim'"):
+        macros.verdict_brief("lat_tcp", "no-such-claim")
+
+
+def test_brief_effect_is_the_estimate_and_its_interval():
+    e = {"estimate": 1.768, "low": 1.697, "high": 1.802, "level": 0.95}
+    assert macros.claim_tables.brief_effect(e) == "1.77× (1.70–1.80)"
+    assert macros.claim_tables.brief_effect(dict(e, high=None)) == "1.77× (1.70–∞)"
+    assert macros.claim_tables.brief_effect(dict(e, low=None, high=None)) == "1.77×"
+    assert macros.claim_tables.brief_effect({"estimate": None, "method": "no samples"}) == ""
+    assert macros.claim_tables.brief_effect(None) == ""
+
+
 def test_verdicts_refuses_a_claim_of_a_conclusion_original_toml_lacks(tree):
     path = tree / "labs" / "lat_tcp" / "claims.toml"
     name = next(c["conclusion"] for c in claims_mod.load(path) if c["role"] == "conclusion")

@@ -13,7 +13,7 @@ The macros, by module:
 - :mod:`.figures`: ``chart``, ``flamegraph``, ``cast``;
 - :mod:`.outputs`: ``step_output``, ``annotated_output``, ``artifact_text`` (lines chosen by
   :mod:`.excerpts`);
-- :mod:`.claim_tables`: ``claims``, ``verdicts``;
+- :mod:`.claim_tables`: ``claims``, ``verdicts``, ``verdict_brief``;
 - :mod:`.original`, the original investigation (``labs/<lab>/original.toml``,
   :mod:`labkit.original`): ``original_table``, ``original_tables``, ``original_vs_here``;
 - :mod:`.practice`, exercises (``labs/<lab>/exercises.toml``, the tool cards'):
@@ -37,7 +37,7 @@ to None to load its hosts again.
 from __future__ import annotations
 
 from . import claim_tables, excerpts, figures, hosts, original, outputs, practice, runs, tables  # noqa: F401
-from .claim_tables import claims, verdicts
+from .claim_tables import claims, verdict_brief, verdicts
 from .figures import cast, chart, flamegraph
 from .hosts import MacroError
 from .original import original_table, original_tables, original_vs_here
@@ -46,7 +46,7 @@ from .practice import exercises, tool_exercises
 from .runs import host_provenance, hosts_table, lab_time, provenance, skips
 from .tables import cases_table, compare_hosts, compare_table, metrics_table, results_table
 
-MACROS = (results_table, metrics_table, chart, flamegraph, claims, verdicts, cases_table, provenance, skips, hosts_table,
+MACROS = (results_table, metrics_table, chart, flamegraph, claims, verdicts, verdict_brief, cases_table, provenance, skips, hosts_table,
           host_provenance, compare_table, step_output, compare_hosts, cast, original_table, original_tables,
           original_vs_here, exercises, artifact_text, annotated_output, tool_exercises, lab_time)
 """The macros this package defines, in the order :func:`define_env` registers them."""

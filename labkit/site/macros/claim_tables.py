@@ -178,6 +178,45 @@ def verdict_cell(c: dict, v: dict) -> str:
     return text
 
 
+VERDICT_WORD = {v: mark.split("} ", 1)[1] for v, mark in render.VERDICT_MARK.items()}
+
+
+def brief_effect(e: dict | None) -> str:
+    """An effect in a few characters: "1.77× (1.70–1.80)", the estimate alone when it has no
+    interval, "" when there is none."""
+    if not e or e.get("estimate") is None:
+        return ""
+    if e.get("low") is None or e["low"] == e["high"]:
+        return _times(e["estimate"])
+    return f"{_times(e['estimate'])} ({claims_mod.span_text(e, _num)})"
+
+
+def verdict_brief(lab: str, claim: str) -> str:
+    """Markdown inline text for a chapter's one-line verdict table: claim ``claim`` of
+    ``labs/<lab>/claims.toml`` on every host with a result of ``lab``, evaluated at build time
+    as :func:`verdicts` does; per host its mark and word and, where decided or inconclusive, the
+    effect with its 95 % interval (:func:`brief_effect`), then the host, badged "emulated CPU"
+    where its CPU is emulated; hosts joined by "; " (``holds, 1.77× (1.70–1.80): epyc-kvm-2vcpu;
+    not applicable: qemu-arm64-tcg emulated CPU``). The evidence page has the whole verdict
+    (:func:`verdict_cell`), its reason and the host's full badge.
+
+    Raises:
+        MacroError: ``claim`` is not a claim of the lab.
+        NoResult: no host has a result of ``lab``.
+    """
+    spec = {c["id"]: c for c in hosts.lab_file(claims_mod.load, lab, "claims.toml")}
+    if claim not in spec:
+        raise MacroError(f"verdict_brief: {lab} has no claim {claim!r} (labs/{lab}/claims.toml)")
+    parts = []
+    for h, r in hosts.for_lab(lab):
+        v = claims_mod.evaluate_cached(spec[claim], r)
+        mark = render.VERDICT_MARK[v["verdict"]]
+        effect = brief_effect(v.get("effect")) if v["verdict"] in ("holds", "fails", "inconclusive") else ""
+        badge = ' <span class="pc-emulated">emulated CPU</span>' if render.emulation(r["host"]) else ""
+        parts.append(f"{mark}{', ' + render.esc(effect) if effect else ''}: {render.esc(h.title or r['host']['label'])}{badge}")
+    return "; ".join(parts)
+
+
 def verdicts(lab: str) -> str:
     """Markdown: the original's conclusions and how each fares on every host: one row per
     ``[[conclusion]]`` of ``labs/<lab>/original.toml`` (in its order) and per claim testing it
