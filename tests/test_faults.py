@@ -177,6 +177,35 @@ def test_site_only_code_is_outside_what_labs_run():
             assert not any(m in text for m in ("mkdocs_hooks", "labkit.site", "labkit/site")), path
 
 
+def test_page_only_files_are_outside_what_labs_run(monkeypatch):
+    """The code hash also leaves out a lab's ``PAGE_ONLY`` files (the original's figures, the
+    exercises, the evidence page's prose), so a correction to a page does not start a lab's
+    matrix over. That holds only while nothing a lab run executes names them: the lab's own
+    scripts, labs/lib, and labkit's run side (supervisor, probe, journal, record, steps, guest,
+    parsers, the manifest and the result model)."""
+    from labrun import ROOT
+    run_side = [p for p in (ROOT / "labs").rglob("*")
+                if p.is_file() and p.suffix in {".sh", ".py", ".c", ""} and "tests" not in p.relative_to(ROOT / "labs").parts]
+    for part in ("run", "guest", "parsers"):
+        run_side += sorted((ROOT / "labkit" / part).rglob("*.py")) + sorted((ROOT / "labkit" / part).rglob("*.sh"))
+    run_side += [ROOT / "labkit" / f for f in ("record.py", "steps.py", "manifest.py", "model.py", "results.py")]
+    assert len(run_side) > 40
+    for path in run_side:
+        text = path.read_text(errors="replace")
+        for name in fm.PAGE_ONLY:
+            assert name not in text, (path.relative_to(ROOT).as_posix(), name)
+    # a page-only file's edit leaves the lab's hash as it was; any other file of the lab changes it
+    lab = "lat_tcp"
+    before = fm.code_hash(lab)
+    real = Path.read_bytes
+    for name in ("original.toml", "exercises.toml", "claims.toml", "run.sh"):
+        edited = ROOT / "labs" / lab / name
+        monkeypatch.setattr(Path, "read_bytes", lambda p, e=edited: real(p) + (b"\n# an edit\n" if p == e else b""))
+        assert (fm.code_hash(lab) == before) == (name in fm.PAGE_ONLY), name
+    monkeypatch.setattr(Path, "read_bytes", real)
+    assert fm.code_hash(lab) == before
+
+
 @pytest.mark.timeout(180)
 def test_the_matrix_started_with_sigint_ignored_still_stops_on_sigint(tmp_path):
     """A shell starts a background job with SIGINT ignored; the matrix must stop on SIGINT all
