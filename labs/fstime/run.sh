@@ -26,14 +26,15 @@
 #           logging into the scratch dir) running, one repetition of each in turn: off (the
 #           process started under a task,never rule of the lab's, so it carries no audit
 #           context: the plain system-call path); no system-call rule (a "dummy" context:
-#           the slow system-call entry only, the original's likely state); one rule that
-#           matches nothing (every system-call exit runs the filters); a rule auditing every
-#           system call of the fstime process (by PID). The audited states need the process
-#           to carry a context: other task,never rules (the supervisor's own,
-#           labkit/run/auditctx.py) are taken out for the group (put back on cleanup). Then a
-#           system-call loop (dd bs=1 to /dev/null) without and with a task,never rule of the
-#           lab's, interleaved: what the suppression removes. Audit state restored exactly
-#           after. It runs last: it enables audit, which cannot be undone before the next boot.
+#           the slow system-call entry only, one plausible reading of the original's
+#           "auditd on"); one rule that matches nothing (every system-call exit runs the
+#           filters); a rule auditing every system call of the fstime process (by PID).
+#           The audited states need the process to carry a context: other task,never rules
+#           (the supervisor's own, labkit/run/auditctx.py) are taken out for the group (put
+#           back on cleanup). Then a system-call loop (dd bs=1 to /dev/null) without and
+#           with a task,never rule of the lab's, interleaved: what the suppression removes.
+#           Audit state restored exactly after. It runs last: it enables audit, which cannot
+#           be undone before the next boot.
 # Every measuring step carries its case as fields (lab_run --case): record.py reads those.
 # Mounts are unmounted, loop devices detached, audit rules deleted, the audit enabled flag
 # restored and auditd stopped by PID on exit, error, Ctrl-C and TERM.
