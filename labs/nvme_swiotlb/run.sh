@@ -475,8 +475,8 @@ group_guest() {
   # under perf record -g (0: none), and rounds of alternate.py (ALT, ALT_MB MiB of each drive per
   # round) in every boot with a tree of its own (window, plain, widened): the window's and the fix's
   # claims compare the NVMe drive's speed relative to the control drive's, read in alternation. Quick runs leave out the buffered reads,
-  # strace, btt and perf record: their tables and flame graphs come from full runs, and the one
-  # claim that reads them (6.1's D2C, a timing) is not applicable on an emulated CPU.
+  # strace, btt and perf record: their tables and flame graphs come from full runs, and the two
+  # claims that read them (D2C on 5.10 and on 6.1, timings) are not applicable on an emulated CPU.
   # The dma-ranges boots also try the original's run-time knobs (KNOBS rounds, each read against
   # the control drive in alternation, as the window's and the fix's claims read); in a quick run only
   # 5.10's, the kernel the knob claims are about (6.1's dma-ranges boot reads without knobs: the
