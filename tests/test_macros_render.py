@@ -448,7 +448,7 @@ def test_verdict_brief_gives_each_hosts_verdict_effect_and_interval(tree):
     add_host(tree, "lat_tcp", "bare", lambda r: r.update(measurements=[]))
     add_host(tree, "lat_tcp", "emul", emulate)
     md = macros.verdict_brief("lat_tcp", "same-cpu-faster")
-    parts = md.split("; ")
+    parts = md.split("<br>")
     pairs = macros.hosts.for_lab("lat_tcp")
     assert len(parts) == len(pairs) >= 4
     seen = set()
@@ -456,14 +456,15 @@ def test_verdict_brief_gives_each_hosts_verdict_effect_and_interval(tree):
         v = claims_mod.evaluate_one(claim, r)
         seen.add(v["verdict"])
         assert part.startswith(render.VERDICT_MARK[v["verdict"]]), (h.label, part)
-        assert part.split(": ")[-1].startswith(render.esc(h.title or r["host"]["label"]))
+        assert part.split(" on ")[-1].startswith(render.esc(h.title or r["host"]["label"])), part
         e = v.get("effect")
         if v["verdict"] in ("holds", "fails", "inconclusive"):
-            assert f", {macros.claim_tables.brief_effect(e)}: " in part and "–" in part, part
+            assert f", {macros.claim_tables.brief_effect(e)} on " in part and "–" in part, part
         else:
             assert "×" not in part, part
         assert part.endswith('<span class="pc-emulated">emulated CPU</span>') == bool(render.emulation(r["host"])), part
     assert {"holds", "fails", "untested"} <= seen
+    assert macros.verdict_brief("lat_tcp", "same-cpu-faster", sep="; ") == "; ".join(parts)
     with pytest.raises(macros.MacroError, match="has no claim 'no-such-claim'"):
         macros.verdict_brief("lat_tcp", "no-such-claim")
 

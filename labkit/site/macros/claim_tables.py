@@ -191,14 +191,15 @@ def brief_effect(e: dict | None) -> str:
     return f"{_times(e['estimate'])} ({claims_mod.span_text(e, _num)})"
 
 
-def verdict_brief(lab: str, claim: str) -> str:
+def verdict_brief(lab: str, claim: str, sep: str = "<br>") -> str:
     """Markdown inline text for a chapter's one-line verdict table: claim ``claim`` of
     ``labs/<lab>/claims.toml`` on every host with a result of ``lab``, evaluated at build time
     as :func:`verdicts` does; per host its mark and word and, where decided or inconclusive, the
     effect with its 95 % interval (:func:`brief_effect`), then the host, badged "emulated CPU"
-    where its CPU is emulated; hosts joined by "; " (``holds, 1.77× (1.70–1.80): epyc-kvm-2vcpu;
-    not applicable: qemu-arm64-tcg emulated CPU``). The evidence page has the whole verdict
-    (:func:`verdict_cell`), its reason and the host's full badge.
+    where its CPU is emulated; hosts joined by ``sep``, a line each by default (``holds, 1.77×
+    (1.70–1.80) on epyc-kvm-2vcpu<br>not applicable on qemu-arm64-tcg emulated CPU``; ``"; "``
+    inside a sentence). The evidence page has the whole verdict (:func:`verdict_cell`), its
+    reason and the host's full badge.
 
     Raises:
         MacroError: ``claim`` is not a claim of the lab.
@@ -213,8 +214,8 @@ def verdict_brief(lab: str, claim: str) -> str:
         mark = render.VERDICT_MARK[v["verdict"]]
         effect = brief_effect(v.get("effect")) if v["verdict"] in ("holds", "fails", "inconclusive") else ""
         badge = ' <span class="pc-emulated">emulated CPU</span>' if render.emulation(r["host"]) else ""
-        parts.append(f"{mark}{', ' + render.esc(effect) if effect else ''}: {render.esc(h.title or r['host']['label'])}{badge}")
-    return "; ".join(parts)
+        parts.append(f"{mark}{', ' + render.esc(effect) if effect else ''} on {render.esc(h.title or r['host']['label'])}{badge}")
+    return sep.join(parts)
 
 
 def verdicts(lab: str) -> str:
