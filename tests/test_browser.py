@@ -435,7 +435,7 @@ def test_code_blocks_never_wrap(committed, watched, width):
 @pytest.mark.parametrize("width", [390, 1280])
 def test_figures_fit_the_column_or_stay_legible(committed, watched, width):
     """Flame graphs and heat maps (docs/assets/casebook.css): in a 1280 px window each fits the
-    content column, no sideways scroll; on a phone each is drawn at three quarters of its own
+    column it stands in (the article's, or a fold's inside it), no sideways scroll; on a phone each is drawn at three quarters of its own
     size or more, so inferno's 12 px text stays 9 px or more (labkit.site.macros.flamegraph's
     ``--pc-w``), and scrolls sideways."""
     page, errors, _ = watched
@@ -445,7 +445,7 @@ def test_figures_fit_the_column_or_stay_legible(committed, watched, width):
         page.goto(f"{committed}{path}", wait_until="networkidle")
         got += page.evaluate("""() => [...document.querySelectorAll('object.pc-flamegraph')].filter(o => o.offsetParent)
             .map(o => ({src: o.dataset.pcSrc, own: +o.getAttribute('width'), shown: o.getBoundingClientRect().width,
-                        column: o.closest('.md-typeset').clientWidth}))""")
+                        column: (o.closest('.pc-flamegraph-wrap') || o.closest('.md-typeset')).clientWidth}))""")
     assert len(got) >= 4 and any(g["own"] == 1200 for g in got), got
     for g in got:
         if width == 1280:
