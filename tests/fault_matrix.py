@@ -35,7 +35,8 @@ the checkout lacks: :func:`main` names each group whose count run ran no step
 after a line that says which host ran them (:func:`host_record`); a later run with the same FILE
 skips what it already holds for the same code and reports the union. A change to labs/lib or
 labkit starts the matrix over; a change to one lab's folder, that lab's cases only; a change
-to what only pages read (``SITE_ONLY``, a lab's ``PAGE_ONLY`` files), nothing. The full
+to what only pages or a command of its own read (``SITE_ONLY``, ``COMMAND_ONLY``, a lab's
+``PAGE_ONLY`` files), nothing. The full
 matrix outlasts a working session and a machine, so its record is committed:
 :data:`RECORD` (``tests/fault_matrix_record.jsonl``) is the state file of the full matrix, and
 ``--status`` says, without running anything, how much of it holds for the code as it is now.
@@ -145,6 +146,11 @@ def sampled_cases(lab_names: list[str], seed: int = 15, per_group: int = 2) -> l
 # imports them.
 SITE_ONLY = ("labkit/site/",)
 
+# Modules of labkit that only a reader's or an author's command runs, never a lab run: the
+# scaffold of `labkit new-lab`, imported by labkit/cli.py inside that command's function only
+# (tests/test_faults.py checks it).
+COMMAND_ONLY = ("labkit/newlab.py",)
+
 # Files of a lab's folder that only pages and a reader's commands read: the original's figures
 # and the chapter's exercises (labkit.original, `labkit check`), like evidence.md.
 # tests/test_faults.py checks that no lab-side code names them.
@@ -153,7 +159,8 @@ PAGE_ONLY = ("original.toml", "exercises.toml", "evidence.md")
 
 def code_hash(lab: str | None = None) -> str:
     """sha256 (first 16 hex digits) of the files git tracks under labs/ and labkit/ (but
-    ``SITE_ONLY``, a lab's ``PAGE_ONLY`` files, and the labs' own tests, ``labs/<lab>/tests/``),
+    ``SITE_ONLY``, ``COMMAND_ONLY``, a lab's ``PAGE_ONLY`` files, and the labs' own tests,
+    ``labs/<lab>/tests/``),
     as they are in the work tree: the code a case exercises. With ``lab``, only that lab's folder of the labs' own folders (labs/lib and
     labkit are every lab's): a change to one lab starts only its cases over. Outcomes recorded
     under another hash are stale."""
@@ -165,7 +172,8 @@ def code_hash(lab: str | None = None) -> str:
     for name in sorted(n for n in names if n):
         text = name.decode()
         parts = text.split("/")
-        if text.startswith(SITE_ONLY) or parts[0] == "labs" and (parts[2:3] == ["tests"] or len(parts) == 3 and parts[2] in PAGE_ONLY):
+        if text.startswith(SITE_ONLY) or text in COMMAND_ONLY or parts[0] == "labs" and (
+                parts[2:3] == ["tests"] or len(parts) == 3 and parts[2] in PAGE_ONLY):
             continue
         if lab is not None and parts[0] == "labs" and len(parts) > 2 and parts[1] in own and parts[1] != lab:
             continue

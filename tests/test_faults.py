@@ -177,6 +177,36 @@ def test_site_only_code_is_outside_what_labs_run():
             assert not any(m in text for m in ("mkdocs_hooks", "labkit.site", "labkit/site")), path
 
 
+def test_command_only_modules_are_imported_only_by_their_command():
+    """The code hash leaves out ``COMMAND_ONLY`` modules (the scaffold of ``labkit new-lab``).
+    That holds while the only import of each anywhere in labkit and labs is inside the function
+    of its own command in labkit/cli.py (a lab run starts ``labkit record``, never ``new-lab``),
+    and no script of a lab names it."""
+    import ast
+    from labrun import ROOT
+    owner = {"labkit/newlab.py": "_cmd_new_lab"}
+    assert set(owner) == set(fm.COMMAND_ONLY)
+    for rel, command in owner.items():
+        module = rel.removeprefix("labkit/").removesuffix(".py")
+        found = []
+        for path in sorted((ROOT / "labkit").rglob("*.py")) + sorted((ROOT / "labs").rglob("*.py")):
+            if path.relative_to(ROOT).as_posix() == rel or "tests" in path.relative_to(ROOT).parts:
+                continue
+            tree = ast.parse(path.read_text())
+            parents = {c: n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+            for node in ast.walk(tree):
+                names = ([a.name for a in node.names] + [node.module or ""] if isinstance(node, ast.ImportFrom)
+                         else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+                if any(n == module or n.endswith("." + module) for n in names):
+                    up = parents.get(node)
+                    while up is not None and not isinstance(up, ast.FunctionDef):
+                        up = parents.get(up)
+                    found.append((path.relative_to(ROOT).as_posix(), up.name if up is not None else None))
+        assert found == [("labkit/cli.py", command)], (rel, found)
+    for path in (ROOT / "labs").rglob("*.sh"):
+        assert not any(m in path.read_text() for m in ("newlab", "new-lab")), path
+
+
 def test_page_only_files_are_outside_what_labs_run(monkeypatch):
     """The code hash also leaves out a lab's ``PAGE_ONLY`` files (the original's figures, the
     exercises, the evidence page's prose), so a correction to a page does not start a lab's
