@@ -2,9 +2,11 @@
 
 Writes ``labs/NAME/`` (run.sh, record.py, claims.toml, original.toml, exercises.toml, lab.toml,
 and the lab's tests in ``tests/``) and ``docs/cases/NAME.md`` from the templates below, then runs the new lab once in quick mode
-into ``results/<this host's label>/`` so that the site builds with its page (``mkdocs build
---strict`` needs a result for every lab). Nothing else in the checkout changes: the nav, the
-home page's table, ``make setup`` and the CI matrix read the lab's manifest.
+into ``local-results/<this host's label>/``, as a reader's own run is kept (git ignores the
+folder), so that the site builds with its page (``mkdocs build --strict`` needs a result for
+every lab). Nothing else in the checkout changes: the nav, the home page's table, ``make setup``
+and the CI matrix read the lab's manifest. The reference result that is committed, under
+``results/<host>/``, is a full run of the finished lab (``run.sh --out results/<host>``).
 
 The scaffold is a real, small lab (dd writes a file in its scratch directory with 4 KiB and
 1 MiB blocks, with and without ``conv=fdatasync``, repetitions interleaved) whose two claims
@@ -304,6 +306,7 @@ def scaffold(name: str, root: Path, title: str | None = None) -> list[Path]:
 
 
 def dry_run(name: str, root: Path, label: str) -> subprocess.CompletedProcess:
-    """Run the new lab once in quick mode into ``results/<label>/`` (its first result)."""
+    """Run the new lab once in quick mode into ``local-results/<label>/``: its first result, kept
+    where a reader's own runs are (:mod:`labkit.results`), outside what git tracks."""
     return subprocess.run(["bash", str(root / "labs" / name / "run.sh"), "--quick", "--host", label,
-                           "--out", str(root / "results" / label)], stdin=subprocess.DEVNULL)
+                           "--out", str(root / "local-results" / label)], stdin=subprocess.DEVNULL)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -113,15 +112,16 @@ def test_new_lab_is_refused_before_writing_while_a_lab_runs(tmp_path, monkeypatc
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_new_lab_builds_with_only_its_own_files(tmp_path):
-    """In a clone: `labkit new-lab demo` (which runs the new lab once, quick) then `mkdocs build
-    --strict`: the site has /cases/demo/, and git sees changes only in labs/demo/,
-    docs/cases/demo.md and results/<host>/demo*."""
+    """In a clone: `labkit new-lab demo` (which runs the new lab once, quick, into local-results,
+    which git ignores) then `mkdocs build --strict`: the site has /cases/demo/, and git sees
+    changes only in labs/demo/ and docs/cases/demo.md."""
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     for tool in (".venv", ".tools"):
         if (ROOT / tool).exists():
             (clone / tool).symlink_to(ROOT / tool)
-    env = dict(os.environ, PYTHONPATH=str(clone), PERF_CASEBOOK_LOCAL="0", NO_MKDOCS_2_WARNING="1")
+    env = dict(os.environ, PYTHONPATH=str(clone), NO_MKDOCS_2_WARNING="1")
+    env.pop("PERF_CASEBOOK_LOCAL", None)        # the clone's own local-results: the new lab's run only
     made = subprocess.run([sys.executable, "-m", "labkit", "new-lab", "demo", "--host", "demo-host"], cwd=clone,
                           env=env, capture_output=True, text=True, timeout=200, stdin=subprocess.DEVNULL)
     assert made.returncode == 0, made.stdout[-2000:] + made.stderr[-2000:]
@@ -132,7 +132,8 @@ def test_new_lab_builds_with_only_its_own_files(tmp_path):
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=clone,
                             capture_output=True, text=True, check=True).stdout.splitlines()
     changed = sorted(line[3:] for line in status if not line[3:].startswith((".venv", ".tools")))
-    assert changed and all(p.startswith(("labs/demo/", "docs/cases/demo.md", "results/demo-host/demo"))
-                           for p in changed), changed
+    assert changed and [p for p in changed if not p.startswith(("labs/demo/", "docs/cases/demo.md"))] == [], changed
     assert "labs/demo/tests/test_demo_record.py" in changed and "labs/demo/tests/test_demo_lab.py" in changed
-    shutil.rmtree(clone / "results" / "demo-host", ignore_errors=True)
+    assert (clone / "local-results" / "demo-host" / "demo.json").is_file()
+    assert not (clone / "results" / "demo-host").exists()
+    assert "(your machine)" in (tmp_path / "site" / "cases" / "demo" / "index.html").read_text()
