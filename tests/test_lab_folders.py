@@ -136,4 +136,4 @@ def test_new_lab_builds_with_only_its_own_files(tmp_path):
     assert "labs/demo/tests/test_demo_record.py" in changed and "labs/demo/tests/test_demo_lab.py" in changed
     assert (clone / "local-results" / "demo-host" / "demo.json").is_file()
     assert not (clone / "results" / "demo-host").exists()
-    assert "(your machine)" in (tmp_path / "site" / "cases" / "demo" / "index.html").read_text()
+    assert "demo-host (your machine)" in (tmp_path / "site" / "evidence" / "demo" / "index.html").read_text()
