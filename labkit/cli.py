@@ -202,8 +202,7 @@ def _cmd_new_lab(a) -> int:
     if a.no_run:
         return 0
     label = a.host or probe.default_label()
-    print(f"running labs/{a.name}/run.sh --quick once, into local-results/{label}/ (the page needs a result; "
-          f"commit a full run's, labs/{a.name}/run.sh --out results/<host>, as the reference)")
+    print(newlab.dry_run_message(a.name, label))
     return newlab.dry_run(a.name, results.ROOT, label).returncode
 
 

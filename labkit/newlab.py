@@ -305,6 +305,12 @@ def scaffold(name: str, root: Path, title: str | None = None) -> list[Path]:
     return list(files)
 
 
+def dry_run_message(name: str, label: str) -> str:
+    """The line ``labkit new-lab`` prints before :func:`dry_run`: where the run goes and why."""
+    return (f"running labs/{name}/run.sh --quick once, into local-results/{label}/ (the page needs a result; "
+            f"commit a full run's, labs/{name}/run.sh --out results/<host>, as the reference)")
+
+
 def dry_run(name: str, root: Path, label: str) -> subprocess.CompletedProcess:
     """Run the new lab once in quick mode into ``local-results/<label>/``: its first result, kept
     where a reader's own runs are (:mod:`labkit.results`), outside what git tracks."""
