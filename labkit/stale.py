@@ -43,22 +43,50 @@ def last_change(root: Path, lab: str) -> str | None:
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
+COMMENTED = (".sh", ".py")
+"""Files whose whole-line ``#`` comments and blank lines cannot change what a run measures (a
+shell script, Python; a ``run.sh`` is one): a change to those lines only leaves a result fresh.
+A line that starts with ``#`` inside a here-document or a multi-line string counts as a comment
+too, so such text must not carry what a run does."""
+
+
+def _code_lines(text: str) -> list[str]:
+    """The lines of a shell or Python file that are not blank and not a whole-line ``#`` comment,
+    right-stripped (a ``#`` inside a line, or in a Python string, is kept)."""
+    return [line.rstrip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
 @lru_cache(maxsize=64)
-def _same_code(root: Path, lab: str, commit: str) -> bool:
-    """True when the lab's code (:func:`lab_code`) at ``commit`` is the same as in the work tree's
-    HEAD, whatever commits touched it in between (a change and its revert)."""
+def _same_code(root: Path, lab: str, commit: str) -> str | None:
+    """How the lab's code (:func:`lab_code`) at ``commit`` compares with the work tree's HEAD,
+    whatever commits touched it in between: ``"same"`` (a change and its revert), ``"comments"``
+    (only whole-line comments and blank lines of :data:`COMMENTED` files differ), None (code
+    differs, or git did not answer)."""
     try:
-        proc = _git(root, "diff", "--quiet", commit, "HEAD", "--", *lab_code(lab))
+        proc = _git(root, "diff", "--name-only", "--no-renames", commit, "HEAD", "--", *lab_code(lab))
+        if proc.returncode != 0:
+            return None
+        changed = [p for p in proc.stdout.splitlines() if p]
+        if not changed:
+            return "same"
+        for path in changed:
+            if not path.endswith(COMMENTED):
+                return None
+            old, new = (_git(root, "show", f"{rev}:{path}") for rev in (commit, "HEAD"))
+            if old.returncode != 0 or new.returncode != 0 or _code_lines(old.stdout) != _code_lines(new.stdout):
+                return None
     except (OSError, subprocess.TimeoutExpired):
-        return False
-    return proc.returncode == 0
+        return None
+    return "comments"
 
 
 def staleness(result: dict, root: Path) -> tuple[str, str]:
     """(state, explanation) with state one of ``fresh``, ``stale``, ``unknown``.
 
-    fresh: the lab's last change is an ancestor of (or is) the commit the run used, and the
-    run had no uncommitted lab changes. stale: the lab changed after the run's commit.
+    fresh: the lab's last change is an ancestor of (or is) the commit the run used, or the lab's
+    code is the same as at that commit but for whole-line comments of its shell and Python files
+    (:func:`_same_code`), and the run had no uncommitted lab changes. stale: the lab's code
+    changed after the run's commit.
     unknown: no git history here, or the run's commit is not in it.
     """
     run_commit = result["run"].get("git_commit")
@@ -72,11 +100,14 @@ def staleness(result: dict, root: Path) -> tuple[str, str]:
         ancestor = _git(Path(root), "merge-base", "--is-ancestor", change, run_commit).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return "unknown", "git did not answer"
-    same = not ancestor and _same_code(Path(root), result["lab"], run_commit)  # changed, then changed back
+    same = None if ancestor else _same_code(Path(root), result["lab"], run_commit)  # changed back, or comments only
     if not ancestor and not same:
         return "stale", f"labs/{result['lab']} changed in {change[:12]}, after this run's commit {run_commit[:12]}: rerun the lab"
     if result["run"].get("git_dirty"):
         return "unknown", f"run from commit {run_commit[:12]} with uncommitted changes to the lab"
+    if same == "comments":
+        return "fresh", (f"run from commit {run_commit[:12]}; the lab's code here differs from it only in comments "
+                         f"(changed in {change[:12]})")
     if same:
         return "fresh", f"run from commit {run_commit[:12]}; the lab's code is the same here (changed since, and changed back)"
     return "fresh", f"run from commit {run_commit[:12]}, which includes the lab's latest change {change[:12]}"

@@ -126,6 +126,30 @@ def test_a_change_and_its_revert_leave_a_result_fresh(repo):
     assert state(repo, run) == "fresh"
 
 
+@pytest.mark.parametrize("name, before, after, fresh", [
+    ("run.sh", "#!/bin/bash\n# the likely state\nrun x\n", "#!/bin/bash\n# one plausible reading\n\nrun x\n", True),
+    ("record.py", "import x\n    # a note\nx.y()\n", "import x\nx.y()   \n", True),
+    ("run.sh", "run x\n# note\n", "run x --fast\n# note\n", False),          # code changed
+    ("run.sh", "run x  # a note\n", "run x  # another note\n", False),        # a comment inside a line: kept
+    ("prog.c", "int x; /* a */\n", "int x; /* b */\n", False),                # other files: every byte counts
+    ("record.py", 's = """\nkeep\n"""\n', 's = """\nkept\n"""\n', False),
+])
+def test_a_change_to_comments_only_leaves_a_result_fresh(repo, name, before, after, fresh):
+    """Whole-line # comments and blank lines of a lab's shell and Python files do not change what
+    it measures; any other change of its code does."""
+    path = f"labs/{LAB}/{name}"
+    run = change(repo, path, before)
+    change(repo, path, after)
+    assert state(repo, run) == ("fresh" if fresh else "stale")
+    if fresh:
+        stale.last_change.cache_clear()
+        stale._same_code.cache_clear()
+        why = stale.staleness({"lab": LAB, "run": {"git_commit": run, "git_dirty": False}}, repo)[1]
+        assert "differs from it only in comments" in why, why
+        change(repo, f"labs/{LAB}/run.sh", "a code change\n")
+        assert state(repo, run) == "stale"
+
+
 def test_unknown_without_history_or_commit_or_with_a_dirty_run(repo, tmp_path):
     run = git(repo, "rev-parse", "HEAD")
     assert state(repo, None) == "unknown"
