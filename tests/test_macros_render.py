@@ -680,3 +680,19 @@ def test_template_block_tags_leave_no_blank_lines_or_indentation():
 def test_a_ratio_just_under_a_hundred_is_written_without_a_point():
     from labkit.site.macros.numbers import number
     assert (number(99.94), number(99.95), number(100.0), number(-99.95)) == ("99.9", "100", "100", "-100")
+
+
+def test_a_file_a_guest_wrote_is_badged_as_emulated_where_it_shows(tree):
+    """A file the nvme lab's arm64 guest wrote (under the folder its guest step records as ``out``)
+    shows, on the x86_64 host's tab, the badge saying its timings are not hardware; a file of
+    the host's own steps does not carry it."""
+    badge = "measured in an emulated cortex-a72 guest (QEMU TCG on x86_64): timings are not hardware"
+    md = macros.annotated_output("nvme_swiotlb", file="raw/guest/bookworm-dma-ranges/fgraph.excerpt.txt", lines="1-2")
+    assert badge in md
+    md = macros.artifact_text("nvme_swiotlb", experiment="guest", kernel="6.1", dt="plain", what="function_graph")
+    assert badge in md
+    r = json.loads(reference("nvme_swiotlb").read_text())
+    host_file = next(f"raw/{s['name']}.out" for s in r["steps"] if s["group"] == "dd" and s["status"] == "ok")
+    assert macros.hosts.file_badge(r, host_file) == ""
+    assert badge not in macros.annotated_output("nvme_swiotlb", file=host_file, stream="both", lines="1")
+    assert macros.hosts.file_badge(r, "raw/guest/bookworm-dma-ranges-x/f") == ""   # a folder beside, not below

@@ -153,6 +153,16 @@ def guest_badge(result: dict, ms: list[dict]) -> str:
     return f'<span class="pc-emulated">{html.escape(text)}</span>\n\n'
 
 
+def file_badge(result: dict, path: str) -> str:
+    """:func:`guest_badge` for a file the lab kept (``path`` relative to its result folder, e.g.
+    ``raw/guest/bookworm-dma-ranges/fgraph.excerpt.txt``) that a guest wrote: the file lies in
+    the folder a step records as its ``out`` case value (the nvme lab's guest runs), and that
+    step's measurements say how the guest's CPU ran. "" for any other file."""
+    made = {s["name"] for s in result["steps"]
+            if isinstance((s.get("case") or {}).get("out"), str) and path.startswith(s["case"]["out"].rstrip("/") + "/")}
+    return guest_badge(result, [m for m in result["measurements"] if m.get("step") in made]) if made else ""
+
+
 def skip_note(result: dict, group: str | None) -> Note:
     """Why a host has no data for step group ``group`` (None: any step): its skipped or failed
     steps with their reasons, else that the group did not run, else that nothing of this kind

@@ -190,7 +190,8 @@ def annotated_output(lab: str, step: str | None = None, notes: list | None = Non
     relative to ``<host>/<lab>/``, e.g. ``"raw/x.iostat.out"``; its command is read from the
     sibling ``.cmd`` file when the lab kept one). The excerpt is chosen as for
     :func:`step_output` (``lines=``, ``match=`` with ``context``/``before``/``after``, ``tail=``).
-    ``notes`` is a list of ``[pattern, markdown]``: each note's marker goes on the first shown
+    A file a guest wrote is led by the emulated-guest badge
+    (:func:`labkit.site.macros.hosts.file_badge`). ``notes`` is a list of ``[pattern, markdown]``: each note's marker goes on the first shown
     line the regular expression matches (on each host, so the notes follow that host's output),
     and the note text is the annotation. Machine paths are replaced as in :func:`step_output`.
 
@@ -222,7 +223,8 @@ def annotated_output(lab: str, step: str | None = None, notes: list | None = Non
                                           f"The selection picks no line of this host's {len(out.lines)}-line output."))
         excerpt, which = got
         block = annotated_block(out.prompt, excerpt, notes, used)
-        return f"{block}\n\n{out.status}; {shown_of(which, out.source)}."
+        badge = hosts.file_badge(r, file) if file else ""
+        return f"{badge}{block}\n\n{out.status}; {shown_of(which, out.source)}."
 
     md, picked = hosts.per_host(lab, shown)
     if not found:
@@ -238,7 +240,8 @@ def annotated_output(lab: str, step: str | None = None, notes: list | None = Non
 def artifact_text(lab: str, kind: str = "log", lang: str = "text", **case) -> str:
     """Markdown: per host, the text artifact of ``kind`` (e.g. a trace excerpt a lab's record.py
     wrote) whose case matches ``case``, whole, as a code block in Pygments language ``lang``
-    (machine paths replaced, as in :func:`step_output`), with the artifact's title under it.
+    (machine paths replaced, as in :func:`step_output`), with the artifact's title under it; led
+    by the emulated-guest badge when a guest wrote it (:func:`labkit.site.macros.hosts.file_badge`).
 
     Raises:
         MacroError: no host has such an artifact, or a host has several.
@@ -249,7 +252,8 @@ def artifact_text(lab: str, kind: str = "log", lang: str = "text", **case) -> st
             return hosts.skip_note(result, None)
         text = _display((host.dir / a["path"]).read_text(errors="replace"), result)
         title = render.esc(a.get("title", ""))
-        return render.code_block(text, lang) + (f"\n\n{title}." if title else "")
+        badge = hosts.file_badge(result, a["path"].removeprefix(f"{lab}/"))
+        return badge + render.code_block(text, lang) + (f"\n\n{title}." if title else "")
 
     return hosts.per_host(lab, shown,
                           missing=f"artifact_text: no host has a {kind} artifact of lab {lab!r} matching {case}")[0]
