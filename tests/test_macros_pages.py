@@ -16,10 +16,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from labkit import results
+from labkit import model, results
 from labkit.site import macros
 from labkit.view import render
-from test_macros_render import add_host, emulate, reference, remove_linked, replace_linked
+from test_macros_render import add_host, emulate, link_tree, reference, remove_linked, replace_linked
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -123,6 +123,21 @@ def test_hosts_table_rows(tree):
     assert row.endswith(f"| – | lat\\_tcp ({mode}, {r['run']['start'][:10]}) |") or \
         row.endswith(f"| – | lat_tcp ({mode}, {r['run']['start'][:10]}) |"), row
     assert len([x for x in lines[2:] if x.startswith("|")]) == len(list((ROOT / "results").iterdir())) + 1
+
+
+def test_hosts_table_names_each_kernel_with_its_labs(tree):
+    """A host whose results were measured on two kernels shows each kernel with the labs measured
+    on it; a host on one kernel shows it alone."""
+    add_host(tree, "lat_tcp", "twokernels", lambda r: r["host"].update(kernel="9.9.9-a"))
+    src = reference("fstime")
+    r = json.loads(src.read_text())
+    r["host"].update(label="twokernels", kernel="9.9.9-b")
+    link_tree(src.parent / "fstime", tree / "results" / "twokernels" / "fstime")
+    model.write_atomic(tree / "results" / "twokernels" / "fstime.json", r)
+    macros.hosts.hosts_cache = None
+    row = next(x for x in macros.hosts_table().splitlines() if x.startswith("| twokernels |"))
+    assert "| 9.9.9-b (fstime); 9.9.9-a (lat\\_tcp) |" in row or "| 9.9.9-b (fstime); 9.9.9-a (lat_tcp) |" in row, row
+    assert macros.runs.kernels_text({"a": {"host": {"kernel": "k1"}}, "b": {"host": {"kernel": "k1"}}}) == "k1"
 
 
 def test_compare_hosts_every_pair_once(tree, monkeypatch):

@@ -111,9 +111,22 @@ def skips(lab: str) -> str:
     return hosts.per_host(lab, table)[0]
 
 
+def kernels_text(results: dict[str, dict]) -> str:
+    """The kernel of a host's results (lab → result): the one release when all agree, else each
+    release followed by the labs measured on it (``6.18.44-fc-v782 (fio_engines, fstime);
+    6.18.44-fc-v669 (lat_tcp)``), so that no lab's numbers are put on another kernel."""
+    by_kernel: dict[str, list[str]] = {}
+    for lab, r in sorted(results.items()):
+        by_kernel.setdefault(r["host"]["kernel"], []).append(lab)
+    if len(by_kernel) == 1:
+        return next(iter(by_kernel))
+    return "; ".join(f"{k} ({', '.join(labs)})" for k, labs in by_kernel.items())
+
+
 def hosts_table() -> str:
-    """Markdown: every host with results: label (badged when emulated), arch, CPU, kernel,
-    virtualization, and each lab with its mode and date.
+    """Markdown: every host with results: label (badged when emulated), arch, CPU, kernel (per
+    lab when its results were measured on several: :func:`kernels_text`), virtualization, and
+    each lab with its mode and date.
 
     Raises:
         MacroError: no host has any result.
@@ -124,7 +137,7 @@ def hosts_table() -> str:
         labs = ", ".join(f"{lab} ({'quick' if r['run']['quick'] else 'full'}, {r['run']['start'][:10]})"
                          for lab, r in sorted(h.results.items()))
         rows.append([render.host_label(hh, h.title), render.esc(hh["arch"]), render.esc(f"{hh.get('cpu_model')}, {hh['cpus']} CPUs"),
-                     render.esc(hh["kernel"]), render.esc(_virtualization(hh)), labs])
+                     render.esc(kernels_text(h.results)), render.esc(_virtualization(hh)), labs])
     if not rows:
         raise MacroError("hosts_table: no results at all: the guide needs at least one host")
     return fast_tables.table(["host", "arch", "CPU", "kernel", "virtualization", "labs (mode, date)"], rows)
