@@ -140,6 +140,15 @@ def test_hosts_table_names_each_kernel_with_its_labs(tree):
     assert macros.runs.kernels_text({"a": {"host": {"kernel": "k1"}}, "b": {"host": {"kernel": "k1"}}}) == "k1"
 
 
+def test_hosts_table_marks_a_stale_result(tree, monkeypatch):
+    from labkit import stale
+    monkeypatch.setattr(stale, "staleness", lambda r, root: ("stale", "x") if r["lab"] == "fstime" else ("fresh", "y"))
+    macros.hosts.hosts_cache = None
+    md = macros.hosts_table()
+    assert re.search(r"fstime \((quick|full), \d{4}-\d\d-\d\d, stale\)", md), md
+    assert not re.search(r"lat\\?_tcp \([^)]*stale", md), md
+
+
 def test_compare_hosts_every_pair_once(tree, monkeypatch):
     n = len([p for p in (ROOT / "results").iterdir() if p.is_dir()])
     def pairs(md: str) -> list[str]:

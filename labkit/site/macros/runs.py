@@ -126,7 +126,8 @@ def kernels_text(results: dict[str, dict]) -> str:
 def hosts_table() -> str:
     """Markdown: every host with results: label (badged when emulated), arch, CPU, kernel (per
     lab when its results were measured on several: :func:`kernels_text`), virtualization, and
-    each lab with its mode and date.
+    each lab with its mode and date, and "stale" when the lab's code changed after the run
+    (:func:`labkit.stale.staleness`; the lab's provenance says why).
 
     Raises:
         MacroError: no host has any result.
@@ -134,7 +135,8 @@ def hosts_table() -> str:
     rows = []
     for h in hosts.all_hosts():
         hh = next(iter(h.results.values()))["host"]
-        labs = ", ".join(f"{lab} ({'quick' if r['run']['quick'] else 'full'}, {r['run']['start'][:10]})"
+        labs = ", ".join(f"{lab} ({'quick' if r['run']['quick'] else 'full'}, {r['run']['start'][:10]}"
+                         f"{', stale' if stale.staleness(r, hosts.ROOT)[0] == 'stale' else ''})"
                          for lab, r in sorted(h.results.items()))
         rows.append([render.host_label(hh, h.title), render.esc(hh["arch"]), render.esc(f"{hh.get('cpu_model')}, {hh['cpus']} CPUs"),
                      render.esc(kernels_text(h.results)), render.esc(_virtualization(hh)), labs])
