@@ -178,9 +178,6 @@ def verdict_cell(c: dict, v: dict) -> str:
     return text
 
 
-VERDICT_WORD = {v: mark.split("} ", 1)[1] for v, mark in render.VERDICT_MARK.items()}
-
-
 def brief_effect(e: dict | None) -> str:
     """An effect in a few characters: "1.77× (1.70–1.80)", the estimate alone when it has no
     interval, "" when there is none."""
@@ -213,7 +210,7 @@ def verdict_brief(lab: str, claim: str, sep: str = "<br>") -> str:
         v = claims_mod.evaluate_cached(spec[claim], r)
         mark = render.VERDICT_MARK[v["verdict"]]
         effect = brief_effect(v.get("effect")) if v["verdict"] in ("holds", "fails", "inconclusive") else ""
-        badge = ' <span class="pc-emulated">emulated CPU</span>' if render.emulation(r["host"]) else ""
+        badge = f" {EMULATED_BADGE}" if render.emulation(r["host"]) else ""
         parts.append(f"{mark}{', ' + render.esc(effect) if effect else ''} on {render.esc(h.title or r['host']['label'])}{badge}")
     return sep.join(parts)
 
