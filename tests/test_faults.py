@@ -144,13 +144,37 @@ def test_a_lab_in_a_guest_stops_with_its_guest(sig, tmp_path):
     assert not any(Path(tmp_path / "scratch").iterdir())
 
 
+def _imports(path: Path, root: Path) -> list[tuple[str, str | None]]:
+    """Every module a Python file imports, by its dotted name (a relative import resolved against
+    the file's package under ``root``; ``from a import b`` gives both ``a`` and ``a.b``), each with
+    the name of the function the import statement is in (None at module level)."""
+    import ast
+    tree = ast.parse(path.read_text())
+    parents = {c: n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+    package = path.relative_to(root).parent.parts  # ("labkit", ...)
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = list(package[:len(package) - node.level + 1]) if node.level else []
+            mod = ".".join(base + ([node.module] if node.module else []))
+            names = [mod] + [f"{mod}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        else:
+            continue
+        up = parents.get(node)
+        while up is not None and not isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            up = parents.get(up)
+        out += [(name, up.name if up is not None else None) for name in names]
+    return out
+
+
 def test_site_only_code_is_outside_what_labs_run():
     from labrun import ROOT
     """The fault matrix's code hash leaves out ``SITE_ONLY`` (the site's build), so a page
     change does not start the day-long matrix over. That holds only while no lab-side module
     imports them (any import, also inside a function) and no lab names them (a lab's tests,
     labs/<lab>/tests/, are pytest's, not the lab's run)."""
-    import ast
     # modules and packages (a folder with an __init__.py), as dotted names under labkit
     site_modules = {p.removeprefix("labkit/").removesuffix(".py").removesuffix("/").replace("/", ".")
                     for p in fm.SITE_ONLY if p.endswith(".py") or (ROOT / p / "__init__.py").is_file()}
@@ -158,18 +182,9 @@ def test_site_only_code_is_outside_what_labs_run():
         rel = path.relative_to(ROOT).as_posix()
         if rel.startswith(fm.SITE_ONLY):
             continue
-        package = path.relative_to(ROOT).parent.parts  # ("labkit", ...)
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = []
-            if isinstance(node, ast.ImportFrom):
-                base = list(package[:len(package) - node.level + 1]) if node.level else []
-                mod = ".".join(base + ([node.module] if node.module else []))
-                names = [mod] + [f"{mod}.{a.name}" for a in node.names]
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            for name in names:
-                inner = name.removeprefix("labkit.")
-                assert not any(inner == m or inner.startswith(m + ".") for m in site_modules), (rel, name)
+        for name, _ in _imports(path, ROOT):
+            inner = name.removeprefix("labkit.")
+            assert not any(inner == m or inner.startswith(m + ".") for m in site_modules), (rel, name)
         assert "theme/" not in path.read_text(), rel
     for path in sorted((ROOT / "labs").rglob("*")):
         if path.is_file() and path.suffix in {".sh", ".py", ""} and path.relative_to(ROOT / "labs").parts[1:2] != ("tests",):
@@ -182,26 +197,17 @@ def test_command_only_modules_are_imported_only_by_their_command():
     That holds while the only import of each anywhere in labkit and labs is inside the function
     of its own command in labkit/cli.py (a lab run starts ``labkit record``, never ``new-lab``),
     and no script of a lab names it."""
-    import ast
     from labrun import ROOT
     owner = {"labkit/newlab.py": "_cmd_new_lab"}
     assert set(owner) == set(fm.COMMAND_ONLY)
     for rel, command in owner.items():
-        module = rel.removeprefix("labkit/").removesuffix(".py")
+        module = rel.removesuffix(".py").replace("/", ".")
         found = []
         for path in sorted((ROOT / "labkit").rglob("*.py")) + sorted((ROOT / "labs").rglob("*.py")):
             if path.relative_to(ROOT).as_posix() == rel or "tests" in path.relative_to(ROOT).parts:
                 continue
-            tree = ast.parse(path.read_text())
-            parents = {c: n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
-            for node in ast.walk(tree):
-                names = ([a.name for a in node.names] + [node.module or ""] if isinstance(node, ast.ImportFrom)
-                         else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
-                if any(n == module or n.endswith("." + module) for n in names):
-                    up = parents.get(node)
-                    while up is not None and not isinstance(up, ast.FunctionDef):
-                        up = parents.get(up)
-                    found.append((path.relative_to(ROOT).as_posix(), up.name if up is not None else None))
+            found += sorted({(path.relative_to(ROOT).as_posix(), function) for name, function in _imports(path, ROOT)
+                             if name == module or name.startswith(module + ".")})
         assert found == [("labkit/cli.py", command)], (rel, found)
     for path in (ROOT / "labs").rglob("*.sh"):
         assert not any(m in path.read_text() for m in ("newlab", "new-lab")), path
