@@ -279,6 +279,25 @@ def test_a_chart_drawn_beside_the_build_is_the_chart_drawn_in_it(beside, cache, 
     assert beside.later("cases/x/", ms, "q", host="h", dark=True) is None
 
 
+def test_a_cold_chart_cache_starts_the_worker_with_the_build(beside, cache, monkeypatch):
+    """warm() starts the worker at once when the cache holds no chart (its import of matplotlib
+    then overlaps mkdocs' start), and nothing when it holds one, or outside a build."""
+    submitted = []
+
+    class Pool:
+        def submit(self, fn, *args, **kwargs):
+            submitted.append(fn)
+    monkeypatch.setattr(beside, "_executor", lambda: Pool())
+    assert beside.warm() is True and submitted == [os.getpid]
+    (cache / "charts").mkdir(parents=True, exist_ok=True)
+    (cache / "charts" / "a.svg").write_text("<svg/>")
+    assert beside.warm() is False and len(submitted) == 1
+    beside.finish()
+    (cache / "charts" / "a.svg").unlink()
+    assert beside.warm() is False and len(submitted) == 1
+    beside.start()
+
+
 def test_a_chart_that_fails_beside_the_build_fails_where_it_is_filled_in(beside):
     img = beside.later("cases/x/", [m(case={"q": "a"})], "q")      # a line chart of a text x
     with pytest.raises(ValueError, match="must be numeric"):
@@ -391,3 +410,28 @@ def test_a_remembered_value_is_computed_once_and_a_failure_never_kept(cache):
         with pytest.raises(ValueError):
             model.remembered("kind", ["b"], lambda: compute(None))
     assert calls == [1, 2, None, None]
+
+
+# ---- data blocks set aside while the search plugin parses a page (mkdocs_hooks._set_aside) ----
+
+def test_data_blocks_are_set_aside_for_the_search_plugin_and_put_back_whole():
+    """A data block (nested divs and all) leaves the HTML the search plugin parses and comes back
+    byte for byte but for the valued data-search attributes the plugin strips; a block with a
+    heading stays (it starts a section of the index); a lost comment fails the build."""
+    from types import SimpleNamespace
+    from mkdocs.exceptions import PluginError
+    from labkit.site import mkdocs_hooks as hooks
+    page = SimpleNamespace(file=SimpleNamespace(url="cases/x/", src_uri="cases/x.md"))
+    data = '<div class="pc-data" data-search-exclude>\n<div class="a"><div>1</div></div><p>2 data-search-x="y"</p><div>3</div>\n</div>'
+    head = '<div class="pc-data" data-search-exclude>\n<h3 id="t">T</h3><div>4</div>\n</div>'
+    html = f"<p>prose</p>{data}<p>more</p>{head}<div>tail</div>{data}"
+    aside = hooks._set_aside(html, page)
+    assert "<div>1</div>" not in aside and "<div>3</div>" not in aside and aside.count("<!--pc-aside:") == 2
+    assert head in aside and "<p>prose</p>" in aside and "<div>tail</div>" in aside
+    assert hooks._put_back(aside, page) == html.replace(' data-search-x="y"', "")
+    hooks._set_aside(html, page)
+    with pytest.raises(PluginError, match="2 data blocks set aside, 1 put back"):
+        hooks._put_back(aside.replace("<!--pc-aside:1-->", ""), page)
+    unclosed = '<p>a</p><div class="pc-data" data-search-exclude><div>x</div>'
+    assert hooks._set_aside(unclosed, page) == unclosed
+    assert hooks._put_back(unclosed, page) == unclosed

@@ -189,6 +189,36 @@ def test_measured_data_stay_out_of_the_search_index(site):
     assert "lat_tcp" in index  # the chapters are still found
 
 
+def leaked_rows(site: Path) -> list[tuple[str, str]]:
+    """(page, row) for each table row of a data block (``<div class="pc-data">``) of a page whose
+    text, as the search index flattens it (cells joined by spaces), is in that page's index
+    entries. A data block's nested ``</div>`` once ended material's exclusion early (its parser
+    compares elements by tag), so the rows after it were indexed."""
+    from selectolax.lexbor import LexborHTMLParser
+    docs = json.loads((site / "search" / "search_index.json").read_text())["docs"]
+    leaks = []
+    for page in sorted(site.glob("**/index.html")):
+        url = page.parent.relative_to(site).as_posix() + "/" if page.parent != site else ""
+        text = " ".join(d["text"] for d in docs if d["location"].split("#")[0] == url)
+        if not text:
+            continue
+        for block in LexborHTMLParser(page.read_text()).css("div.pc-data"):
+            for tr in block.css("tr"):
+                cells = [c.text(deep=True).strip() for c in tr.css("td")]
+                row = " ".join(c for c in cells if c)
+                if len(cells) >= 3 and len(row) >= 12 and row in text:
+                    leaks.append((url, row))
+    return leaks
+
+
+def test_no_data_table_row_is_in_the_search_index(site):
+    """Every row of every data block stays out of the index (its page's entries), not only the rows
+    before the block's first nested element (labkit/site/mkdocs_hooks.py sets the blocks aside
+    while the search plugin parses a page)."""
+    leaks = leaked_rows(site)
+    assert not leaks, leaks[:5]
+
+
 def test_one_host_means_no_tab_strip(tmp_path):
     """With a single host, data blocks carry a host caption instead of a one-tab strip."""
     repo = _copy_repo(tmp_path / "repo")

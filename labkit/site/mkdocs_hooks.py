@@ -183,7 +183,9 @@ def on_pre_build(config):
                           "(make setup, or pip install --no-deps -e .)") from None
     charts.take()
     _FOLDS.clear()
+    _ASIDE.clear()
     beside.start()
+    beside.warm()
     fast_tables.start()
     player = {}
     for kind, key in (("css", "extra_css"), ("js", "extra_javascript")):
@@ -343,11 +345,72 @@ def on_page_content(html, page, config, files):
     """Fill in the chapter's reading time (:func:`labkit.site.lesson.fill`), and keep measured data
     (the blocks :func:`labkit.view.render.tabs` marks with the comments :data:`labkit.view.render.DATA_OPEN`
     and :data:`labkit.view.render.DATA_CLOSE`) out of the search index that every page downloads
-    (material's search plugin skips elements marked ``data-search-exclude``), the prose staying
-    searchable. Folds (``<details>``) carry the mark from :mod:`labkit.site.page_marks`."""
+    (each block is set aside while the search plugin parses the page: :func:`_set_aside`), the
+    prose staying searchable. Folds (``<details>``) carry material's ``data-search-exclude``
+    mark from :mod:`labkit.site.page_marks`."""
     html = lesson.fill(fast_tables.fill(html))
     html = html.replace(render.DATA_OPEN, '<div class="pc-data" data-search-exclude>')
-    return html.replace(render.DATA_CLOSE, "</div>")
+    return _set_aside(html.replace(render.DATA_CLOSE, "</div>"), page)
+
+
+_DATA_DIV = '<div class="pc-data" data-search-exclude>'
+_DIV_TAG = re.compile(r"<(/?)div\b")
+_HEADING = re.compile(r"<h[1-6][\s>]")
+_ASIDE_MARK = re.compile(r"<!--pc-aside:(\d+)-->")
+_SEARCH_ATTR = re.compile(r"\s?data-search-\w+=\"[^\"]+\"")   # what material's search plugin strips after indexing
+_ASIDE: dict[str, list[str]] = {}
+"""Site page path → the data blocks :func:`_set_aside` took out of its HTML until :func:`_put_back`."""
+
+
+def _set_aside(html: str, page) -> str:
+    """``html`` with each outermost data block (``<div class="pc-data" data-search-exclude>`` to
+    its matching ``</div>``) replaced by a comment that names it, the blocks kept for
+    :func:`_put_back`. material's search plugin, which parses every page's HTML with Python's
+    ``html.parser`` and skips these blocks' text anyway, then reads only the prose: the data
+    blocks were most of what it parsed. The index is the same: a block that holds a heading (which
+    starts a section of the index) or whose ``</div>`` cannot be found is left in place."""
+    blocks: list[str] = []
+    out: list[str] = []
+    pos = 0
+    while (start := html.find(_DATA_DIV, pos)) >= 0:
+        depth, end = 0, None
+        for m in _DIV_TAG.finditer(html, start):
+            depth += -1 if m.group(1) else 1
+            if depth == 0:
+                end = html.index(">", m.end()) + 1
+                break
+        if end is None:
+            break
+        block = html[start:end]
+        if _HEADING.search(block):          # a section of the index starts there: the plugin must see it
+            out.append(html[pos:end])
+        else:
+            out.append(html[pos:start])
+            out.append(f"<!--pc-aside:{len(blocks)}-->")
+            blocks.append(block)
+        pos = end
+    out.append(html[pos:])
+    _ASIDE[page.file.url] = blocks
+    return "".join(out)
+
+
+def _put_back(html: str, page) -> str:
+    """``html`` with the data blocks :func:`_set_aside` took out back in place, their attributes
+    as the search plugin leaves a page's (:data:`_SEARCH_ATTR` removed).
+
+    Raises:
+        PluginError: a block's comment is missing or repeated (another hook changed it).
+    """
+    blocks = _ASIDE.pop(page.file.url, [])
+    seen: list[int] = []
+
+    def back(m: re.Match) -> str:
+        seen.append(int(m.group(1)))
+        return _SEARCH_ATTR.sub("", blocks[int(m.group(1))])
+    html = _ASIDE_MARK.sub(back, html)
+    if sorted(seen) != list(range(len(blocks))):
+        raise PluginError(f"{page.file.src_uri}: {len(blocks)} data blocks set aside, {len(seen)} put back")
+    return html
 
 
 def on_page_context(context, page, config, nav):
@@ -363,7 +426,7 @@ def on_page_context(context, page, config, nav):
         PluginError: a chart of the page could not be drawn.
     """
     try:
-        page.content = beside.fill(page.content)
+        page.content = beside.fill(_put_back(page.content, page))
     except ValueError as exc:
         raise PluginError(f"{page.file.src_uri}: {exc}") from None
     if page.file.src_uri.startswith(LAZY_PAGES):

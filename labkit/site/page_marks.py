@@ -10,8 +10,9 @@ written as HTML:
 - pymdownx.details' folds: ``data-search-exclude``, which mkdocs-material's search plugin honours,
   so that exercises' predictions and verdicts and long outputs stay out of the search index that
   every page downloads. A fold written as raw HTML (a claim's evidence in a table cell) is not
-  in the tree; it sits in a measured-data block, which the search plugin skips whole
-  (``labkit.view.render.tabs``, ``labkit/site/mkdocs_hooks.py`` on_page_content).
+  in the tree; it sits in a measured-data block, which the search plugin never sees
+  (``labkit.view.render.tabs``, ``labkit/site/mkdocs_hooks.py`` sets those blocks aside while
+  the plugin parses a page).
 
 It also spares the inline processor the table cells it would leave as they are: a cell whose
 text no enabled inline pattern changes (:func:`plain`) becomes

@@ -14,6 +14,7 @@ import posixpath
 from typing import Callable
 
 from ... import results as results_mod
+from ... import stale
 from ...view import commands, render
 
 ROOT = results_mod.ROOT
@@ -21,6 +22,7 @@ ROOT = results_mod.ROOT
 
 hosts_cache: list | None = None
 files_cache: dict = {}    # (loader, path) -> ((mtime, size), what it returned), for this build (lab_file)
+stale_cache: dict = {}    # (function, lab, run commit, dirty, root) -> staleness, for this build (freshness)
 macro_env = None  # mkdocs-macros' env (its ``page`` is the page being rendered), or None outside a build
 
 
@@ -45,6 +47,7 @@ def start_build(env) -> None:
     macro_env = env
     hosts_cache = None
     files_cache.clear()
+    stale_cache.clear()
 
 
 def lab_file(load: Callable, lab: str, name: str):
@@ -62,6 +65,18 @@ def lab_file(load: Callable, lab: str, name: str):
     if key not in files_cache or files_cache[key][0] != stamp:
         files_cache[key] = (stamp, load(path))
     return copy.deepcopy(files_cache[key][1])
+
+
+def freshness(result: dict) -> tuple[str, str]:
+    """:func:`labkit.stale.staleness` of ``result`` under :data:`ROOT`, asked of git once per
+    build for each lab, run commit and dirty flag (the hosts table and each provenance table
+    both show it; each answer costs a few git processes)."""
+    run = result["run"]
+    ask = stale.staleness
+    key = (ask, result["lab"], run.get("git_commit"), bool(run.get("git_dirty")), str(ROOT))
+    if key not in stale_cache:
+        stale_cache[key] = ask(result, ROOT)
+    return stale_cache[key]
 
 
 def all_hosts() -> list[results_mod.Host]:

@@ -3,7 +3,6 @@ stale or fresh) and the steps that were skipped or failed."""
 
 from __future__ import annotations
 
-from ... import stale
 from ...view import commands, render
 from .. import fast_tables
 from . import hosts
@@ -73,7 +72,7 @@ def provenance(lab: str) -> str:
     """
     def table(host, r):
         run = r["run"]
-        state, why = stale.staleness(r, hosts.ROOT)
+        state, why = hosts.freshness(r)
         warn = render.admonition("warning", "Stale result", why) + "\n" if state == "stale" else ""
         if audit_note(r["host"]):
             warn += render.admonition("warning", "Measured with audit contexts",
@@ -136,7 +135,7 @@ def hosts_table() -> str:
     for h in hosts.all_hosts():
         hh = next(iter(h.results.values()))["host"]
         labs = ", ".join(f"{lab} ({'quick' if r['run']['quick'] else 'full'}, {r['run']['start'][:10]}"
-                         f"{', stale' if stale.staleness(r, hosts.ROOT)[0] == 'stale' else ''})"
+                         f"{', stale' if hosts.freshness(r)[0] == 'stale' else ''})"
                          for lab, r in sorted(h.results.items()))
         rows.append([render.host_label(hh, h.title), render.esc(hh["arch"]), render.esc(f"{hh.get('cpu_model')}, {hh['cpus']} CPUs"),
                      render.esc(kernels_text(h.results)), render.esc(_virtualization(hh)), labs])
