@@ -41,7 +41,7 @@ matrix outlasts a working session and a machine, so its record is committed:
 :data:`RECORD` (``tests/fault_matrix_record.jsonl``) is the state file of the full matrix, and
 ``--status`` says, without running anything, how much of it holds for the code as it is now.
 
-    .venv/bin/python tests/fault_matrix.py [--labs a,b] [--full | --every-line] [--groups g,h] [--seed N] [--state FILE] [--json FILE]
+    .venv/bin/python tests/fault_matrix.py [--labs a,b] [--full | --every-line] [--groups g,h] [--seed N] [--state FILE] [--json FILE] [--pause-file FILE]
     .venv/bin/python tests/fault_matrix.py --status [--state FILE] [--labs a,b]
 
 Exit status 0 when every case tried was clean. Needs root for the labs' host changes (without
@@ -579,6 +579,18 @@ def print_status(names: list[str], path: Path) -> int:
     return 1 if not clean else 0 if complete else 3
 
 
+def wait_while_paused(pause: Path | None, poll_s: float = 2.0) -> None:
+    """Between two cases: wait while the file ``pause`` exists (``--pause-file``), saying so once
+    when the pause begins and once when it ends."""
+    if pause is None or not pause.exists():
+        return
+    print(f"fault matrix: paused while {pause} exists", flush=True)
+    t = time.time()
+    while pause.exists():
+        time.sleep(poll_s)
+    print(f"fault matrix: resumed after {time.time() - t:.0f} s", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--labs", help="comma-separated labs (default: all)")
@@ -590,6 +602,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-group", type=int, default=2, help="cases per group in the sampled matrix (default 2)")
     ap.add_argument("--json", help="write every outcome and the counts to this file")
     ap.add_argument("--state", help="resumable record (JSON lines): skip the cases it holds for this code")
+    ap.add_argument("--pause-file", metavar="FILE",
+                    help="while FILE exists, start no new case (a quiet machine for a measurement beside a long matrix)")
     ap.add_argument("--status", action="store_true",
                     help=f"run nothing: how much of the full matrix --state (default {RECORD.relative_to(ROOT)}) holds for this code")
     a = ap.parse_args(argv)
@@ -630,6 +644,7 @@ def main(argv: list[str] | None = None) -> int:
             cases = breadth_first([c for c in cases if c.id not in state.outcomes])
             total, started = len(outcomes) + len(cases), time.time()
             while cases:
+                wait_while_paused(Path(a.pause_file) if a.pause_file else None)
                 c = cases.pop(0)   # a lab run of another on the machine: run_case waits for its end
                 o = run_judged(c, Path(tmp))
                 outcomes.append(o)

@@ -19,6 +19,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -340,3 +341,19 @@ def test_a_loop_device_gets_its_read_ahead_back(tmp_path):
     finally:
         ra.write_text(old + "\n")
 
+
+
+def test_a_pause_file_holds_the_next_case_until_it_is_gone(tmp_path, capsys):
+    """--pause-file: the matrix starts no case while the file exists (a quiet machine for a
+    measurement beside a matrix that runs for days), and goes on once it is removed."""
+    import threading
+    pause = tmp_path / "pause"
+    fm.wait_while_paused(pause)                      # no file: no wait, nothing said
+    assert capsys.readouterr().out == ""
+    pause.write_text("")
+    threading.Timer(0.3, pause.unlink).start()
+    t = time.time()
+    fm.wait_while_paused(pause, poll_s=0.05)
+    assert time.time() - t >= 0.25
+    out = capsys.readouterr().out
+    assert f"paused while {pause} exists" in out and "resumed after" in out
