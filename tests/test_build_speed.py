@@ -279,25 +279,6 @@ def test_a_chart_drawn_beside_the_build_is_the_chart_drawn_in_it(beside, cache, 
     assert beside.later("cases/x/", ms, "q", host="h", dark=True) is None
 
 
-def test_a_cold_chart_cache_starts_the_worker_with_the_build(beside, cache, monkeypatch):
-    """warm() starts the worker at once when the cache holds no chart (its import of matplotlib
-    then overlaps mkdocs' start), and nothing when it holds one, or outside a build."""
-    submitted = []
-
-    class Pool:
-        def submit(self, fn, *args, **kwargs):
-            submitted.append(fn)
-    monkeypatch.setattr(beside, "_executor", lambda: Pool())
-    assert beside.warm() is True and submitted == [os.getpid]
-    (cache / "charts").mkdir(parents=True, exist_ok=True)
-    (cache / "charts" / "a.svg").write_text("<svg/>")
-    assert beside.warm() is False and len(submitted) == 1
-    beside.finish()
-    (cache / "charts" / "a.svg").unlink()
-    assert beside.warm() is False and len(submitted) == 1
-    beside.start()
-
-
 def test_a_chart_that_fails_beside_the_build_fails_where_it_is_filled_in(beside):
     img = beside.later("cases/x/", [m(case={"q": "a"})], "q")      # a line chart of a text x
     with pytest.raises(ValueError, match="must be numeric"):

@@ -185,7 +185,6 @@ def on_pre_build(config):
     _FOLDS.clear()
     _ASIDE.clear()
     beside.start()
-    beside.warm()
     fast_tables.start()
     player = {}
     for kind, key in (("css", "extra_css"), ("js", "extra_javascript")):

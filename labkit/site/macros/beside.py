@@ -51,22 +51,6 @@ def start() -> None:
     _active = True
 
 
-def warm() -> bool:
-    """On a cold chart cache (no chart file, or the cache off), start the worker now, so that its
-    import of matplotlib overlaps mkdocs' own start instead of waiting for the first chart the
-    build lacks (which comes after the configuration, the nav and the first page's macros).
-    A build with charts in its cache starts nothing here. True when a worker was started."""
-    folder = model.cache_dir("charts")
-    if not _active or (folder is not None and next(folder.glob("*.svg"), None) is not None):
-        return False
-    try:
-        _executor().submit(os.getpid)
-    except (OSError, RuntimeError, ImportError) as exc:
-        _give_up(exc)
-        return False
-    return True
-
-
 def finish(cancel: bool = False) -> None:
     """Stop drawing beside the build: wait for the workers (or, with ``cancel``, drop what
     they have not begun, after a failed build) and forget every placeholder."""
