@@ -396,23 +396,27 @@ def test_a_remembered_value_is_computed_once_and_a_failure_never_kept(cache):
 # ---- data blocks set aside while the search plugin parses a page (mkdocs_hooks._set_aside) ----
 
 def test_data_blocks_are_set_aside_for_the_search_plugin_and_put_back_whole():
-    """A data block (nested divs and all) leaves the HTML the search plugin parses and comes back
-    byte for byte but for the valued data-search attributes the plugin strips; a block with a
-    heading stays (it starts a section of the index); a lost comment fails the build."""
+    """A data block (render.tabs' comments, nested blocks and all) leaves the HTML the search plugin
+    parses and comes back as its <div>, byte for byte but for the valued data-search attributes the
+    plugin strips; a block with a heading stays (it starts a section of the index), as does one
+    whose end is missing; a lost comment fails the build."""
     from types import SimpleNamespace
     from mkdocs.exceptions import PluginError
     from labkit.site import mkdocs_hooks as hooks
+    from labkit.view import render
     page = SimpleNamespace(file=SimpleNamespace(url="cases/x/", src_uri="cases/x.md"))
-    data = '<div class="pc-data" data-search-exclude>\n<div class="a"><div>1</div></div><p>2 data-search-x="y"</p><div>3</div>\n</div>'
-    head = '<div class="pc-data" data-search-exclude>\n<h3 id="t">T</h3><div>4</div>\n</div>'
+    o, c, div = render.DATA_OPEN, render.DATA_CLOSE, '<div class="pc-data" data-search-exclude>'
+    data = f'{o}\n<div class="a"><div>1</div></div><p>2 data-search-x="y"</p>{o}<div>3</div>{c}\n{c}'
+    head = f'{o}\n<h3 id="t">T</h3><div>4</div>\n{c}'
     html = f"<p>prose</p>{data}<p>more</p>{head}<div>tail</div>{data}"
+    as_divs = html.replace(o, div).replace(c, "</div>")
     aside = hooks._set_aside(html, page)
     assert "<div>1</div>" not in aside and "<div>3</div>" not in aside and aside.count("<!--pc-aside:") == 2
-    assert head in aside and "<p>prose</p>" in aside and "<div>tail</div>" in aside
-    assert hooks._put_back(aside, page) == html.replace(' data-search-x="y"', "")
+    assert head.replace(o, div).replace(c, "</div>") in aside and "<p>prose</p>" in aside and o not in aside
+    assert hooks._put_back(aside, page) == as_divs.replace(' data-search-x="y"', "")
     hooks._set_aside(html, page)
     with pytest.raises(PluginError, match="2 data blocks set aside, 1 put back"):
         hooks._put_back(aside.replace("<!--pc-aside:1-->", ""), page)
-    unclosed = '<p>a</p><div class="pc-data" data-search-exclude><div>x</div>'
-    assert hooks._set_aside(unclosed, page) == unclosed
+    unclosed = f"<p>a</p>{o}<div>x</div>"
+    assert hooks._set_aside(unclosed, page) == unclosed.replace(o, div)
     assert hooks._put_back(unclosed, page) == unclosed

@@ -347,13 +347,10 @@ def on_page_content(html, page, config, files):
     (each block is set aside while the search plugin parses the page: :func:`_set_aside`), the
     prose staying searchable. Folds (``<details>``) carry material's ``data-search-exclude``
     mark from :mod:`labkit.site.page_marks`."""
-    html = lesson.fill(fast_tables.fill(html))
-    html = html.replace(render.DATA_OPEN, '<div class="pc-data" data-search-exclude>')
-    return _set_aside(html.replace(render.DATA_CLOSE, "</div>"), page)
+    return _set_aside(lesson.fill(fast_tables.fill(html)), page)
 
 
-_DATA_DIV = '<div class="pc-data" data-search-exclude>'
-_DIV_TAG = re.compile(r"<(/?)div\b")
+_DATA_MARK = re.compile(f"{re.escape(render.DATA_OPEN)}|{re.escape(render.DATA_CLOSE)}")
 _HEADING = re.compile(r"<h[1-6][\s>]")
 _ASIDE_MARK = re.compile(r"<!--pc-aside:(\d+)-->")
 _SEARCH_ATTR = re.compile(r"\s?data-search-\w+=\"[^\"]+\"")   # what material's search plugin strips after indexing
@@ -361,41 +358,43 @@ _ASIDE: dict[str, list[str]] = {}
 """Site page path → the data blocks :func:`_set_aside` took out of its HTML until :func:`_put_back`."""
 
 
+def _data_divs(html: str) -> str:
+    """``html`` with each data block's comments (:data:`labkit.view.render.DATA_OPEN`,
+    :data:`labkit.view.render.DATA_CLOSE`) as the ``<div class="pc-data" data-search-exclude>`` that
+    material's search plugin honours, and its end."""
+    return html.replace(render.DATA_OPEN, '<div class="pc-data" data-search-exclude>').replace(render.DATA_CLOSE, "</div>")
+
+
 def _set_aside(html: str, page) -> str:
-    """``html`` with each outermost data block (``<div class="pc-data" data-search-exclude>`` to
-    its matching ``</div>``) replaced by a comment that names it, the blocks kept for
-    :func:`_put_back`. material's search plugin, which parses every page's HTML with Python's
-    ``html.parser`` and skips these blocks' text anyway, then reads only the prose: the data
-    blocks were most of what it parsed. The index is the same: a block that holds a heading (which
-    starts a section of the index) or whose ``</div>`` cannot be found is left in place."""
+    """``html`` with each outermost data block (from a :data:`labkit.view.render.DATA_OPEN` comment to
+    its matching :data:`labkit.view.render.DATA_CLOSE`) replaced by a comment that names it, the
+    blocks kept for :func:`_put_back`, and every other block's comments as their ``<div>``
+    (:func:`_data_divs`). material's search plugin honours ``data-search-exclude`` only up to the
+    block's first nested ``</div>`` (its parser compares elements by tag), so it indexed the rest of
+    a block; set aside, no block is parsed at all, and the plugin's parse takes half the time. A
+    block that holds a heading, which starts a section of the index, stays for the plugin."""
     blocks: list[str] = []
     out: list[str] = []
-    pos = 0
-    while (start := html.find(_DATA_DIV, pos)) >= 0:
-        depth, end = 0, None
-        for m in _DIV_TAG.finditer(html, start):
-            depth += -1 if m.group(1) else 1
-            if depth == 0:
-                end = html.index(">", m.end()) + 1
-                break
-        if end is None:
-            break
-        block = html[start:end]
-        if _HEADING.search(block):          # a section of the index starts there: the plugin must see it
-            out.append(html[pos:end])
-        else:
-            out.append(html[pos:start])
-            out.append(f"<!--pc-aside:{len(blocks)}-->")
-            blocks.append(block)
-        pos = end
+    depth = start = pos = 0
+    for m in _DATA_MARK.finditer(html):
+        if m.group() == render.DATA_OPEN:
+            start = m.start() if depth == 0 else start
+            depth += 1
+        elif depth:
+            depth -= 1
+            if depth == 0 and not _HEADING.search(html, start, m.end()):
+                out += [html[pos:start], f"<!--pc-aside:{len(blocks)}-->"]
+                blocks.append(html[start:m.end()])
+                pos = m.end()
     out.append(html[pos:])
     _ASIDE[page.file.url] = blocks
-    return "".join(out)
+    return _data_divs("".join(out))
 
 
 def _put_back(html: str, page) -> str:
-    """``html`` with the data blocks :func:`_set_aside` took out back in place, their attributes
-    as the search plugin leaves a page's (:data:`_SEARCH_ATTR` removed).
+    """``html`` with the data blocks :func:`_set_aside` took out back in place, as ``<div>`` blocks
+    (:func:`_data_divs`) whose attributes are as the search plugin leaves a page's (:data:`_SEARCH_ATTR`
+    removed).
 
     Raises:
         PluginError: a block's comment is missing or repeated (another hook changed it).
@@ -405,7 +404,7 @@ def _put_back(html: str, page) -> str:
 
     def back(m: re.Match) -> str:
         seen.append(int(m.group(1)))
-        return _SEARCH_ATTR.sub("", blocks[int(m.group(1))])
+        return _SEARCH_ATTR.sub("", _data_divs(blocks[int(m.group(1))]))
     html = _ASIDE_MARK.sub(back, html)
     if sorted(seen) != list(range(len(blocks))):
         raise PluginError(f"{page.file.src_uri}: {len(blocks)} data blocks set aside, {len(seen)} put back")
