@@ -54,7 +54,8 @@ lab_group sysbench "perf's cost on sysbench cpu: plain, perf record (defaults), 
 IMG_MIB=256          # size of the backing file (MiB): in RAM, on the lab's own tmpfs
 DEV="" QDIR="" SCHEDS="" DEVT="" BURST=""
 # The job of the original investigation: 4 KiB random reads, one at a time (QD1), O_DIRECT,
-# preadv2() with RWF_HIPRI (fio's pvsync2 --hipri): poll for the completion if the device can.
+# preadv2() with RWF_HIPRI (fio's pvsync2 --hipri), which asked the kernel to poll for the
+# completion; since 5.19 (2022) the kernel ignores RWF_HIPRI for synchronous direct I/O.
 FIO_QD1=(--name=qd1 --rw=randread --bs=4k --iodepth=1 --direct=1 --ioengine=pvsync2 --hipri
          --time_based --percentile_list=50:99:99.9 --output-format=json)
 # The CPU that fio runs on wherever its runs are compared (taskset -c): the last CPU this run
@@ -232,8 +233,9 @@ group_trace() {
     for s in none kyber; do
       offers "trace.$s.$i" "$s" || continue
       lab_set_knob "trace.$s.$i.set" "$QDIR/scheduler" "$s" || continue
-      # -a counts every CPU (the loop worker thread issues the request, not fio); --filter
-      # keeps only events of our device (dev == major<<20|minor), not the host's disk.
+      # -a counts every CPU: kyber's latency events fire from its timer, in whatever task runs
+      # then, and a queue run deferred to kblockd issues in a worker; --filter keeps only
+      # events of our device (dev == major<<20|minor), not the host's disk.
       lab_run --case experiment=trace --case "scheduler=$s" --case "rep=$i" \
         "trace.$s.$i" -- perf stat -x, -o "$LAB_RUN/raw/trace.$s.$i.csv" \
         -e 'kyber:*' --filter "dev == $DEVT" -e block:block_rq_issue --filter "dev == $DEVT" -a -- \
