@@ -97,9 +97,10 @@ group_build() {
     lab_loop_attach loop "$DATA" --direct-io=on && LOOP=$LAB_LOOP
     if [[ -n "$LOOP" ]]; then
       LOOPN=${LOOP#/dev/}
-      # No I/O scheduler, as an NVMe drive has by default (the original's had none until it tried
-      # mq-deadline and kyber): a loop device keeps whatever its queue was given before (a udev
-      # rule, an earlier run), and blkparse then shows an extra action per request. Put back on exit.
+      # No I/O scheduler, the kernel's default for a device with several hardware queues, as an
+      # NVMe drive usually has (the original's had none until it tried mq-deadline and kyber): a
+      # loop device keeps whatever its queue was given before (a udev rule, an earlier run), and
+      # blkparse then shows an extra action per request. Put back on exit.
       if grep -qw none "/sys/block/$LOOPN/queue/scheduler"; then
         lab_set_knob loop.scheduler "/sys/block/$LOOPN/queue/scheduler" none
       fi
@@ -356,7 +357,8 @@ group_swiotlb() {
       # shellcheck disable=SC2002 # cat's own error message is the reason
       lab_skip swiotlb.debugfs "cannot read $bad: $(cat "$bad" 2>&1 | tail -n1)"
     else
-      # Empty output: the directory has no files (no swiotlb pool was set up, e.g. "No low mem").
+      # Empty output: no files, as 6.1 creates none when no swiotlb pool was set up (e.g. "No low
+      # mem"); 5.10 always creates them, and without a pool they read 0.
       lab_run swiotlb.debugfs -- find "$DBG/swiotlb" -maxdepth 1 -type f -exec grep -H . {} +
     fi
   fi
