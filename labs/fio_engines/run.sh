@@ -244,7 +244,8 @@ iostat_start() {
   lab_wait_for "$LAB_RUN/raw/$1.iostat.out" '"statistics"' 5 || true
 }
 
-# SIGINT makes iostat close its JSON document (SIGTERM, the cleanup stack's signal, does not).
+# SIGINT makes iostat close its JSON document; SIGTERM, the cleanup stack's signal, does not in
+# sysstat 12.6 (the reference host's 12.6.1), only since sysstat 12.7.8.
 iostat_stop() {
   [[ -n $IOSTAT_PID ]] || return 0
   kill -INT "$IOSTAT_PID" 2>/dev/null || true
@@ -389,7 +390,9 @@ group_original() {
     # Buffered against direct, each with end_fsync=1 (its run time includes the flush), back to
     # back. Each starts with none of the file's pages cached: fio's invalidate=1 drops them
     # (POSIX_FADV_DONTNEED) as the job opens the file, and no dirty page is left from the job
-    # before (the flush, or the sync after the unflushed buffered job, wrote them back).
+    # before (the flush, or the sync after the unflushed buffered job, wrote them back). The
+    # buffered job (time_based) drops them again, starting writeback of the dirty ones, each
+    # time it wraps around to the file's start (fio's loop_cache_invalidate): mid-run.
     original_job "original.flush.write.libaio.qd1.4k.direct.r$r" libaio 1 4k direct "$r" 1 1
     original_job "original.flush.write.libaio.qd1.4k.buffered.r$r" libaio 1 4k buffered "$r" 1 1
     FIO_PIDSTAT=0
