@@ -342,7 +342,6 @@ def test_a_loop_device_gets_its_read_ahead_back(tmp_path):
         ra.write_text(old + "\n")
 
 
-
 def test_a_pause_file_holds_the_next_case_until_it_is_gone(tmp_path, capsys):
     """--pause-file: the matrix starts no case while the file exists (a quiet machine for a
     measurement beside a matrix that runs for days), and goes on once it is removed."""

@@ -378,7 +378,8 @@ def _set_aside(html: str, page) -> str:
     depth = start = pos = 0
     for m in _DATA_MARK.finditer(html):
         if m.group() == render.DATA_OPEN:
-            start = m.start() if depth == 0 else start
+            if depth == 0:
+                start = m.start()
             depth += 1
         elif depth:
             depth -= 1
