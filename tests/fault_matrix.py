@@ -36,7 +36,7 @@ after a line that says which host ran them (:func:`host_record`); a later run wi
 skips what it already holds for the same code and reports the union. A change to labs/lib or
 labkit starts the matrix over; a change to one lab's folder, that lab's cases only; a change
 to what only pages or a command of its own read (``SITE_ONLY``, ``COMMAND_ONLY``, a lab's
-``PAGE_ONLY`` files), nothing. The full
+``PAGE_ONLY`` files, a claim's wording: ``CLAIM_TEXT``), nothing. The full
 matrix outlasts a working session and a machine, so its record is committed:
 :data:`RECORD` (``tests/fault_matrix_record.jsonl``) is the state file of the full matrix, and
 ``--status`` says, without running anything, how much of it holds for the code as it is now.
@@ -156,11 +156,32 @@ COMMAND_ONLY = ("labkit/newlab.py",)
 # tests/test_faults.py checks that no lab-side code names them.
 PAGE_ONLY = ("original.toml", "exercises.toml", "evidence.md")
 
+# The fields of a claim in a lab's claims.toml that only pages show: its words and its source.
+# A run evaluates its claims when it records (labkit.record), and a verdict carries neither
+# (labkit/stats/claims.py), so the code hash reads claims.toml without them: a correction to a
+# claim's wording leaves the lab's matrix as it was, a change to what a claim compares does not.
+# tests/test_faults.py checks both.
+CLAIM_TEXT = ("statement", "source")
+
+
+def _claims_digest(data: bytes) -> bytes:
+    """What of a claims.toml the code hash reads: its claims without ``CLAIM_TEXT``, as canonical
+    JSON (sorted keys). A file that does not parse is read as it is."""
+    import tomllib
+    try:
+        spec = tomllib.loads(data.decode())
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return data
+    for claim in spec.get("claim", []):
+        for key in CLAIM_TEXT:
+            claim.pop(key, None)
+    return json.dumps(spec, sort_keys=True).encode()
+
 
 def code_hash(lab: str | None = None) -> str:
     """sha256 (first 16 hex digits) of the files git tracks under labs/ and labkit/ (but
     ``SITE_ONLY``, ``COMMAND_ONLY``, a lab's ``PAGE_ONLY`` files, and the labs' own tests,
-    ``labs/<lab>/tests/``),
+    ``labs/<lab>/tests/``; a lab's claims.toml read without its ``CLAIM_TEXT``),
     as they are in the work tree: the code a case exercises. With ``lab``, only that lab's folder of the labs' own folders (labs/lib and
     labkit are every lab's): a change to one lab starts only its cases over. Outcomes recorded
     under another hash are stale."""
@@ -178,7 +199,10 @@ def code_hash(lab: str | None = None) -> str:
         if lab is not None and parts[0] == "labs" and len(parts) > 2 and parts[1] in own and parts[1] != lab:
             continue
         f = ROOT / text
-        h.update(name + b"\0" + (f.read_bytes() if f.is_file() else b"") + b"\0")
+        data = f.read_bytes() if f.is_file() else b""
+        if parts[0] == "labs" and parts[2:] == ["claims.toml"]:
+            data = _claims_digest(data)
+        h.update(name + b"\0" + data + b"\0")
     return h.hexdigest()[:16]
 
 

@@ -235,10 +235,48 @@ def test_page_only_files_are_outside_what_labs_run(monkeypatch):
     lab = "lat_tcp"
     before = fm.code_hash(lab)
     real = Path.read_bytes
-    for name in ("original.toml", "exercises.toml", "claims.toml", "run.sh"):
+    for name in ("original.toml", "exercises.toml", "run.sh"):     # claims.toml: the test below
         edited = ROOT / "labs" / lab / name
         monkeypatch.setattr(Path, "read_bytes", lambda p, e=edited: real(p) + (b"\n# an edit\n" if p == e else b""))
         assert (fm.code_hash(lab) == before) == (name in fm.PAGE_ONLY), name
+    monkeypatch.setattr(Path, "read_bytes", real)
+    assert fm.code_hash(lab) == before
+
+
+def test_a_claims_wording_is_outside_the_code_hash(monkeypatch):
+    """A lab's claims.toml counts in its code hash without its claims' ``CLAIM_TEXT`` (statement,
+    source): a run evaluates the claims when it records, and no verdict carries those fields, so
+    rewording a claim leaves the lab's matrix as it was; a change to what a claim compares (its
+    factor, its sides, a new claim) starts it over."""
+    from labrun import ROOT
+    # what a run records of its claims (labkit.record: claims.evaluate) is the same without their words
+    from labkit import model
+    from labkit.stats import claims as claims_mod
+    lab = "fstime"
+    claims = claims_mod.load(ROOT / "labs" / lab / "claims.toml")
+    result = model.load(ROOT / "results" / "epyc-kvm-2vcpu" / f"{lab}.json")
+    reworded = [{**c, **{key: "reworded" for key in fm.CLAIM_TEXT if key in c}} for c in claims]
+    assert reworded != claims
+    assert claims_mod.evaluate(reworded, result) == claims_mod.evaluate(claims, result)
+    spec = ROOT / "labs" / lab / "claims.toml"
+    original = spec.read_text()
+    before = fm.code_hash(lab)
+    real = Path.read_bytes
+
+    def edit(old: str, new: str) -> str:
+        assert old in original, old
+        monkeypatch.setattr(Path, "read_bytes", lambda p: original.replace(old, new, 1).encode() if p == spec else real(p))
+        return fm.code_hash(lab)
+
+    lines = original.splitlines()
+    for key in fm.CLAIM_TEXT:
+        line = next(line for line in lines if line.startswith(f"{key} = "))
+        assert edit(line, f'{key} = "Reworded."') == before
+    assert edit("\n[[claim]]", "\n# a comment\n[[claim]]") == before
+    factor = next(line for line in lines if line.startswith("factor = "))
+    assert edit(factor, "factor = 3.5") != before
+    assert edit('relation = "greater"', 'relation = "less"') != before
+    assert edit("[[claim]]", '[[claim]]\nid = "x"\nstatement = "y"\nrole = "ours"\nkind = "step"\nstep = "z"\n\n[[claim]]') != before
     monkeypatch.setattr(Path, "read_bytes", real)
     assert fm.code_hash(lab) == before
 
