@@ -218,9 +218,17 @@ elif [ "$KNOBS" -gt 0 ]; then
   picked() { busybox sed 's/.*\[\(.*\)\].*/\1/' "$1"; }   # the [selected] word of a sysfs choice
   ra0=$(cat $Q/read_ahead_kb) sched0=$(picked $Q/scheduler) thp0=""
   [ -w $THP ] && thp0=$(picked $THP)
-  # The mode the boot came up with, before any knob: where it is already always, the THP knob
-  # changes nothing.
+  # The mode the boot came up with, before any knob (Debian's kernels come up with always).
   [ -z "$thp0" ] || step knobs.thp-before tool=thp-mode -- cat $THP
+  # The rounds' reads without the THP knob run with madvise where the boot came up with always,
+  # so that the knob (always) is a change, as it was where the original set it at run time; the
+  # boot's mode is put back after the rounds.
+  thpoff=$thp0
+  [ "$thp0" = always ] && thpoff=madvise
+  if [ -n "$thp0" ]; then
+    echo "$thpoff" > $THP
+    step knobs.thp-rounds tool=thp-rounds-mode -- cat $THP
+  fi
   # Each round starts with the same read without a knob (knob=baseline): the knob claims pair
   # every knob's read with its own round's baseline, seconds apart.
   knobs="baseline=none read_ahead_kb=1024 nice=-20"
@@ -241,10 +249,11 @@ elif [ "$KNOBS" -gt 0 ]; then
       step "knob.$i.$name.$value" tool=alternate io=direct "knob=$name" "setting=$value" "rep=$i" -- $pre python3 /job/alternate.py --mib "$ALT_MB" --rounds 1 --warmup 0 $DEV "$CTL"
       echo "$ra0" > $Q/read_ahead_kb
       echo "$sched0" > $Q/scheduler
-      [ -z "$thp0" ] || echo "$thp0" > $THP
+      [ -z "$thp0" ] || echo "$thpoff" > $THP
     done
     i=$((i + 1))
   done
+  [ -z "$thp0" ] || echo "$thp0" > $THP
   for f in max_sectors_kb max_segments nr_requests scheduler read_ahead_kb; do
     echo "$f $(cat $Q/$f)"
   done > "$OUT/queue-after-knobs.txt"

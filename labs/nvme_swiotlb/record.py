@@ -394,9 +394,11 @@ def _guest_one(run, host_step: dict, d: Path) -> None:
         run.add("ram_outside_dma_window", "bytes", case, [dt["ram_outside_pci_windows"]], step, emu)
     for n, _ in of("perf-script"):
         _guest_flamegraph(run, d, d / f"{n}.out", case, info)
-    for n, _ in of("thp-mode"):  # the transparent huge page mode the boot came up with
-        run.artifact("log", {"experiment": "guest", "kernel": case["kernel"], "dt": case["dt"], "what": "thp-before"},
-                     f"{d.relative_to(run.dir)}/{n}.out", "transparent_hugepage/enabled before the knob rounds")
+    for tool, what, title in (("thp-mode", "thp-before", "transparent_hugepage/enabled before the knob rounds"),
+                              ("thp-rounds-mode", "thp-rounds", "transparent_hugepage/enabled in the knob rounds, but for the huge-page knob's reads")):
+        for n, _ in of(tool):
+            run.artifact("log", {"experiment": "guest", "kernel": case["kernel"], "dt": case["dt"], "what": what},
+                         f"{d.relative_to(run.dir)}/{n}.out", title)
 
 
 def _guest_flamegraph(run, d: Path, script: Path, case: dict, info: dict) -> None:
