@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=528m\,mode=0700 tmpfs /tmp/pcb-nvme_swiotlb.1262bd/tmpfs
+mount -t tmpfs -o size=528m\,mode=0700 tmpfs /tmp/pcb-nvme_swiotlb.f6b298/tmpfs

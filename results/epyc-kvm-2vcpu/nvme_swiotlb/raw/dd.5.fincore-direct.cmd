@@ -1,1 +1,1 @@
-fincore --json --bytes /tmp/pcb-nvme_swiotlb.1262bd/data.img
+fincore --json --bytes /tmp/pcb-nvme_swiotlb.f6b298/data.img

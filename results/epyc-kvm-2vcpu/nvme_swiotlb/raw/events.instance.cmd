@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-22194
+mkdir /sys/kernel/tracing/instances/pcb-27030

@@ -1,1 +1,1 @@
-/work/ref/.venv/bin/python /work/ref/labs/nvme_swiotlb/dt_dma_ranges.py --root /work/refout/nvme_swiotlb/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/guest/bookworm-plain/device-tree
+/work/main/.venv/bin/python /work/main/labs/nvme_swiotlb/dt_dma_ranges.py --root /work/refout/nvme-ci/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/guest/bookworm-plain/device-tree

@@ -1,1 +1,1 @@
-/work/ref/.venv/bin/python /work/ref/labs/nvme_swiotlb/dt_widen.py /tmp/pcb-nvme_swiotlb.1262bd/guest/bullseye-dma-ranges/dma-ranges.dtb /tmp/pcb-nvme_swiotlb.1262bd/guest/bullseye-dma-ranges-wide/dma-ranges.dtb
+/work/main/.venv/bin/python /work/main/labs/nvme_swiotlb/dt_widen.py /tmp/pcb-nvme_swiotlb.f6b298/guest/bullseye-dma-ranges/dma-ranges.dtb /tmp/pcb-nvme_swiotlb.f6b298/guest/bullseye-dma-ranges-wide/dma-ranges.dtb

@@ -1,1 +1,1 @@
-cp /scratch/pcb-nvme_swiotlb.e0bd16/data.img /scratch/pcb-nvme_swiotlb.e0bd16/tmpfs/data.img
+cp /scratch/pcb-nvme_swiotlb.7d0c5b/data.img /scratch/pcb-nvme_swiotlb.7d0c5b/tmpfs/data.img

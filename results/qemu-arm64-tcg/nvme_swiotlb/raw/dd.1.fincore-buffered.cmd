@@ -1,1 +1,1 @@
-fincore --json --bytes /scratch/pcb-nvme_swiotlb.e0bd16/data.img
+fincore --json --bytes /scratch/pcb-nvme_swiotlb.7d0c5b/data.img

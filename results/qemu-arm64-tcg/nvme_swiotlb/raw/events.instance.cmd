@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-223
+mkdir /sys/kernel/tracing/instances/pcb-225
