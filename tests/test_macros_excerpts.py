@@ -54,11 +54,29 @@ def test_displayed_commands_and_outputs_hold_no_machine_path(path):
                     assert not re.search(re.escape(p) + r"(?![\w.-])", text), (f, p)
 
 
+@pytest.mark.parametrize("path", RESULTS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_displayed_commands_name_the_run_directory_a_reader_finds(path):
+    """A command recorded while the run went on names its run directory ``<out>/.<lab>.partial``;
+    a reader finds the files in ``<out>/<lab>`` once the run is over, and that is what a page
+    shows."""
+    r = _load(path)
+    paths = commands.machine_paths(r)
+    partial = f"{paths['out']}/.{r['lab']}.partial"
+    recorded = [s for s in r["steps"] if partial in (s["command"] or "")]
+    for s in r["steps"]:
+        assert f".{r['lab']}.partial" not in commands.display_command(s["command"], r), s["name"]
+    for s in recorded:
+        shown = commands.display_command(s["command"], r)
+        assert f"/{r['lab']}/" in shown, shown
+
+
 def _as_run(word: str, paths: dict) -> str:
     """A recorded argv word as seen from the checkout with $SCRATCH set: what the displayed
     command must give back when the shell splits it."""
     word = re.sub(re.escape(paths["scratch"]) + r"(?![A-Za-z0-9])", "$SCRATCH", word)
     out, checkout = paths.get("out"), paths.get("checkout")
+    if out:   # the run's directory while it went on, shown as the one it left
+        word = word.replace(f"{out}/.{paths['lab']}.partial", f"{out}/{paths['lab']}")
     if out and not (checkout and out.startswith(checkout + "/")):
         word = re.sub(re.escape(out) + r"(?![A-Za-z0-9])", "$OUT", word)
     return re.sub(r"(?<![\w./-])" + re.escape(checkout) + "/", "", word) if checkout else word
@@ -262,7 +280,8 @@ def test_scratch_written_as_a_regular_expression_is_replaced():
     cmd = "env LC_ALL=C pidstat -u -l -C 'aux-path=/tmp/pcb-fio_engines\\.q2x1HV ' 1"
     for shown in (commands.display_command(cmd, r), commands.display_text(cmd, r)):
         assert "/tmp/pcb-" not in shown and "aux-path=$SCRATCH" in shown, shown
-    assert commands.machine_paths(r) == {"scratch": scratch, "out": "/tmp/out/h", "checkout": "/home/reader/casebook"}
+    assert commands.machine_paths(r) == {"scratch": scratch, "out": "/tmp/out/h", "checkout": "/home/reader/casebook",
+                                         "lab": "fio_engines"}
 
 
 def test_a_result_without_recorded_paths_shows_none():
@@ -270,4 +289,4 @@ def test_a_result_without_recorded_paths_shows_none():
     hold (they are then shown as recorded)."""
     r = {"lab": "fstime", "steps": [{"command": "/home/x/casebook/labs/fstime/fstime -d /tmp/pcb-fstime.abcdef"}],
          "run": {"command": "labs/fstime/run.sh --out results/h"}}
-    assert commands.machine_paths(r) == {"scratch": None, "checkout": None, "out": None}
+    assert commands.machine_paths(r) == {"scratch": None, "checkout": None, "out": None, "lab": "fstime"}

@@ -44,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import hashlib
+import io
 import json
 import os
 import platform
@@ -452,6 +453,15 @@ def _device_tree(spec: GuestSpec, work: Path, accel: str) -> tuple[Path | None, 
 STEP_WRITER = Path(__file__).resolve().parent / "step.sh"   # a job's step writer, /job/.pcb/step.sh in the guest
 
 
+def case_types_file(env: dict[str, str] | None = None) -> bytes:
+    """The text of /job/.pcb/case-types, which :data:`STEP_WRITER` checks a step's KEY=VALUE
+    fields against: the lab's declared case keys and types (lab.toml [case]) as ``KEY=TYPE``
+    lines, from the lab run's ``PCB_LAB_CASE`` (labkit.steps.env_words) in ``env`` (default:
+    this process's environment); empty outside a lab run (then no file is written)."""
+    words = (os.environ if env is None else env).get("PCB_LAB_CASE", "").split()
+    return "".join(f"{w}\n" for w in words).encode()
+
+
 class GuestInfo(TypedDict, total=False):
     """A boot's record (:func:`run`; ``guest.json``, which labs read): the machine (arch,
     machine, cpu, cpus, mem_mib, accelerator and why, QEMU's version, this host's arch and CPU),
@@ -533,6 +543,11 @@ def _boot(spec: GuestSpec, prep: dict, boot: Boot, say: Say, job_line: Say | Non
             for p in sorted(Path(boot.job_dir).rglob("*")):
                 tar.add(p, arcname=str(p.relative_to(boot.job_dir)), recursive=False)
             tar.add(STEP_WRITER, arcname=".pcb/step.sh")
+            types = case_types_file()
+            if types:
+                info = tarfile.TarInfo(".pcb/case-types")
+                info.size, info.mode = len(types), 0o644
+                tar.addfile(info, io.BytesIO(types))
         with open(out_img, "wb") as f:
             f.truncate(boot.out_mib * 1024 * 1024)
         dtb, tree = _device_tree(spec, work, boot.accel)

@@ -7,7 +7,9 @@ A result keeps each step's command exactly as the lab ran it: ``printf %q``-esca
   ``$SCRATCH``;
 - the checkout becomes paths relative to it (``/home/x/perf-casebook/labs/lat_tcp/lat_tcp.c``
   → ``labs/lat_tcp/lat_tcp.c``), as when the reader runs the lab from their checkout;
-- an out directory outside the checkout becomes ``$OUT``;
+- an out directory outside the checkout becomes ``$OUT``, and the run's directory in it while
+  the run went on (``<out>/.<lab>.partial``, labkit.run.supervisor) the one the run left
+  (``<out>/<lab>``), where a reader finds the files after their own run;
 - the command is re-quoted for reading: split as the shell would (:func:`shlex.split`, with
   bash's ``$'...'`` quoting decoded) and joined again, quoting only the words that need it.
 
@@ -26,11 +28,12 @@ _MARK = {"SCRATCH": "\x00SCRATCH\x00", "OUT": "\x00OUT\x00"}
 
 
 def machine_paths(result: dict) -> dict:
-    """``{"scratch", "checkout", "out"}``: absolute paths of the machine that made ``result``,
-    as its ``run.paths`` records them (labkit.record); each None when the result does not
-    record it (a result made before the field existed shows its commands as recorded)."""
+    """``{"scratch", "checkout", "out", "lab"}``: absolute paths of the machine that made
+    ``result``, as its ``run.paths`` records them (labkit.record), each None when the result
+    does not record it (a result made before the field existed shows its commands as
+    recorded), and the result's lab (which names its run directory in ``out``)."""
     recorded = result["run"].get("paths") or {}
-    return {k: recorded.get(k) for k in ("scratch", "checkout", "out")}
+    return {**{k: recorded.get(k) for k in ("scratch", "checkout", "out")}, "lab": result.get("lab")}
 
 
 def _words(command: str) -> list[str]:
@@ -59,6 +62,8 @@ def _replace_paths(text: str, paths: dict, marks: dict) -> str:
         # as a regular expression in a command (pidstat -C 'aux-path=/tmp/pcb-fio_engines\.abc123 ')
         text = _sub_path(text, paths["scratch"].replace(".", "\\."), marks["SCRATCH"])
     co, out = paths.get("checkout"), paths.get("out")
+    if out and paths.get("lab"):
+        text = _sub_path(text, f"{out}/.{paths['lab']}.partial", f"{out}/{paths['lab']}")
     if out and not (co and (out == co or out.startswith(co + "/"))):
         text = _sub_path(text, out, marks["OUT"])
     if co:
