@@ -25,8 +25,8 @@
 #   audit   the copy on tmpfs in four audit states, all with auditd (started by the lab,
 #           logging into the scratch dir) running, one repetition of each in turn: off (the
 #           process started under a task,never rule of the lab's, so it carries no audit
-#           context: the plain system-call path); no system-call rule (a "dummy" context:
-#           the slow system-call entry only, one plausible reading of the original's
+#           context: the plain system-call path); no audit rule (a "dummy" context:
+#           the slow system-call entry and exit, no filter; one plausible reading of the original's
 #           "auditd on"); one rule that matches nothing (every system-call exit runs the
 #           filters); a rule auditing every system call of the fstime process (by PID).
 #           The audited states need the process to carry a context: other task,never rules
@@ -470,7 +470,7 @@ group_audit() {
       --case "rep=$i" "audit.off.$i" -- "$BIN" -c -t "$T" -s "$S" -p "$P" -d "$dir" -b 1024 -m 2000
     lab_unwind "$rmark"
 
-    # 2. auditd running, no system-call rule: a new process gets a "dummy" context (audit_n_rules
+    # 2. auditd running, no audit rule loaded: a new process gets a "dummy" context (audit_n_rules
     #    is 0), which takes the slow system-call entry and exit but runs no filter.
     lab_run --case experiment=audit --case audit=norules --case tool=fstime --case target=tmpfs --case fs=tmpfs \
       --case "rep=$i" "audit.norules.$i" -- "$BIN" -c -t "$T" -s "$S" -p "$P" -d "$dir" -b 1024 -m 2000
