@@ -16,10 +16,11 @@ Metrics:
     reads ``bufsize`` bytes and writes them, one ``read`` and one ``write`` call a pair, and
     its score counts the bytes written: pairs per second = score · 1024 ÷ bufsize, so a
     pair takes bufsize ÷ (score · 1024) s (every ``max_blocks`` pairs it also rewinds both
-    files: one short read and two ``lseek`` calls, under 0.2 % at -m 2000). For the audit
-    group's fstime copy (``experiment`` audit, ``phase`` copy) and its system-call loop
-    (``experiment`` suppress: dd bs=1 from /dev/zero to /dev/null, one read and one write a
-    byte: µs = seconds · 10⁶ ÷ bytes). Case: the score's, with ``audit`` the state.
+    files: one short read and two ``lseek`` calls, under 0.2 % of the pairs). For every fstime
+    copy phase (``phase`` copy: each target and buffer size of the copy group, each state of
+    the audit group) and the audit group's system-call loop (``experiment`` suppress: dd bs=1
+    from /dev/zero to /dev/null, one read and one write a byte: µs = seconds · 10⁶ ÷ bytes).
+    Case: the score's, with ``audit`` the state.
 ``cpu_share`` (fraction)
     From two /proc/stat + /proc/<pid>/stat readings inside one copy phase: per CPU
     (``who`` = cpu0, cpu1, ...) the share of its time per ``mode`` (user, system, iowait,
@@ -147,10 +148,10 @@ def collect(run) -> None:
     for key, values in samples.items():
         run.add("score", "KiB/s", dict(key), values, first_step[key])
 
-    # The audit group's copy and system-call loop as the time of one read + write pair.
+    # Every fstime copy, and the audit group's system-call loop, as the time of one read + write pair.
     for key, values in samples.items():
         case = dict(key)
-        if case.get("experiment") == "audit" and case.get("phase") == "copy" and case.get("tool") == "fstime":
+        if case.get("phase") == "copy" and case.get("tool") == "fstime":
             run.add("pair_time", "µs", case, [pair_us(case["bufsize"], v) for v in values], first_step[key])
     suppress: dict[tuple, list[float]] = defaultdict(list)
     for s in run.steps:
