@@ -1,1 +1,1 @@
-auditd -n -c /tmp/pcb-fstime.d2f394/audit
+auditd -n -c /tmp/pcb-fstime.45d75e/audit

@@ -1,1 +1,1 @@
-sed s\|@DIR@\|/tmp/pcb-fstime.d2f394/audit\|g /work/ref/labs/fstime/auditd.conf.in
+sed s\|@DIR@\|/tmp/pcb-fstime.45d75e/audit\|g /work/main/labs/fstime/auditd.conf.in

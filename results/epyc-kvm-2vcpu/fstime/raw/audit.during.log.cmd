@@ -1,1 +1,1 @@
-du -b /tmp/pcb-fstime.d2f394/audit
+du -b /tmp/pcb-fstime.45d75e/audit

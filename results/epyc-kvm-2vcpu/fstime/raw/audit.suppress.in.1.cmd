@@ -1,1 +1,1 @@
-auditctl -a task\,never -F pid=25080
+auditctl -a task\,never -F pid=2674

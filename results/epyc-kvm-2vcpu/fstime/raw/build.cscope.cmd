@@ -1,1 +1,1 @@
-cscope -bk -f /tmp/pcb-fstime.d2f394/cscope.out /work/ref/labs/fstime/fstime.c
+cscope -bk -f /tmp/pcb-fstime.45d75e/cscope.out /work/main/labs/fstime/fstime.c

@@ -1,1 +1,1 @@
-cscope -dL -f /tmp/pcb-fstime.d2f394/cscope.out -2 copy_phase
+cscope -dL -f /tmp/pcb-fstime.45d75e/cscope.out -2 copy_phase

@@ -1,1 +1,1 @@
-gdb -batch -nx -ex info\ sources /tmp/pcb-fstime.d2f394/fstime
+gdb -batch -nx -ex info\ sources /tmp/pcb-fstime.45d75e/fstime

@@ -1,1 +1,1 @@
-/work/ref/.venv/bin/python /work/ref/labs/fstime/cpushare.py /work/refout/fstime2/epyc-kvm-2vcpu/.fstime.partial/raw/cpu.stat.2.out 26246
+/work/main/.venv/bin/python /work/main/labs/fstime/cpushare.py /work/refout/fstime-ci/epyc-kvm-2vcpu/.fstime.partial/raw/cpu.stat.2.out 3249

@@ -1,1 +1,1 @@
-sh /work/ref/labs/fstime/cpusample.sh 25962 3
+sh /work/main/labs/fstime/cpusample.sh 2965 3

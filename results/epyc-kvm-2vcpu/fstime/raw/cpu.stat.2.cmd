@@ -1,1 +1,1 @@
-sh /work/ref/labs/fstime/cpusample.sh 26246 3
+sh /work/main/labs/fstime/cpusample.sh 3249 3

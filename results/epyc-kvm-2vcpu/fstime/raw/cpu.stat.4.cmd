@@ -1,1 +1,1 @@
-sh /work/ref/labs/fstime/cpusample.sh 26816 3
+sh /work/main/labs/fstime/cpusample.sh 3813 3

@@ -1,1 +1,1 @@
-sh /work/ref/labs/fstime/cpusample.sh 27100 3
+sh /work/main/labs/fstime/cpusample.sh 4088 3

@@ -1,1 +1,1 @@
-env LC_ALL=C dd if=/tmp/pcb-fstime.d2f394/tmpfs/files/dd-src of=/tmp/pcb-fstime.d2f394/tmpfs/files/dd-dst bs=1k conv=notrunc
+env LC_ALL=C dd if=/tmp/pcb-fstime.45d75e/tmpfs/files/dd-src of=/tmp/pcb-fstime.45d75e/tmpfs/files/dd-dst bs=1k conv=notrunc

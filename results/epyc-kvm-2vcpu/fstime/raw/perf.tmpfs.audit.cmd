@@ -1,1 +1,1 @@
-/work/ref/.venv/bin/python /work/ref/labs/fstime/auditframes.py /work/refout/fstime2/epyc-kvm-2vcpu/.fstime.partial/flame-tmpfs.folded
+/work/main/.venv/bin/python /work/main/labs/fstime/auditframes.py /work/refout/fstime-ci/epyc-kvm-2vcpu/.fstime.partial/flame-tmpfs.folded

@@ -1,1 +1,1 @@
-perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.d2f394/perf-tmpfs.data -p 27394 -- sleep 3
+perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.45d75e/perf-tmpfs.data -p 4373 -- sleep 3

@@ -1,1 +1,1 @@
-perf report -i /tmp/pcb-fstime.d2f394/perf-tmpfs.data --stdio --no-children --sort sym -g none --percent-limit 2
+perf report -i /tmp/pcb-fstime.45d75e/perf-tmpfs.data --stdio --no-children --sort sym -g none --percent-limit 2

@@ -1,1 +1,1 @@
-head -n 60 /tmp/pcb-fstime.d2f394/perf-tmpfs.script
+head -n 60 /tmp/pcb-fstime.45d75e/perf-tmpfs.script

@@ -1,1 +1,1 @@
-perf script -i /tmp/pcb-fstime.d2f394/perf-tmpfs.data
+perf script -i /tmp/pcb-fstime.45d75e/perf-tmpfs.data

@@ -1,1 +1,1 @@
-perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.d2f394/perf-xfs-on-tmpfs.data -p 27681 -- sleep 3
+perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.45d75e/perf-xfs-on-tmpfs.data -p 4658 -- sleep 3

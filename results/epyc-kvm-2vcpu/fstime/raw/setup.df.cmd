@@ -1,1 +1,1 @@
-df -T /tmp/pcb-fstime.d2f394/disk /tmp/pcb-fstime.d2f394/tmpfs/files /tmp/pcb-fstime.d2f394/mnt-ext4-on-tmpfs /tmp/pcb-fstime.d2f394/mnt-xfs-on-tmpfs /tmp/pcb-fstime.d2f394/mnt-xfs-on-disk
+df -T /tmp/pcb-fstime.45d75e/disk /tmp/pcb-fstime.45d75e/tmpfs/files /tmp/pcb-fstime.45d75e/mnt-ext4-on-tmpfs /tmp/pcb-fstime.45d75e/mnt-xfs-on-tmpfs /tmp/pcb-fstime.45d75e/mnt-xfs-on-disk

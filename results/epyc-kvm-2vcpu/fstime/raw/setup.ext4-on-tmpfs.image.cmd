@@ -1,1 +1,1 @@
-truncate -s 512M /tmp/pcb-fstime.d2f394/tmpfs/ext4.img
+truncate -s 512M /tmp/pcb-fstime.45d75e/tmpfs/ext4.img

@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop0 /tmp/pcb-fstime.d2f394/tmpfs/ext4.img
+losetup --show --direct-io=on /dev/loop0 /tmp/pcb-fstime.45d75e/tmpfs/ext4.img

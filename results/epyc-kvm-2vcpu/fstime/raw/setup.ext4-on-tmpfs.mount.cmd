@@ -1,1 +1,1 @@
-mount -t ext4 /dev/loop0 /tmp/pcb-fstime.d2f394/mnt-ext4-on-tmpfs
+mount -t ext4 /dev/loop0 /tmp/pcb-fstime.45d75e/mnt-ext4-on-tmpfs

@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=768m\,mode=0700 tmpfs /tmp/pcb-fstime.d2f394/tmpfs
+mount -t tmpfs -o size=768m\,mode=0700 tmpfs /tmp/pcb-fstime.45d75e/tmpfs

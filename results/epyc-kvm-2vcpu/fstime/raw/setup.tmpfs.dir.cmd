@@ -1,1 +1,1 @@
-mkdir /tmp/pcb-fstime.d2f394/tmpfs/files
+mkdir /tmp/pcb-fstime.45d75e/tmpfs/files

@@ -1,1 +1,1 @@
-truncate -s 512M /tmp/pcb-fstime.d2f394/xfs.img
+truncate -s 512M /tmp/pcb-fstime.45d75e/xfs.img

@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop2 /tmp/pcb-fstime.d2f394/xfs.img
+losetup --show --direct-io=on /dev/loop2 /tmp/pcb-fstime.45d75e/xfs.img

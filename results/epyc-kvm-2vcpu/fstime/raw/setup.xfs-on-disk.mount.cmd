@@ -1,1 +1,1 @@
-mount -t xfs /dev/loop2 /tmp/pcb-fstime.d2f394/mnt-xfs-on-disk
+mount -t xfs /dev/loop2 /tmp/pcb-fstime.45d75e/mnt-xfs-on-disk

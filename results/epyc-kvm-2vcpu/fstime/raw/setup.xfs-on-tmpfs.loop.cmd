@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop1 /tmp/pcb-fstime.d2f394/tmpfs/xfs.img
+losetup --show --direct-io=on /dev/loop1 /tmp/pcb-fstime.45d75e/tmpfs/xfs.img

@@ -1,1 +1,1 @@
-mount -t xfs /dev/loop1 /tmp/pcb-fstime.d2f394/mnt-xfs-on-tmpfs
+mount -t xfs /dev/loop1 /tmp/pcb-fstime.45d75e/mnt-xfs-on-tmpfs

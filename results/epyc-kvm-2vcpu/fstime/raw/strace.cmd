@@ -1,1 +1,1 @@
-timeout -s INT 3 strace -c -p 27971
+timeout -s INT 3 strace -c -p 4952
