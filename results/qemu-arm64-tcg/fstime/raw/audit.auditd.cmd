@@ -1,1 +1,1 @@
-auditd -n -c /scratch/pcb-fstime.4905d9/audit
+auditd -n -c /scratch/pcb-fstime.6a786d/audit

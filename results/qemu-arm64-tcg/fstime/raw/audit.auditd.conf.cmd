@@ -1,1 +1,1 @@
-sed s\|@DIR@\|/scratch/pcb-fstime.4905d9/audit\|g /job/repo/labs/fstime/auditd.conf.in
+sed s\|@DIR@\|/scratch/pcb-fstime.6a786d/audit\|g /job/repo/labs/fstime/auditd.conf.in

@@ -1,1 +1,1 @@
-du -b /scratch/pcb-fstime.4905d9/audit
+du -b /scratch/pcb-fstime.6a786d/audit

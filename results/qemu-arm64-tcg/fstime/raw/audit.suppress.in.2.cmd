@@ -1,1 +1,1 @@
-auditctl -a task\,never -F pid=223
+auditctl -a task\,never -F pid=225

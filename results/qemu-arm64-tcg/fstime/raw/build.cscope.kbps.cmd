@@ -1,1 +1,1 @@
-cscope -dL -f /scratch/pcb-fstime.4905d9/cscope.out -4 KBps
+cscope -dL -f /scratch/pcb-fstime.6a786d/cscope.out -4 KBps

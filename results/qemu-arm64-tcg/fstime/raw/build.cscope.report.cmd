@@ -1,1 +1,1 @@
-cscope -dL -f /scratch/pcb-fstime.4905d9/cscope.out -3 report
+cscope -dL -f /scratch/pcb-fstime.6a786d/cscope.out -3 report

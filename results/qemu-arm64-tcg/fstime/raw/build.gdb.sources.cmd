@@ -1,1 +1,1 @@
-gdb -batch -nx -ex info\ sources /scratch/pcb-fstime.4905d9/fstime
+gdb -batch -nx -ex info\ sources /scratch/pcb-fstime.6a786d/fstime

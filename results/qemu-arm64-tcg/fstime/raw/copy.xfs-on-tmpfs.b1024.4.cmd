@@ -1,1 +1,1 @@
-/scratch/pcb-fstime.4905d9/fstime -c -t 1 -s 0.1 -p 0.25 -d /scratch/pcb-fstime.4905d9/mnt-xfs-on-tmpfs -b 1024 -m 2000
+/scratch/pcb-fstime.6a786d/fstime -c -t 1 -s 0.1 -p 0.25 -d /scratch/pcb-fstime.6a786d/mnt-xfs-on-tmpfs -b 1024 -m 2000

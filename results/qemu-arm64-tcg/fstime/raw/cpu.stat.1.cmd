@@ -1,1 +1,1 @@
-sh /job/repo/labs/fstime/cpusample.sh 416 1
+sh /job/repo/labs/fstime/cpusample.sh 418 1

@@ -1,1 +1,1 @@
-sh /job/repo/labs/fstime/cpusample.sh 498 1
+sh /job/repo/labs/fstime/cpusample.sh 496 1

@@ -1,1 +1,1 @@
-dd if=/dev/zero of=/scratch/pcb-fstime.4905d9/disk/dd-dst bs=1M count=64 status=none
+dd if=/dev/zero of=/scratch/pcb-fstime.6a786d/disk/dd-dst bs=1M count=64 status=none

@@ -1,1 +1,1 @@
-env LC_ALL=C dd if=/scratch/pcb-fstime.4905d9/tmpfs/files/dd-src of=/scratch/pcb-fstime.4905d9/tmpfs/files/dd-dst bs=1k conv=notrunc
+env LC_ALL=C dd if=/scratch/pcb-fstime.6a786d/tmpfs/files/dd-src of=/scratch/pcb-fstime.6a786d/tmpfs/files/dd-dst bs=1k conv=notrunc

@@ -1,1 +1,1 @@
-df -T /scratch/pcb-fstime.4905d9/disk /scratch/pcb-fstime.4905d9/tmpfs/files /scratch/pcb-fstime.4905d9/mnt-ext4-on-tmpfs /scratch/pcb-fstime.4905d9/mnt-xfs-on-tmpfs /scratch/pcb-fstime.4905d9/mnt-xfs-on-disk
+df -T /scratch/pcb-fstime.6a786d/disk /scratch/pcb-fstime.6a786d/tmpfs/files /scratch/pcb-fstime.6a786d/mnt-ext4-on-tmpfs /scratch/pcb-fstime.6a786d/mnt-xfs-on-tmpfs /scratch/pcb-fstime.6a786d/mnt-xfs-on-disk

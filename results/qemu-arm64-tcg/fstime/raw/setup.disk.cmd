@@ -1,1 +1,1 @@
-mkdir /scratch/pcb-fstime.4905d9/disk
+mkdir /scratch/pcb-fstime.6a786d/disk

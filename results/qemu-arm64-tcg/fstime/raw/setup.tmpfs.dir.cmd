@@ -1,1 +1,1 @@
-mkdir /scratch/pcb-fstime.4905d9/tmpfs/files
+mkdir /scratch/pcb-fstime.6a786d/tmpfs/files

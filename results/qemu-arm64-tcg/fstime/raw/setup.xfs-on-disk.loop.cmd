@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop2 /scratch/pcb-fstime.4905d9/xfs.img
+losetup --show --direct-io=on /dev/loop2 /scratch/pcb-fstime.6a786d/xfs.img

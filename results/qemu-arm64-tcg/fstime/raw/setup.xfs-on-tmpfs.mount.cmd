@@ -1,1 +1,1 @@
-mount -t xfs /dev/loop1 /scratch/pcb-fstime.4905d9/mnt-xfs-on-tmpfs
+mount -t xfs /dev/loop1 /scratch/pcb-fstime.6a786d/mnt-xfs-on-tmpfs

@@ -1,1 +1,1 @@
-timeout -s INT 1 strace -c -p 638
+timeout -s INT 1 strace -c -p 622
