@@ -253,12 +253,12 @@ def test_a_claims_wording_is_outside_the_code_hash(monkeypatch):
     from labkit import model
     from labkit.stats import claims as claims_mod
     lab = "fstime"
-    claims = claims_mod.load(ROOT / "labs" / lab / "claims.toml")
+    spec = ROOT / "labs" / lab / "claims.toml"
+    claims = claims_mod.load(spec)
     result = model.load(ROOT / "results" / "epyc-kvm-2vcpu" / f"{lab}.json")
     reworded = [{**c, **{key: "reworded" for key in fm.CLAIM_TEXT if key in c}} for c in claims]
     assert reworded != claims
     assert claims_mod.evaluate(reworded, result) == claims_mod.evaluate(claims, result)
-    spec = ROOT / "labs" / lab / "claims.toml"
     original = spec.read_text()
     before = fm.code_hash(lab)
     real = Path.read_bytes

@@ -61,8 +61,12 @@ def test_single_quotes_anywhere_read_back(tmp_path, word):
     assert shlex.split((tmp_path / "q.cmd").read_text()) == ["true", word]
 
 
-def _typed_job(tmp_path: Path, body: str, types: str = "tool=str rep=int mb=float io=str on=bool"):
-    (tmp_path / "types").write_text("".join(f"{w}\n" for w in types.split()))
+# The declared case types of the checks below, as a lab's lab.toml [case] gives them.
+TYPES = {"tool": "str", "rep": "int", "mb": "float", "io": "str", "on": "bool"}
+
+
+def _typed_job(tmp_path: Path, body: str):
+    (tmp_path / "types").write_text("".join(f"{k}={t}\n" for k, t in TYPES.items()))
     return subprocess.run([SH, "-c", f'set -u; OUT="$1"; PCB_CASE_TYPES="$3"; . "$2"; {body}', "job", str(tmp_path),
                            str(STEP_WRITER), str(tmp_path / "types")], capture_output=True, text=True, timeout=30)
 
@@ -83,7 +87,7 @@ def test_a_bad_case_field_stops_the_job_at_once_with_one_line(tmp_path, field, w
     assert "after" not in proc.stdout and not (tmp_path / "ran").exists() and not (tmp_path / "s.cmd").exists()
     from labkit import steps      # the host refuses it too
     with pytest.raises(steps.CaseError):
-        steps.parse(["tool=dd", field], {"tool": "str", "rep": "int", "mb": "float", "io": "str", "on": "bool"})
+        steps.parse(["tool=dd", field], TYPES)
 
 
 def test_a_key_given_twice_stops_the_job(tmp_path):
@@ -96,11 +100,10 @@ def test_a_key_given_twice_stops_the_job(tmp_path):
 def test_the_guest_accepts_what_the_host_accepts(tmp_path, field):
     """A field the guest's check lets through is one labkit.steps types as the lab declares it."""
     from labkit import steps
-    types = {"tool": "str", "rep": "int", "mb": "float", "io": "str", "on": "bool"}
     proc = _typed_job(tmp_path, f"step s {shlex.quote(field)} -- true")
     assert proc.returncode == 0, proc.stderr
     key, value = field.split("=", 1)
-    assert isinstance(steps.value(key, value, types), {"str": str, "int": int, "float": float, "bool": bool}[types[key]])
+    assert isinstance(steps.value(key, value, TYPES), {"str": str, "int": int, "float": float, "bool": bool}[TYPES[key]])
 
 
 def test_without_declared_types_a_field_is_checked_for_form_only(tmp_path):
