@@ -117,9 +117,46 @@ def site_pages(site: Path) -> list[str]:
     return out
 
 
-def _axe(page) -> dict:
+# Removes from every table each body row whose shape repeats an earlier row of the same table:
+# the same cells (tag, class, alignment, spans), each cell and each element in it with the same
+# computed colour, background, font size and weight, the same links with or without text and images
+# with or without alt text, on the same row background. axe-core's checks of such a row (colour
+# contrast above all, which is most of a pass) give what they gave for the earlier one: the row's
+# text differs, what the checks read does not. Signatures first, removals after (a removal between
+# two reads of computed style would lay the page out again). Returns the count removed.
+DISTINCT_ROWS_JS = """() => {
+    const shape = el => {
+        const cs = getComputedStyle(el);
+        const inner = [...el.querySelectorAll('*')].map(e => {
+            const s = getComputedStyle(e);
+            return [e.tagName, e.getAttribute('class') || '', s.color, s.backgroundColor, s.fontSize, s.fontWeight,
+                    s.display, e.tagName === 'A' ? !!e.textContent.trim() : '', e.tagName === 'IMG' ? e.hasAttribute('alt') : ''].join(':');
+        }).join(',');
+        return [el.tagName, el.getAttribute('class') || '', el.getAttribute('align') || '', el.getAttribute('style') || '',
+                el.colSpan, el.rowSpan, cs.color, cs.backgroundColor, cs.fontSize, cs.fontWeight, cs.display,
+                !!el.textContent.trim(), inner].join('|');
+    };
+    const repeated = [];
+    for (const table of document.querySelectorAll('table')) {
+        const seen = new Set();
+        for (const row of table.querySelectorAll(':scope > tbody > tr')) {
+            const sig = getComputedStyle(row).backgroundColor + '#' + [...row.cells].map(shape).join('||');
+            if (seen.has(sig)) repeated.push(row); else seen.add(sig);
+        }
+    }
+    repeated.forEach(row => row.remove());
+    return repeated.length;
+}"""
+
+
+def _axe(page, distinct_rows: bool = False) -> dict:
     """Run axe-core (injected from the project's node_modules, never a CDN) on the page as it
-    is; returns {impact: count of violating nodes} and the violations (id, impact, nodes)."""
+    is; returns {impact: count of violating nodes} and the violations (id, impact, nodes). With
+    ``distinct_rows``, table rows that repeat an earlier row's shape are removed first
+    (:data:`DISTINCT_ROWS_JS`; the page is the caller's own copy): on fio_engines' opened evidence
+    page 2,684 of 3,001 rows go, and its accessibility test took 76 s instead of 208 s (2026-12-01)."""
+    if distinct_rows:
+        page.evaluate(DISTINCT_ROWS_JS)
     if not page.evaluate("() => typeof axe !== 'undefined'"):
         page.add_script_tag(content=AXE_JS.read_text())
     res = page.evaluate("""async (ms) => {

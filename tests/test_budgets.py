@@ -99,8 +99,8 @@ def open_everything(page, rounds: int = 4) -> None:
 def _axe_cases() -> list[tuple[str, str]]:
     """(path, viewport) of every page at both viewports, but the generated evidence pages at 390 px
     only: they are built from the same blocks as the chapters (result and verdict tables, tabs,
-    folds, outputs), which are checked in the dark scheme there, and one pass of axe over
-    fio_engines' opened evidence page takes 175-225 s."""
+    folds, outputs), which are checked in the dark scheme there, and fio_engines' opened evidence
+    page holds 63,500 elements (76 s for its test with repeated rows removed, bench._axe)."""
     from labkit.site import evidence
     return [(path, vp) for path in _pages() for vp in VIEWPORTS
             if vp == "phone" or not path.startswith(f"/{evidence.PREFIX}/")]
@@ -113,7 +113,8 @@ def test_page_accessibility(served, browser, path, viewport):
     the dark one: the scheme changes colours alone and the width layout alone (scroll boxes,
     wrapping), so each is checked once, and a pass of axe on a chapter takes 5-15 s, most of it
     contrast (a third pass, 1280 px light, took the full suite past its 30 minutes); evidence
-    pages once (:func:`_axe_cases`)."""
+    pages once (:func:`_axe_cases`). Table rows that repeat an earlier row's shape are removed
+    before the pass (bench.DISTINCT_ROWS_JS: what axe reads of them is the earlier row's)."""
     if not AXE_JS.exists():
         pytest.skip(f"{AXE_JS} missing: `make setup` installs axe-core with npm")
     _, url = served
@@ -127,7 +128,7 @@ def test_page_accessibility(served, browser, path, viewport):
         if viewport == "desktop":
             page.evaluate("() => document.body.setAttribute('data-md-color-scheme', 'slate')")
         open_everything(page)
-        found = {"dark" if viewport == "desktop" else "light": _axe(page)}
+        found = {"dark" if viewport == "desktop" else "light": _axe(page, distinct_rows=True)}
     finally:
         ctx.close()
     bad = {scheme: [(v["id"], v["count"], v["nodes"]) for v in r["violations"] if v["impact"] in ("serious", "critical")]
@@ -151,6 +152,35 @@ def test_budget_catches_a_heavy_page(served, browser, tmp_path):
         __import__("shutil").rmtree(heavy.parent)
     assert r["bytes"] > MAX_PAGE_BYTES
     assert r["foreign"] == [f"{other}/x.png"]
+
+
+def test_axe_keeps_every_row_that_differs(served, browser, tmp_path):
+    """The rows removed before axe's pass (bench.DISTINCT_ROWS_JS) are only repeats: in a table of
+    40 rows alike, a low-contrast number in row 30 and a link without text in row 35 are still
+    found, and only the repeats are gone."""
+    if not AXE_JS.exists():
+        pytest.skip(f"{AXE_JS} missing: `make setup` installs axe-core with npm")
+    site, url = served
+    rows = ["<tr><td>run</td><td align=\"right\">1.5</td><td><a href=\"#x\">step</a></td></tr>"] * 40
+    rows[29] = "<tr><td>run</td><td align=\"right\"><span style=\"color:#ddd\">1.5</span></td><td><a href=\"#x\">step</a></td></tr>"
+    rows[34] = "<tr><td>run</td><td align=\"right\">1.5</td><td><a href=\"#x\"></a></td></tr>"
+    page_dir = site / "rows-test"
+    page_dir.mkdir(exist_ok=True)
+    (page_dir / "index.html").write_text(
+        '<!doctype html><html lang="en"><head><title>rows</title></head><body><main><h1>rows</h1>'
+        '<table><thead><tr><th>case</th><th>value</th><th>from</th></tr></thead><tbody>' + "".join(rows) +
+        "</tbody></table></main></body></html>")
+    page = browser.new_page()
+    try:
+        page.goto(f"{url}/rows-test/", wait_until="networkidle")
+        found = _axe(page, distinct_rows=True)
+        left = page.evaluate("() => document.querySelectorAll('tbody tr').length")
+    finally:
+        page.close()
+        __import__("shutil").rmtree(page_dir)
+    assert left == 3
+    assert {v["id"]: v["count"] for v in found["violations"] if v["id"] in ("color-contrast", "link-name")} == \
+        {"color-contrast": 1, "link-name": 1}, found["violations"]
 
 
 def test_folded_block_loads_when_opened(served, browser):
