@@ -1,7 +1,9 @@
-"""labkit/guest/step.sh, the step writer of a guest's job, run here by the host's POSIX sh (dash
-on Debian, as in the guests): the files it writes are the ones lab.sh's lab_run writes and the
-labs' collectors read (labkit.record.read_case), its command line reads back as the same words,
-and a failed step is recorded, not fatal."""
+"""labkit/guest/step.sh, the step language of a guest's job, run here by bash as the guests run
+it, with the files labkit.guest puts beside it on the job disk (labkit.guest.job_contract_files:
+lab.sh's own step record writer labs/lib/case.sh among them): the guest's out directory is a run
+directory that labkit.record.read_steps reads as a host run's, its command lines read back as the
+same words, a failed step is recorded, not fatal, and a bad case field stops the job as lab.sh
+stops a run."""
 
 from __future__ import annotations
 
@@ -12,116 +14,136 @@ from pathlib import Path
 
 import pytest
 
-from labkit import record
-from labkit.guest import STEP_WRITER
+from labkit import record, steps
+from labkit.guest import job_contract_files
 
-SH = shutil.which("dash") or "/bin/sh"
+BASH = shutil.which("bash") or "/bin/bash"
 WORDS = ["printf", "%s|", "plain", "two words", "it's", 'a "quote"', "$HOME", "`x`", "", "a\\b", "*", "~", "-n"]
+# The declared case types of the checks below, as a lab's lab.toml [case] gives them.
+TYPES = {"tool": "str", "rep": "int", "mb": "float", "io": "str", "on": "bool"}
 
 
-def _job(tmp_path: Path, body: str) -> subprocess.CompletedProcess:
-    return subprocess.run([SH, "-c", f'set -u; OUT="$1"; . "$2"; {body}', "job", str(tmp_path), str(STEP_WRITER)],
-                          capture_output=True, text=True, timeout=30)
+def _job(tmp_path: Path, body: str, types: dict[str, str] | None = TYPES) -> subprocess.CompletedProcess:
+    """Run ``body`` as a job would (``. /job/.pcb/step.sh`` first) with the job disk's contract
+    files for a lab run that declares ``types`` (None: a job booted outside a lab run); the out
+    directory is ``tmp_path / "out"``."""
+    job, out = tmp_path / "job", tmp_path / "out"
+    (job / ".pcb").mkdir(parents=True)
+    out.mkdir()
+    env = {"PCB_LAB_CASE": steps.env_words(types), "PCB_LAB_NAME": "demo"} if types is not None else {}
+    for name, data in job_contract_files(env).items():
+        (job / ".pcb" / name).write_bytes(data)
+    return subprocess.run([BASH, "-c", f'set -u; . "$PCB_JOB/.pcb/step.sh"; {body}'], capture_output=True, text=True,
+                          timeout=30, cwd=tmp_path, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(tmp_path),
+                                                         "PCB_JOB": str(job), "PCB_OUT": str(out)})
 
 
-def test_a_step_keeps_its_command_outputs_status_and_case(tmp_path):
+def test_a_step_is_recorded_as_a_host_run_records_one(tmp_path):
     quoted = " ".join(shlex.quote(w) for w in WORDS)
     proc = _job(tmp_path, f"step one tool=dd rep=2 io=direct -- {quoted}; echo after")
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "one.out").read_text() == "".join(f"{w}|" for w in WORDS[2:])
-    assert (tmp_path / "one.err").read_text() == "" and (tmp_path / "one.rc").read_text() == "0\n"
-    cmd = (tmp_path / "one.cmd").read_text()
-    assert cmd.endswith("\n") and cmd.count("\n") == 1
-    assert shlex.split(cmd) == WORDS                      # a shell reads it back as the same words
-    assert record.read_case(tmp_path / "one.case", {"tool": "str", "rep": "int", "io": "str"}) == \
-        {"tool": "dd", "rep": 2, "io": "direct"}
+    out = tmp_path / "out"
+    assert (out / "raw" / "one.out").read_text() == "".join(f"{w}|" for w in WORDS[2:])
+    assert (out / "raw" / "one.err").read_text() == ""
+    cmd = (out / "raw" / "one.cmd").read_text()
+    assert "\n" not in cmd and shlex.split(cmd) == WORDS     # a shell reads it back as the same words
+    (step,) = record.read_steps(out, TYPES)
+    assert {k: step[k] for k in ("name", "group", "status", "exit_code", "expect", "command", "case")} == {
+        "name": "one", "group": "guest", "status": "ok", "exit_code": 0, "expect": "success", "command": cmd,
+        "case": {"tool": "dd", "rep": 2, "io": "direct"}}
     lines = proc.stdout.splitlines()
-    assert lines[0] == f"one: {cmd.strip()}" and lines[-1] == "after"
-    assert lines[1].startswith("one: ok (") and lines[1].endswith(" s)")
+    assert lines[0] == f"one: {cmd}" and lines[-1] == "after"
+    assert lines[1] == f"one: ok ({step['seconds']:.3f}s)"
 
 
 def test_plain_words_stay_unquoted_and_a_step_without_fields_has_no_case(tmp_path):
     proc = _job(tmp_path, "step two -- dd if=/dev/zero of=/dev/null bs=1M count=1 iflag=direct")
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "two.cmd").read_text() == "dd if=/dev/zero of=/dev/null bs=1M count=1 iflag=direct\n"
-    assert not (tmp_path / "two.case").exists()
+    raw = tmp_path / "out" / "raw"
+    assert (raw / "two.cmd").read_text() == "dd if=/dev/zero of=/dev/null bs=1M count=1 iflag=direct"
+    assert not (raw / "two.case").exists() and "case" not in record.read_steps(tmp_path / "out", TYPES)[0]
 
 
 def test_a_failed_step_is_recorded_and_the_job_goes_on(tmp_path):
     proc = _job(tmp_path, "step bad -- sh -c 'echo first >&2; echo last words >&2; exit 3'; echo next")
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "bad.rc").read_text() == "3\n"
+    (step,) = record.read_steps(tmp_path / "out", TYPES)
+    assert (step["status"], step["exit_code"], step["reason"]) == ("failed", 3, "exit 3: last words")
     assert "bad: exit 3: last words" in proc.stdout.splitlines() and proc.stdout.splitlines()[-1] == "next"
 
 
-@pytest.mark.parametrize("word", ["a'b'c", "'", "''", "x'"])
-def test_single_quotes_anywhere_read_back(tmp_path, word):
+@pytest.mark.parametrize("word", ["a'b'c", "'", "''", "x'", "two\nlines"])
+def test_any_word_reads_back(tmp_path, word):
     proc = _job(tmp_path, f"step q -- true {shlex.quote(word)}")
     assert proc.returncode == 0, proc.stderr
-    assert shlex.split((tmp_path / "q.cmd").read_text()) == ["true", word]
-
-
-# The declared case types of the checks below, as a lab's lab.toml [case] gives them.
-TYPES = {"tool": "str", "rep": "int", "mb": "float", "io": "str", "on": "bool"}
-
-
-def _typed_job(tmp_path: Path, body: str):
-    (tmp_path / "types").write_text("".join(f"{k}={t}\n" for k, t in TYPES.items()))
-    return subprocess.run([SH, "-c", f'set -u; OUT="$1"; PCB_CASE_TYPES="$3"; . "$2"; {body}', "job", str(tmp_path),
-                           str(STEP_WRITER), str(tmp_path / "types")], capture_output=True, text=True, timeout=30)
+    got = subprocess.run([BASH, "-c", 'eval "set -- $(<"$1")"; printf "%s\\0" "$@"', "x",
+                          str(tmp_path / "out" / "raw" / "q.cmd")], capture_output=True, text=True).stdout
+    assert got.split("\0")[:-1] == ["true", word]
 
 
 @pytest.mark.parametrize("field, why", [
     ("rep=x", "not of type int"), ("rep=1.5", "not of type int"), ("rep=", "not of type int"),
     ("mb=1.", "not of type float"), ("mb=.5", "not of type float"), ("mb=1e", "not of type float"),
-    ("on=yes", "not of type bool"), ("speed=1", "speed is not a case key"), ("Rep=1", "not KEY=VALUE"),
-    ("rep", "not KEY=VALUE"), ("=1", "not KEY=VALUE"),
+    ("on=yes", "not of type bool"), ("speed=1", "speed is not a case key of labs/demo/lab.toml"),
+    ("Rep=1", "not KEY=VALUE"), ("rep", "not KEY=VALUE"), ("=1", "not KEY=VALUE"),
 ])
 def test_a_bad_case_field_stops_the_job_at_once_with_one_line(tmp_path, field, why):
-    """As lab.sh refuses a bad --case on the host, the guest's step refuses a field that is not
-    KEY=VALUE, whose key the lab does not declare, or whose value is not of the key's type: one
-    line on stderr, the job stops with exit 2, and the step's command never runs."""
-    proc = _typed_job(tmp_path, f"step s tool=dd {shlex.quote(field)} -- touch ran; echo after")
+    """As lab.sh refuses a bad --case on the host (with the same code, labs/lib/case.sh), the
+    guest's step refuses a field that is not KEY=VALUE, whose key the lab does not declare, or
+    whose value is not of the key's type: one line on stderr, the job stops with exit 2, and the
+    step's command never runs."""
+    proc = _job(tmp_path, f"step s tool=dd {shlex.quote(field)} -- touch ran; echo after")
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
-    assert proc.stderr.count("\n") == 1 and why in proc.stderr and f"step s: case '{field}'" in proc.stderr
-    assert "after" not in proc.stdout and not (tmp_path / "ran").exists() and not (tmp_path / "s.cmd").exists()
-    from labkit import steps      # the host refuses it too
-    with pytest.raises(steps.CaseError):
+    assert proc.stderr.count("\n") == 1 and why in proc.stderr
+    assert proc.stderr.startswith(f"step.sh: step s: --case '{field}': ")
+    assert "after" not in proc.stdout and not (tmp_path / "ran").exists()
+    assert not (tmp_path / "out" / "raw" / "s.cmd").exists()
+    with pytest.raises(steps.CaseError):      # the host's reader refuses it too
         steps.parse(["tool=dd", field], TYPES)
 
 
 def test_a_key_given_twice_stops_the_job(tmp_path):
-    proc = _typed_job(tmp_path, "step s rep=1 rep=2 -- true")
+    proc = _job(tmp_path, "step s rep=1 rep=2 -- true")
     assert proc.returncode == 2 and "rep given twice" in proc.stderr
+
+
+def test_a_step_without_its_separator_stops_the_job(tmp_path):
+    proc = _job(tmp_path, "step s rep=1 true; echo after")
+    assert proc.returncode == 2 and "no -- before the command" in proc.stderr and "after" not in proc.stdout
 
 
 @pytest.mark.parametrize("field", ["rep=3", "rep=-2", "mb=1.5", "mb=-0.25", "mb=2e-3", "mb=1.5E+6", "mb=7",
                                    "on=true", "on=false", "tool=dd if", "io=", "tool=rep=1"])
 def test_the_guest_accepts_what_the_host_accepts(tmp_path, field):
     """A field the guest's check lets through is one labkit.steps types as the lab declares it."""
-    from labkit import steps
-    proc = _typed_job(tmp_path, f"step s {shlex.quote(field)} -- true")
+    proc = _job(tmp_path, f"step s {shlex.quote(field)} -- true")
     assert proc.returncode == 0, proc.stderr
     key, value = field.split("=", 1)
     assert isinstance(steps.value(key, value, TYPES), {"str": str, "int": int, "float": float, "bool": bool}[TYPES[key]])
 
 
-def test_without_declared_types_a_field_is_checked_for_form_only(tmp_path):
-    proc = _job(tmp_path, "step s anything=1.5.6 -- true")
-    assert proc.returncode == 0, proc.stderr
-    proc = _job(tmp_path, "step s notafield -- true; echo after")
-    assert proc.returncode == 2 and "not KEY=VALUE" in proc.stderr and "after" not in proc.stdout
+def test_outside_a_lab_run_a_step_takes_no_case(tmp_path):
+    """A job booted outside a lab run has no declared keys: as a lab without a [case] table, its
+    steps run without fields, and a field stops the job."""
+    proc = _job(tmp_path, "step s -- true; echo after", types=None)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[-1] == "after", proc.stderr
+    proc = _job(tmp_path / "2", "step s anything=1 -- true; echo after", types=None)
+    assert proc.returncode == 2 and "anything is not a case key" in proc.stderr and "after" not in proc.stdout
 
 
-def test_the_job_disk_carries_the_lab_runs_declared_types():
-    """labkit.guest writes /job/.pcb/case-types from the lab run's PCB_LAB_CASE (the supervisor's
-    labkit.steps.env_words of lab.toml [case]); outside a lab run it writes none."""
-    from labkit import steps
+def test_the_job_disk_carries_the_step_record_writer_and_the_declared_types():
+    """labkit.guest puts on the job disk lab.sh's own step record writer (labs/lib/case.sh), and
+    the lab run's declared types (/job/.pcb/case-types from PCB_LAB_CASE, the supervisor's
+    labkit.steps.env_words of lab.toml [case]) and name; outside a lab run, neither of these two."""
     from labkit.guest import case_types_file
-    types = steps.declared(Path(__file__).resolve().parents[1] / "labs" / "nvme_swiotlb")
+    root = Path(__file__).resolve().parents[1]
+    types = steps.declared(root / "labs" / "nvme_swiotlb")
     text = case_types_file({"PCB_LAB_CASE": steps.env_words(types)}).decode()
     assert text.splitlines() == [f"{k}={t}" for k, t in types.items()] and text.endswith("\n")
-    assert case_types_file({}) == b""
+    files = job_contract_files({"PCB_LAB_CASE": steps.env_words(types), "PCB_LAB_NAME": "nvme_swiotlb"})
+    assert files["case.sh"] == (root / "labs" / "lib" / "case.sh").read_bytes()
+    assert files["lab"] == b"nvme_swiotlb" and files["case-types"] == text.encode()
+    assert set(job_contract_files({})) == {"step.sh", "case.sh"}
 
 
 def test_every_guest_step_key_is_declared_by_its_lab():

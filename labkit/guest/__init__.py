@@ -71,9 +71,9 @@ __all__ = ["GuestSpec", "GuestBuildError", "GuestRunError", "CacheBusyError", "P
 # Userspace profiles: Debian packages (the guest architecture's own) and what pulls them in.
 PROFILES = {
     # The NVMe investigation's tools: dd with its throughput line (coreutils), strace, perf, blktrace/btt.
-    # dash is the job's shell: busybox sh runs its own applets before PATH (busybox dd prints no
-    # throughput line), dash runs the Debian programs.
-    "tools": ["busybox-static", "dash", "coreutils", "grep", "strace", "linux-perf", "blktrace", "kmod"],
+    # dash starts the job (busybox sh runs its own applets before PATH, and busybox dd prints no
+    # throughput line; dash runs the Debian programs); bash runs the step language (step.sh).
+    "tools": ["busybox-static", "dash", "bash", "coreutils", "grep", "strace", "linux-perf", "blktrace", "kmod"],
     # Everything the labs use, to run a whole lab inside the guest (labs/<lab>/run.sh --guest ARCH):
     # the guest's own gcc builds the labs' C programs, its python3 runs labkit's probe. libc-bin
     # carries the C.UTF-8 locale (asciinema refuses to record without a UTF-8 one).
@@ -450,7 +450,9 @@ def _device_tree(spec: GuestSpec, work: Path, accel: str) -> tuple[Path | None, 
                  "pcie_dma_ranges": window}
 
 
-STEP_WRITER = Path(__file__).resolve().parent / "step.sh"   # a job's step writer, /job/.pcb/step.sh in the guest
+STEP_WRITER = Path(__file__).resolve().parent / "step.sh"   # a job's step language, /job/.pcb/step.sh in the guest
+# The step record writer lab.sh sources on the host, /job/.pcb/case.sh beside it: one writer of a step's record.
+STEP_RECORD = Path(__file__).resolve().parents[2] / "labs" / "lib" / "case.sh"
 
 
 def case_types_file(env: dict[str, str] | None = None) -> bytes:
@@ -460,6 +462,18 @@ def case_types_file(env: dict[str, str] | None = None) -> bytes:
     this process's environment); empty outside a lab run (then no file is written)."""
     words = (os.environ if env is None else env).get("PCB_LAB_CASE", "").split()
     return "".join(f"{w}\n" for w in words).encode()
+
+
+def job_contract_files(env: dict[str, str] | None = None) -> dict[str, bytes]:
+    """The files of a job's step language, by name under /job/.pcb: ``step.sh``
+    (:data:`STEP_WRITER`) and ``case.sh`` (:data:`STEP_RECORD`), and what they read: ``case-types``
+    (:func:`case_types_file`) and ``lab``, the lab's name (``PCB_LAB_NAME``, for a refused field's
+    message), these two only when the lab run in ``env`` (default: this process's environment)
+    gives them."""
+    env = os.environ if env is None else env
+    files = {"step.sh": STEP_WRITER.read_bytes(), "case.sh": STEP_RECORD.read_bytes(),
+             "case-types": case_types_file(env), "lab": env.get("PCB_LAB_NAME", "").encode()}
+    return {name: data for name, data in files.items() if data}
 
 
 class GuestInfo(TypedDict, total=False):
@@ -542,12 +556,10 @@ def _boot(spec: GuestSpec, prep: dict, boot: Boot, say: Say, job_line: Say | Non
         with tarfile.open(job_tar, "w", format=tarfile.USTAR_FORMAT) as tar:
             for p in sorted(Path(boot.job_dir).rglob("*")):
                 tar.add(p, arcname=str(p.relative_to(boot.job_dir)), recursive=False)
-            tar.add(STEP_WRITER, arcname=".pcb/step.sh")
-            types = case_types_file()
-            if types:
-                info = tarfile.TarInfo(".pcb/case-types")
-                info.size, info.mode = len(types), 0o644
-                tar.addfile(info, io.BytesIO(types))
+            for name, data in job_contract_files().items():
+                info = tarfile.TarInfo(f".pcb/{name}")
+                info.size, info.mode = len(data), 0o644
+                tar.addfile(info, io.BytesIO(data))
         with open(out_img, "wb") as f:
             f.truncate(boot.out_mib * 1024 * 1024)
         dtb, tree = _device_tree(spec, work, boot.accel)

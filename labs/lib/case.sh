@@ -1,13 +1,18 @@
 # shellcheck shell=bash
-# labs/lib/case.sh: a step's record, sourced by labs/lib/lab.sh: its line in steps.tsv and its
-# case in raw/NAME.case (labkit/steps.py reads both). Every --case field is checked when the step
-# is called, against the case keys the lab declares in lab.toml's [case] table and their types,
-# which the supervisor exports as PCB_LAB_CASE ("KEY=TYPE ...", TYPE: str, int, float, bool).
-# A lab author's mistake in a call of the step language (an unknown option, a malformed or
-# undeclared --case) stops the run at once with one line, and the run exits 2.
+# labs/lib/case.sh: a step's record, the one writer of it: sourced by labs/lib/lab.sh on the host
+# and, in a labkit guest, by labkit/guest/step.sh (the job disk holds this file as
+# /job/.pcb/case.sh). A step's line in steps.tsv, its case in raw/NAME.case and its command in
+# raw/NAME.cmd, all under $LAB_RUN (labkit/steps.py and labkit.record.read_steps read them). Every
+# --case field is checked when the step is called, against the case keys the lab declares in
+# lab.toml's [case] table and their types, which the supervisor exports as PCB_LAB_CASE
+# ("KEY=TYPE ...", TYPE: str, int, float, bool). A lab author's mistake in a call of the step
+# language (an unknown option, a malformed or undeclared --case) stops the run at once with one
+# line, and the run exits 2.
 
-# The body's exit status for such a mistake (labkit/run/supervisor.py BODY_USAGE: the run exits 2).
+# The body's exit status for such a mistake (labkit/run/supervisor.py BODY_USAGE: the run exits 2;
+# labkit/guest/step.sh, which no supervisor wraps, sets 2 after sourcing this file), and who says so.
 LAB_USAGE_EXIT=101
+LAB_USAGE_WHO=lab.sh
 
 # LAB_CASE_TYPE: each declared case key's type.
 declare -A LAB_CASE_TYPE=()
@@ -18,7 +23,7 @@ unset lab__w
 
 # lab__usage MESSAGE: say what the lab's code got wrong, in one line, and stop the run.
 lab__usage() {
-  printf 'lab.sh: %s\n' "$1" >&2 || true
+  printf '%s: %s\n' "$LAB_USAGE_WHO" "$1" >&2 || true
   exit "$LAB_USAGE_EXIT"
 }
 
@@ -60,4 +65,21 @@ lab__record_step() {
   local reason=${6//$'\t'/ }
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "${LAB_GROUP:-main}" "$2" "$3" "$4" "$5" "${reason//$'\n'/ }" \
     >> "$LAB_RUN/steps.tsv"
+}
+
+# lab__cmd NAME CMD...: keep the command in raw/NAME.cmd, each word quoted as bash's printf %q
+# quotes it (a shell reads the line back as the same words); LAB_CMD holds the line.
+lab__cmd() {
+  local name=$1
+  shift
+  printf -v LAB_CMD '%q ' "$@"
+  LAB_CMD=${LAB_CMD% }
+  printf '%s' "$LAB_CMD" > "$LAB_RUN/raw/$name.cmd"
+}
+
+# lab__seconds T0 T1: LAB_SECS, the seconds from T0 to T1 (microseconds, ${EPOCHREALTIME//[.,]/}),
+# with three decimals.
+lab__seconds() {
+  # shellcheck disable=SC2034 # read by the caller (lab_run, the guest's step)
+  printf -v LAB_SECS '%d.%03d' $((($2 - $1) / 1000000)) $(((($2 - $1) % 1000000) / 1000))
 }

@@ -261,17 +261,17 @@ lab_run() {
   local name=$1
   shift
   [[ "$1" == -- ]] && shift
-  local raw="$LAB_RUN/raw/$name" rc=0 t0 t1 secs status cmd full l
+  local raw="$LAB_RUN/raw/$name" rc=0 t0 t1 secs status full l
   lab__case "$name" ${fields[@]+"${fields[@]}"}
   [[ -n "$stdout" ]] || stdout="$raw.out"
-  printf -v cmd '%q ' "$@"
-  printf '%s' "${cmd% }" > "$raw.cmd"
-  lab__say "step:$name" "$name: ${cmd% }"
+  lab__cmd "$name" "$@"
+  lab__say "step:$name" "$name: $LAB_CMD"
   t0=${EPOCHREALTIME//[.,]/}
   setsid "$@" > "$stdout" 2> "$raw.err" < /dev/null &
   wait "$!" || rc=$?
   t1=${EPOCHREALTIME//[.,]/}
-  printf -v secs '%d.%03d' $(((t1 - t0) / 1000000)) $((((t1 - t0) % 1000000) / 1000))
+  lab__seconds "$t0" "$t1"
+  secs=$LAB_SECS
   if [[ $expect == success ]] && ((rc == okst)); then rc=0; fi
   if [[ $expect == success && $rc -eq 0 ]] || [[ $expect == failure && $rc -ne 0 ]]; then
     if [[ $expect == failure ]]; then
@@ -312,11 +312,10 @@ lab_spawn() {
   local name=$1
   shift
   [[ "$1" == -- ]] && shift
-  local raw="$LAB_RUN/raw/$name" cmd start
+  local raw="$LAB_RUN/raw/$name" start
   lab__case "$name" ${fields[@]+"${fields[@]}"}
-  printf -v cmd '%q ' "$@"
-  printf '%s' "${cmd% }" > "$raw.cmd"
-  lab__say "spawn:$name" "$name: starting in background: ${cmd% }"
+  lab__cmd "$name" "$@"
+  lab__say "spawn:$name" "$name: starting in background: $LAB_CMD"
   setsid "$@" > "$raw.out" 2> "$raw.err" < /dev/null &
   LAB_SPAWNED=$!
   lab__starttime_v start "$LAB_SPAWNED" || start=""

@@ -1,6 +1,8 @@
+# shellcheck shell=bash
 # labs/nvme_swiotlb/guest_job.sh: what the nvme_swiotlb lab runs INSIDE its arm64 QEMU guest,
-# once per boot (kernel x device tree). POSIX sh (the guest's dash), as root, in /job; it
-# writes every raw output to $PCB_OUT (/out), which the guest runner brings back to the host.
+# once per boot (kernel x device tree). bash (the guest runner starts a job with sh: it starts
+# again under bash), as root, in /job; it writes every raw output to $PCB_OUT (/out), which the
+# guest runner brings back to the host.
 # Every tool is the guest's own arm64 binary from Debian: coreutils dd, strace, perf, blktrace/btt.
 #
 # Parameters come from /job/job.env, written by run.sh: MB (MiB per read), REPS (direct dd reads),
@@ -15,9 +17,10 @@
 # NVMe drive and the control drive read 1 MiB at a time in alternation, ALT_MB MiB of each per
 # round; 0: none). The control drive is a virtio disk with serial pcbctl outside the PCIe host
 # bridge, which labkit.guest attaches read-only from the NVMe drive's own image.
-# Each step keeps <step>.cmd (the command, quoted), <step>.out, <step>.err and <step>.rc, and a
-# measuring step its case in <step>.case (KEY=VALUE lines, as lab_run --case writes on the host):
-# the lab's record.py reads those, never a step's name.
+# Its steps are recorded as a lab run records its own (labkit/guest/step.sh, with labs/lib/case.sh):
+# $OUT/steps.tsv, and raw/<step>.cmd, .case (a measuring step's KEY=VALUE fields), .out and .err;
+# the lab's record.py reads them with labkit.record.read_steps, never by a step's name.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 KNOBS=0 KNOB=none ALT=0 ALT_MB=0
 . /job/job.env
@@ -28,9 +31,8 @@ T=/sys/kernel/tracing
 W=/tmp/pcb
 mkdir -p "$W"
 
-# step NAME [KEY=VALUE...] -- CMD...: labkit.guest's step writer (labkit/guest/step.sh), the
-# guest's counterpart of lab.sh's lab_run: one command a reader could type, its outputs, exit
-# status and case kept in $OUT.
+# step NAME [KEY=VALUE...] -- CMD...: labkit.guest's step language (labkit/guest/step.sh), the
+# guest's lab_run: one command a reader could type, its outputs, exit status and case kept in $OUT.
 # shellcheck source=SCRIPTDIR/../../labkit/guest/step.sh
 . /job/.pcb/step.sh
 drop() { step "$1" -- sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'; }

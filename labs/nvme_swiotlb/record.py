@@ -1,8 +1,8 @@
 """nvme_swiotlb lab: raw outputs → measurements (called by ``labkit record``).
 
 Every measuring step carries its case as data: ``lab_run --case KEY=VALUE`` on the host (the step
-record's ``case``), and ``<step>.case`` files written by ``guest_job.sh`` inside the guests (read
-with :func:`labkit.record.read_case`). Each step's ``tool`` says which parser reads it; ``rep``
+record's ``case``), and inside the guests ``guest_job.sh``'s steps, recorded by the same writer
+in the guest's own run directory (read with :func:`labkit.record.read_steps`). Each step's ``tool`` says which parser reads it; ``rep``
 (the repetition) orders samples and is not part of a measurement's case. No step name is parsed.
 
 Metrics (every sample kept; one sample per repetition unless said otherwise, in repetition order):
@@ -81,7 +81,7 @@ from labkit.parsers.jsonline import json_lines
 from labkit.parsers.perf import flamegraph, fold, perf_stat_csv
 from labkit.parsers.strace import strace_summary
 from labkit.parsers.strace_t import log_histogram, strace_calls
-from labkit.record import read_case, rep_order
+from labkit.record import read_steps, rep_order
 
 # Case keys that say how a step was run, not what it measured.
 _RUN_KEYS = ("tool", "rep")
@@ -272,16 +272,12 @@ def kernel_series(uname_r: str) -> str:
 
 
 def guest_steps(d: Path, types: dict[str, str]) -> list[tuple[str, dict]]:
-    """(name, case) of the steps a guest ran that have a case (``<name>.case`` in ``d``, written by
-    guest_job.sh, typed as lab.toml's ``[case]`` declares: ``types``) and exited 0 (``<name>.rc``),
-    in repetition order."""
-    out = []
-    for f in sorted(d.glob("*.case")):
-        name = f.name[:-len(".case")]
-        rc = d / f"{name}.rc"
-        if rc.exists() and rc.read_text().strip() == "0":
-            out.append((read_case(f, types), name))
-    return [(name, case) for case, name in sorted(out, key=lambda it: rep_order(it[0]))]
+    """(name, case) of the steps a guest ran that have a case and succeeded, in repetition order:
+    ``d`` is the guest's run directory (guest_job.sh's steps, recorded by labkit/guest/step.sh
+    with lab.sh's writer: ``steps.tsv``, ``raw/``), read as a host run's
+    (:func:`labkit.record.read_steps`, cases typed as lab.toml's ``[case]`` declares: ``types``)."""
+    done = [s for s in read_steps(d, types) if s["status"] == "ok" and "case" in s]
+    return [(s["name"], s["case"]) for s in sorted(done, key=lambda s: rep_order(s["case"]))]
 
 
 def _guest_dt(run, step: dict) -> dict | None:
@@ -321,14 +317,14 @@ def _guest_one(run, host_step: dict, d: Path) -> None:
         return [(n, c) for n, c in steps if c.get("tool") == tool]
 
     for n, c in of("dd"):
-        run.add_sample("bandwidth", "MB/s", {**case, **_measured(c)}, dd_summary((d / f"{n}.err").read_text())["mb_per_s"],
+        run.add_sample("bandwidth", "MB/s", {**case, **_measured(c)}, dd_summary((d / "raw" / f"{n}.err").read_text())["mb_per_s"],
                        step, emu)
     run.flush_samples()
     # One step of many rounds (1b), or one round per step (a knob's read in each round of knobs,
     # the same case every round): the samples of one case gather in round and repetition order.
     for n, c in of("alternate"):
         where = {**case, **_measured(c)}
-        for r in json_lines((d / f"{n}.out").read_text(), "alternate"):
+        for r in json_lines((d / "raw" / f"{n}.out").read_text(), "alternate"):
             for k, drive in enumerate(("nvme", "control")):
                 run.add_sample("alternating_bandwidth", "MB/s", {**where, "drive": drive}, r["mb_per_s"][k], step, emu)
             run.add_sample("bandwidth_vs_control", "x", where, r["ratio"], step, emu)
@@ -393,12 +389,12 @@ def _guest_one(run, host_step: dict, d: Path) -> None:
     if dt and dt.get("ram_outside_pci_windows") is not None:
         run.add("ram_outside_dma_window", "bytes", case, [dt["ram_outside_pci_windows"]], step, emu)
     for n, _ in of("perf-script"):
-        _guest_flamegraph(run, d, d / f"{n}.out", case, info)
+        _guest_flamegraph(run, d, d / "raw" / f"{n}.out", case, info)
     for tool, what, title in (("thp-mode", "thp-before", "transparent_hugepage/enabled before the knob rounds"),
                               ("thp-rounds-mode", "thp-rounds", "transparent_hugepage/enabled in the knob rounds, but for the huge-page knob's reads")):
         for n, _ in of(tool):
             run.artifact("log", {"experiment": "guest", "kernel": case["kernel"], "dt": case["dt"], "what": what},
-                         f"{d.relative_to(run.dir)}/{n}.out", title)
+                         f"{d.relative_to(run.dir)}/raw/{n}.out", title)
 
 
 def _guest_flamegraph(run, d: Path, script: Path, case: dict, info: dict) -> None:

@@ -37,7 +37,7 @@
 # but 1 MiB, read_ahead_kb settings but 16 and 4096, the boot-time knobs' boots) and reads less
 # per read where the claims' effects stay clear (read_ahead_kb sweep, guest reads).
 # Every measuring step carries its case as data (lab_run --case KEY=VALUE; inside the guests,
-# guest_job.sh writes <step>.case the same way): record.py reads those, never a step's name.
+# guest_job.sh's steps are recorded by the same writer): record.py reads those, never a step's name.
 # Every tracefs setting, sysfs knob, mount and loop device is put back on exit, error,
 # Ctrl-C and TERM (the cleanup stack of labs/lib/lab.sh).
 # PCB_TRACEFS=DIR uses DIR instead of /sys/kernel/tracing as the tracefs mount point (the tests

@@ -77,14 +77,24 @@ def test_a_step_without_a_case_measures_nothing(tmp_path):
     assert run.measurements == []
 
 
-def test_guest_steps_read_case_files_in_repetition_order(tmp_path):
-    for name, case, rc in (("b", "tool=dd\nio=direct\nrep=2\n", "0"), ("a", "tool=dd\nio=direct\nrep=1\n", "0"),
-                           ("c", "tool=dd\nio=direct\nrep=3\n", "1")):
-        (tmp_path / f"{name}.case").write_text(case)
-        (tmp_path / f"{name}.rc").write_text(rc + "\n")
-    (tmp_path / "drop.rc").write_text("0\n")          # a step without a case is not listed
-    assert record.guest_steps(tmp_path, steps.declared(LAB)) == [("a", {"tool": "dd", "io": "direct", "rep": 1}),
-                                            ("b", {"tool": "dd", "io": "direct", "rep": 2})]
+def test_guest_steps_are_the_cased_steps_that_succeeded_in_repetition_order(tmp_path):
+    """The guest's steps, written by the guest's step language (labkit/guest/step.sh with
+    labs/lib/case.sh, as on a job disk), read back with their cases in repetition order; a failed
+    step and a step without a case are not listed."""
+    from labkit.guest import job_contract_files
+    types = steps.declared(LAB)
+    job, out = tmp_path / "job", tmp_path / "out"
+    (job / ".pcb").mkdir(parents=True)
+    out.mkdir()
+    for name, data in job_contract_files({"PCB_LAB_CASE": steps.env_words(types), "PCB_LAB_NAME": LAB.name}).items():
+        (job / ".pcb" / name).write_bytes(data)
+    body = ("step b tool=dd io=direct rep=2 -- true; step a tool=dd io=direct rep=1 -- true; "
+            "step c tool=dd io=direct rep=3 -- false; step drop -- true")
+    proc = subprocess.run(["bash", "-c", f'set -u; . "$PCB_JOB/.pcb/step.sh"; {body}'], capture_output=True, text=True,
+                          timeout=30, env={"PATH": "/usr/bin:/bin", "PCB_JOB": str(job), "PCB_OUT": str(out)})
+    assert proc.returncode == 0, proc.stderr
+    assert record.guest_steps(out, types) == [("a", {"tool": "dd", "io": "direct", "rep": 1}),
+                                              ("b", {"tool": "dd", "io": "direct", "rep": 2})]
 
 
 def test_kernel_series_keeps_the_trailing_zero():
