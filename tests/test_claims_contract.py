@@ -19,6 +19,16 @@ def test_every_claim_has_a_source(path):
     assert not missing, f"{path}: claims without source (the original conclusion they test): {missing}"
 
 
+def test_the_schema_refuses_a_claim_without_a_source(tmp_path):
+    """claims.schema.json requires ``source``: a claims.toml whose claim lacks it does not load."""
+    body = '[[claim]]\nid = "x"\nstatement = "s"\nrole = "ours"\nkind = "step"\nstep = "build"\n'
+    (tmp_path / "ok.toml").write_text(body + 'source = "the original"\n')
+    assert claims.load(tmp_path / "ok.toml")[0]["source"] == "the original"
+    (tmp_path / "bad.toml").write_text(body)
+    with pytest.raises(Exception, match="source"):
+        claims.load(tmp_path / "bad.toml")
+
+
 
 @pytest.mark.parametrize("path", CLAIM_FILES, ids=lambda p: p.parent.name)
 def test_conclusions_and_roles(path):

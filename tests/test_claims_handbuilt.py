@@ -44,7 +44,7 @@ def result(unit: str, *ms: tuple[dict, list[float]], steps: list[dict] | None = 
 
 
 def claim(kind="compare", **kw) -> dict:
-    c = {"id": "t", "statement": "t", "kind": kind, "role": "ours"}
+    c = {"id": "t", "statement": "t", "source": "t", "kind": kind, "role": "ours"}
     if kind in ("compare", "within"):
         c.update(metric="x", a={"side": "a"}, b={"side": "b"})
     c.update(kw)
@@ -193,7 +193,7 @@ def test_full_run_claims_are_not_applicable_on_a_quick_run(v):
 
 # ---- malformed claims and exercises: the one line a reader gets, exactly -----------------------
 
-BASE = {"id": "c", "statement": "s", "kind": "compare", "metric": "x", "a": {}, "b": {}, "relation": "less", "role": "ours"}
+BASE = {"id": "c", "statement": "s", "source": "s", "kind": "compare", "metric": "x", "a": {}, "b": {}, "relation": "less", "role": "ours"}
 BLANK = r"does not match '\\S' (A string with at least one character that is not white space)"
 
 
@@ -240,11 +240,11 @@ def test_what_each_kind_accepts():
     ok = [
         {**BASE, "source": "the original", "timing": False, "factor": 1.5, "statistic": "mean"},
         {**BASE, "role": "conclusion", "conclusion": "c1", "paired": True, "emulated_ok": "one guest"},
-        {"id": "w", "statement": "s", "kind": "within", "role": "instrument", "metric": "x", "a": {}, "b": {}, "factor": 2,
+        {"id": "w", "statement": "s", "source": "s", "kind": "within", "role": "instrument", "metric": "x", "a": {}, "b": {}, "factor": 2,
          "scale_a": 0.5, "scale_b": 3, "statistic": "median", "source": "o", "timing": True},
-        {"id": "i", "statement": "s", "kind": "increasing", "role": "ours", "metric": "x", "where": {}, "over": "q", "factor": 1,
+        {"id": "i", "statement": "s", "source": "s", "kind": "increasing", "role": "ours", "metric": "x", "where": {}, "over": "q", "factor": 1,
          "tolerance": 0, "statistic": "mean"},
-        {"id": "s", "statement": "s", "kind": "step", "role": "instrument", "step": "x", "stdout_empty": True, "timing": False},
+        {"id": "s", "statement": "s", "source": "s", "kind": "step", "role": "instrument", "step": "x", "stdout_empty": True, "timing": False},
     ]
     for c in ok:
         claims.check_spec(c, "f")
@@ -271,7 +271,7 @@ def test_a_check_table_has_no_id():
     assert refused(claims.check_spec, body, "f") == "f: claim ?: $: 'id' is a required property"
 
 
-STEP = '[[claim]]\nid = "{id}"\nstatement = "s"\nkind = "step"\nstep = "x"\nrole = "instrument"\n'
+STEP = '[[claim]]\nid = "{id}"\nstatement = "s"\nsource = "s"\nkind = "step"\nstep = "x"\nrole = "instrument"\n'
 
 
 def test_malformed_claims_file(tmp_path):

@@ -276,7 +276,7 @@ def test_a_claims_wording_is_outside_the_code_hash(monkeypatch):
     factor = next(line for line in lines if line.startswith("factor = "))
     assert edit(factor, "factor = 3.5") != before
     assert edit('relation = "greater"', 'relation = "less"') != before
-    assert edit("[[claim]]", '[[claim]]\nid = "x"\nstatement = "y"\nrole = "ours"\nkind = "step"\nstep = "z"\n\n[[claim]]') != before
+    assert edit("[[claim]]", '[[claim]]\nid = "x"\nstatement = "y"\nsource = "s"\nrole = "ours"\nkind = "step"\nstep = "z"\n\n[[claim]]') != before
     monkeypatch.setattr(Path, "read_bytes", real)
     assert fm.code_hash(lab) == before
 

@@ -140,10 +140,10 @@ def test_skipped_step_makes_step_claim_untested(result):
 
 def test_bad_claims_file_is_rejected(tmp_path):
     f = tmp_path / "claims.toml"
-    f.write_text('[[claim]]\nid = "x"\nstatement = "s"\nrole = "ours"\nkind = "guess"\n')
+    f.write_text('[[claim]]\nid = "x"\nstatement = "s"\nsource = "s"\nrole = "ours"\nkind = "guess"\n')
     with pytest.raises(claims.ClaimError, match=r"\$\.claim\[0\]\.kind: 'guess' is not one of"):
         claims.load(f)
-    f.write_text('[[claim]]\nid = "x"\nstatement = "s"\nrole = "ours"\nkind = "compare"\nmetric = "m"\na = {}\nb = {}\nrelation = "bigger"\n')
+    f.write_text('[[claim]]\nid = "x"\nstatement = "s"\nsource = "s"\nrole = "ours"\nkind = "compare"\nmetric = "m"\na = {}\nb = {}\nrelation = "bigger"\n')
     with pytest.raises(claims.ClaimError, match=r"\$\.claim\[0\]\.relation: 'bigger' is not one of"):
         claims.load(f)
 
@@ -158,8 +158,9 @@ def test_bad_claims_file_is_rejected(tmp_path):
 ])
 def test_claim_keys_are_checked(tmp_path, extra, match):
     f = tmp_path / "claims.toml"
+    source = "" if extra.startswith("source") else 'source = "s"\n'
     f.write_text('[[claim]]\nid = "x"\nstatement = "s"\nrole = "ours"\nkind = "compare"\nmetric = "m"\na = {}\nb = {}\n'
-                 f'relation = "less"\n{extra}\n')
+                 f'relation = "less"\n{source}{extra}\n')
     with pytest.raises(claims.ClaimError, match=match):
         claims.load(f)
 
@@ -169,7 +170,7 @@ def test_claim_with_every_optional_key_loads(tmp_path):
     f.write_text('[[claim]]\nid = "x"\nstatement = "s"\nsource = "the original: 1.85x"\nkind = "compare"\n'
                  'metric = "m"\na = {}\nb = {}\nrelation = "less"\nfactor = 1.5\nstatistic = "mean"\ntiming = false\n'
                  'role = "conclusion"\nconclusion = "c"\npaired = true\nemulated_ok = "a ratio in one guest"\n'
-                 '[[claim]]\nid = "y"\nstatement = "s"\nrole = "instrument"\nkind = "step"\nstep = "st"\n'
+                 '[[claim]]\nid = "y"\nstatement = "s"\nsource = "s"\nrole = "instrument"\nkind = "step"\nstep = "st"\n'
                  'stdout_empty = true\ntiming = false\n')
     got = claims.load(f)
     assert [c["id"] for c in got] == ["x", "y"]

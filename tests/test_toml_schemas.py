@@ -21,7 +21,7 @@ LABKIT = ROOT / "labkit"
 SCHEMAS = {p.name: json.loads(p.read_text()) for p in sorted(LABKIT.glob("*.schema.json"))}
 NEW = ("claims.schema.json", "exercises.schema.json", "original.schema.json")
 
-CLAIM = ('[[claim]]\nid = "x"\nstatement = "s"\nrole = "ours"\nkind = "compare"\nmetric = "m"\n'
+CLAIM = ('[[claim]]\nid = "x"\nstatement = "s"\nsource = "s"\nrole = "ours"\nkind = "compare"\nmetric = "m"\n'
          'a = { engine = "libaio" }\nb = { engine = "psync" }\nrelation = "greater"\nfactor = 1.5\n')
 EXERCISE = ('[[exercise]]\nid = "e"\ntitle = "t"\nchange = "c"\npredict = "p"\n'
             'check = { kind = "compare", metric = "m", a = {}, b = {}, relation = "less" }\n')
