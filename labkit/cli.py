@@ -359,7 +359,7 @@ def _cmd_check(a) -> int:
     return 0
 
 
-def _recover_audit_rules() -> tuple[int, int]:
+def recover_audit_rules() -> tuple[int, int]:
     """Remove the task,never rules of runs whose supervisor is gone
     (:func:`labkit.run.auditctx.orphans`): a run killed before its undo whose journal went with
     its out directory leaves one. Returns (status: 0 when none is left, 1 when one could not be
@@ -390,7 +390,7 @@ def _cmd_recover(a) -> int:
             raise UsageError(f"--out {d}: no such folder")
     scratch = [Path(d) for d in a.scratch] if a.scratch else [Path(os.environ.get("TMPDIR") or "/tmp")]
     files = journal.find(outs, scratch)
-    status, removed = _recover_audit_rules()
+    status, removed = recover_audit_rules()
     if not files:
         where = ", ".join(map(str, outs + scratch))
         print(f"labkit recover: no journal in {where}" if removed else

@@ -171,14 +171,14 @@ def schema() -> dict:
 
 
 @lru_cache(maxsize=1)
-def _validator() -> jsonschema.Draft202012Validator:
+def validator() -> jsonschema.Draft202012Validator:
     """The schema's validator (python-jsonschema, with its format checks): it decides, and its
     messages name what is wrong."""
     return jsonschema.Draft202012Validator(schema(), format_checker=jsonschema.FormatChecker())
 
 
 @lru_cache(maxsize=1)
-def _fast_validator():
+def fast_validator():
     """The same schema compiled by jsonschema-rs (a Rust implementation of draft 2020-12, its
     formats checked too), or ``None`` where it is not installed (a guest's Debian userspace).
     It only passes results: python-jsonschema validates every result that it does not pass
@@ -191,7 +191,7 @@ def _fast_validator():
     return jsonschema_rs.Draft202012Validator(schema(), validate_formats=True)
 
 
-def validate(result: dict, source: str = "<result>", new: bool = False) -> None:
+def validate(result: Result, source: str = "<result>", new: bool = False) -> None:
     """Validate ``result`` against the schema and the model's own invariants.
 
     Invariants beyond the schema: ``median``/``min``/``max``/``n`` agree with
@@ -203,9 +203,9 @@ def validate(result: dict, source: str = "<result>", new: bool = False) -> None:
     Raises:
         ResultError: naming ``source`` and the first violated rule.
     """
-    fast = _fast_validator()
+    fast = fast_validator()
     errors = [] if fast is not None and fast.is_valid(result) else sorted(
-        _validator().iter_errors(result), key=lambda e: list(e.absolute_path))
+        validator().iter_errors(result), key=lambda e: list(e.absolute_path))
     if errors:
         err = errors[0]
         where = "/".join(str(p) for p in err.absolute_path) or "(top)"
@@ -243,7 +243,7 @@ def summarize(samples: Iterable[float]) -> dict:
 
 
 def measurement(metric: str, unit: str, case: dict, samples: Iterable[float], step: str | None = None,
-                emulation: dict | None = None) -> dict:
+                emulation: dict | None = None) -> Measurement:
     """Build one measurement dict: every sample kept, median/min/max/n derived from them.
     ``emulation``: the guest's emulation object when the samples were measured inside an
     emulated guest (``{"accelerator": "tcg", ...}``), whatever host booted it."""
@@ -257,7 +257,7 @@ def measurement(metric: str, unit: str, case: dict, samples: Iterable[float], st
 
 
 @lru_cache(maxsize=1)
-def _validator_digest() -> bytes:
+def validator_digest() -> bytes:
     """SHA-256 of what decides validity besides the file: the schema, this module's source
     (the invariants of :func:`validate`) and the versions of jsonschema and jsonschema-rs."""
     versions = []
@@ -276,26 +276,28 @@ def _validator_digest() -> bytes:
 
 def validation_key(text: str) -> str:
     """The key under which a result file's content ``text`` is remembered as valid: hex
-    SHA-256 of the content and :func:`_validator_digest` (a changed schema, invariant or
+    SHA-256 of the content and :func:`validator_digest` (a changed schema, invariant or
     jsonschema version gives new keys)."""
-    return hashlib.sha256(_validator_digest() + text.encode()).hexdigest()
+    return hashlib.sha256(validator_digest() + text.encode()).hexdigest()
 
 
-_VALIDATED: set[str] = set()   # validation keys of contents that passed in this process
+VALIDATED: set[str] = set()
+"""The validation keys (:func:`validation_key`) of the result contents that passed in this process;
+the disk cache (``cache_dir("validated")``) remembers them across processes."""
 
 
 def _known_valid(key: str) -> bool:
-    if key in _VALIDATED:
+    if key in VALIDATED:
         return True
     folder = cache_dir("validated")
     if folder is not None and (folder / key).is_file():
-        _VALIDATED.add(key)
+        VALIDATED.add(key)
         return True
     return False
 
 
 def _remember_valid(key: str) -> None:
-    _VALIDATED.add(key)
+    VALIDATED.add(key)
     folder = cache_dir("validated")
     if folder is None:
         return
@@ -306,7 +308,7 @@ def _remember_valid(key: str) -> None:
         pass
 
 
-def load(path: Path | str) -> dict:
+def load(path: Path | str) -> Result:
     """Read and validate one result file. A content that passed :func:`validate` before (in
     this process, or in an earlier one with the same :func:`validation_key`) is not validated
     again.

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from . import model
+from .model import Measurement, Result, Step
 from . import steps as steps_format
 from .run.tools import versions
 
@@ -45,11 +46,11 @@ class Run:
         self.case_types = steps_format.declared(lab_dir or ROOT / "labs" / lab)
         self.host = json.loads((self.dir / "host.json").read_text())
         self.steps = read_steps(self.dir, self.case_types)
-        self.measurements: list[dict] = []
+        self.measurements: list[Measurement] = []
         self.artifacts: list[dict] = []
         self._pending: dict = {}
 
-    def step(self, name: str) -> dict | None:
+    def step(self, name: str) -> Step | None:
         """The step called ``name``, or None if the lab did not record it."""
         return next((s for s in self.steps if s["name"] == name), None)
 
@@ -58,11 +59,11 @@ class Run:
         s = self.step(name)
         return bool(s and s["status"] == "ok")
 
-    def ok_steps(self, group: str) -> list[dict]:
+    def ok_steps(self, group: str) -> list[Step]:
         """Steps of ``group`` whose status is ok, in run order."""
         return [s for s in self.steps if s["group"] == group and s["status"] == "ok"]
 
-    def steps_where(self, *, status: str | None = "ok", by_rep: bool = False, **case) -> list[dict]:
+    def steps_where(self, *, status: str | None = "ok", by_rep: bool = False, **case) -> list[Step]:
         """Steps whose case contains every key/value of ``case`` (and whose status is
         ``status``; None: any), in run order, or ordered by their case's ``rep`` (1-based
         repetition number; run order kept among equal numbers) when ``by_rep``."""
@@ -97,7 +98,7 @@ class Run:
         return self.dir / "raw" / f"{name}.{ext}"
 
     def add(self, metric: str, unit: str, case: dict, samples, step: str | None = None,
-            emulation: dict | None = None) -> dict:
+            emulation: dict | None = None) -> Measurement:
         """Add a measurement keeping every sample; median/min/max derived (model.measurement).
         ``emulation``: set for samples measured inside an emulated guest."""
         m = model.measurement(metric, unit, case, samples, step, emulation)
@@ -134,7 +135,7 @@ def read_case(path: Path, types: dict[str, str]) -> dict | None:
     return steps_format.read_case(Path(path), types)
 
 
-def read_steps(run_dir: Path, types: dict[str, str]) -> list[dict]:
+def read_steps(run_dir: Path, types: dict[str, str]) -> list[Step]:
     """The steps of ``steps.tsv`` (:func:`labkit.steps.read_tsv`) with commands from raw/*.cmd and
     cases from raw/*.case, typed by ``types`` (:func:`read_case`; a step given no case has none)."""
     steps = []
@@ -213,7 +214,7 @@ def git_commit(repo: Path, paths: list[str] | None = None) -> tuple[str | None, 
 
 
 def assemble(lab: str, lab_dir: Path, run_dir: Path, *, start: float, quick: bool,
-             tools: list[str], command: str, paths: dict | None = None) -> dict:
+             tools: list[str], command: str, paths: dict | None = None) -> Result:
     """Build the result dict from a run directory (not yet written). Raises on invalid data.
 
     ``paths``: ``{"scratch", "out", "checkout"}``, the absolute directories of the run, kept as
@@ -264,7 +265,7 @@ def record(lab: str, lab_dir: Path, run_dir: Path, out: Path, **kw) -> Path:
     return path
 
 
-def rederive(path: Path, lab_dir: Path | None = None) -> dict:
+def rederive(path: Path, lab_dir: Path | None = None) -> Result:
     """A committed result file re-derived from its own raw outputs (``<path without .json>/``, as
     :func:`record` left them) by the lab's collector as it is now: its steps read again (cases
     typed as the lab declares them), its measurements and artifacts made again, its claims

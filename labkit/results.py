@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import model
+from .model import Result
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,7 +33,7 @@ class Host:
     label: str
     dir: Path
     local: bool = False
-    results: dict = field(default_factory=dict)
+    results: dict[str, Result] = field(default_factory=dict)
 
     @property
     def title(self) -> str:
@@ -78,7 +79,7 @@ def load_hosts(root: Path = ROOT) -> list[Host]:
     return list(hosts.values())
 
 
-def for_lab(lab: str, hosts: list[Host]) -> list[tuple[Host, dict]]:
+def for_lab(lab: str, hosts: list[Host]) -> list[tuple[Host, Result]]:
     """(host, result) for every host that ran ``lab``: the reader's own hosts (local results)
     first, then the others, each in search order.
 

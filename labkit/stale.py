@@ -6,9 +6,19 @@ from __future__ import annotations
 import subprocess
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .model import Result
 
 
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
+def git(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """``git -C root ARGS`` (any directory's owner accepted), its output captured as text; a
+    non-zero exit is returned, not raised.
+
+    Raises:
+        OSError: git is not installed; subprocess.TimeoutExpired: it took more than 20 s.
+    """
     return subprocess.run(["git", "-c", "safe.directory=*", "-C", str(root), *args], capture_output=True, text=True,
                           timeout=20)
 
@@ -37,7 +47,7 @@ def last_change(root: Path, lab: str) -> str | None:
     lab's tests (``tests/``), which pytest runs and a run of the lab never does.
     """
     try:
-        proc = _git(root, "log", "-1", "--format=%H", "--", *lab_code(lab))
+        proc = git(root, "log", "-1", "--format=%H", "--", *lab_code(lab))
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout.strip() or None if proc.returncode == 0 else None
@@ -57,13 +67,13 @@ def _code_lines(text: str) -> list[str]:
 
 
 @lru_cache(maxsize=64)
-def _same_code(root: Path, lab: str, commit: str) -> str | None:
+def same_code(root: Path, lab: str, commit: str) -> str | None:
     """How the lab's code (:func:`lab_code`) at ``commit`` compares with the work tree's HEAD,
     whatever commits touched it in between: ``"same"`` (a change and its revert), ``"comments"``
     (only whole-line comments and blank lines of :data:`COMMENTED` files differ), None (code
     differs, or git did not answer)."""
     try:
-        proc = _git(root, "diff", "--name-only", "--no-renames", commit, "HEAD", "--", *lab_code(lab))
+        proc = git(root, "diff", "--name-only", "--no-renames", commit, "HEAD", "--", *lab_code(lab))
         if proc.returncode != 0:
             return None
         changed = [p for p in proc.stdout.splitlines() if p]
@@ -72,7 +82,7 @@ def _same_code(root: Path, lab: str, commit: str) -> str | None:
         for path in changed:
             if not path.endswith(COMMENTED):
                 return None
-            old, new = (_git(root, "show", f"{rev}:{path}") for rev in (commit, "HEAD"))
+            old, new = (git(root, "show", f"{rev}:{path}") for rev in (commit, "HEAD"))
             if old.returncode != 0 or new.returncode != 0 or _code_lines(old.stdout) != _code_lines(new.stdout):
                 return None
     except (OSError, subprocess.TimeoutExpired):
@@ -80,12 +90,12 @@ def _same_code(root: Path, lab: str, commit: str) -> str | None:
     return "comments"
 
 
-def staleness(result: dict, root: Path) -> tuple[str, str]:
+def staleness(result: Result, root: Path) -> tuple[str, str]:
     """(state, explanation) with state one of ``fresh``, ``stale``, ``unknown``.
 
     fresh: the lab's last change is an ancestor of (or is) the commit the run used, or the lab's
     code is the same as at that commit but for whole-line comments of its shell and Python files
-    (:func:`_same_code`), and the run had no uncommitted lab changes. stale: the lab's code
+    (:func:`same_code`), and the run had no uncommitted lab changes. stale: the lab's code
     changed after the run's commit.
     unknown: no git history here, or the run's commit is not in it.
     """
@@ -94,13 +104,13 @@ def staleness(result: dict, root: Path) -> tuple[str, str]:
     if not run_commit or not change:
         return "unknown", "no git history to compare the run with the lab"
     try:
-        known = _git(Path(root), "cat-file", "-e", f"{run_commit}^{{commit}}").returncode == 0
+        known = git(Path(root), "cat-file", "-e", f"{run_commit}^{{commit}}").returncode == 0
         if not known:
             return "unknown", f"the run's commit {run_commit[:12]} is not in this repository's history"
-        ancestor = _git(Path(root), "merge-base", "--is-ancestor", change, run_commit).returncode == 0
+        ancestor = git(Path(root), "merge-base", "--is-ancestor", change, run_commit).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return "unknown", "git did not answer"
-    same = None if ancestor else _same_code(Path(root), result["lab"], run_commit)  # changed back, or comments only
+    same = None if ancestor else same_code(Path(root), result["lab"], run_commit)  # changed back, or comments only
     if not ancestor and not same:
         return "stale", f"labs/{result['lab']} changed in {change[:12]}, after this run's commit {run_commit[:12]}: rerun the lab"
     if result["run"].get("git_dirty"):

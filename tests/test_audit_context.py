@@ -267,11 +267,11 @@ def test_recover_removes_an_orphan_rule_and_keeps_a_live_ones(monkeypatch, capsy
     monkeypatch.setattr(auditctx.orphans, "__defaults__", (lambda pid: pid == 8,))
     monkeypatch.setattr("os.geteuid", lambda: 0)
     monkeypatch.setattr("shutil.which", lambda name: "/sbin/auditctl")
-    assert cli._recover_audit_rules() == (0, 1)
+    assert cli.recover_audit_rules() == (0, 1)
     assert ctl.rules == [auditctx.rule_for(8), auditctx.PLAIN]
     assert "'-a never,task -F pid!=7' of a run that is gone (pid 7): removed" in capsys.readouterr().err
-    assert cli._recover_audit_rules() == (0, 0) and capsys.readouterr().err == ""
+    assert cli.recover_audit_rules() == (0, 0) and capsys.readouterr().err == ""
     ctl.rules.append(auditctx.rule_for(9))
     monkeypatch.setattr(auditctx, "remove", lambda pid: False)
-    assert cli._recover_audit_rules() == (1, 1)
+    assert cli.recover_audit_rules() == (1, 1)
     assert "could not be removed" in capsys.readouterr().err

@@ -36,19 +36,19 @@ def cache(tmp_path, monkeypatch) -> Path:
     """A fresh cache folder for this test, and a process that has validated nothing yet."""
     folder = tmp_path / "cache"
     monkeypatch.setenv("PCB_BUILD_CACHE", str(folder))
-    monkeypatch.setattr(model, "_VALIDATED", set())
+    monkeypatch.setattr(model, "VALIDATED", set())
     return folder
 
 
 @pytest.fixture
 def draws(monkeypatch) -> list:
-    """Every chart that is really drawn (labkit.view.charts._draw_svg), by its arguments."""
-    calls, real = [], charts._draw_svg
+    """Every chart that is really drawn (labkit.view.charts.draw_svg), by its arguments."""
+    calls, real = [], charts.draw_svg
 
     def spy(ms, x, series=None, **opts):
         calls.append((x, series, opts))
         return real(ms, x, series, **opts)
-    monkeypatch.setattr(charts, "_draw_svg", spy)
+    monkeypatch.setattr(charts, "draw_svg", spy)
     return calls
 
 
@@ -95,27 +95,27 @@ def test_a_changed_measurement_or_argument_draws_a_changed_chart(cache, draws):
     after = charts.chart_svg(two_points(second=(2.0, 3.5, 4.0)), "q", host="h")   # one median moved
     assert after != before and len(draws) == 2
     # what the cache returns for the changed data is what drawing it gives
-    assert after == charts._draw_svg(two_points(second=(2.0, 3.5, 4.0)), "q", host="h")
+    assert after == charts.draw_svg(two_points(second=(2.0, 3.5, 4.0)), "q", host="h")
     # the same samples in another order change no summary, and are still another chart's key
     reordered = two_points(second=(4.0, 3.0, 2.0))
     assert reordered[1]["median"] == two_points()[1]["median"]
     assert charts.chart_key(reordered, "q") != charts.chart_key(two_points(), "q")
     for opts in ({"host": "h", "dark": True}, {"host": "h", "title": "T"}, {"host": "h2"}, {"host": "h", "logy": True}):
         charts.chart_svg(two_points(), "q", **opts)
-    assert len(draws) == 7           # the direct _draw_svg call above counts too
+    assert len(draws) == 7           # the direct draw_svg call above counts too
     assert len(list((cache / "charts").iterdir())) == 6
 
 
 def test_changed_drawing_code_draws_again(cache, draws, monkeypatch):
     charts.chart_svg(two_points(), "q", host="h")
     key = charts.chart_key(two_points(), "q", host="h")
-    monkeypatch.setattr(charts, "_code_digest", lambda: b"another charts.py")
+    monkeypatch.setattr(charts, "code_digest", lambda: b"another charts.py")
     assert charts.chart_key(two_points(), "q", host="h") != key
     charts.chart_svg(two_points(), "q", host="h")
     assert len(draws) == 2
     # the real digest covers charts.py, render.py and matplotlib's version
     monkeypatch.undo()
-    assert len(charts._code_digest()) == 32
+    assert len(charts.code_digest()) == 32
 
 
 def test_a_chart_that_fails_is_never_kept(cache):
@@ -159,7 +159,7 @@ def test_a_result_is_validated_once(cache, validations, tmp_path, reference):
     model.write_atomic(f, reference)
     assert model.load(f) == reference and model.load(f) == reference
     assert validations == [str(f)]                                  # once in the process
-    model._VALIDATED.clear()                                        # the next build, another process
+    model.VALIDATED.clear()                                         # the next build, another process
     assert model.load(f) == reference and validations == [str(f)]   # remembered on disk
     assert [p.name for p in (cache / "validated").iterdir()] == [model.validation_key(f.read_text())]
 
@@ -187,7 +187,7 @@ def test_an_invalid_result_fails_every_time_even_after_a_valid_one(cache, valida
     for _ in range(2):
         with pytest.raises(model.ResultError, match=r"measurements/\d+: median="):
             model.load(f)
-    model._VALIDATED.clear()
+    model.VALIDATED.clear()
     with pytest.raises(model.ResultError, match="median="):
         model.load(f)
     assert len(validations) == 4
@@ -203,8 +203,8 @@ def test_a_changed_schema_or_model_validates_again(cache, validations, tmp_path,
     model.write_atomic(f, reference)
     model.load(f)
     key = model.validation_key(f.read_text())
-    monkeypatch.setattr(model, "_validator_digest", lambda: b"another schema.json")
-    model._VALIDATED.clear()
+    monkeypatch.setattr(model, "validator_digest", lambda: b"another schema.json")
+    model.VALIDATED.clear()
     assert model.validation_key(f.read_text()) != key
     model.load(f)
     assert len(validations) == 2
@@ -217,7 +217,7 @@ def test_the_chart_cache_keeps_the_most_recently_used(cache, monkeypatch):
         (folder / f"old{i}.svg").write_text("<svg/>")
         os.utime(folder / f"old{i}.svg", (1000 + i, 1000 + i))
     monkeypatch.setattr(charts, "CACHE_KEEP", 3)
-    monkeypatch.setattr(charts, "_PRUNED", set())
+    monkeypatch.setattr(charts, "PRUNED", set())
     svg = charts.chart_svg(two_points(), "q", host="h")          # drawn and added: the newest
     new = folder / f"{charts.chart_key(two_points(), 'q', host='h')}.svg"
     assert sorted(p.name for p in folder.iterdir()) == sorted(["old3.svg", "old4.svg", new.name])
@@ -273,7 +273,7 @@ def test_a_chart_drawn_beside_the_build_is_the_chart_drawn_in_it(beside, cache, 
     (path, svg), = figures.items()
     w, h = charts.svg_size(svg)
     assert filled == f'<img src="{path.removeprefix("cases/x/")}" width="{w}" height="{h}">'
-    assert svg == charts._draw_svg(ms, "q", host="h", dark=True)           # the bytes of drawing it here
+    assert svg == charts.draw_svg(ms, "q", host="h", dark=True)           # the bytes of drawing it here
     # the worker kept it in the cache: the next build reads it at once, and nothing is submitted
     assert (cache / "charts" / f"{charts.chart_key(ms, 'q', host='h', dark=True)}.svg").read_text() == svg
     assert beside.later("cases/x/", ms, "q", host="h", dark=True) is None
@@ -300,7 +300,7 @@ def test_where_workers_cannot_start_the_build_draws_its_charts_itself(beside, mo
     def no_pool():
         tries.append(1)
         raise OSError(38, "Function not implemented")      # what a missing /dev/shm gives
-    monkeypatch.setattr(beside, "_executor", no_pool)
+    monkeypatch.setattr(beside, "executor", no_pool)
     assert beside.later("cases/x/", two_points(), "q", host="h") is None   # drawn at once, by the caller
     assert beside.later("cases/x/", two_points(), "q", host="h2") is None
     assert tries == [1]                          # the build gave up on workers at the first failure
@@ -318,7 +318,7 @@ def test_a_chart_whose_worker_died_is_drawn_by_the_build(beside, monkeypatch, dr
             f = Future()
             f.set_exception(BrokenProcessPool("a worker was killed"))
             return f
-    monkeypatch.setattr(beside, "_executor", lambda: DeadPool())
+    monkeypatch.setattr(beside, "executor", lambda: DeadPool())
     img = beside.later("cases/x/", two_points(), "q", host="h")
     filled = beside.fill(img["src"])
     assert len(draws) == 1 and filled.startswith("fig-") and filled.endswith(".svg")
@@ -334,7 +334,7 @@ def test_one_cpu_fewer_than_the_machine_draws_at_least_one(monkeypatch, cpus, wa
 
 def test_a_fresh_process_draws_at_once_until_a_build_starts():
     """Outside a build (a test, `labkit show`), later() must never hand a chart to workers."""
-    out = subprocess.run([sys.executable, "-c", "from labkit.site.macros import beside; print(beside._active)"],
+    out = subprocess.run([sys.executable, "-c", "from labkit.site.macros import beside; print(beside.active)"],
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
 
@@ -347,18 +347,18 @@ def test_finish_waits_for_the_workers_and_cancels_only_when_asked(monkeypatch, c
     class Pool:
         def shutdown(self, wait, cancel_futures):
             calls.append((wait, cancel_futures))
-    monkeypatch.setattr(beside, "_pool", Pool())
+    monkeypatch.setattr(beside, "pool", Pool())
     beside.finish(cancel=True) if cancel else beside.finish()
-    assert calls == [(True, cancel)] and beside._pool is None and beside._active is False
+    assert calls == [(True, cancel)] and beside.pool is None and beside.active is False
 
 
 def test_workers_that_cannot_start_are_logged_at_info(caplog):
     from labkit.site.macros import beside
     beside.start()
     with caplog.at_level("INFO", logger="mkdocs.plugins.labkit"):
-        beside._give_up(OSError("no semaphores"))
+        beside.give_up(OSError("no semaphores"))
     assert "labkit: charts are drawn in the build's own process (OSError: no semaphores)" in caplog.messages
-    assert beside._active is False
+    assert beside.active is False
     beside.finish()
 
 
@@ -393,7 +393,7 @@ def test_a_remembered_value_is_computed_once_and_a_failure_never_kept(cache):
     assert calls == [1, 2, None, None]
 
 
-# ---- data blocks set aside while the search plugin parses a page (mkdocs_hooks._set_aside) ----
+# ---- data blocks set aside while the search plugin parses a page (mkdocs_hooks.set_aside) ----
 
 def test_data_blocks_are_set_aside_for_the_search_plugin_and_put_back_whole():
     """A data block (render.tabs' comments, nested blocks and all) leaves the HTML the search plugin
@@ -410,13 +410,13 @@ def test_data_blocks_are_set_aside_for_the_search_plugin_and_put_back_whole():
     head = f'{o}\n<h3 id="t">T</h3><div>4</div>\n{c}'
     html = f"<p>prose</p>{data}<p>more</p>{head}<div>tail</div>{data}"
     as_divs = html.replace(o, div).replace(c, "</div>")
-    aside = hooks._set_aside(html, page)
+    aside = hooks.set_aside(html, page)
     assert "<div>1</div>" not in aside and "<div>3</div>" not in aside and aside.count("<!--pc-aside:") == 2
     assert head.replace(o, div).replace(c, "</div>") in aside and "<p>prose</p>" in aside and o not in aside
-    assert hooks._put_back(aside, page) == as_divs.replace(' data-search-x="y"', "")
-    hooks._set_aside(html, page)
+    assert hooks.put_back(aside, page) == as_divs.replace(' data-search-x="y"', "")
+    hooks.set_aside(html, page)
     with pytest.raises(PluginError, match="2 data blocks set aside, 1 put back"):
-        hooks._put_back(aside.replace("<!--pc-aside:1-->", ""), page)
+        hooks.put_back(aside.replace("<!--pc-aside:1-->", ""), page)
     unclosed = f"<p>a</p>{o}<div>x</div>"
-    assert hooks._set_aside(unclosed, page) == unclosed.replace(o, div)
-    assert hooks._put_back(unclosed, page) == unclosed
+    assert hooks.set_aside(unclosed, page) == unclosed.replace(o, div)
+    assert hooks.put_back(unclosed, page) == unclosed

@@ -47,7 +47,7 @@ def test_a_real_effect_is_found_at_the_sizes_full_runs_use(rows):
 def test_the_calibration_fails_for_an_interval_that_is_too_narrow(monkeypatch):
     """The test can fail: with the normal quantile 1.96 in place of Student's t (the narrowness
     of an uncalibrated small-n interval), n = 3 decides wrongly far more often than 6 %."""
-    monkeypatch.setattr(claims, "_t975", lambda df: np.full(np.shape(df), 1.959964))
+    monkeypatch.setattr(claims, "t975", lambda df: np.full(np.shape(df), 1.959964))
     for paired in (False, True):
         assert calibration.cell(3, 3, paired, "lognormal", draws=2000)["false"] > 0.1
 
@@ -68,7 +68,7 @@ def test_a_verdict_decides_on_the_calibrated_interval(paired, monkeypatch):
     rng = np.random.default_rng(7)
     a, b = calibration.draw_sides(rng, 150, 3, 3, "lognormal")
     _, lo, hi = claims.log_t_interval(a, b, paired)
-    c = {"id": "t", "statement": "t", "kind": "compare", "metric": "x", "role": "ours", "a": {"side": "a"},
+    c = {"id": "t", "statement": "t", "source": "s", "kind": "compare", "metric": "x", "role": "ours", "a": {"side": "a"},
          "b": {"side": "b"}, "relation": "greater", "factor": 1.0, "paired": paired}
     host = {"emulation": None}
     seen = set()

@@ -241,8 +241,8 @@ def test_the_recoloured_dark_chart_is_the_chart_drawn_dark(opts):
     series = opts.pop("series", None)
     ms = [m(case={"q": q, "e": e}, samples=(q * 10.0 + i, q * 200.0, 3000.0 / q)) for q in (1, 2, 4096) for i, e in
           enumerate(("a", "b") if series else ("a",))]
-    light = charts._render_svg(ms, "q", series, host="h", **opts)
-    drawn_dark = charts._render_svg(ms, "q", series, host="h", dark=True, **opts)
+    light = charts.render_svg(ms, "q", series, host="h", **opts)
+    drawn_dark = charts.render_svg(ms, "q", series, host="h", dark=True, **opts)
     recoloured = charts.dark_of(light)
     assert recoloured != light
     assert _MARKER_ID.sub("m", recoloured) == _MARKER_ID.sub("m", drawn_dark)
@@ -367,9 +367,9 @@ def test_x_labels_turn_closer_than_half_a_text_size_apart(room, turned):
     try:
         ax.set_xlim(0, 1)
         ax.set_xticks([0, 1], ["wide label", "wide label"])
-        measure = charts._Measure(fig)
+        measure = charts.Measure(fig)
         w = measure.width("wide label", charts.TEXT_PT)
-        angle = charts._turn_crowded_x_labels(ax, measure, w + room * charts.TEXT_PT)
+        angle = charts.turn_crowded_x_labels(ax, measure, w + room * charts.TEXT_PT)
         assert (angle > 0) == turned, angle
     finally:
         plt.close(fig)
@@ -380,6 +380,6 @@ def test_y_tick_texts_include_a_tick_on_either_limit():
     try:
         ax.set_ylim(0, 10)
         ax.set_yticks([0, 5, 10], ["0", "5", "10"])
-        assert charts._y_tick_texts(ax) == ["0", "5", "10"]
+        assert charts.y_tick_texts(ax) == ["0", "5", "10"]
     finally:
         plt.close(fig)

@@ -1,6 +1,6 @@
 """Every decision rule of labkit/stats/claims.py at and around its boundary.
 
-The interval is set by hand (``claims._interval`` replaced) so that each case puts it exactly
+The interval is set by hand (``claims.interval_of`` replaced) so that each case puts it exactly
 where the table says: wholly past the threshold, touching it from either side, straddling it,
 wholly on the other side, zero-width at the threshold, open above. The sides' samples are
 synthetic placeholders (their values do not matter once the interval is fixed); no measured
@@ -31,8 +31,8 @@ SIDES = result(a=[1.0, 2.0, 3.0], b=[1.0, 2.0, 4.0])
 
 def run(monkeypatch, claim: dict, lo: float, hi: float, r: dict = SIDES) -> dict:
     est = lo if math.isfinite(lo) else 1.0
-    monkeypatch.setattr(claims, "_interval", lambda *a, **k: (est, lo, hi, "set by the test"))
-    c = {"id": "t", "statement": "t", "metric": "x", "role": "ours", **claim}
+    monkeypatch.setattr(claims, "interval_of", lambda *a, **k: (est, lo, hi, "set by the test"))
+    c = {"id": "t", "statement": "t", "source": "s", "metric": "x", "role": "ours", **claim}
     claims.check_spec(c, "test")
     return claims.evaluate_one(c, r)
 
@@ -119,14 +119,14 @@ def test_the_effect_records_what_the_claim_needs(monkeypatch):
 def increasing(r: dict, monkeypatch, lo: float, hi: float, factor: float = F, tolerance: float = 0.1) -> str:
     """An ``increasing`` claim over the points of ``r``, with last ÷ first's interval set to
     (lo, hi); a drop's interval is the real one (sides without spread: the values)."""
-    real = claims._interval
+    real = claims.interval_of
 
     def fake(a, b, statistic, paired, interval="t"):
         if a == tuple(r["measurements"][-1]["samples"]) and b == tuple(r["measurements"][0]["samples"]):
             return (lo if math.isfinite(lo) else 1.0), lo, hi, "set by the test"
         return real.__wrapped__(a, b, statistic, paired, interval)
-    monkeypatch.setattr(claims, "_interval", fake)
-    c = {"id": "t", "statement": "t", "metric": "x", "role": "ours", "kind": "increasing", "where": {},
+    monkeypatch.setattr(claims, "interval_of", fake)
+    c = {"id": "t", "statement": "t", "source": "s", "metric": "x", "role": "ours", "kind": "increasing", "where": {},
          "over": "k", "factor": factor, "tolerance": tolerance}
     claims.check_spec(c, "test")
     return claims.evaluate_one(c, r)["verdict"]
@@ -186,12 +186,12 @@ def step_result(**step) -> dict:
     ({"status": "failed", "reason": "x", "exit_code": 1, "stdout_bytes": 1}, {"stdout_empty": True}, "fails"),
 ])
 def test_step_claims(step, claim, want):
-    c = {"id": "t", "statement": "t", "role": "instrument", **STEP, **claim}
+    c = {"id": "t", "statement": "t", "source": "s", "role": "instrument", **STEP, **claim}
     assert claims.evaluate_one(c, step_result(**step))["verdict"] == want
 
 
 def test_a_step_that_did_not_run_is_untested():
-    c = {"id": "t", "statement": "t", "role": "instrument", "kind": "step", "step": "other"}
+    c = {"id": "t", "statement": "t", "source": "s", "role": "instrument", "kind": "step", "step": "other"}
     assert claims.evaluate_one(c, step_result(status="ok", exit_code=0))["verdict"] == "untested"
 
 

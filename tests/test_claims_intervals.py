@@ -90,7 +90,7 @@ def test_fieller_ends_are_where_the_t_test_of_a_minus_rho_b_reaches_five_percent
     ((-1.0, 3.0, -2.0), True, (0.0, math.inf)),         # outside (1, 2), cut to ρ ≥ 0: the hull
 ])
 def test_fieller_hull_covers_each_shape_of_the_quadratic(coeffs, nonneg, want):
-    got = claims._fieller_hull(*coeffs, nonneg)
+    got = claims.fieller_hull(*coeffs, nonneg)
     for g, w in zip(got, want):
         assert (math.isnan(g) and math.isnan(w)) or g == pytest.approx(w), (got, want)
 
@@ -123,14 +123,14 @@ def _result(a: list[float], b: list[float]) -> dict:
 def test_within_includes_both_ends_of_its_band(ratio, want):
     """Sides without spread give a zero-width interval at their ratio: on either end of the band
     it holds (1/factor ≤ low and high ≤ factor), just past it fails."""
-    c = {"id": "w", "statement": "s", "role": "ours", "kind": "within", "metric": "x", "a": {"side": "a"},
+    c = {"id": "w", "statement": "s", "source": "s", "role": "ours", "kind": "within", "metric": "x", "a": {"side": "a"},
          "b": {"side": "b"}, "factor": 1.25}
     v = claims.evaluate_one(c, _result([10 * ratio] * 3, [10] * 3))
     assert v["verdict"] == want, v["evidence"]
 
 
 def test_an_increasing_claim_lists_every_drop():
-    c = {"id": "i", "statement": "s", "role": "ours", "kind": "increasing", "metric": "x", "where": {},
+    c = {"id": "i", "statement": "s", "source": "s", "role": "ours", "kind": "increasing", "metric": "x", "where": {},
          "over": "n", "tolerance": 0.1}
     ms = [model.measurement("x", "s", {"n": n}, v) for n, v in
           ((1, [10.0, 10.1, 10.2]), (2, [5.0, 5.1, 5.2]), (3, [12.0, 12.1, 12.2]), (4, [6.0, 6.1, 6.2]))]
@@ -145,7 +145,7 @@ def test_two_sides_of_zeros_have_no_ratio():
 
 
 def test_too_few_samples_say_which_side_and_show_both():
-    c = {"id": "f", "statement": "s", "role": "ours", "kind": "compare", "metric": "x", "a": {"side": "a"},
+    c = {"id": "f", "statement": "s", "source": "s", "role": "ours", "kind": "compare", "metric": "x", "a": {"side": "a"},
          "b": {"side": "b"}, "relation": "greater"}
     v = claims.evaluate_one(c, _result([1.0, 2.0], [1.0, 1.1, 1.2]))
     assert v["verdict"] == "inconclusive" and v["reason"] == "fewer than 3 samples (a has n=2)"
@@ -154,7 +154,7 @@ def test_too_few_samples_say_which_side_and_show_both():
 
 
 def test_an_undecided_series_says_its_interval_straddles_the_factor():
-    c = {"id": "i", "statement": "s", "role": "ours", "kind": "increasing", "metric": "x", "where": {},
+    c = {"id": "i", "statement": "s", "source": "s", "role": "ours", "kind": "increasing", "metric": "x", "where": {},
          "over": "n", "factor": 1.0}
     ms = [model.measurement("x", "s", {"n": 1}, [10.0, 12.0, 8.0]), model.measurement("x", "s", {"n": 2}, [10.5, 12.5, 8.5])]
     v = claims.evaluate_one(c, {"host": {"emulation": None}, "steps": [], "measurements": ms})

@@ -47,7 +47,7 @@ def build(reference: dict, emulation=None, **sides: list[float]) -> dict:
 
 
 def claim(kind="compare", **kw) -> dict:
-    c = {"id": "t", "statement": "t", "kind": kind, "metric": "x", "role": "ours"}
+    c = {"id": "t", "statement": "t", "source": "s", "kind": kind, "metric": "x", "role": "ours"}
     if kind != "increasing":
         c.update(a={"side": "a"}, b={"side": "b"})
     c.update(kw)
@@ -248,7 +248,7 @@ def test_a_guest_measurement_is_emulated_on_a_hardware_host(reference, real):
 def test_the_interval_is_reproducible(reference, real):
     r = build(reference, a=[x * 1.3 for x in real], b=list(reversed(real)))
     one = claims.evaluate_one(claim(relation="greater"), r)["effect"]
-    claims._interval.cache_clear()
+    claims.interval_of.cache_clear()
     two = claims.evaluate_one(claim(relation="greater"), r)["effect"]
     assert one == two
 

@@ -16,7 +16,7 @@ from labkit.stats import calibration, claims
 
 
 def _claim(**kw) -> dict:
-    c = {"id": "c", "statement": "s", "role": "ours", "kind": "compare", "metric": "events", "a": {"side": "a"},
+    c = {"id": "c", "statement": "s", "source": "s", "role": "ours", "kind": "compare", "metric": "events", "a": {"side": "a"},
          "b": {"side": "b"}, "relation": "not_less", "factor": 1.0, "paired": True, "interval": "sign", "timing": False}
     c.update(kw)
     return {k: v for k, v in c.items() if v is not None}

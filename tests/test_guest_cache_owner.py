@@ -67,7 +67,7 @@ def test_what_root_made_goes_to_the_invoking_user(monkeypatch, tmp_path):
     outside.mkdir()
     owner = (str(home), 12345, 23456)
     monkeypatch.setattr(guest, "sudo_owner", lambda: owner)
-    guest._give_back(cache)
+    guest.give_back(cache)
     for p in (home / ".cache", cache, cache / "index.json", cache / "kernels" / "arm64" / "vmlinuz"):
         st = os.lstat(p)
         assert (st.st_uid, st.st_gid) == (12345, 23456), p
@@ -76,5 +76,5 @@ def test_what_root_made_goes_to_the_invoking_user(monkeypatch, tmp_path):
     other = tmp_path / "other-cache"
     other.mkdir()
     (other / "f").write_text("x")
-    guest._give_back(other)
+    guest.give_back(other)
     assert os.lstat(other / "f").st_uid == 0

@@ -237,11 +237,11 @@ def test_device_tree_record_names_the_tree_booted(tmp_path, dtb):
             # the nvme lab boots its widened tree); the record says so, and which window it has.
             (guest.GuestSpec(dt="dma-ranges"), "dma-ranges", "work-dir", work / "dma-ranges.dtb", wide)):
         spec.check()
-        booted, rec = guest._device_tree(spec, work, "tcg")
+        booted, rec = guest.device_tree(spec, work, "tcg")
         assert booted == path.resolve() or booted == path
         assert rec == {"name": name, "origin": origin, "path": str(booted),
                        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "pcie_dma_ranges": ranges}
-    assert guest._device_tree(guest.GuestSpec(), work, "tcg") == (None, None)
+    assert guest.device_tree(guest.GuestSpec(), work, "tcg") == (None, None)
 
 
 def test_property_cells_reads_the_nodes_own_property(dtb, tmp_path):

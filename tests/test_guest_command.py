@@ -143,7 +143,7 @@ def test_an_interactive_boot_puts_the_console_on_the_terminal(tmp_path):
 
 @pytest.mark.parametrize("profile", sorted(guest.PROFILES))
 def test_a_boot_runs_the_built_command(profile, tmp_path, monkeypatch):
-    """guest._boot hands QEMU the builder's command line (and writes it to qemu.cmd); QEMU is
+    """guest.boot_prepared hands QEMU the builder's command line (and writes it to qemu.cmd); QEMU is
     replaced by a recorder, so nothing starts."""
     seen = []
 
@@ -158,7 +158,7 @@ def test_a_boot_runs_the_built_command(profile, tmp_path, monkeypatch):
     (job / "run").write_text("true\n")
     work = tmp_path / "work"
     nvme = tmp_path / "nvme.img"
-    res = guest._boot(spec, prep, guest.Boot(job, tmp_path / "out", work, "tcg", timeout=30, nvme_image=nvme, scratch_mib=16,
+    res = guest.boot_prepared(spec, prep, guest.Boot(job, tmp_path / "out", work, "tcg", timeout=30, nvme_image=nvme, scratch_mib=16,
                                              drives={"pcbextra": tmp_path / "extra.img"}), lambda m: None)
     assert res["device_tree"] is None
     want = command.boot_command("arm64", "tcg", 3, 1536, kernel=prep["vmlinuz"], initrd=prep["initrd"],

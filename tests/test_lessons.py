@@ -19,7 +19,7 @@ LABS = [m["name"] for m in manifest.labs(ROOT)]
 
 def _text(page_html: str) -> str:
     """The article's visible text, tags dropped (for the position of the lab's command)."""
-    body = lesson._article(page_html)
+    body = lesson.article(page_html)
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", body))
 
 

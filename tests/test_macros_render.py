@@ -673,7 +673,7 @@ def test_template_block_tags_leave_no_blank_lines_or_indentation():
     """The macros' templates are written indented, one tag a line: a line holding only a block tag
     disappears from the HTML (Markdown would read a blank or indented line as a new block)."""
     from labkit.site.macros import templates
-    t = templates._ENV.from_string("<ul>\n  {% for x in xs %}\n  <li>{{ x }}</li>\n  {% endfor %}\n</ul>")
+    t = templates.ENV.from_string("<ul>\n  {% for x in xs %}\n  <li>{{ x }}</li>\n  {% endfor %}\n</ul>")
     assert t.render(xs=[1, 2]) == "<ul>\n  <li>1</li>\n  <li>2</li>\n</ul>"
 
 

@@ -314,7 +314,7 @@ def test_an_original_tables_text_is_shown_as_published():
     would break: <, >, &)."""
     orig = macros.original.load_original("lat_tcp")
     t = dict(orig["table"][0], title='dd "direct" vs \'buffered\' <4k>', columns=['"a"', "b"], rows=[["'1'", "2 & 3"]])
-    md = macros.original._original_table_md(orig, t)
+    md = macros.original.original_table_md(orig, t)
     assert 'dd "direct" vs \'buffered\' &lt;4k&gt;' in md and '"a"' in md and "'1'" in md and "2 &amp; 3" in md
 
 
@@ -351,9 +351,9 @@ SENTENCE_RESULT = {"lab": "x", "run": {"command": ""}, "steps": [], "host": {"em
     m("iops", "IOPS", {"qd": 4}, [280.0, 300.0, 320.0]), m("iops", "IOPS", {"qd": 32}, [380.0, 400.0, 420.0]),
     m("iops", "IOPS", {"qd": 1}, [90.0, 100.0, 110.0]), m("iops", "IOPS", {"qd": "all"}, [900.0, 900.0, 900.0]),
     m("iops1", "IOPS", {"qd": 2}, [100.0]), m("iops1", "IOPS", {"qd": 8}, [300.0])]}
-COMPARE = {"id": "c", "role": "ours", "statement": "s", "kind": "compare", "metric": "rtt",
+COMPARE = {"id": "c", "role": "ours", "statement": "s", "source": "s", "kind": "compare", "metric": "rtt",
            "a": {"pin": "same-cpu"}, "b": {"pin": "other-cpu"}, "relation": "less"}
-TREND = {"id": "t", "role": "ours", "statement": "s", "kind": "increasing", "metric": "iops", "over": "qd", "where": {}}
+TREND = {"id": "t", "role": "ours", "statement": "s", "source": "s", "kind": "increasing", "metric": "iops", "over": "qd", "where": {}}
 SAME, OTHER = {"pin": "same-cpu"}, {"pin": "other-cpu"}
 
 
@@ -610,7 +610,7 @@ def test_a_ratio_is_never_in_scientific_notation(x, shown):
 def test_a_size_in_a_claim_sentence_has_its_unit():
     r = dict(SENTENCE_RESULT, measurements=[m("bw", "MB/s", {"bs": 4096}, [9.0, 10.0, 11.0]),
                                             m("bw", "MB/s", {"bs": 4194304}, [27.0, 30.0, 33.0])])
-    trend = {"id": "t", "role": "ours", "statement": "s", "kind": "increasing", "metric": "bw", "over": "bs", "where": {}}
+    trend = {"id": "t", "role": "ours", "statement": "s", "source": "s", "kind": "increasing", "metric": "bw", "over": "bs", "where": {}}
     v = verdict_of(trend, r)
     assert v["verdict"] == "holds" and macros.claim_tables.interval_text(v["effect"]).startswith("3.00× (95 % interval ")
     assert macros.claim_tables.claim_sentence(trend, v, r) == \

@@ -35,13 +35,13 @@ def test_committed_result_validates(path):
 
 def _changed_since(commit: str | None, paths: list[str]) -> str | None:
     """The newest commit touching ``paths`` if the run's ``commit`` does not include it, else None."""
-    from labkit.stale import _git
-    if _git(ROOT, "diff", "--quiet", "HEAD", "--", *paths).returncode != 0:
+    from labkit.stale import git
+    if git(ROOT, "diff", "--quiet", "HEAD", "--", *paths).returncode != 0:
         return "the working tree (uncommitted changes)"
-    last = _git(ROOT, "log", "-1", "--format=%H", "--", *paths).stdout.strip()
+    last = git(ROOT, "log", "-1", "--format=%H", "--", *paths).stdout.strip()
     if not commit or not last:
         return last or None
-    included = _git(ROOT, "merge-base", "--is-ancestor", last, commit).returncode == 0
+    included = git(ROOT, "merge-base", "--is-ancestor", last, commit).returncode == 0
     return None if included else last
 
 
@@ -111,7 +111,7 @@ def _compare_claim(result):
     if pair is None:
         pytest.skip("no two measurements of one metric with ranges apart")
     lo, hi = sorted(pair, key=lambda m: m["median"])
-    return {"id": "t", "statement": "t", "kind": "compare", "metric": lo["metric"], "a": lo["case"], "b": hi["case"],
+    return {"id": "t", "statement": "t", "source": "s", "kind": "compare", "metric": lo["metric"], "a": lo["case"], "b": hi["case"],
             "relation": "less"}
 
 
@@ -133,7 +133,7 @@ def test_missing_data_is_untested(result):
 def test_skipped_step_makes_step_claim_untested(result):
     r = copy.deepcopy(result)
     r["steps"][0].update(status="skipped", reason="needs root (run with sudo)")
-    v = claims.evaluate_one({"id": "s", "statement": "s", "kind": "step", "role": "instrument", "step": r["steps"][0]["name"]}, r)
+    v = claims.evaluate_one({"id": "s", "statement": "s", "source": "s", "kind": "step", "role": "instrument", "step": r["steps"][0]["name"]}, r)
     why = f"step {r['steps'][0]['name']} skipped: needs root (run with sudo)"
     assert v == {"id": "s", "verdict": "untested", "evidence": why, "role": "instrument", "reason": why}
 
@@ -210,15 +210,15 @@ def test_the_fast_validator_passes_what_jsonschema_passes_and_no_more(path):
     """model.validate lets jsonschema-rs pass a result and python-jsonschema decide the rest:
     that is sound only while the two agree. On every committed result both pass; on copies
     with one rule broken, python-jsonschema rejects each and jsonschema-rs passes none."""
-    fast = model._fast_validator()
+    fast = model.fast_validator()
     if fast is None:
         pytest.skip("jsonschema-rs is not installed (model.validate uses python-jsonschema alone)")
     r = json.loads(path.read_text())
-    assert fast.is_valid(r) and not list(model._validator().iter_errors(r))
+    assert fast.is_valid(r) and not list(model.validator().iter_errors(r))
     r = {**r, "measurements": r["measurements"][:20], "steps": r["steps"][:20]}   # a valid result still
     assert fast.is_valid(r)
     for what, bad in _mutants(r):
-        assert list(model._validator().iter_errors(bad)), what
+        assert list(model.validator().iter_errors(bad)), what
         assert not fast.is_valid(bad), what
         with pytest.raises(model.ResultError):
             model.validate(bad, what)
@@ -228,7 +228,7 @@ def test_the_fast_validator_passes_what_jsonschema_passes_and_no_more(path):
     odd = copy.deepcopy(r)
     odd["run"]["start"] = "yesterday"
     assert not fast.is_valid(odd)
-    if list(model._validator().iter_errors(odd)):
+    if list(model.validator().iter_errors(odd)):
         with pytest.raises(model.ResultError):
             model.validate(odd, "odd")
     else:

@@ -43,19 +43,19 @@ def _page(cells: list[str]) -> str:
 def test_plain_cells_render_as_without_the_shortcut(site_markdown, monkeypatch):
     page = _page(PLAIN_CELLS + MARKUP_CELLS + LEFT_ALONE)
     fast = site_markdown().convert(page)
-    monkeypatch.setattr(page_marks._PlainCells, "run", lambda self, root: None)
+    monkeypatch.setattr(page_marks.PlainCells, "run", lambda self, root: None)
     slow = site_markdown().convert(page)
     assert fast == slow
 
 
 def test_the_shortcut_takes_plain_cells_and_leaves_markup(site_markdown, monkeypatch):
     seen = []
-    run = page_marks._PlainCells.run
+    run = page_marks.PlainCells.run
 
     def spy(self, root):
         run(self, root)
         seen.extend(el.text for tag in ("td", "th") for el in root.iter(tag) if isinstance(el.text, page_marks.AtomicString))
-    monkeypatch.setattr(page_marks._PlainCells, "run", spy)
+    monkeypatch.setattr(page_marks.PlainCells, "run", spy)
     site_markdown().convert(_page(PLAIN_CELLS + MARKUP_CELLS + LEFT_ALONE))
     assert set(seen) == set(PLAIN_CELLS) | {"a", "b", "x"}
     assert not any(page_marks.plain(c) for c in MARKUP_CELLS)

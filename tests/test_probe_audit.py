@@ -26,7 +26,7 @@ def fixture(tool: str, name: str) -> str:
 def runner(**outputs):
     """A command runner for probe.audit_ever_enabled: ``auditctl -s`` → outputs["status"],
     ``auditctl -l`` → outputs["rules"], ``bpftrace`` → outputs["bpftrace"]; a missing entry
-    is a missing program (None, as probe._run returns). Records the commands it was given."""
+    is a missing program (None, as probe.run_command returns). Records the commands it was given."""
     calls = []
 
     def run(cmd, timeout=20):

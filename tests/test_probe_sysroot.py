@@ -78,7 +78,7 @@ def test_probe_reports_the_sysroots_smt_and_counts(tmp_path, monkeypatch):
                             real["smt_active"](root, threads_per_core))
         monkeypatch.setattr(probe, "lscpu_models", lambda sysroot=None: real["lscpu_models"](root))
         for name in ("pmu", "tracefs", "loop_devices", "netns"):
-            monkeypatch.setattr(probe, name, lambda: probe._cap(False, "not probed here"))
+            monkeypatch.setattr(probe, name, lambda: probe.cap(False, "not probed here"))
         monkeypatch.setattr(probe, "audit_ever_enabled", lambda *a, **k: None)
         monkeypatch.setattr(probe, "virtualization", lambda hypervisor: "none")
         h = probe.probe(None, "sysroot-test")
@@ -190,7 +190,7 @@ def test_virtualization_says_what_systemd_detect_virt_says():
 
 def test_virtualization_without_systemd_detect_virt(monkeypatch):
     """Then lscpu's hypervisor vendor, else /proc/cpuinfo's hypervisor flag, else "none"."""
-    monkeypatch.setattr(probe, "_run", lambda cmd, timeout=20: None)
+    monkeypatch.setattr(probe, "run_command", lambda cmd, timeout=20: None)
     assert probe.virtualization("KVM") == "vm: kvm"
     flagged = bool(re.search(r"^flags\s*:.*\bhypervisor\b", Path("/proc/cpuinfo").read_text(), re.M))
     assert probe.virtualization(None) == ("vm: unknown hypervisor (cpuinfo flag)" if flagged else "none")

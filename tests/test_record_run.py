@@ -6,9 +6,12 @@ from __future__ import annotations
 from labkit import record
 
 
-def _run(steps: list[dict]) -> record.Run:
-    run = object.__new__(record.Run)
-    run.steps, run.measurements, run.artifacts, run._pending = steps, [], [], {}
+def _run(tmp_path, steps: list[dict]) -> record.Run:
+    """A Run of an empty run directory (no lab.toml: no case keys) holding ``steps``."""
+    (tmp_path / "host.json").write_text("{}")
+    (tmp_path / "steps.tsv").write_text("")
+    run = record.Run("x", tmp_path, quick=False, lab_dir=tmp_path)
+    run.steps = steps
     return run
 
 
@@ -22,8 +25,8 @@ STEPS = [
 ]
 
 
-def test_steps_where_selects_by_case_and_status():
-    run = _run(STEPS)
+def test_steps_where_selects_by_case_and_status(tmp_path):
+    run = _run(tmp_path, STEPS)
     assert [s["name"] for s in run.steps_where(experiment="x", side="b")] == ["b2", "b1"]
     assert [s["name"] for s in run.steps_where(experiment="x", side="b", by_rep=True)] == ["b1", "b2"]
     assert [s["name"] for s in run.steps_where(status=None, side="b", by_rep=True)] == ["b1", "b2", "s"]
@@ -32,8 +35,8 @@ def test_steps_where_selects_by_case_and_status():
     assert run.steps_where(experiment="z") == []
 
 
-def test_add_sample_gathers_one_measurement_per_case_in_first_seen_order():
-    run = _run(STEPS)
+def test_add_sample_gathers_one_measurement_per_case_in_first_seen_order(tmp_path):
+    run = _run(tmp_path, STEPS)
     run.add_sample("iops", "IOPS", {"side": "b"}, 2.0, "b1")
     run.add_sample("iops", "IOPS", {"side": "a"}, 1.0, "a1")
     run.add_sample("iops", "IOPS", {"side": "b"}, 3.0, "b2")

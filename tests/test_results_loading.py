@@ -325,7 +325,7 @@ def test_a_change_and_its_revert_leave_a_result_fresh(tmp_path):
     assert stale.staleness(result, tmp_path)[0] == "stale"
     git("revert", "--no-edit", "HEAD")
     stale.last_change.cache_clear()
-    stale._same_code.cache_clear()
+    stale.same_code.cache_clear()
     state, why = stale.staleness(result, tmp_path)
     assert state == "fresh" and "changed back" in why
 

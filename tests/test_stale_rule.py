@@ -45,13 +45,13 @@ def repo(tmp_path) -> Path:
     git(tmp_path, "init", "-q")
     commit(tmp_path, "first")
     stale.last_change.cache_clear()
-    stale._same_code.cache_clear()
+    stale.same_code.cache_clear()
     return tmp_path
 
 
 def state(repo: Path, run_commit: str | None, dirty: bool = False) -> str:
     stale.last_change.cache_clear()       # a build reads git afresh; here the repository changes under it
-    stale._same_code.cache_clear()
+    stale.same_code.cache_clear()
     return stale.staleness({"lab": LAB, "run": {"git_commit": run_commit, "git_dirty": dirty}}, repo)[0]
 
 
@@ -143,7 +143,7 @@ def test_a_change_to_comments_only_leaves_a_result_fresh(repo, name, before, aft
     assert state(repo, run) == ("fresh" if fresh else "stale")
     if fresh:
         stale.last_change.cache_clear()
-        stale._same_code.cache_clear()
+        stale.same_code.cache_clear()
         why = stale.staleness({"lab": LAB, "run": {"git_commit": run, "git_dirty": False}}, repo)[1]
         assert "differs from it only in comments" in why, why
         change(repo, f"labs/{LAB}/run.sh", "a code change\n")
@@ -200,7 +200,7 @@ def test_a_copy_without_git_takes_the_commit_and_dirty_flag_it_was_given(repo, t
 
 def explain(repo: Path, run_commit: str | None, dirty: bool = False) -> tuple[str, str]:
     stale.last_change.cache_clear()
-    stale._same_code.cache_clear()
+    stale.same_code.cache_clear()
     return stale.staleness({"lab": LAB, "run": {"git_commit": run_commit, "git_dirty": dirty}}, repo)
 
 
@@ -238,6 +238,6 @@ def test_git_that_does_not_answer_leaves_the_state_unknown(repo, monkeypatch):
 
     def slow(*args, **kw):
         raise subprocess.TimeoutExpired(args, 20)
-    monkeypatch.setattr(stale, "_git", slow)
+    monkeypatch.setattr(stale, "git", slow)
     assert stale.staleness({"lab": LAB, "run": {"git_commit": run, "git_dirty": False}}, repo) == \
         ("unknown", "git did not answer")

@@ -39,7 +39,7 @@ def test_an_untagged_process_of_a_tagged_group_is_a_member():
             return False
         _wait_for(sleeping_child)
         groups: set[int] = set()
-        members = supervisor._members(tag, groups)
+        members = supervisor.members(tag, groups)
         child = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != proc.pid
                  and (supervisor.journals.proc_stat(p) or [None, None, None])[2] == str(proc.pid)]
         assert supervisor.tagged(tag) == [proc.pid]
@@ -49,4 +49,4 @@ def test_an_untagged_process_of_a_tagged_group_is_a_member():
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-    assert supervisor._members(tag, set()) == []
+    assert supervisor.members(tag, set()) == []

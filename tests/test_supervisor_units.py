@@ -147,8 +147,8 @@ def test_a_signal_before_any_child_is_remembered(tmp_path):
     host): remembered as the run's stop, and nothing to forward it to; the first signal wins."""
     import signal
     sup = _sup(tmp_path)
-    sup._on_signal(signal.SIGTERM, None)
-    sup._on_signal(signal.SIGINT, None)
+    sup.on_signal(signal.SIGTERM, None)
+    sup.on_signal(signal.SIGINT, None)
     assert sup.stop_sig == signal.SIGTERM
 
 
@@ -351,17 +351,17 @@ def test_the_lab_declarations_types_resolve():
 
 
 def test_a_stop_signal_is_kept_once_and_ends_the_running_child(tmp_path):
-    """_on_signal: the first stop signal is the run's reason to stop and its running child gets
+    """on_signal: the first stop signal is the run's reason to stop and its running child gets
     SIGTERM; a later one changes nothing, and none counts while the undo runs."""
     import signal
     import subprocess
     s = _sup(tmp_path)
     s.child = subprocess.Popen(["sleep", "30"])
     try:
-        s._on_signal(signal.SIGINT, None)
+        s.on_signal(signal.SIGINT, None)
         assert s.stop_sig == signal.SIGINT
         assert s.child.wait(timeout=10) == -signal.SIGTERM
-        s._on_signal(signal.SIGHUP, None)
+        s.on_signal(signal.SIGHUP, None)
         assert s.stop_sig == signal.SIGINT
     finally:
         if s.child.poll() is None:
@@ -369,7 +369,7 @@ def test_a_stop_signal_is_kept_once_and_ends_the_running_child(tmp_path):
             s.child.wait()
     undoing = _sup(tmp_path)
     undoing.undoing = True
-    undoing._on_signal(signal.SIGTERM, None)
+    undoing.on_signal(signal.SIGTERM, None)
     assert undoing.stop_sig is None
 
 
@@ -536,7 +536,7 @@ def test_a_killed_runs_lock_is_waited_for_ten_seconds_then_refused(tmp_path, mon
         s = _sup(tmp_path)
         s.lock = supervisor.Lock(path)
         monkeypatch.setattr(supervisor, "find_journals", lambda *a: [tmp_path / ".lab.journal"] if journal else [])
-        monkeypatch.setattr(supervisor, "_live", lambda j: False)
+        monkeypatch.setattr(supervisor, "live", lambda j: False)
         monkeypatch.setattr(s.lock, "holder", lambda: "4242")
         with pytest.raises(supervisor.Usage, match="pid 4242"):
             s.take_lock()

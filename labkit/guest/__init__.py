@@ -186,7 +186,7 @@ def sudo_owner() -> tuple[str, int, int] | None:
 def cache_dir() -> Path:
     """Where guests are cached (see the module docstring). Under ``sudo`` the default is the
     invoking user's cache, not root's, so that a lab run with sudo and a later ``labkit guest
-    shell`` without it share one download (:func:`_give_back` hands what root made to that user)."""
+    shell`` without it share one download (:func:`give_back` hands what root made to that user)."""
     if os.environ.get("PCB_GUEST_CACHE"):
         return Path(os.environ["PCB_GUEST_CACHE"])
     if os.environ.get("XDG_CACHE_HOME"):
@@ -196,10 +196,11 @@ def cache_dir() -> Path:
     return Path(home) / ".cache" / "perf-casebook" / "guest"
 
 
-def _give_back(cache: Path) -> None:
+def give_back(cache: Path) -> None:
     """Root under sudo, with the cache inside the invoking user's home: make that user the owner
     of every entry root created there (and of the ``.cache`` folders on the way), so that the
-    user's own runs can read, lock and prune it. Nothing otherwise."""
+    user's own runs can read, lock and prune it. Nothing otherwise. An entry that cannot be
+    changed is left as it is (no error)."""
     owner = sudo_owner()
     if owner is None:
         return
@@ -232,7 +233,7 @@ def _locked(cache: Path):
         try:
             yield
         finally:
-            _give_back(cache)
+            give_back(cache)
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
@@ -405,13 +406,13 @@ def _accel(spec: GuestSpec, prep: dict, work: Path, say: Say) -> tuple[str, str]
     job = work / "probe-job"
     job.mkdir(parents=True, exist_ok=True)
     (job / "run").write_text("echo kvm-probe-ok\n")
-    res = _boot(spec, prep, Boot(job, work / "probe-out", work / "probe", "kvm", timeout=40, probe=True), lambda m: None)
+    res = boot_prepared(spec, prep, Boot(job, work / "probe-out", work / "probe", "kvm", timeout=40, probe=True), lambda m: None)
     if res["exit"] == 0:
         accel, reason = "kvm", f"a KVM probe boot finished in {res['seconds']:.1f} s"
     else:
         accel, reason = "tcg", "a KVM probe boot did not finish within 40 s (e.g. it hangs at 'Booting from ROM')"
     qemu.save_probe(cache_dir() / f"accel-{spec.arch}.json", {"accel": accel, "reason": reason})
-    _give_back(cache_dir())
+    give_back(cache_dir())
     return accel, reason
 
 
@@ -424,12 +425,17 @@ def accelerator(spec: GuestSpec, work_dir: Path | str, say: Say = stderr_say) ->
     return _accel(spec, prepare(spec, say), Path(work_dir), say)
 
 
-def _device_tree(spec: GuestSpec, work: Path, accel: str) -> tuple[Path | None, dict | None]:
+def device_tree(spec: GuestSpec, work: Path, accel: str) -> tuple[Path | None, dict | None]:
     """The compiled tree to boot and its record: {"name" (the --dt name, or the --dtb file's name),
     "origin" ("built": made here from QEMU's own; "work-dir": a tree of that name already in the work
     directory, booted as it is; "file": --dtb), "path", "sha256", "pcie_dma_ranges" (the cells of
     the PCIe host bridge's dma-ranges in that tree, None when it has none)}; (None, None) without
-    a device tree."""
+    a device tree. A tree built here is written to ``work``.
+
+    Raises:
+        GuestRunError: QEMU could not dump its own tree (:func:`labkit.guest.qemu.dump_dtb`);
+        GuestBuildError: dtc, fdtput or fdtget failed or is missing, or the tree has no PCIe host bridge.
+    """
     if spec.dtb:
         dtb, name, origin = Path(spec.dtb).resolve(), Path(spec.dtb).name, "file"
     elif spec.dt:
@@ -481,7 +487,7 @@ class GuestInfo(TypedDict, total=False):
     machine, cpu, cpus, mem_mib, accelerator and why, QEMU's version, this host's arch and CPU),
     the kernel (Debian package, version, release; ``kernel_source`` a reader's kernel as
     {"kind", "path", "sha256"}, else None), the userspace (release, profile, packages), the
-    device tree (``dt``, ``device_tree`` as :func:`_device_tree` describes it, ``dma_ranges``:
+    device tree (``dt``, ``device_tree`` as :func:`device_tree` describes it, ``dma_ranges``:
     the PCIe host bridge's window in the booted tree), the kernel command line added
     (``append``), the disks (``nvme_image``, ``drives`` {serial: path}), the job's ``exit``
     status (None: none came back), ``boot_seconds`` (QEMU's start to the job's start),
@@ -524,7 +530,7 @@ class GuestInfo(TypedDict, total=False):
 
 @dataclass
 class Boot:
-    """One boot of a prepared guest (:func:`_boot`): the job directory (its ``run``), the
+    """One boot of a prepared guest (:func:`boot_prepared`): the job directory (its ``run``), the
     directory the guest's ``/out`` comes back into, the work directory (the boot's disks,
     ``console.log``, ``qemu.cmd``, the device tree), the accelerator ("kvm" or "tcg"), the
     timeout in seconds (None: none), an NVMe image, read-only virtio drives {serial: image},
@@ -544,10 +550,16 @@ class Boot:
     interactive: bool = False
 
 
-def _boot(spec: GuestSpec, prep: dict, boot: Boot, say: Say, job_line: Say | None = None) -> dict:
+def boot_prepared(spec: GuestSpec, prep: dict, boot: Boot, say: Say, job_line: Say | None = None) -> dict:
     """Boot ``spec`` with the images ``prep`` (:func:`prepare`) as ``boot`` says, every line of
     the job to ``job_line`` when given. Returns :func:`labkit.guest.qemu.boot`'s record plus
-    "device_tree"; the boot's disks are removed whatever happens."""
+    "device_tree" (:func:`device_tree`'s record, or None); the boot's disks are removed whatever
+    happens. :func:`run` is the entry point that prepares the images first.
+
+    Raises:
+        GuestRunError: the guest's ``/out`` could not be read back, or QEMU could not dump its
+        device tree; GuestBuildError: as :func:`device_tree`.
+    """
     work = boot.work
     work.mkdir(parents=True, exist_ok=True)
     boot.out_dir.mkdir(parents=True, exist_ok=True)
@@ -562,7 +574,7 @@ def _boot(spec: GuestSpec, prep: dict, boot: Boot, say: Say, job_line: Say | Non
                 tar.addfile(info, io.BytesIO(data))
         with open(out_img, "wb") as f:
             f.truncate(boot.out_mib * 1024 * 1024)
-        dtb, tree = _device_tree(spec, work, boot.accel)
+        dtb, tree = device_tree(spec, work, boot.accel)
         if boot.scratch_mib:
             # An empty disk of the guest's own for scratch (sparse here: only what the guest writes uses
             # space); the job finds it as $PCB_SCRATCH_DEV and puts a file system on it.
@@ -636,7 +648,7 @@ def run(spec: GuestSpec, job_dir: Path | str, out_dir: Path | str, work_dir: Pat
     tree_name = spec.dt or (Path(spec.dtb).name if spec.dtb else None)
     say(f"booting {spec.arch} ({accel}) kernel {prep['kernel']['release']}"
         + (f", device tree {tree_name}" if tree_name else "") + (f", append '{spec.append}'" if spec.append else ""))
-    res = _boot(spec, prep, Boot(Path(job_dir), out_dir, work, accel, timeout, Path(nvme_image) if nvme_image else None,
+    res = boot_prepared(spec, prep, Boot(Path(job_dir), out_dir, work, accel, timeout, Path(nvme_image) if nvme_image else None,
                                  {k: Path(v) for k, v in drives.items()} if drives else None, out_mib, scratch_mib,
                                  interactive=interactive), say, job_line=job_line)
     if interactive:

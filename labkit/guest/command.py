@@ -1,5 +1,5 @@
 """The QEMU command line of a guest boot, built from its parts without starting anything (a
-fast test checks it for every architecture and profile; :func:`labkit.guest._boot` runs it).
+fast test checks it for every architecture and profile; :func:`labkit.guest.boot_prepared` runs it).
 
 The disks are found in the guest by their virtio serial (``disk SERIAL`` in the initramfs's
 init, :data:`labkit.guest.images.INIT`): ``pcbroot`` (the profile's root image, ``snapshot=on``:

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 
-def _run(cmd: list[str], timeout: float = 20) -> subprocess.CompletedProcess | None:
+def run_command(cmd: list[str], timeout: float = 20) -> subprocess.CompletedProcess | None:
     """Run ``cmd`` capturing text output; None if the program is missing or times out."""
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -40,7 +40,9 @@ def _run(cmd: list[str], timeout: float = 20) -> subprocess.CompletedProcess | N
         return None
 
 
-def _cap(available: bool, reason: str, detail: str | None = None) -> dict:
+def cap(available: bool, reason: str, detail: str | None = None) -> dict:
+    """A capability as the probe reports it (a host field of :data:`CAPABILITIES`):
+    ``{"available": bool, "reason": str, "detail": str | None}``."""
     return {"available": bool(available), "reason": reason, "detail": detail}
 
 
@@ -77,7 +79,7 @@ def lscpu_models(sysroot: str | None = None) -> dict:
     Models lscpu cannot name are reported as ``"unknown"``.
     """
     cmd = ["lscpu", "-J"] + (["--sysroot", sysroot] if sysroot else [])
-    proc = _run(cmd)
+    proc = run_command(cmd)
     if proc is None or proc.returncode != 0:
         return {"vendor": None, "models": [], "hypervisor": None}
     return parse_lscpu_json(proc.stdout)
@@ -182,7 +184,7 @@ def virtualization(hypervisor: str | None) -> str | None:
     """
     parts = []
     for kind in ("vm", "container"):
-        proc = _run(["systemd-detect-virt", f"--{kind}"])
+        proc = run_command(["systemd-detect-virt", f"--{kind}"])
         if proc is not None and proc.stdout.strip() not in ("", "none"):
             parts.append(f"{kind}: {proc.stdout.strip()}")
     if not parts and hypervisor:
@@ -205,15 +207,15 @@ def pmu(run=None, which=shutil.which) -> dict:
     ``perf record`` falls back to (``cpu-clock`` when ``cycles`` is missing).
 
     Args:
-        run: command runner with ``_run``'s signature (tests pass recorded outputs).
+        run: command runner with ``run_command``'s signature (tests pass recorded outputs).
         which: ``shutil.which``'s signature (tests say whether perf is installed).
     """
-    run = run or _run
+    run = run or run_command
     if not which("perf"):
-        return _cap(False, "perf not installed")
+        return cap(False, "perf not installed")
     proc = run(["perf", "stat", "-x,", "-e", "instructions", "--", "true"])
     if proc is None:
-        return _cap(False, "perf stat did not run")
+        return cap(False, "perf stat did not run")
     line = next((l for l in proc.stderr.splitlines() if ",instructions" in l), "")
     value = line.split(",", 1)[0] if line else ""
     fallback = None
@@ -231,11 +233,11 @@ def pmu(run=None, which=shutil.which) -> dict:
                 fallback = ev.stdout.split()[0]
     detail = f"perf record default event: {fallback}" if fallback else None
     if value.strip().isdigit():
-        return _cap(True, "perf stat -e instructions counts", detail)
+        return cap(True, "perf stat -e instructions counts", detail)
     if value:
-        return _cap(False, f"perf stat -e instructions: {value.strip()} (no hardware PMU counters here)", detail)
+        return cap(False, f"perf stat -e instructions: {value.strip()} (no hardware PMU counters here)", detail)
     msg = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-    return _cap(False, f"perf stat -e instructions failed: {msg}", detail)
+    return cap(False, f"perf stat -e instructions failed: {msg}", detail)
 
 
 def tracefs(root: Path = Path("/")) -> dict:
@@ -245,43 +247,43 @@ def tracefs(root: Path = Path("/")) -> dict:
         p = root / path.lstrip("/")
         if (p / "trace").exists() and os.access(p / "trace", os.R_OK):
             tracers = (p / "available_tracers").read_text().split() if (p / "available_tracers").exists() else []
-            return _cap(True, f"{path} readable", "tracers: " + " ".join(tracers))
+            return cap(True, f"{path} readable", "tracers: " + " ".join(tracers))
     if os.geteuid() != 0:
-        return _cap(False, "tracefs needs root here")
+        return cap(False, "tracefs needs root here")
     if "tracefs" in (root / "proc/filesystems").read_text():
-        return _cap(False, "tracefs supported but not mounted (mount -t tracefs nodev /sys/kernel/tracing)")
-    return _cap(False, "kernel has no tracefs")
+        return cap(False, "tracefs supported but not mounted (mount -t tracefs nodev /sys/kernel/tracing)")
+    return cap(False, "kernel has no tracefs")
 
 
 def loop_devices() -> dict:
     """Whether a loop device can be set up: root, ``/dev/loop-control`` and a free device."""
     if os.geteuid() != 0:
-        return _cap(False, "loop devices need root")
+        return cap(False, "loop devices need root")
     if not Path("/dev/loop-control").exists():
-        return _cap(False, "/dev/loop-control missing (no loop driver)")
-    proc = _run(["losetup", "-f"])
+        return cap(False, "/dev/loop-control missing (no loop driver)")
+    proc = run_command(["losetup", "-f"])
     if proc is None or proc.returncode != 0:
-        return _cap(False, "losetup -f found no free loop device")
-    return _cap(True, "losetup -f found " + proc.stdout.strip())
+        return cap(False, "losetup -f found no free loop device")
+    return cap(True, "losetup -f found " + proc.stdout.strip())
 
 
 def netns() -> dict:
     """Whether network namespaces can be made: ``unshare --net true`` (leaves nothing behind)."""
     if os.geteuid() != 0:
-        return _cap(False, "network namespaces need root")
+        return cap(False, "network namespaces need root")
     if not shutil.which("ip"):
-        return _cap(False, "ip (iproute2) not installed")
-    proc = _run(["unshare", "--net", "true"])
+        return cap(False, "ip (iproute2) not installed")
+    proc = run_command(["unshare", "--net", "true"])
     if proc is None or proc.returncode != 0:
-        return _cap(False, "unshare --net failed: " + (proc.stderr.strip() if proc else "unshare missing"))
-    return _cap(True, "unshare --net works; ip netns available")
+        return cap(False, "unshare --net failed: " + (proc.stderr.strip() if proc else "unshare missing"))
+    return cap(True, "unshare --net works; ip netns available")
 
 
 def scratch_fs(path: str | None) -> str | None:
     """Filesystem type of ``path`` (``findmnt -T``), e.g. ``ext4``, ``tmpfs``."""
     if not path:
         return None
-    proc = _run(["findmnt", "-n", "-o", "FSTYPE", "-T", path])
+    proc = run_command(["findmnt", "-n", "-o", "FSTYPE", "-T", path])
     if proc is None or proc.returncode != 0:
         return None
     return proc.stdout.strip() or None
@@ -336,12 +338,12 @@ def audit_ever_enabled(run=None, cmdline: str | None = None) -> bool | None:
     rule that could hide the context) → None: unknown, never a guess.
 
     Args:
-        run: command runner with ``_run``'s signature (tests pass recorded outputs).
+        run: command runner with ``run_command``'s signature (tests pass recorded outputs).
         cmdline: the kernel command line; default: read ``/proc/cmdline``.
     Returns:
         True, False or None.
     """
-    run = run or _run
+    run = run or run_command
     if cmdline is None:
         try:
             cmdline = Path("/proc/cmdline").read_text()

@@ -324,7 +324,7 @@ def reap_orphans(skip: tuple[int, ...] = ()) -> None:
                 pass
 
 
-def _members(tag: str, groups: set[int]) -> list[int]:
+def members(tag: str, groups: set[int]) -> list[int]:
     """Live processes carrying ``tag``, and live processes of the process groups such processes
     led or belonged to (``groups`` grows with them; never this process's own group). A step's
     group holds processes that were started with another environment, and a process keeps its
@@ -347,7 +347,7 @@ def _members(tag: str, groups: set[int]) -> list[int]:
 
 
 def kill_tagged(tag: str) -> tuple[bool, str]:
-    """Stop every process of a run (:func:`_members` of ``tag``): SIGTERM once to each, then
+    """Stop every process of a run (:func:`members` of ``tag``): SIGTERM once to each, then
     SIGKILL to what is left after 2 s; done when three scans 50 ms apart find none (a process in
     the middle of an exec may be missed by one). Reaps those that were this process's children.
     Returns (ok, error)."""
@@ -357,7 +357,7 @@ def kill_tagged(tag: str) -> tuple[bool, str]:
             sent: set[int] = set()
             empty = 0
             for _ in range(40):
-                pids = _members(tag, groups)
+                pids = members(tag, groups)
                 empty = 0 if pids else empty + 1
                 if empty >= 3:
                     return True, ""
@@ -369,7 +369,7 @@ def kill_tagged(tag: str) -> tuple[bool, str]:
                     sent.add(p)
                 reap_orphans()
                 time.sleep(0.05)
-        left = _members(tag, groups)
+        left = members(tag, groups)
         return not left, f"processes still running: {' '.join(map(str, left))}" if left else ""
     finally:
         reap_orphans()
@@ -378,7 +378,7 @@ def kill_tagged(tag: str) -> tuple[bool, str]:
 def stop_run(tag: str, out: "Output", which: str) -> bool:
     """:func:`kill_tagged` as an undo action: "cleanup: stop every process of WHICH" when there
     is any, and the failure if some stayed. True when none is left."""
-    if _members(tag, set()):
+    if members(tag, set()):
         out.say(f"cleanup: stop every process of {which}", "cleanup")
     done, err = kill_tagged(tag)
     if not done:
@@ -589,7 +589,10 @@ class Supervisor:
         self.child: subprocess.Popen | None = None
 
     # -- signals
-    def _on_signal(self, signum, _frame) -> None:
+    def on_signal(self, signum, _frame) -> None:
+        """The handler of :data:`STOP_SIGNALS`: the first signal (outside the undo) becomes the
+        run's ``stop_sig`` and reaches the running child (:meth:`relay`) as SIGTERM; later ones are
+        ignored. ``signum``: the signal's number; the frame is unused."""
         if not self.undoing and self.stop_sig is None:
             self.stop_sig = signum
             if self.child is not None and self.child.poll() is None:
@@ -600,7 +603,7 @@ class Supervisor:
 
     def _handle_signals(self) -> None:
         for s in STOP_SIGNALS:
-            signal.signal(s, self._on_signal)
+            signal.signal(s, self.on_signal)
 
     # -- refusals
     def refuse(self, message: str) -> None:
@@ -624,7 +627,7 @@ class Supervisor:
         if self.lock.take():
             return
         j = next(iter(find_journals(self.lab.name, self.out_dir, self.scratch_parent)), None)
-        if j is not None and not _live(j) and self.lock.take(wait=10):
+        if j is not None and not live(j) and self.lock.take(wait=10):
             return
         h = self.lock.holder()
         what = holder_lab(h) if h else ""
@@ -712,7 +715,7 @@ class Supervisor:
         self.make_out()
         j = next(iter(find_journals(self.lab.name, self.out_dir, self.scratch_parent)), None)
         if j is not None:
-            if _live(j):
+            if live(j):
                 r = journals.read(j)
                 self.refuse(f"a run of {self.lab.name} is in progress (pid {r.pid}, journal {j})")
             self.refuse(f"a killed run of {self.lab.name} left host changes behind (journal {j}): "
@@ -1067,7 +1070,7 @@ def give_back(folder: Path, environ: dict | None = None) -> None:
             pass
 
 
-def _live(path: Path) -> bool:
+def live(path: Path) -> bool:
     """Whether the run that wrote the journal ``path`` is still running."""
     try:
         return journals.running(journals.read(path))

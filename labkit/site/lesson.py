@@ -112,7 +112,7 @@ class _Prose(HTMLParser):
             self.words += n
 
 
-def _article(page_html: str) -> str:
+def article(page_html: str) -> str:
     """The page's article (material's ``md-content__inner``), or the whole text."""
     m = re.search(r'<article class="md-content__inner[^"]*">(.*?)</article>', page_html, re.S)
     return m.group(1) if m else page_html
@@ -124,7 +124,7 @@ def measure(page_html: str) -> dict:
     counts once), figures (charts, flame graphs, recordings) and the reading time in minutes
     (rounded up; module docstring)."""
     p = _Prose()
-    p.feed(_article(page_html))
+    p.feed(article(page_html))
     minutes = (p.words / WORDS_PER_MINUTE + p.technical / TECHNICAL_WORDS_PER_MINUTE
                + MINUTES_PER_FIGURE * p.figures)
     return {"words": p.words, "technical": p.technical, "tables": p.tables, "figures": p.figures,

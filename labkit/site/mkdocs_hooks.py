@@ -344,10 +344,10 @@ def on_page_content(html, page, config, files):
     """Fill in the chapter's reading time (:func:`labkit.site.lesson.fill`), and keep measured data
     (the blocks :func:`labkit.view.render.tabs` marks with the comments :data:`labkit.view.render.DATA_OPEN`
     and :data:`labkit.view.render.DATA_CLOSE`) out of the search index that every page downloads
-    (each block is set aside while the search plugin parses the page: :func:`_set_aside`), the
+    (each block is set aside while the search plugin parses the page: :func:`set_aside`), the
     prose staying searchable. Folds (``<details>``) carry material's ``data-search-exclude``
     mark from :mod:`labkit.site.page_marks`."""
-    return _set_aside(lesson.fill(fast_tables.fill(html)), page)
+    return set_aside(lesson.fill(fast_tables.fill(html)), page)
 
 
 _DATA_MARK = re.compile(f"{re.escape(render.DATA_OPEN)}|{re.escape(render.DATA_CLOSE)}")
@@ -355,7 +355,7 @@ _HEADING = re.compile(r"<h[1-6][\s>]")
 _ASIDE_MARK = re.compile(r"<!--pc-aside:(\d+)-->")
 _SEARCH_ATTR = re.compile(r"\s?data-search-\w+=\"[^\"]+\"")   # what material's search plugin strips after indexing
 _ASIDE: dict[str, list[str]] = {}
-"""Site page path → the data blocks :func:`_set_aside` took out of its HTML until :func:`_put_back`."""
+"""Site page path → the data blocks :func:`set_aside` took out of its HTML until :func:`put_back`."""
 
 
 def _data_divs(html: str) -> str:
@@ -365,14 +365,15 @@ def _data_divs(html: str) -> str:
     return html.replace(render.DATA_OPEN, '<div class="pc-data" data-search-exclude>').replace(render.DATA_CLOSE, "</div>")
 
 
-def _set_aside(html: str, page) -> str:
+def set_aside(html: str, page) -> str:
     """``html`` with each outermost data block (from a :data:`labkit.view.render.DATA_OPEN` comment to
     its matching :data:`labkit.view.render.DATA_CLOSE`) replaced by a comment that names it, the
-    blocks kept for :func:`_put_back`, and every other block's comments as their ``<div>``
+    blocks kept for :func:`put_back`, and every other block's comments as their ``<div>``
     (:func:`_data_divs`). material's search plugin honours ``data-search-exclude`` only up to the
     block's first nested ``</div>`` (its parser compares elements by tag), so it indexed the rest of
     a block; set aside, no block is parsed at all, and the plugin's parse takes half the time. A
-    block that holds a heading, which starts a section of the index, stays for the plugin."""
+    block that holds a heading, which starts a section of the index, stays for the plugin.
+    ``page``: the mkdocs page, whose ``file.url`` keys the blocks until :func:`put_back`."""
     blocks: list[str] = []
     out: list[str] = []
     depth = start = pos = 0
@@ -392,8 +393,8 @@ def _set_aside(html: str, page) -> str:
     return _data_divs("".join(out))
 
 
-def _put_back(html: str, page) -> str:
-    """``html`` with the data blocks :func:`_set_aside` took out back in place, as ``<div>`` blocks
+def put_back(html: str, page) -> str:
+    """``html`` with the data blocks :func:`set_aside` took out back in place, as ``<div>`` blocks
     (:func:`_data_divs`) whose attributes are as the search plugin leaves a page's (:data:`_SEARCH_ATTR`
     removed).
 
@@ -425,7 +426,7 @@ def on_page_context(context, page, config, nav):
         PluginError: a chart of the page could not be drawn.
     """
     try:
-        page.content = beside.fill(_put_back(page.content, page))
+        page.content = beside.fill(put_back(page.content, page))
     except ValueError as exc:
         raise PluginError(f"{page.file.src_uri}: {exc}") from None
     if page.file.src_uri.startswith(LAZY_PAGES):

@@ -71,10 +71,11 @@ class _Marks(Treeprocessor):
         return None
 
 
-class _PlainCells(Treeprocessor):
+class PlainCells(Treeprocessor):
     """Table cells with :func:`plain` text and no child element: text made ``AtomicString``."""
 
     def run(self, root):
+        """Mark the plain cells under ``root`` (an element tree), in place; returns None."""
         for tag in ("td", "th"):
             for el in root.iter(tag):
                 text = el.text
@@ -86,7 +87,7 @@ class _PlainCells(Treeprocessor):
 class PageMarks(Extension):
     def extendMarkdown(self, md):
         # priority 30: after the block parsers built the tables, before the inline processor (20)
-        md.treeprocessors.register(_PlainCells(md), "pc_plain_cells", 30)
+        md.treeprocessors.register(PlainCells(md), "pc_plain_cells", 30)
         # priority 1: after every treeprocessor of the extensions in use (pymdownx.tabbed's
         # tab_slugs runs at 4, the toc at 20), before the tree is serialized
         md.treeprocessors.register(_Marks(md), "pc_page_marks", 1)

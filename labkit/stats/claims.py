@@ -126,7 +126,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import model, tomlschema
-from ..model import Result, Verdict
+from ..model import Effect, Measurement, Result, Verdict
 
 VERDICTS = ("holds", "fails", "inconclusive", "untested", "not applicable")
 MIN_SAMPLES = 3
@@ -206,7 +206,7 @@ def _tcg(emu: dict | None) -> bool:
     return bool(emu and emu.get("accelerator") == "tcg")
 
 
-def emulated(result: Result, measurements: list[dict] | None = None) -> bool:
+def emulated(result: Result, measurements: list[Measurement] | None = None) -> bool:
     """True if the measuring machine has an emulated CPU: the result's host
     (``host.emulation.accelerator == "tcg"``), or any of ``measurements`` made inside a TCG guest
     (its own ``emulation``), whatever the host that booted the guest."""
@@ -272,7 +272,7 @@ def _stat(name: str):
     return np.mean if name == "mean" else np.median
 
 
-def _t975(df):
+def t975(df):
     """The 0.975 quantile of Student's t with ``df`` degrees of freedom (array or scalar;
     :func:`scipy.special.stdtrit`)."""
     from scipy import special
@@ -314,7 +314,7 @@ def log_t_interval(a, b, paired: bool, statistic: str = "median"):
             df = (va + vb) ** 2 / (va ** 2 / (na - 1) + vb ** 2 / (nb - 1))
             df = np.where(np.isfinite(df), df, min(na, nb) - 1)
             est = f(a, axis=-1) / f(b, axis=-1)
-        half = _t975(df) * se
+        half = t975(df) * se
         lo, hi = np.exp(centre - half), np.exp(centre + half)
     return est, np.minimum(lo, est), np.maximum(hi, est)
 
@@ -351,8 +351,8 @@ def fieller_interval(a, b, paired: bool) -> tuple[float, float]:
         return (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
 
     def ends(df: float) -> tuple[float, float]:
-        t2 = float(_t975(df)) ** 2
-        return _fieller_hull(mb * mb - t2 * vbb, -2 * (ma * mb - t2 * vab), ma * ma - t2 * vaa,
+        t2 = float(t975(df)) ** 2
+        return fieller_hull(mb * mb - t2 * vbb, -2 * (ma * mb - t2 * vab), ma * ma - t2 * vaa,
                              bool((a >= 0).all() and (b >= 0).all()))
 
     rho0 = ma / mb if mb != 0 else 1.0
@@ -368,7 +368,7 @@ def fieller_interval(a, b, paired: bool) -> tuple[float, float]:
     return lo, hi
 
 
-def _fieller_hull(qa: float, qb: float, qc: float, nonneg: bool) -> tuple[float, float]:
+def fieller_hull(qa: float, qb: float, qc: float, nonneg: bool) -> tuple[float, float]:
     """(low, high) of the set {ρ: qa·ρ² + qb·ρ + qc ≤ 0}, cut to ρ ≥ 0 when ``nonneg``
     (:func:`fieller_interval` says what the ends mean)."""
     inf = float("inf")
@@ -443,10 +443,14 @@ def _ratio(x: float, y: float) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def _interval(a: tuple, b: tuple, statistic: str, paired: bool, interval: str = "t") -> tuple[float, float, float, str]:
-    """(estimate, low, high, method) of a ÷ b (module docstring, "The effect and its interval").
-    ``a`` and ``b`` are the two sides' samples (equal lengths when ``paired``); ``interval``
-    "sign" (paired medians only): :func:`sign_interval`.
+def interval_of(a: tuple, b: tuple, statistic: str, paired: bool, interval: str = "t") -> tuple[float, float, float, str]:
+    """(estimate, low, high, method) of a ÷ b (module docstring, "The effect and its interval"):
+    three floats (``low``/``high`` NaN when no interval exists, infinite when it is open above)
+    and the method's description. ``a`` and ``b`` are the two sides' samples as tuples of floats
+    (equal lengths when ``paired``; tuples, because the result is cached: ``lru_cache``, cleared
+    with ``interval_of.cache_clear()``); ``statistic`` "median" or "mean"; ``interval`` "t" (the
+    default rules) or "sign" (paired medians only): :func:`sign_interval`. :func:`ratio_interval`
+    is the entry point for two :class:`Side` objects.
 
     Raises:
         ClaimError: ``interval="sign"`` with a pair that is 0 ÷ 0 (no ratio).
@@ -523,7 +527,7 @@ def ratio_interval(a: Side, b: Side, paired: bool = False, interval: str = "t") 
             raise ClaimError(f"paired sides need as many samples each: {a.label} has {a.n}, {b.label} {b.n} "
                              "(a repetition is missing on one side)")
         name = f"{a.statistic} of paired ratios"
-    est, lo, hi, method = _interval(tuple(a.samples), tuple(b.samples), a.statistic, paired, interval)
+    est, lo, hi, method = interval_of(tuple(a.samples), tuple(b.samples), a.statistic, paired, interval)
     if method.startswith(("Fieller", "no interval", "ratio infinite")):
         name = "ratio of means"
     return {"statistic": name, "estimate": est, "low": lo, "high": hi, "level": LEVEL,
@@ -559,7 +563,7 @@ def side_flags(label: str, s: Side) -> list[str]:
     return out
 
 
-def _verdict(claim: dict, verdict: str, evidence: str, *, reason: str | None = None, effect: dict | None = None,
+def _verdict(claim: dict, verdict: str, evidence: str, *, reason: str | None = None, effect: Effect | None = None,
              flags: list[str] | None = None, emulated_machine: bool = False) -> Verdict:
     v = {"id": claim["id"], "verdict": verdict, "evidence": evidence}
     if "role" in claim:
@@ -580,7 +584,7 @@ def _few(*sides: tuple[str, Side]) -> str | None:
     return f"fewer than {MIN_SAMPLES} samples ({'; '.join(few)})" if few else None
 
 
-def _ci_text(e: dict) -> str:
+def _ci_text(e: Effect) -> str:
     if e["low"] is None or not np.isfinite(e["low"]):
         return f"{e['statistic']} {_fmt(e['estimate'])} ({e['method']})"
     return f"{e['statistic']} {_fmt(e['estimate'])}, {round(e['level'] * 100)}% interval {span_text(e)}"
@@ -635,7 +639,7 @@ def _run_gate(claim: dict, result: Result) -> Verdict | None:
     return _verdict(claim, "not applicable", why, reason=why)
 
 
-def _emulation_gate(claim: dict, result: Result, ms: list[dict]) -> tuple[bool, Verdict | None]:
+def _emulation_gate(claim: dict, result: Result, ms: list[Measurement]) -> tuple[bool, Verdict | None]:
     """(measured on an emulated CPU?, the not-applicable verdict or None)."""
     emu = emulated(result, ms)
     if emu and is_timing(claim) and not claim.get("emulated_ok"):

@@ -36,6 +36,7 @@ from importlib import metadata
 from pathlib import Path
 
 from .. import model
+from ..model import Measurement
 from .render import BYTE_UNITS, byte_scale, fmt_case_value, human_bytes
 from .render import unit as display_unit
 
@@ -121,7 +122,7 @@ def _rc(pal: dict) -> dict:
             "axes.labelpad": 7.0}   # an axis label stays apart from a second line of tick labels
 
 
-class _Measure:
+class Measure:
     """Widths of texts in points, as matplotlib will lay them out (the figure's renderer)."""
 
     def __init__(self, fig):
@@ -132,6 +133,7 @@ class _Measure:
         self._font = FontProperties
 
     def width(self, text: str, size: float) -> float:
+        """Width in points of ``text`` set at ``size`` points: its widest line (0.0 for no text)."""
         prop = self._props.setdefault(size, self._font(size=size))
         return max((self._r.get_text_width_height_descent(line, prop, ismath=False)[0] * self._k
                     for line in text.split("\n")), default=0.0)
@@ -148,7 +150,7 @@ class _Measure:
         return "\n".join(lines)
 
 
-def _turn_crowded_x_labels(ax, measure: _Measure, axis_w: float) -> float:
+def turn_crowded_x_labels(ax, measure: Measure, axis_w: float) -> float:
     """Turn the x tick labels (anchored at their right end) when two neighbours would come
     closer than half a text size at an axis ``axis_w`` points long, by the smallest of 30°,
     45°, 60° and 90° at which neighbouring labels, parallel strips one text line high, stay
@@ -201,7 +203,7 @@ def _ticks_y(ax, logy: bool, lo: float, hi: float) -> None:
 
 
 @lru_cache(maxsize=1)
-def _code_digest() -> bytes:
+def code_digest() -> bytes:
     """SHA-256 of what draws a chart besides its data: this module's and ``render.py``'s
     source and matplotlib's version."""
     h = hashlib.sha256()
@@ -212,16 +214,16 @@ def _code_digest() -> bytes:
     return h.digest()
 
 
-def chart_key(ms: list[dict], x: str, series: str | None = None, **opts) -> str:
+def chart_key(ms: list[Measurement], x: str, series: str | None = None, **opts) -> str:
     """Hex SHA-256 naming the chart that :func:`chart_svg` draws of these arguments: the
     measurements (every field, samples included), ``x``, ``series``, the options, and
-    :func:`_code_digest` (``dark=False`` is the default, and names the same chart as no ``dark``)."""
+    :func:`code_digest` (``dark=False`` is the default, and names the same chart as no ``dark``)."""
     opts = {k: v for k, v in opts.items() if not (k == "dark" and not v)}
     args = json.dumps({"ms": ms, "x": x, "series": series, "opts": opts}, sort_keys=True, default=repr)
-    return hashlib.sha256(_code_digest() + args.encode()).hexdigest()
+    return hashlib.sha256(code_digest() + args.encode()).hexdigest()
 
 
-def chart_svg(ms: list[dict], x: str, series: str | None = None, **opts) -> str:
+def chart_svg(ms: list[Measurement], x: str, series: str | None = None, **opts) -> str:
     """:func:`chart_figure` of the same arguments as SVG text (text kept as text, stable ids:
     the same data gives the same bytes), from the chart cache when it holds
     :func:`chart_key` of them, else drawn and kept there (module docstring).
@@ -238,7 +240,7 @@ def chart_svg(ms: list[dict], x: str, series: str | None = None, **opts) -> str:
             return svg
         except OSError:
             pass
-    svg = _draw_svg(ms, x, series, **opts)
+    svg = draw_svg(ms, x, series, **opts)
     if cached is not None:
         _write_quietly(cached, svg)
         _prune(cached.parent)
@@ -249,15 +251,17 @@ CACHE_KEEP = 1000
 """Chart files the cache keeps (a build of the site uses about 80): the least recently used
 beyond that go when a process first adds one."""
 
-_PRUNED: set[Path] = set()
+PRUNED: set[Path] = set()
+"""The chart cache folders this process has pruned (:func:`_prune` runs once per folder); a test
+that wants a prune again sets it to an empty set."""
 
 
 def _prune(folder: Path) -> None:
     """Once per process and folder: delete all but the :data:`CACHE_KEEP` most recently used
     chart files (every change to the drawing code renames every chart)."""
-    if folder in _PRUNED:
+    if folder in PRUNED:
         return
-    _PRUNED.add(folder)
+    PRUNED.add(folder)
     try:
         files = sorted(((p.stat().st_mtime, p) for p in folder.glob("*.svg")), reverse=True)
         for _, p in files[CACHE_KEEP:]:
@@ -281,16 +285,26 @@ def dark_of(light_svg: str) -> str:
     return _PAINT.sub(lambda m: m.group(1) + _SWAP.get(m.group(2), m.group(2)), light_svg)
 
 
-def _draw_svg(ms: list[dict], x: str, series: str | None = None, **opts) -> str:
-    """A chart cache's miss: the light chart drawn (:func:`_render_svg`), the dark one recoloured
-    from the light one (:func:`dark_of`; the light one is drawn, and cached, first if needed)."""
+def draw_svg(ms: list[Measurement], x: str, series: str | None = None, **opts) -> str:
+    """A chart cache's miss: the light chart drawn (:func:`render_svg`), the dark one recoloured
+    from the light one (:func:`dark_of`; the light one is drawn, and cached, first if needed).
+    Arguments as :func:`chart_svg`; returns SVG text.
+
+    Raises:
+        ValueError: as :func:`chart_figure`.
+    """
     if opts.get("dark"):
         return dark_of(chart_svg(ms, x, series, **{k: v for k, v in opts.items() if k != "dark"}))
-    return _render_svg(ms, x, series, **opts)
+    return render_svg(ms, x, series, **opts)
 
 
-def _render_svg(ms: list[dict], x: str, series: str | None = None, **opts) -> str:
-    """:func:`chart_figure` drawn with matplotlib and saved as SVG, in either scheme."""
+def render_svg(ms: list[Measurement], x: str, series: str | None = None, **opts) -> str:
+    """:func:`chart_figure` drawn with matplotlib and saved as SVG text, in either scheme
+    (``dark=True`` in ``opts``: the dark one), never from or into the chart cache.
+
+    Raises:
+        ValueError: as :func:`chart_figure`.
+    """
     plt = pyplot()
     fig = chart_figure(ms, x, series, **opts)
     try:
@@ -316,7 +330,7 @@ def _write_quietly(path: Path, text: str) -> None:
         pass
 
 
-def chart_figure(ms: list[dict], x: str, series: str | None = None, *, kind: str = "line",
+def chart_figure(ms: list[Measurement], x: str, series: str | None = None, *, kind: str = "line",
                  logx: bool = False, logy: bool = False, title: str = "", ylabel: str | None = None,
                  xbytes: bool = False, xlabel: str | None = None, host: str | None = None,
                  dark: bool = False) -> "matplotlib.figure.Figure":
@@ -358,7 +372,7 @@ def chart_figure(ms: list[dict], x: str, series: str | None = None, *, kind: str
     fig_w = FIG_W_IN * 72
     with plt.rc_context(_rc(pal)):
         fig, ax = plt.subplots(figsize=(FIG_W_IN, 4), dpi=100, layout="constrained")
-        measure = _Measure(fig)
+        measure = Measure(fig)
         fig.patch.set_alpha(0)
         ax.patch.set_alpha(0)
         many = series and len(groups) > 1
@@ -393,8 +407,8 @@ def chart_figure(ms: list[dict], x: str, series: str | None = None, *, kind: str
         _ticks_y(ax, logy, min(lows, default=0), max(m["max"] / div for m in ms))
         metric = human_label(ms[0]["metric"])
         # the plot's width: the figure less the y axis' labels, ticks and padding
-        axis_w = fig_w - 2 * TEXT_PT * 1.4 - max(measure.width(t, TEXT_PT) for t in _y_tick_texts(ax)) - 14
-        turned = _turn_crowded_x_labels(ax, measure, axis_w)
+        axis_w = fig_w - 2 * TEXT_PT * 1.4 - max(measure.width(t, TEXT_PT) for t in y_tick_texts(ax)) - 14
+        turned = turn_crowded_x_labels(ax, measure, axis_w)
         ax.set_xlabel(measure.wrap(xlabel or human_label(x), TEXT_PT, fig_w - 20))
         ylab = measure.wrap(ylabel or (f"{metric} ({shown_unit})" if shown_unit else metric), TEXT_PT, PLOT_H_PT)
         ax.set_ylabel(ylab)
@@ -419,7 +433,7 @@ def chart_figure(ms: list[dict], x: str, series: str | None = None, *, kind: str
     return fig
 
 
-def _y_tick_texts(ax) -> list[str]:
+def y_tick_texts(ax) -> list[str]:
     """The y axis' major tick labels as they will be drawn (at least ``"0"``)."""
     lo, hi = sorted(ax.get_ylim())
     fmt = ax.yaxis.get_major_formatter()

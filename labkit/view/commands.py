@@ -21,13 +21,17 @@ from __future__ import annotations
 import codecs
 import re
 import shlex
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..model import Result
 
 _SAFE = re.compile(r"^[\w@%+=:,./-]+$")
 _ANSI_C = re.compile(r"\$'((?:[^'\\]|\\.)*)'")
 _MARK = {"SCRATCH": "\x00SCRATCH\x00", "OUT": "\x00OUT\x00"}
 
 
-def machine_paths(result: dict) -> dict:
+def machine_paths(result: Result) -> dict:
     """``{"scratch", "checkout", "out", "lab"}``: absolute paths of the machine that made
     ``result``, as its ``run.paths`` records them (labkit.record), each None when the result
     does not record it (a result made before the field existed shows its commands as
@@ -71,7 +75,7 @@ def _replace_paths(text: str, paths: dict, marks: dict) -> str:
     return text
 
 
-def display_text(text: str, result: dict) -> str:
+def display_text(text: str, result: Result) -> str:
     """``text`` (a tool's output, a step's reason) with the result's machine paths replaced
     by ``$SCRATCH``, ``$OUT`` and paths relative to the checkout."""
     return _replace_paths(text, machine_paths(result), {"SCRATCH": "$SCRATCH", "OUT": "$OUT"})
@@ -100,7 +104,7 @@ def _quote_word(word: str) -> str:
     return "".join(out) or "''"
 
 
-def display_command(command: str | None, result: dict) -> str:
+def display_command(command: str | None, result: Result) -> str:
     """A recorded command as a reader would type it from the checkout: machine paths
     replaced (module docstring), ``printf %q`` escapes undone, words quoted only where the
     shell needs it. A command the shell could not split is shown with its paths replaced only.

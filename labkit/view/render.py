@@ -8,6 +8,7 @@ import math
 import re
 
 from .. import model
+from ..model import Measurement, Result
 
 # Material icons (inline SVG via pymdownx.emoji): no emoji font needed in the browser.
 VERDICT_MARK = {
@@ -82,7 +83,7 @@ def case_cell(key: str, v) -> str:
     return fmt_case_value(v)
 
 
-def case_keys(measurements: list[dict], where: dict | None = None, columns: list[str] | None = None) -> list[str]:
+def case_keys(measurements: list[Measurement], where: dict | None = None, columns: list[str] | None = None) -> list[str]:
     """Case keys to show as columns: ``columns`` if given, else every key in first-seen order
     minus those fixed by ``where``."""
     if columns:
@@ -145,7 +146,7 @@ def figure_first(keys: list, figures: list) -> list:
     return list(keys[:1]) + list(figures) + list(keys[1:])
 
 
-def measurement_table(ms: list[dict], keys: list[str], *, page: bool = False) -> tuple[list[str], list[list[str]]]:
+def measurement_table(ms: list[Measurement], keys: list[str], *, page: bool = False) -> tuple[list[str], list[list[str]]]:
     """(header, rows) for measurements: case columns, median, min–max, samples, unit.
 
     With ``page=True`` (the site's tables): the median comes right after the first case column
@@ -179,7 +180,7 @@ def measurement_table(ms: list[dict], keys: list[str], *, page: bool = False) ->
     return header, rows
 
 
-def metrics_table(columns: list[tuple[str, list[dict]]], keys: list[str]) -> tuple[list[str], list[list[str]]]:
+def metrics_table(columns: list[tuple[str, list[Measurement]]], keys: list[str]) -> tuple[list[str], list[list[str]]]:
     """(header, rows) for several metrics of the same cases side by side, as the site shows them:
     one row per case (its values of ``keys``, first-seen order over all columns), one column
     per (label, measurements) pair holding each case's median, then ``samples``. The metric
@@ -299,7 +300,7 @@ def admonition(kind: str, title: str, body: str, folded: bool = False) -> str:
     return f'{"???" if folded else "!!!"} {kind} "{title}"\n\n{text}\n'
 
 
-def compare_rows(a: dict, b: dict) -> tuple[list[str], list[list[str]]]:
+def compare_rows(a: Result, b: Result) -> tuple[list[str], list[list[str]]]:
     """Side-by-side medians of two results of the same lab, with the ratio b/a.
 
     A row is marked "within noise" when the two min–max ranges overlap (the

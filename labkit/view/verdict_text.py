@@ -3,7 +3,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..stats import claims as claims_mod
+
+if TYPE_CHECKING:
+    from ..model import Effect, Verdict
 
 
 def headline(statement: str, min_chars: int = 60, max_chars: int = 160) -> str:
@@ -27,7 +32,7 @@ def headline(statement: str, min_chars: int = 60, max_chars: int = 160) -> str:
     return text
 
 
-def _interval_3g(e: dict) -> str:
+def _interval_3g(e: Effect) -> str:
     """"95% low–high" of a verdict's effect at 3 significant digits; "" when it has no interval
     or a zero-width one (sides without spread)."""
     if e.get("low") is None or e["low"] == e["high"]:
@@ -35,7 +40,7 @@ def _interval_3g(e: dict) -> str:
     return f"95% {claims_mod.span_text(e, lambda x: f'{x:.3g}')}"
 
 
-def verdict_sentence(v: dict, statement: str | None) -> str:
+def verdict_sentence(v: Verdict, statement: str | None) -> str:
     """The end-of-run verdict line: ``holds: <the statement's first clause, see headline> (ratio
     0.455, 95% 0.33–0.519, needs < 0.77)``; without a statement, :func:`verdict_line`."""
     if not statement:
@@ -51,7 +56,7 @@ def verdict_sentence(v: dict, statement: str | None) -> str:
     return f"{v['verdict']}: {headline(statement)}{why}{flags}"
 
 
-def verdict_line(v: dict) -> str:
+def verdict_line(v: Verdict) -> str:
     """One short line for a verdict: ``id: holds: ratio 2.31 (95% 2.10–2.52), needs > 1.5`` from
     its effect, or its reason; never the long evidence string."""
     e = v.get("effect")

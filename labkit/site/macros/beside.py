@@ -13,7 +13,7 @@ overlapped the rest of the build. A chart the cache holds is read at once, and o
 
 The SVG bytes are those :func:`labkit.view.charts.chart_svg` gives in the build's own process (the
 same function runs in the worker, and keeps its result in the cache). Where workers cannot
-start or die, the build draws the rest itself (:func:`_give_up`, logged at info level: a
+start or die, the build draws the rest itself (:func:`give_up`, logged at info level: a
 warning would fail ``--strict``). As for any program that uses :mod:`multiprocessing`, a script
 that runs a build itself must guard it with ``if __name__ == "__main__":`` (the ``mkdocs``
 command and ``python -m mkdocs`` do): the fork server imports the script.
@@ -30,14 +30,19 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 from ... import model
+from ...model import Measurement
 from ...view import charts
 
 _PLACEHOLDER = re.compile(r"@@pcb-draw:(\d+):(src|width|height)@@")
 
 _LOG = logging.getLogger("mkdocs.plugins.labkit")
 
-_active = False
-_pool: ProcessPoolExecutor | None = None
+active = False
+"""Whether charts are drawn beside the build now: True from :func:`start` until :func:`finish` or
+:func:`give_up`."""
+pool: ProcessPoolExecutor | None = None
+"""The worker processes (:func:`executor`), None until the first chart the cache lacks and after
+:func:`finish`."""
 _tokens = itertools.count(1)
 _pending: dict[int, tuple[str, Future, tuple]] = {}   # token → (page's site folder, SVG future, chart_svg's arguments)
 _done: dict[int, dict] = {}                           # token → {"src", "width", "height"}
@@ -46,24 +51,24 @@ _done: dict[int, dict] = {}                           # token → {"src", "width
 def start() -> None:
     """Draw charts beside the build from now on (the pool itself starts at the first chart
     the cache lacks, so a build whose charts are all cached starts no process)."""
-    global _active
+    global active
     finish()
-    _active = True
+    active = True
 
 
 def finish(cancel: bool = False) -> None:
     """Stop drawing beside the build: wait for the workers (or, with ``cancel``, drop what
     they have not begun, after a failed build) and forget every placeholder."""
-    global _active, _pool
-    _active = False
-    if _pool is not None:
-        _pool.shutdown(wait=True, cancel_futures=cancel)
-        _pool = None
+    global active, pool
+    active = False
+    if pool is not None:
+        pool.shutdown(wait=True, cancel_futures=cancel)
+        pool = None
     _pending.clear()
     _done.clear()
 
 
-def _cached(ms: list[dict], x: str, series: str | None, opts: dict) -> bool:
+def _cached(ms: list[Measurement], x: str, series: str | None, opts: dict) -> bool:
     """Whether :func:`labkit.view.charts.chart_svg` of these arguments would read its cache (the
     file it names by :func:`labkit.view.charts.chart_key`); False when the cache is off."""
     folder = model.cache_dir("charts")
@@ -77,40 +82,47 @@ def workers() -> int:
     return max(1, (os.cpu_count() or 1) - 1)
 
 
-def _executor() -> ProcessPoolExecutor:
-    global _pool
-    if _pool is None:
+def executor() -> ProcessPoolExecutor:
+    """The pool of :func:`workers` processes (:data:`pool`), made at the first call (a
+    ``forkserver`` starts its processes when the first chart is submitted).
+
+    Raises:
+        OSError, RuntimeError, ImportError: the pool cannot be made here (no ``/dev/shm`` for its
+        semaphores, ...); :func:`later` then gives up on workers.
+    """
+    global pool
+    if pool is None:
         ctx = multiprocessing.get_context("forkserver")
         os.environ.setdefault("MPLBACKEND", "Agg")      # workers import pyplot headless
         # matplotlib is not preloaded in the fork server: the first submit waits until the server
         # has preloaded and forked (2.3-2.6 s of a cold build with pyplot preloaded, 0.2 s without;
         # with one worker nothing shares the import), while the worker's own import overlaps the build
         ctx.set_forkserver_preload(["labkit.view.charts"])
-        _pool = ProcessPoolExecutor(max_workers=workers(), mp_context=ctx,
+        pool = ProcessPoolExecutor(max_workers=workers(), mp_context=ctx,
                                     initializer=charts.pyplot)
-    return _pool
+    return pool
 
 
-def later(folder: str, ms: list[dict], x: str, series: str | None = None, **opts) -> dict[str, str] | None:
+def later(folder: str, ms: list[Measurement], x: str, series: str | None = None, **opts) -> dict[str, str] | None:
     """During a build, for a chart the cache lacks: submit :func:`labkit.view.charts.chart_svg` of
     these arguments to the pool and return the image's ``src``, ``width`` and ``height`` as
     placeholders that :func:`fill` replaces (the figure is then stored for the page's site
     folder ``folder``, as :func:`labkit.view.charts.store`). ``None`` when the chart should be
     drawn at once (no build, the cache holds it, or worker processes cannot start here:
-    :func:`_give_up`)."""
-    if not _active or _cached(ms, x, series, opts):
+    :func:`give_up`)."""
+    if not active or _cached(ms, x, series, opts):
         return None
     try:
-        future = _executor().submit(charts.chart_svg, ms, x, series, **opts)
+        future = executor().submit(charts.chart_svg, ms, x, series, **opts)
     except (OSError, RuntimeError, ImportError) as exc:
-        _give_up(exc)
+        give_up(exc)
         return None
     token = next(_tokens)
     _pending[token] = (folder, future, (ms, x, series, opts))
     return {key: f"@@pcb-draw:{token}:{key}@@" for key in ("src", "width", "height")}
 
 
-def image(folder: str, ms: list[dict], x: str, series: str | None = None, **opts) -> dict:
+def image(folder: str, ms: list[Measurement], x: str, series: str | None = None, **opts) -> dict:
     """The ``src``, ``width`` and ``height`` of the chart :func:`labkit.view.charts.chart_svg` draws
     of these arguments, stored for the page's site folder ``folder``: placeholders
     (:func:`later`) while a worker draws it, else drawn (or read from the cache) here.
@@ -128,14 +140,14 @@ def _figure(folder: str, svg: str) -> dict:
     return {"src": charts.store(folder, svg), "width": width, "height": height}
 
 
-def _give_up(exc: BaseException) -> None:
+def give_up(exc: BaseException) -> None:
     """Draw the rest of this build's charts in its own process: worker processes cannot be
     started here (no ``/dev/shm`` for their semaphores, a script that runs the build without
     an ``if __name__ == "__main__"`` guard) or died. Slower, never wrong."""
-    global _active
-    if _active:
+    global active
+    if active:
         _LOG.info("labkit: charts are drawn in the build's own process (%s: %s)", type(exc).__name__, exc)
-    _active = False
+    active = False
 
 
 def _resolve(token: int) -> dict:
@@ -148,7 +160,7 @@ def _resolve(token: int) -> dict:
         try:
             svg = future.result()       # the worker's ValueError for a bad chart, raised here
         except BrokenProcessPool as exc:
-            _give_up(exc)
+            give_up(exc)
             svg = charts.chart_svg(ms, x, series, **opts)
         _done[token] = _figure(folder, svg)
     return _done[token]

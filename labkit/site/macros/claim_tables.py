@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import re
+from typing import TYPE_CHECKING
 
 from ...stats import claims as claims_mod
 from ...view import commands, render
@@ -15,6 +16,9 @@ from .hosts import EMULATED_BADGE, MacroError
 from .numbers import number as _num, times as _times
 from .original import load_original
 from .tables import stacked_table
+
+if TYPE_CHECKING:
+    from ...model import Effect, Result, Verdict
 
 ROLE_WORD = {"conclusion": "Original's conclusion", "instrument": "Instrument check", "ours": "Ours"}
 
@@ -47,7 +51,7 @@ def value_text(x: float, u: str) -> str:
     return f"{render.fmt(x / div)} {shown}".rstrip()
 
 
-def interval_text(e: dict) -> str:
+def interval_text(e: Effect) -> str:
     """An effect's interval as "2.31× (95 % interval 2.10–2.52×)", or the estimate alone with
     the reason when no interval exists."""
     if e.get("estimate") is None:
@@ -60,7 +64,7 @@ def interval_text(e: dict) -> str:
     return f"{_times(e['estimate'])} ({round(e['level'] * 100)} % interval {span})"
 
 
-def _effect_text(c: dict, e: dict, result: dict) -> str | None:
+def _effect_text(c: dict, e: Effect, result: Result) -> str | None:
     """The effect of a decided comparison or trend in words, from the verdict's fields: for a
     comparison the two sides' values and the ratio with its interval and what the claim needs;
     for a trend its first and last points and their ratio. None for other kinds."""
@@ -86,7 +90,7 @@ def _effect_text(c: dict, e: dict, result: dict) -> str | None:
     return None
 
 
-def claim_sentence(c: dict, v: dict, result: dict) -> str:
+def claim_sentence(c: dict, v: Verdict, result: Result) -> str:
     """Markdown inline text: the verdict ``v`` of claim ``c`` on ``result`` as a sentence, from
     the verdict's fields (never from its evidence string): for a comparison the two sides'
     values and the effect with its interval and what the claim needs ("14.29 µs same-cpu vs
@@ -159,7 +163,7 @@ def _ratio_name(c: dict) -> str:
     return "last ÷ first" if c["kind"] == "increasing" else ""
 
 
-def verdict_cell(c: dict, v: dict) -> str:
+def verdict_cell(c: dict, v: Verdict) -> str:
     """Markdown inline text: one verdict, short: its mark, then the effect named by its sides,
     with its interval and what the claim needs (``same-cpu ÷ other-core = 0.229× (95 % interval
     0.210–0.250×), needs < 0.769``), or the reason it is not decided; flags and the
@@ -178,7 +182,7 @@ def verdict_cell(c: dict, v: dict) -> str:
     return text
 
 
-def brief_effect(e: dict | None) -> str:
+def brief_effect(e: Effect | None) -> str:
     """An effect in a few characters: "1.77× (1.70–1.80)", the estimate alone when it has no
     interval, "" when there is none."""
     if not e or e.get("estimate") is None:

@@ -11,11 +11,14 @@ from __future__ import annotations
 import copy
 import html
 import posixpath
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ... import results as results_mod
 from ... import stale
 from ...view import commands, render
+
+if TYPE_CHECKING:
+    from ...model import Measurement, Result
 
 ROOT = results_mod.ROOT
 """The checkout whose ``labs/`` and ``results/`` the macros read."""
@@ -67,7 +70,7 @@ def lab_file(load: Callable, lab: str, name: str):
     return copy.deepcopy(files_cache[key][1])
 
 
-def freshness(result: dict) -> tuple[str, str]:
+def freshness(result: Result) -> tuple[str, str]:
     """:func:`labkit.stale.staleness` of ``result`` under :data:`ROOT`, asked of git once per
     build for each lab, run commit and dirty flag (the hosts table and each provenance table
     both show it; each answer costs a few git processes)."""
@@ -92,7 +95,7 @@ def all_hosts() -> list[results_mod.Host]:
     return hosts_cache
 
 
-def for_lab(lab: str) -> list[tuple[results_mod.Host, dict]]:
+def for_lab(lab: str) -> list[tuple[results_mod.Host, Result]]:
     """(host, result) for every host with a result of ``lab``, the reader's own hosts first.
 
     Raises:
@@ -127,13 +130,13 @@ def rel_src(page, target: str) -> str:
     return posixpath.relpath(target, src_dir or ".")
 
 
-def artifacts(result: dict, kind: str, case: dict) -> list[dict]:
+def artifacts(result: Result, kind: str, case: dict) -> list[dict]:
     """The artifacts of ``result`` of ``kind`` whose case holds every key and value of ``case``."""
     return [a for a in result["artifacts"]
             if a["kind"] == kind and all(a["case"].get(k) == v for k, v in case.items())]
 
 
-def one_artifact(macro: str, host, result: dict, kind: str, case: dict) -> dict | None:
+def one_artifact(macro: str, host, result: Result, kind: str, case: dict) -> dict | None:
     """The artifact of ``kind`` matching ``case`` (:func:`artifacts`) in ``host``'s ``result``,
     or None if it has none.
 
@@ -146,13 +149,13 @@ def one_artifact(macro: str, host, result: dict, kind: str, case: dict) -> dict 
     return arts[0] if arts else None
 
 
-def tab(host, result: dict, body: str) -> tuple[str, str]:
+def tab(host, result: Result, body: str) -> tuple[str, str]:
     """(tab title, body) for one host, the body led by the emulated-CPU badge when it applies."""
     badge = render.emulation_badge(result["host"])
     return host.title, (f"{badge}\n\n{body}" if badge else body)
 
 
-def guest_badge(result: dict, ms: list[dict]) -> str:
+def guest_badge(result: Result, ms: list[Measurement]) -> str:
     """HTML badge (class ``pc-emulated``) for measurements ``ms`` of a host that is not itself
     emulated but made some of them inside a guest whose CPU QEMU emulated (TCG; the measurement's
     own ``emulation``), as the nvme lab's arm64 guests on the x86_64 host; "" otherwise (a host
@@ -168,7 +171,7 @@ def guest_badge(result: dict, ms: list[dict]) -> str:
     return f'<span class="pc-emulated">{html.escape(text)}</span>\n\n'
 
 
-def file_badge(result: dict, path: str) -> str:
+def file_badge(result: Result, path: str) -> str:
     """:func:`guest_badge` for a file the lab kept (``path`` relative to its result folder, e.g.
     ``raw/guest/bookworm-dma-ranges/fgraph.excerpt.txt``) that a guest wrote: the file lies in
     the folder a step records as its ``out`` case value (the nvme lab's guest runs), and that
@@ -178,7 +181,7 @@ def file_badge(result: dict, path: str) -> str:
     return guest_badge(result, [m for m in result["measurements"] if m.get("step") in made]) if made else ""
 
 
-def skip_note(result: dict, group: str | None) -> Note:
+def skip_note(result: Result, group: str | None) -> Note:
     """Why a host has no data for step group ``group`` (None: any step): its skipped or failed
     steps with their reasons, else that the group did not run, else that nothing of this kind
     was measured. A warning admonition."""
@@ -206,7 +209,7 @@ def group_ran(lab: str, group: str | None) -> bool:
     return any(s["group"] == group for _, r in for_lab(lab) for s in r["steps"])
 
 
-def per_host(lab: str, body: Callable[[results_mod.Host, dict], str],
+def per_host(lab: str, body: Callable[[results_mod.Host, Result], str],
              missing: str | None = None) -> tuple[str, int]:
     """One content tab per host with a result of ``lab`` (:func:`labkit.view.render.tabs`, hosts
     in :func:`for_lab`'s order), each holding ``body(host, result)``: Markdown, or a

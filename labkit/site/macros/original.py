@@ -4,6 +4,7 @@ tables as published, and its ratios beside ours."""
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
 from ... import original as original_mod
 from ...stats import claims as claims_mod
@@ -13,6 +14,9 @@ from . import hosts, templates
 from .hosts import EMULATED_BADGE, MacroError
 from .numbers import number as _num
 from .tables import stacked_table
+
+if TYPE_CHECKING:
+    from ...model import Result
 
 
 def load_original(lab: str) -> dict:
@@ -24,9 +28,14 @@ def load_original(lab: str) -> dict:
     return hosts.lab_file(original_mod.load, lab, "original.toml")
 
 
-def _original_table_md(orig: dict, t: dict) -> str:
-    """Markdown: one original table ``t``: caption (machine, kernel), title, the cells as
-    published, note."""
+def original_table_md(orig: dict, t: dict) -> str:
+    """Markdown: one original table ``t`` (an entry of ``orig["table"]``: ``title``, ``columns``,
+    ``rows``, optional ``note``) of the original ``orig`` (:func:`load_original`): caption
+    (machine, kernel), title, the cells as published (HTML-escaped), note.
+
+    Raises:
+        KeyError: ``t`` lacks ``title``, ``columns`` or ``rows``.
+    """
     head = f"**{html.escape(original_mod.caption(orig, t), quote=False)}.** {html.escape(t['title'], quote=False)}"
     table = fast_tables.table([html.escape(c, quote=False) for c in t["columns"]],
                                   [[html.escape(c, quote=False) for c in row] for row in t["rows"]])
@@ -41,7 +50,7 @@ def original_table(lab: str, table: str) -> str:
         OriginalError: a bad original.toml, or no table with that id.
     """
     orig = load_original(lab)
-    return _original_table_md(orig, original_mod.table(orig, table, f"labs/{lab}/original.toml"))
+    return original_table_md(orig, original_mod.table(orig, table, f"labs/{lab}/original.toml"))
 
 
 def original_tables(lab: str) -> str:
@@ -51,10 +60,10 @@ def original_tables(lab: str) -> str:
         OriginalError: a bad original.toml.
     """
     orig = load_original(lab)
-    return "\n".join(_original_table_md(orig, t) for t in orig["table"])
+    return "\n".join(original_table_md(orig, t) for t in orig["table"])
 
 
-def here_ratio(result: dict, here: dict) -> str:
+def here_ratio(result: Result, here: dict) -> str:
     """Markdown inline text: our ratio a ÷ b for one host (medians, or means) with its 95 %
     interval (:func:`labkit.stats.claims.ratio_interval`), marked when measured on an emulated CPU;
     "–" with the reason when a side is missing or zero."""

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ...view import commands, render
 from . import hosts
 from .excerpts import Selection, pattern_error, shown_of, stream_name
 from .hosts import MacroError, Note
+
+if TYPE_CHECKING:
+    from ...model import Result
 
 ANNOTATE_LANG = "pkgconfig"
 """Pygments lexer for annotated outputs. mkdocs-material turns ``(n)`` markers into code
@@ -38,13 +42,13 @@ def _check_stream(macro: str, stream: str) -> None:
         raise MacroError(f"{macro}: stream={stream!r}: one of out, err, both")
 
 
-def _display(text: str, result: dict) -> str:
+def _display(text: str, result: Result) -> str:
     """``text`` as a reader sees it: machine paths replaced (:func:`labkit.view.commands.display_text`),
     without its final newlines."""
     return commands.display_text(text.rstrip("\n"), result)
 
 
-def _step_output(macro: str, lab: str, step: str, stream: str, host, r: dict) -> _Output | Note:
+def _step_output(macro: str, lab: str, step: str, stream: str, host, r: Result) -> _Output | Note:
     """What step ``step`` printed on ``stream`` (out, err, or both: out then err) on this host,
     or a Note: the step is not in this run, or was skipped (:func:`hosts.skip_note`).
 
@@ -67,7 +71,7 @@ def _step_output(macro: str, lab: str, step: str, stream: str, host, r: dict) ->
     return _Output(_display(text, r).splitlines(), commands.display_command(s["command"], r), status, stream_name(stream))
 
 
-def _file_output(lab: str, file: str, host, r: dict) -> _Output | Note:
+def _file_output(lab: str, file: str, host, r: Result) -> _Output | Note:
     """The file ``file`` (relative to ``<host>/<lab>/``) this host's run kept, with its command
     from the sibling ``.cmd`` file when there is one, or a Note that the run kept no such file."""
     f = host.dir / lab / file

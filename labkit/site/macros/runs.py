@@ -3,10 +3,15 @@ stale or fresh) and the steps that were skipped or failed."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...view import commands, render
 from .. import fast_tables
 from . import hosts
 from .hosts import MacroError
+
+if TYPE_CHECKING:
+    from ...model import Result
 
 
 def _virtualization(h: dict) -> str:
@@ -110,7 +115,7 @@ def skips(lab: str) -> str:
     return hosts.per_host(lab, table)[0]
 
 
-def kernels_text(results: dict[str, dict]) -> str:
+def kernels_text(results: dict[str, Result]) -> str:
     """The kernel of a host's results (lab → result): the one release when all agree, else each
     release followed by the labs measured on it (``6.18.44-fc-v782 (fio_engines, fstime);
     6.18.44-fc-v669 (lat_tcp)``), so that no lab's numbers are put on another kernel."""
@@ -172,7 +177,7 @@ def lab_time(lab: str) -> str:
                      f"{render.host_label(r['host'], host.title)}{skipped_groups(r)})" for host, r in hosts.for_lab(lab))
 
 
-def skipped_groups(result: dict) -> str:
+def skipped_groups(result: Result) -> str:
     """``", without the guest group"`` when whole groups of ``result`` were skipped (every step
     of the group ``skipped``): a time that left out a group is not the time of the whole lab."""
     by_group: dict[str, set[str]] = {}

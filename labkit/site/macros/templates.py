@@ -13,13 +13,16 @@ from pathlib import Path
 
 import jinja2
 
-_ENV = jinja2.Environment(
+ENV = jinja2.Environment(
     loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")),
     autoescape=True,
     undefined=jinja2.StrictUndefined,
     trim_blocks=True,
     lstrip_blocks=True,
 )
+"""The Jinja environment of the macros' templates: ``templates/*.html``, autoescaped, strict about
+missing values, block tags trimmed with the whitespace before them (a line holding only a block tag
+leaves nothing)."""
 
 
 def render(template: str, /, **values) -> str:
@@ -28,4 +31,4 @@ def render(template: str, /, **values) -> str:
     Raises:
         jinja2.TemplateNotFound: no such template; jinja2.UndefinedError: a value it uses is missing.
     """
-    return _ENV.get_template(template).render(**values)
+    return ENV.get_template(template).render(**values)
