@@ -1,1 +1,1 @@
-cp /tmp/pcb-nvme_swiotlb.f6b298/data.img /tmp/pcb-nvme_swiotlb.f6b298/tmpfs/data.img
+cp /tmp/pcb-nvme_swiotlb.336885/data.img /tmp/pcb-nvme_swiotlb.336885/tmpfs/data.img

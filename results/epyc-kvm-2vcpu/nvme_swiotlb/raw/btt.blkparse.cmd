@@ -1,1 +1,1 @@
-sh -c blkparse\ -i\ -\ -d\ /tmp/pcb-nvme_swiotlb.f6b298/blk.bin\ \<\ /work/refout/nvme-ci/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.capture.out
+sh -c blkparse\ -i\ -\ -d\ /tmp/pcb-nvme_swiotlb.336885/blk.bin\ \<\ /work/nvref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.capture.out

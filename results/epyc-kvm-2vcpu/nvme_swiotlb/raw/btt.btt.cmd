@@ -1,1 +1,1 @@
-btt -i /tmp/pcb-nvme_swiotlb.f6b298/blk.bin -l /work/refout/nvme-ci/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.d2c -q /work/refout/nvme-ci/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.q2c
+btt -i /tmp/pcb-nvme_swiotlb.336885/blk.bin -l /work/nvref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.d2c -q /work/nvref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.q2c

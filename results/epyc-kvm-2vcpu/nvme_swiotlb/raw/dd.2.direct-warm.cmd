@@ -1,1 +1,1 @@
-dd if=/tmp/pcb-nvme_swiotlb.f6b298/data.img of=/dev/null bs=1M iflag=direct
+dd if=/tmp/pcb-nvme_swiotlb.336885/data.img of=/dev/null bs=1M iflag=direct

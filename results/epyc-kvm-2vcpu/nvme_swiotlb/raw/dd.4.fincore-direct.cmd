@@ -1,1 +1,1 @@
-fincore --json --bytes /tmp/pcb-nvme_swiotlb.f6b298/data.img
+fincore --json --bytes /tmp/pcb-nvme_swiotlb.336885/data.img

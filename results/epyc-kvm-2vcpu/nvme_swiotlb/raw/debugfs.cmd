@@ -1,1 +1,1 @@
-mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.f6b298/debugfs
+mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.336885/debugfs

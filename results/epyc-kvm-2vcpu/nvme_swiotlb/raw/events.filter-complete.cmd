@@ -1,1 +1,1 @@
-sh -c echo\ \'dev\ ==\ 7340032\'\ \>\ /sys/kernel/tracing/instances/pcb-27030/events/block/block_rq_complete/filter
+sh -c echo\ \'dev\ ==\ 7340032\'\ \>\ /sys/kernel/tracing/instances/pcb-4021/events/block/block_rq_complete/filter

@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-27030
+mkdir /sys/kernel/tracing/instances/pcb-4021

@@ -1,1 +1,1 @@
-sh -c echo\ \'0\'\ \>\ /sys/kernel/tracing/instances/pcb-27030/tracing_on
+sh -c echo\ \'0\'\ \>\ /sys/kernel/tracing/instances/pcb-4021/tracing_on

@@ -1,1 +1,1 @@
-cat /sys/kernel/tracing/instances/pcb-27030/trace
+cat /sys/kernel/tracing/instances/pcb-4021/trace

@@ -1,1 +1,1 @@
-/work/main/.venv/bin/python /work/main/labs/nvme_swiotlb/dt_dma_ranges.py --root /work/refout/nvme-ci/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/guest/bookworm-dma-ranges-wide/device-tree --fail-if-outside
+/work/fm/.venv/bin/python /work/fm/labs/nvme_swiotlb/dt_dma_ranges.py --root /work/nvref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/guest/bookworm-dma-ranges-wide/device-tree --fail-if-outside

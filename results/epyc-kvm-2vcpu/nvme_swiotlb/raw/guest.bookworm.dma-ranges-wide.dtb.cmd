@@ -1,1 +1,1 @@
-/work/main/.venv/bin/python /work/main/labs/nvme_swiotlb/dt_widen.py /tmp/pcb-nvme_swiotlb.f6b298/guest/bookworm-dma-ranges/dma-ranges.dtb /tmp/pcb-nvme_swiotlb.f6b298/guest/bookworm-dma-ranges-wide/dma-ranges.dtb
+/work/fm/.venv/bin/python /work/fm/labs/nvme_swiotlb/dt_widen.py /tmp/pcb-nvme_swiotlb.336885/guest/bookworm-dma-ranges/dma-ranges.dtb /tmp/pcb-nvme_swiotlb.336885/guest/bookworm-dma-ranges-wide/dma-ranges.dtb

@@ -1,1 +1,1 @@
-/work/main/.venv/bin/python -m labkit.guest prepare --arch arm64 --kernel-release bullseye
+/work/fm/.venv/bin/python -m labkit.guest prepare --arch arm64 --kernel-release bullseye

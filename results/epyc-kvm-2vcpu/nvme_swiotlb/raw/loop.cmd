@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop0 /tmp/pcb-nvme_swiotlb.f6b298/data.img
+losetup --show --direct-io=on /dev/loop0 /tmp/pcb-nvme_swiotlb.336885/data.img

@@ -1,1 +1,1 @@
-find /tmp/pcb-nvme_swiotlb.f6b298/debugfs/swiotlb -maxdepth 1 -type f -exec grep -H . \{\} +
+find /tmp/pcb-nvme_swiotlb.336885/debugfs/swiotlb -maxdepth 1 -type f -exec grep -H . \{\} +

@@ -1,1 +1,1 @@
-cp /scratch/pcb-nvme_swiotlb.7d0c5b/data.img /scratch/pcb-nvme_swiotlb.7d0c5b/tmpfs/data.img
+cp /scratch/pcb-nvme_swiotlb.2cb70c/data.img /scratch/pcb-nvme_swiotlb.2cb70c/tmpfs/data.img

@@ -1,1 +1,1 @@
-blkparse -i loop -D /scratch/pcb-nvme_swiotlb.7d0c5b/blktrace -d /scratch/pcb-nvme_swiotlb.7d0c5b/blk.bin -O
+blkparse -i loop -D /scratch/pcb-nvme_swiotlb.2cb70c/blktrace -d /scratch/pcb-nvme_swiotlb.2cb70c/blk.bin -O

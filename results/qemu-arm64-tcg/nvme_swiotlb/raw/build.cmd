@@ -1,1 +1,1 @@
-gcc -O2 -g -Wall -Wextra -std=c11 -D_GNU_SOURCE -o /scratch/pcb-nvme_swiotlb.7d0c5b/bounce /job/repo/labs/nvme_swiotlb/bounce.c
+gcc -O2 -g -Wall -Wextra -std=c11 -D_GNU_SOURCE -o /scratch/pcb-nvme_swiotlb.2cb70c/bounce /job/repo/labs/nvme_swiotlb/bounce.c

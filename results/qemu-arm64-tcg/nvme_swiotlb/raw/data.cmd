@@ -1,1 +1,1 @@
-dd if=/dev/urandom of=/scratch/pcb-nvme_swiotlb.7d0c5b/data.img bs=1M count=512 conv=fsync
+dd if=/dev/urandom of=/scratch/pcb-nvme_swiotlb.2cb70c/data.img bs=1M count=512 conv=fsync

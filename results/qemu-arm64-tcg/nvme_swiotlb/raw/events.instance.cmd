@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-225
+mkdir /sys/kernel/tracing/instances/pcb-224

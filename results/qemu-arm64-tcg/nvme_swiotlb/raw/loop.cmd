@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop0 /scratch/pcb-nvme_swiotlb.7d0c5b/data.img
+losetup --show --direct-io=on /dev/loop0 /scratch/pcb-nvme_swiotlb.2cb70c/data.img

@@ -1,1 +1,0 @@
-cat /sys/kernel/mm/transparent_hugepage/enabled

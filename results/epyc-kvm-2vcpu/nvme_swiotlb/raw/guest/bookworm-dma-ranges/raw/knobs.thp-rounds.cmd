@@ -1,0 +1,1 @@
+cat /sys/kernel/mm/transparent_hugepage/enabled

@@ -1,0 +1,1 @@
+perf script -i /tmp/pcb/perf.data

@@ -1,1 +1,0 @@
-grep -e CPU -e nvme /proc/interrupts

@@ -1,1 +1,0 @@
-blkparse -i nvme -D /tmp/pcb -d /tmp/pcb/blk.bin -O

@@ -1,1 +1,0 @@
-sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'

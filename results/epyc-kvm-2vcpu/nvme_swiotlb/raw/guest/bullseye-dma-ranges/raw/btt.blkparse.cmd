@@ -1,0 +1,1 @@
+blkparse -i nvme -D /tmp/pcb -d /tmp/pcb/blk.bin -O
