@@ -145,6 +145,25 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
+def guest_steps_here(work: Path, body: str, types: dict[str, str] | None, lab: str = "demo") -> subprocess.CompletedProcess:
+    """Run ``body`` under bash here as a guest job runs it, after ``. /job/.pcb/step.sh``: the job
+    disk's step-language files (labkit.guest.job_contract_files) for a lab run of ``lab`` that
+    declares ``types`` (None: a job booted outside a lab run) go into ``work/job/.pcb``, and the
+    job's out directory is ``work/out``. Returns the finished process (text output)."""
+    from labkit import steps
+    from labkit.guest import job_contract_files
+    job, out = work / "job", work / "out"
+    (job / ".pcb").mkdir(parents=True)
+    out.mkdir()
+    env = {"PCB_LAB_CASE": steps.env_words(types), "PCB_LAB_NAME": lab} if types is not None else {}
+    for name, data in job_contract_files(env).items():
+        (job / ".pcb" / name).write_bytes(data)
+    return subprocess.run([shutil.which("bash") or "/bin/bash", "-c", f'set -u; . "$PCB_JOB/.pcb/step.sh"; {body}'],
+                          capture_output=True, text=True, timeout=30, cwd=work,
+                          env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(work),
+                               "PCB_JOB": str(job), "PCB_OUT": str(out)})
+
+
 def check_quick_result(result: dict, seconds: float, label: str = "test-quick") -> None:
     """The lab contract every quick run must meet: quick, labelled, within the lab's quick budget
     (``quick_budget_s`` of its manifest, labs/<lab>/lab.toml), and every step either ran as

@@ -16,6 +16,7 @@ import pytest
 
 from labkit import record, steps
 from labkit.guest import job_contract_files
+from labrun import guest_steps_here
 
 BASH = shutil.which("bash") or "/bin/bash"
 WORDS = ["printf", "%s|", "plain", "two words", "it's", 'a "quote"', "$HOME", "`x`", "", "a\\b", "*", "~", "-n"]
@@ -24,18 +25,8 @@ TYPES = {"tool": "str", "rep": "int", "mb": "float", "io": "str", "on": "bool"}
 
 
 def _job(tmp_path: Path, body: str, types: dict[str, str] | None = TYPES) -> subprocess.CompletedProcess:
-    """Run ``body`` as a job would (``. /job/.pcb/step.sh`` first) with the job disk's contract
-    files for a lab run that declares ``types`` (None: a job booted outside a lab run); the out
-    directory is ``tmp_path / "out"``."""
-    job, out = tmp_path / "job", tmp_path / "out"
-    (job / ".pcb").mkdir(parents=True)
-    out.mkdir()
-    env = {"PCB_LAB_CASE": steps.env_words(types), "PCB_LAB_NAME": "demo"} if types is not None else {}
-    for name, data in job_contract_files(env).items():
-        (job / ".pcb" / name).write_bytes(data)
-    return subprocess.run([BASH, "-c", f'set -u; . "$PCB_JOB/.pcb/step.sh"; {body}'], capture_output=True, text=True,
-                          timeout=30, cwd=tmp_path, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(tmp_path),
-                                                         "PCB_JOB": str(job), "PCB_OUT": str(out)})
+    """:func:`labrun.guest_steps_here` for a lab run that declares ``types`` (default :data:`TYPES`)."""
+    return guest_steps_here(tmp_path, body, types)
 
 
 def test_a_step_is_recorded_as_a_host_run_records_one(tmp_path):

@@ -81,18 +81,13 @@ def test_guest_steps_are_the_cased_steps_that_succeeded_in_repetition_order(tmp_
     """The guest's steps, written by the guest's step language (labkit/guest/step.sh with
     labs/lib/case.sh, as on a job disk), read back with their cases in repetition order; a failed
     step and a step without a case are not listed."""
-    from labkit.guest import job_contract_files
+    from labrun import guest_steps_here
     types = steps.declared(LAB)
-    job, out = tmp_path / "job", tmp_path / "out"
-    (job / ".pcb").mkdir(parents=True)
-    out.mkdir()
-    for name, data in job_contract_files({"PCB_LAB_CASE": steps.env_words(types), "PCB_LAB_NAME": LAB.name}).items():
-        (job / ".pcb" / name).write_bytes(data)
     body = ("step b tool=dd io=direct rep=2 -- true; step a tool=dd io=direct rep=1 -- true; "
             "step c tool=dd io=direct rep=3 -- false; step drop -- true")
-    proc = subprocess.run(["bash", "-c", f'set -u; . "$PCB_JOB/.pcb/step.sh"; {body}'], capture_output=True, text=True,
-                          timeout=30, env={"PATH": "/usr/bin:/bin", "PCB_JOB": str(job), "PCB_OUT": str(out)})
+    proc = guest_steps_here(tmp_path, body, types, lab=LAB.name)
     assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "out"
     assert record.guest_steps(out, types) == [("a", {"tool": "dd", "io": "direct", "rep": 1}),
                                               ("b", {"tool": "dd", "io": "direct", "rep": 2})]
 
