@@ -35,10 +35,14 @@ Sources, one per kind of number:
 - ``strace -c -f`` (strace steps, table on standard error): ``strace_calls`` per system call,
   and for the original group's steps (experiment ``original strace``) ``strace_usecs``
   (strace's ``usecs/call``: system CPU time per call, which is what ``-c`` measures without
-  ``-w``) and the traced job's ``iops``; for experiment ``strace clock`` (profile group, case
+  ``-w``) and the traced job's ``iops``, and the same for experiment ``strace threads`` (the
+  1 KiB job with fio's ``--thread``: its job a thread of fio's main process, not a child); for
+  experiment ``strace clock`` (profile group, case
   ``clock`` = ``system`` for ``strace -c``, ``wall`` for ``strace -c -w``) ``strace_usecs`` of
-  every listed call; for both, ``strace_seconds`` (the table's seconds column: a call's total
-  system CPU time, or with ``-w`` its total wall-clock time);
+  every listed call; for all three, ``strace_seconds`` (the table's seconds column: a call's total
+  system CPU time, or with ``-w`` its total wall-clock time) and ``job_system_seconds`` (fio's
+  ``sys_cpu`` share times its ``job_runtime``: the system CPU time of the job itself, from its own
+  ``getrusage``);
 - ``pidstat -u -r -h -H -l -C 'aux-path=SCRATCH ' 1`` (original group,
   ``raw/<step>.pidstat.out``; the job's fio processes, found by their command line): per job
   ``cpu_pct`` (%CPU, % of one CPU) of the busiest fio process (case ``process`` =
@@ -371,13 +375,14 @@ def collect(run) -> None:
         job = fio_job(run.raw(name).read_text())
         check_fio_case(name, s["case"], job["options"])
         summary = strace_summary(run.raw(name, "err").read_text())
-        if experiment in ("original strace", "strace clock"):
+        if experiment in ("original strace", "strace threads", "strace clock"):
             # Their own experiments, so that no selector of the untraced jobs pools these
-            # samples. "strace clock": strace -c (clock=system) beside strace -c -w (wall).
+            # samples. "strace threads": the original's 1 KiB job run with fio --thread.
+            # "strace clock": strace -c (clock=system) beside strace -c -w (wall).
             # strace_seconds: the table's seconds column, the call's total (system CPU time
             # without -w, wall-clock time with it).
             case = _measured(s["case"], fs)
-            usecs = ORIGINAL_STRACE if experiment == "original strace" else STRACE_SYSCALLS
+            usecs = STRACE_SYSCALLS if experiment == "strace clock" else ORIGINAL_STRACE
             for sc, row in summary["syscalls"].items():
                 if sc in STRACE_SYSCALLS:
                     run.add_sample("strace_calls", "calls", {**case, "syscall": sc}, row["calls"], name)
@@ -385,6 +390,7 @@ def collect(run) -> None:
                 if sc in usecs:
                     run.add_sample("strace_usecs", "us/call", {**case, "syscall": sc}, row["usecs_per_call"], name)
             run.add_sample("iops", "IOPS", case, job[_direction(case["rw"])]["iops"], name)
+            run.add_sample("job_system_seconds", "s", case, job["sys_cpu"] / 100 * job["job_runtime_ms"] / 1000, name)
         else:
             engine = s["case"]["engine"]
             for sc, row in summary["syscalls"].items():

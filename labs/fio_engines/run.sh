@@ -29,7 +29,8 @@
 # in full: 8 passes of the original and layout groups, 5 of the engines group. Full mode also
 # runs 3 passes of the groups no claim reads (buffered, blocksize, numjobs, profile; strace once).
 # Quick mode runs fewer cases, never fewer passes: the cases the claims read (the buffered,
-# blocksize, numjobs and profile groups are skipped and say so), with shorter jobs, and strace's two.
+# blocksize, numjobs and profile groups are skipped and say so), with shorter jobs, and strace's two
+# block sizes. Beside strace -c of the 1 KiB job, the same job with fio's --thread (quick or full).
 #
 # The setup group also reads the target disk's scheduler and queue limits (queue/scheduler,
 # max_sectors_kb, max_segments, nr_requests) as a step. The original group adds, beside the
@@ -357,16 +358,20 @@ original_job() {
   if [[ $io == buffered ]] && ((fsync == 0)); then sync_job "$name.sync" "${case[@]}" || true; fi
 }
 
-# original_strace NAME BS REP: strace -c -f of the base job at block size BS, as the original
-# did (strace's table on standard error, fio's JSON on standard output).
+# original_strace NAME BS REP [--thread]: strace -c -f of the base job at block size BS, as the
+# original did (strace's table on standard error, fio's JSON on standard output). With
+# --thread, fio runs the job as a thread of its main process instead of a child process
+# (experiment "strace threads"): which call strace charges with the job's system time.
 original_strace() {
-  local name=$1 bs=$2 r=$3
+  local name=$1 bs=$2 r=$3 thread=(${4:+"$4"}) experiment="original strace"
+  [[ -z ${4:-} ]] || experiment="strace threads"
   direct_too_small "$name" "$bs" && return 0
   engine_ok libaio "$name" || return 0
-  lab_run --case "experiment=original strace" --case engine=libaio --case iodepth=1 \
+  lab_run --case "experiment=$experiment" --case engine=libaio --case iodepth=1 \
     --case "bs=$(numfmt --from=iec "${bs^^}")" --case io=direct --case rw=write --case "rep=$r" --case tool=strace \
     "$name" -- env FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_BS="$bs" FIO_DIRECT=1 FIO_BATCH=1 FIO_END_FSYNC=0 "FIO_FILE=$TARGET" \
-    "FIO_SIZE=$SIZE" "FIO_RUNTIME=$ORIG_RUNTIME" strace -c -f -- fio --output-format=json "$LAB_DIR/original.fio" || true
+    "FIO_SIZE=$SIZE" "FIO_RUNTIME=$ORIG_RUNTIME" strace -c -f -- fio ${thread[@]+"${thread[@]}"} --output-format=json \
+    "$LAB_DIR/original.fio" || true
 }
 
 group_original() {
@@ -399,6 +404,8 @@ group_original() {
     ((strace_ok)) || continue
     for bs in $(lab_quick "1k 4m" "1k 4k 4m"); do
       original_strace "original.strace.write.libaio.qd1.$bs.direct.r$r" "$bs" "$r"
+      # The same job as a thread, right after: a claim pairs the two, repetition by repetition.
+      [[ $bs != 1k ]] || original_strace "original.strace.thread.write.libaio.qd1.1k.direct.r$r" 1k "$r" --thread
     done
   done
 }

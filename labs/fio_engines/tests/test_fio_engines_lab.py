@@ -214,7 +214,7 @@ def test_every_selector_matches_what_the_lab_records(quick_run):
     # metrics of a tool the host lacks (the lab records that skip) are allowed to be missing
     by_tool = {"perf": {"rq_issue", "rq_complete", "bio_queue", "requests_per_io", "completions_per_gib",
                         "bios_per_request"},
-               "pidstat": {"cpu_pct", "rss"}, "original.strace": {"strace_usecs"}}
+               "pidstat": {"cpu_pct", "rss"}, "original.strace": {"strace_usecs", "strace_seconds"}}
     excused = set().union(*(ms for tool, ms in by_tool.items() if tool in skipped))
     missing = [(what, metric, sel) for what, metric, sel in _selectors()
                if metric not in excused and not claims.select(result, metric, sel)
@@ -262,6 +262,15 @@ def test_traced_jobs_are_kept_apart(quick_run):
     assert {tool[m["step"]] for m in traced} == {"strace"}
     assert not [m for m in result["measurements"] if m["case"].get("experiment") == "original"
                 and tool[m["step"]] == "strace"]
+    # The 1 KiB job as a thread (fio --thread) is an experiment of its own too, beside each
+    # traced 1 KiB job, with the job's own system time recorded for both.
+    threads = [m for m in result["measurements"] if m["case"].get("experiment") == "strace threads"]
+    assert {tool[m["step"]] for m in threads} == {"strace"} and {m["case"]["bs"] for m in threads} == {1024}
+    cmd = {s["name"]: s["command"] for s in result["steps"]}
+    assert all(" --thread " in cmd[m["step"]] for m in threads), {m["step"]: cmd[m["step"]] for m in threads}
+    sys_time = {m["case"]["experiment"]: m["n"] for m in result["measurements"]
+                if m["metric"] == "job_system_seconds" and m["case"]["bs"] == 1024}
+    assert sys_time["strace threads"] == sys_time["original strace"] >= 1, sys_time
 
 
 def test_strace_tables_are_parsed(quick_run):
