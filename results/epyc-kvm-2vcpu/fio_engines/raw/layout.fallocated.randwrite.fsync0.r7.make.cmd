@@ -1,1 +1,1 @@
-fallocate -l 1g /tmp/pcb-fio_engines.8cb64c/fallocated.dat
+fallocate -l 1g /tmp/pcb-fio_engines.ad184e/fallocated.dat

@@ -1,1 +1,1 @@
-truncate -s 1g /tmp/pcb-fio_engines.8cb64c/sparse.dat
+truncate -s 1g /tmp/pcb-fio_engines.ad184e/sparse.dat

@@ -1,1 +1,1 @@
-stat -c %s\ %b\ %B /tmp/pcb-fio_engines.8cb64c/sparse.dat
+stat -c %s\ %b\ %B /tmp/pcb-fio_engines.ad184e/sparse.dat

@@ -1,1 +1,1 @@
-env FIO_FILE=/tmp/pcb-fio_engines.8cb64c/data.dat FIO_SIZE=1g fio --output-format=json /work/ref/labs/fio_engines/prepare.fio
+env FIO_FILE=/tmp/pcb-fio_engines.ad184e/data.dat FIO_SIZE=1g fio --output-format=json /work/fm/labs/fio_engines/prepare.fio

@@ -1,1 +1,1 @@
-perf script -i /tmp/pcb-fio_engines.8cb64c/perf-buffered.data
+perf script -i /tmp/pcb-fio_engines.ad184e/perf-buffered.data

@@ -1,1 +1,1 @@
-sync /tmp/pcb-fio_engines.8cb64c/data.dat
+sync /tmp/pcb-fio_engines.ad184e/data.dat

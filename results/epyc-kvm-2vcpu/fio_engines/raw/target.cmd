@@ -1,1 +1,1 @@
-findmnt -T /tmp/pcb-fio_engines.8cb64c
+findmnt -T /tmp/pcb-fio_engines.ad184e

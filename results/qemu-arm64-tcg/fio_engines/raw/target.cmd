@@ -1,1 +1,1 @@
-findmnt -T /scratch/pcb-fio_engines.e58a13
+findmnt -T /scratch/pcb-fio_engines.4ac4c3
