@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -82,18 +83,49 @@ def _has_root_bpftrace_perf() -> bool:
     return os.geteuid() == 0 and all(shutil.which(t) for t in ("bpftrace", "perf", "auditctl"))
 
 
+def task_never_rules() -> list[str]:
+    """The ``-a never,task`` rules ``auditctl -l`` lists now. A lab run holds one while it runs
+    (and the fake lab of tests/test_lab_contract.py, on another xdist worker): a process forked
+    meanwhile, anywhere on the machine, gets no audit context (kernel/auditsc.c ``audit_alloc``)."""
+    out = subprocess.run(["auditctl", "-l"], capture_output=True, text=True, timeout=20).stdout
+    return [line for line in out.splitlines() if "never,task" in line]
+
+
+def record_dd(data: Path, tries: int = 30) -> subprocess.CompletedProcess:
+    """``perf record -g`` of ``dd bs=1`` into ``data``, at a moment when no ``-a never,task``
+    rule was listed before the dd started nor after it ended (:func:`task_never_rules`);
+    waits up to ``tries`` seconds for such a moment.
+
+    Raises:
+        pytest.skip.Exception: a rule stayed listed throughout (a lab run on this machine).
+    """
+    rules: list[str] = []
+    for _ in range(tries):
+        rules = task_never_rules()
+        if not rules:
+            rec = subprocess.run(["perf", "record", "-q", "--no-buildid-cache", "-g", "-F", "997", "-o", str(data),
+                                  "--", "dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=400000"],
+                                 capture_output=True, text=True, timeout=120)
+            rules = task_never_rules()
+            if not rules:
+                return rec
+        time.sleep(1)
+    pytest.skip(f"an audit rule that keeps new processes out of audit stayed listed for {tries} s "
+                f"(a lab run on this machine): {rules}")
+
+
 @pytest.mark.skipif(not _has_root_bpftrace_perf(), reason="needs root, bpftrace, perf and auditctl")
 def test_probe_agrees_with_a_measurement(tmp_path):
     """The probe's answer, checked against what it predicts: a process started now runs audit
     code on its system calls (perf record -g of dd bs=1 finds __audit_syscall_exit or
-    audit_reset_context on its stacks) exactly when the probe says audit was enabled."""
+    audit_reset_context on its stacks) exactly when the probe says audit was enabled. The dd
+    runs while no run holds a ``-a never,task`` rule, which would keep it out of audit
+    whatever the probe says (:func:`record_dd`)."""
     answer = probe.audit_ever_enabled()
     if answer is None:
         pytest.skip("the probe cannot tell on this host")
     data = tmp_path / "perf.data"
-    rec = subprocess.run(["perf", "record", "-q", "--no-buildid-cache", "-g", "-F", "997", "-o", str(data), "--",
-                          "dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=400000"],
-                         capture_output=True, text=True, timeout=120)
+    rec = record_dd(data)
     assert rec.returncode == 0, rec.stderr
     script = subprocess.run(["perf", "script", "-i", str(data)], capture_output=True, text=True, timeout=120)
     assert script.returncode == 0, script.stderr
