@@ -402,7 +402,15 @@ def test_code_annotations_work_in_every_host_tab(committed, watched):
     for card in ("strace", "perf"):
         if card != "strace":
             page.goto(f"{url}/tools/{card}/", wait_until="networkidle")
-        page.wait_for_timeout(300)
+        # until every annotated set shows the picked host and material has built annotations in
+        # each shown block with code (the test fails when that never comes)
+        page.wait_for_function("""want => [...document.querySelectorAll('.tabbed-set[data-pc-tabs]')]
+            .filter(set => set.querySelector('.pc-annotated')).every(set => {
+                const i = [...set.querySelectorAll(':scope > input')].findIndex(x => x.checked);
+                const block = set.querySelectorAll(':scope > .tabbed-content > .tabbed-block')[i];
+                return i >= 0 && set.querySelectorAll(':scope > .tabbed-labels > label')[i].textContent.trim() === want
+                    && (!block.querySelector('.highlight code') || block.querySelector('.md-annotation'));
+            })""", arg=second, polling=100, timeout=STATE_WAIT_MS)
         shown = _annotations_of_shown_tabs(page)
         assert shown and {t["title"] for t in shown} == {second}, (card, shown)
         with_code = [t for t in shown if t["code"]]
