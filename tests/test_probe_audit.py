@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.run import probe
+from labkit.run import auditctx, probe
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 
@@ -84,11 +84,11 @@ def _has_root_bpftrace_perf() -> bool:
 
 
 def task_never_rules() -> list[str]:
-    """The ``-a never,task`` rules ``auditctl -l`` lists now. A lab run holds one while it runs
-    (and the fake lab of tests/test_lab_contract.py, on another xdist worker): a process forked
+    """The ``-a never,task`` rules ``auditctl -l`` lists now (labkit.run.auditctx's ``rules``
+    and ``is_task_never``, as a lab run reads them). A lab run holds one while it runs (and the
+    fake lab of tests/test_lab_contract.py, on another xdist worker): a process forked
     meanwhile, anywhere on the machine, gets no audit context (kernel/auditsc.c ``audit_alloc``)."""
-    out = subprocess.run(["auditctl", "-l"], capture_output=True, text=True, timeout=20).stdout
-    return [line for line in out.splitlines() if "never,task" in line]
+    return [rule for rule in auditctx.rules() or [] if auditctx.is_task_never(rule)]
 
 
 def record_dd(data: Path, tries: int = 30) -> subprocess.CompletedProcess:
