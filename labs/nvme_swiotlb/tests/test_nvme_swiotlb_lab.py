@@ -260,11 +260,11 @@ def test_guest_group_reproduces_the_root_cause(guest_run):
         assert m["case"]["guest_arch"] == "arm64" and m["case"]["accelerator"] in ("tcg", "kvm")
         assert m["case"]["guest_kernel"].startswith(m["case"]["kernel"])
         assert m["emulation"]["accelerator"] == m["case"]["accelerator"]
+    types = step_records.declared(Path(__file__).resolve().parents[1])
     for s in r["steps"]:
         if s.get("case", {}).get("tool") == "labkit.guest" and s["status"] == "ok":   # quick: no boot-time knobs
             # the guest's /out is a run directory as a host run's, its steps read by the host's reader
             d = out / LAB / s["case"]["out"]
-            types = step_records.declared(Path(__file__).resolve().parents[1])
             (step,) = [g for g in read_steps(d, types) if g["name"] == "dd.1.direct"]
             assert (step["group"], step["status"], step["case"]) == \
                 ("guest", "ok", {"tool": "dd", "io": "direct", "knob": "none", "rep": 1})
