@@ -553,6 +553,23 @@ def test_original_vs_here_text_is_shown_as_written(tree):
     assert out.count(AUTHOR_HTML) == 2, out[:3000]
 
 
+@pytest.mark.parametrize(("label", "unit", "header"), [
+    ("clock_nanosleep", "s", "clock_nanosleep (s)"),   # a letter inside a word is not the unit
+    ("strace -c", "s", "strace -c (s)"),
+    ("time (s)", "s", "time (s)"),
+    ("the job's system time", "s", "the job's system time (s)"),
+    ("max_segments", "segments", "max_segments"),     # a sysfs name's last part is a word
+    ("read IOPS", "IOPS", "read IOPS"),
+    ("p50 µs", "µs", "p50 µs"),
+    ("%CPU busiest", "%", "%CPU busiest"),             # a symbol needs no word boundary
+])
+def test_metrics_table_header_names_the_unit_once(label, unit, header):
+    """A column header adds " (unit)" unless its label already names the unit as a word."""
+    ms = [{"metric": "x", "unit": unit, "median": 1.5, "n": 3, "case": {"k": "a"}}]
+    got, _ = render.metrics_table([(label, ms)], ["k"])
+    assert header in got, got
+
+
 def test_metrics_table_macro(tree):
     """metrics_table: one tab per host with the medians of several metrics, a column narrowed by
     its own where; a typo in a metric, a bad item or missing columns fails the build."""

@@ -180,6 +180,17 @@ def measurement_table(ms: list[Measurement], keys: list[str], *, page: bool = Fa
     return header, rows
 
 
+def names_unit(label: str, unit: str) -> bool:
+    """Whether ``label`` already names ``unit`` as a word of its own ("IOPS" in "read IOPS",
+    "s" in "time (s)", "segments" in "max_segments", "%" in "%CPU"), not inside a longer word
+    ("s" in "clock_nanosleep") or after an apostrophe ("job's"): a column header adds
+    " (unit)" only when it does not. A unit's letters must stand apart from the label's letters
+    and digits; its symbols need not."""
+    before = r"(?<![^\W_]|[/'’])" if re.match(r"\w", unit) else ""
+    after = r"(?![^\W_])" if re.search(r"\w$", unit) else ""
+    return re.search(before + re.escape(unit) + after, label) is not None
+
+
 def metrics_table(columns: list[tuple[str, list[Measurement]]], keys: list[str]) -> tuple[list[str], list[list[str]]]:
     """(header, rows) for several metrics of the same cases side by side, as the site shows them:
     one row per case (its values of ``keys``, first-seen order over all columns), one column
@@ -217,7 +228,7 @@ def metrics_table(columns: list[tuple[str, list[Measurement]]], keys: list[str])
         u = next(iter(units), "")
         div, shown = display_scale(u, [m["median"] for m in ms])
         d = column_decimals([m["median"] / div for m in ms])
-        labels.append(f"{label} ({shown})" if shown and shown not in label else label)
+        labels.append(f"{label} ({shown})" if shown and not names_unit(label, shown) else label)
         formatted.append({c: fmt_fixed(m["median"] / div, d) for c, m in by_case.items()})
     header = figure_first(keys, labels) + ["samples"]
     rows = []
