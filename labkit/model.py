@@ -122,6 +122,20 @@ def select(result: Result, metric: str, where: dict | None = None) -> list[Measu
             if m["metric"] == metric and all(m["case"].get(k) == v for k, v in where.items())]
 
 
+def case_holds(case: dict | None, where: dict) -> bool:
+    """Whether ``case`` (a step's or a measurement's, None for a step without one) contains
+    every key/value of ``where``; values compare with their types (``5.10`` the string is not
+    ``5.1`` the number)."""
+    case = case or {}
+    return all(k in case and case[k] == v for k, v in where.items())
+
+
+def select_steps(result: Result, where: dict) -> list[dict]:
+    """Steps of ``result`` whose case contains every key/value of ``where``, in run order:
+    how a page or a claim picks a step by what it measured rather than by its name."""
+    return [s for s in result["steps"] if case_holds(s.get("case"), where)]
+
+
 def cache_dir(kind: str) -> Path | None:
     """The folder of the build's on-disk cache for ``kind`` (``"charts"``, ``"validated"``):
     ``$PCB_BUILD_CACHE/<kind>``, by default ``<checkout>/.cache/<kind>`` (git-ignored);

@@ -68,7 +68,7 @@ class Run:
         ``status``; None: any), in run order, or ordered by their case's ``rep`` (1-based
         repetition number; run order kept among equal numbers) when ``by_rep``."""
         out = [s for s in self.steps if (status is None or s["status"] == status)
-               and all((s.get("case") or {}).get(k) == v for k, v in case.items())]
+               and model.case_holds(s.get("case"), case)]
         return sorted(out, key=lambda s: rep_order(s["case"])) if by_rep else out
 
     def add_sample(self, metric: str, unit: str, case: dict, value: float, step: str | None = None,

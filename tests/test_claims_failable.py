@@ -109,9 +109,13 @@ def derive(claim: dict, path: Path | dict, want: str) -> dict:
     r["host"].update(claim.get("requires") or {})
     kind = claim["kind"]
     if kind == "step":
-        step = next((s for s in r["steps"] if s["name"] == claim["step"]), None)
+        if "step" in claim:
+            step = next((s for s in r["steps"] if s["name"] == claim["step"]), None)
+        else:
+            step = next(iter(model.select_steps(r, claim["where"])), None)
         if step is None:  # a claim newer than the reference result: a real step, renamed
-            step = dict(copy.deepcopy(r["steps"][0]), name=claim["step"])
+            step = dict(copy.deepcopy(r["steps"][0]), name=claim.get("step", "derived"),
+                        case=dict(claim.get("where", {})))
             r["steps"].append(step)
         if want == "holds":
             step.update(status="ok", reason=None, exit_code=1 if step.get("expect") == "failure" else 0)

@@ -140,6 +140,21 @@ def test_step_claim_branches(steps, extra, expect):
     assert ev(c, result("u", steps=steps)) == expect
 
 
+def test_step_claim_picks_its_step_by_case():
+    """A step claim's ``where`` picks the one step whose case holds it, typed ("5.10" the string
+    is not 5.1); no such step leaves it untested, two make the claim wrong (it must add keys)."""
+    c = claim("step", where={"dt": "wide", "kernel": "5.10"})
+    wide = step("guest.a.wide.dt", case={"dt": "wide", "kernel": "5.10"})
+    other = step("guest.a.plain.dt", status="failed", reason="r", case={"dt": "plain", "kernel": "5.10"})
+    assert ev(c, result("u", steps=[other, wide])) == ("holds", "step guest.a.wide.dt succeeded (exit 0)")
+    assert ev(c, result("u", steps=[other, dict(wide, case={"dt": "wide", "kernel": 5.1})])) == \
+        ("untested", "no step with case dt=wide, kernel=5.10 ran")
+    with pytest.raises(ValueError, match=r"^claim t: where=.* picks 2 steps"):
+        claims.evaluate_one(c, result("u", steps=[wide, dict(wide, name="again")]))
+    assert refused(claims.check_spec, {**c, "step": "x"}, "f").startswith("f: claim t: $: ")
+    assert refused(claims.check_spec, {k: v for k, v in c.items() if k != "where"}, "f").startswith("f: claim t: $: ")
+
+
 def test_timing_and_emulation():
     tcg = {"accelerator": "tcg", "host_arch": "x86_64"}
     assert claims.emulated(result("u", emulation=tcg))
@@ -311,7 +326,8 @@ EX = ('[[exercise]]\nid = "e"\ntitle = "t"\nchange = "c"\npredict = "p"\n'
      "{f}: $.exercise[0].check: Unevaluated properties are not allowed ('id' was unexpected) (exercise 'e')"),
     (EX.replace('kind = "step"', 'statement = "z", kind = "step"'),
      "{f}: $.exercise[0].check: Unevaluated properties are not allowed ('statement' was unexpected) (exercise 'e')"),
-    (EX.replace('step = "s"', 'stop = "s"'), "{f}: $.exercise[0].check: 'step' is a required property (exercise 'e')"),
+    (EX.replace('step = "s"', 'stop = "s"'), "{f}: $.exercise[0].check: {{…}} is not valid under any of the given schemas ('step' is a required "
+                                                  "property; 'where' is a required property) (exercise 'e')"),
     (EX + EX, "{f}: duplicate exercise id e"),
 ])
 def test_malformed_exercises_file(tmp_path, text, message):

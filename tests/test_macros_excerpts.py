@@ -210,6 +210,21 @@ def test_whole_output_only_when_short(tree):
     assert re.search(rf"; ({ends})\.\n", md), md     # the whole output (default stream: both), said plainly
 
 
+def test_a_step_is_found_by_its_case(tree):
+    """A dict picks the one step whose case holds it, and shows what that step's name shows; a
+    case two steps share fails the build, naming them; a case no host ran fails it too."""
+    r = _load(next(p for p in RESULTS if p.stem == "lat_tcp"))
+    s = next(s for s in r["steps"] if s["status"] == "ok" and (s.get("case") or {}).get("rep") == 1
+             and s["case"].get("experiment") == "noserver")
+    assert macros.step_output("lat_tcp", dict(s["case"])) == macros.step_output("lat_tcp", s["name"])
+    with pytest.raises(macros.MacroError, match=r"picks \d+ steps on .*: add case keys"):
+        macros.step_output("lat_tcp", {"experiment": "noserver"})
+    with pytest.raises(macros.MacroError, match="no host ran step 'case experiment=noserver, rep=999'"):
+        macros.step_output("lat_tcp", {"experiment": "noserver", "rep": 999})
+    with pytest.raises(macros.MacroError, match="a step's name or a dict of its case keys"):
+        macros.step_output("lat_tcp", {})
+
+
 @pytest.mark.parametrize("kw, match", [
     ({"lines": "20-10"}, "lines='20-10': give ranges of line numbers from 1, e.g. '1-20'"),
     ({"lines": "0-3"}, "lines="),

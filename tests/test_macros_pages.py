@@ -174,6 +174,7 @@ def test_compare_hosts_every_pair_once(tree, monkeypatch):
      "the mean iops with s=none and the one with s=kyber agree within a factor of 1.1"),
     ({"kind": "increasing", "metric": "iops", "where": {"rw": "read"}, "over": "qd"}, "the median iops with rw=read grows with qd"),
     ({"kind": "step", "step": "noserver.client"}, "step noserver.client does what it was designed to do"),
+    ({"kind": "step", "where": {"experiment": "noserver", "rep": 1}}, "step experiment=noserver, rep=1 does what it was designed to do"),
 ])
 def test_describe_check(check, words):
     assert macros.practice.describe_check(check) == words

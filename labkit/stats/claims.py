@@ -647,25 +647,44 @@ def _emulation_gate(claim: dict, result: Result, ms: list[Measurement]) -> tuple
     return emu, None
 
 
+def _claim_step(claim: dict, result: Result) -> tuple[str, dict | None]:
+    """(how the page names the claim's step, the step or None when it did not run: then its
+    name, or its case as ``k=v, ...``): the step
+    named ``step``, or the one step whose case holds every key/value of ``where``.
+
+    Raises:
+        ValueError: ``where`` picks more than one step (the claim must add case keys).
+    """
+    if "step" in claim:
+        return claim["step"], next((s for s in result["steps"] if s["name"] == claim["step"]), None)
+    found = model.select_steps(result, claim["where"])
+    if len(found) > 1:
+        raise ValueError(f"claim {claim['id']}: where={claim['where']} picks {len(found)} steps "
+                         f"({', '.join(s['name'] for s in found[:3])}...); add case keys")
+    if found:
+        return found[0]["name"], found[0]
+    return ", ".join(f"{k}={v}" for k, v in claim["where"].items()), None
+
+
 def _step(claim: dict, result: Result) -> Verdict:
     emu, na = _emulation_gate(claim, result, [])
     if na:
         return na
-    step = next((s for s in result["steps"] if s["name"] == claim["step"]), None)
+    name, step = _claim_step(claim, result)
     if step is None:
-        return _verdict(claim, "untested", f"step {claim['step']} did not run")
+        return _verdict(claim, "untested", f"step {name} did not run" if "step" in claim else f"no step with case {name} ran")
     if step["status"] == "skipped":
-        return _verdict(claim, "untested", f"step {claim['step']} skipped: {step['reason']}")
+        return _verdict(claim, "untested", f"step {name} skipped: {step['reason']}")
     exp = "failed as designed" if step.get("expect") == "failure" else "succeeded"
     if claim.get("stdout_empty") and step["status"] == "ok":
         if step.get("stdout_bytes") is None:
-            return _verdict(claim, "untested", f"step {claim['step']}: its standard output was not kept")
+            return _verdict(claim, "untested", f"step {name}: its standard output was not kept")
         if step["stdout_bytes"] != 0:
-            return _verdict(claim, "fails", f"step {claim['step']} {exp} but printed {step['stdout_bytes']} bytes on stdout")
+            return _verdict(claim, "fails", f"step {name} {exp} but printed {step['stdout_bytes']} bytes on stdout")
         exp += ", printed nothing on stdout"
     if step["status"] == "ok":
-        return _verdict(claim, "holds", f"step {claim['step']} {exp} (exit {step.get('exit_code')})", emulated_machine=emu)
-    return _verdict(claim, "fails", f"step {claim['step']}: {step['reason']}", emulated_machine=emu)
+        return _verdict(claim, "holds", f"step {name} {exp} (exit {step.get('exit_code')})", emulated_machine=emu)
+    return _verdict(claim, "fails", f"step {name}: {step['reason']}", emulated_machine=emu)
 
 
 def _pair(claim: dict, result: Result) -> Verdict:

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ... import model
 from ...view import commands, render
 from . import hosts
 from .excerpts import Selection, pattern_error, shown_of, stream_name
@@ -48,21 +49,49 @@ def _display(text: str, result: Result) -> str:
     return commands.display_text(text.rstrip("\n"), result)
 
 
-def _step_output(macro: str, lab: str, step: str, stream: str, host, r: Result) -> _Output | Note:
-    """What step ``step`` printed on ``stream`` (out, err, or both: out then err) on this host,
-    or a Note: the step is not in this run, or was skipped (:func:`hosts.skip_note`).
+def step_label(step: str | dict) -> str:
+    """How a message names a step reference: its name, or ``case k=v, ...``."""
+    return step if isinstance(step, str) else "case " + ", ".join(f"{k}={v}" for k, v in step.items())
+
+
+def find_step(macro: str, step: str | dict, r: Result) -> dict | None:
+    """The step of ``r`` that ``step`` refers to: by name (a step that stands for itself, such
+    as ``setup.df``), or, for a dict of case key/values, the one step whose case holds them
+    (:func:`labkit.model.select_steps`: a step that measured a case is found by its case, not
+    by a name that spells it). None when this run has no such step.
 
     Raises:
-        MacroError: the step ran but its raw output file is missing.
+        MacroError: ``step`` is neither a name nor a dict, or the case picks several steps.
     """
-    s = next((x for x in r["steps"] if x["name"] == step), None)
+    if isinstance(step, str):
+        return next((x for x in r["steps"] if x["name"] == step), None)
+    if not isinstance(step, dict) or not step:
+        raise MacroError(f"{macro}: step={step!r}: a step's name or a dict of its case keys")
+    found = model.select_steps(r, step)
+    if len(found) > 1:
+        raise MacroError(f"{macro}: {step_label(step)} picks {len(found)} steps on {r['host']['label']} "
+                         f"({', '.join(x['name'] for x in found[:3])}...): add case keys")
+    return found[0] if found else None
+
+
+def _step_output(macro: str, lab: str, step: str | dict, stream: str, host, r: Result) -> _Output | Note:
+    """What step ``step`` (a name or a case, :func:`find_step`) printed on ``stream`` (out,
+    err, or both: out then err) on this host, or a Note: the step is not in this run, or was
+    skipped (:func:`hosts.skip_note`).
+
+    Raises:
+        MacroError: the step ran but its raw output file is missing; see :func:`find_step`.
+    """
+    s = find_step(macro, step, r)
     if s is None:
-        return Note(render.admonition("warning", "Not run on this host", f"Step {render.code_span(step)} is not in this run."))
+        return Note(render.admonition("warning", "Not run on this host",
+                                      f"No step of this run has the case {render.code_span(step_label(step).removeprefix('case '))}."
+                                      if isinstance(step, dict) else f"Step {render.code_span(step)} is not in this run."))
     if s["status"] == "skipped":
         return hosts.skip_note(r, s["group"])
     text = ""
     for ext in (("out", "err") if stream == "both" else (stream,)):
-        f = host.dir / lab / "raw" / f"{step}.{ext}"
+        f = host.dir / lab / "raw" / f"{s['name']}.{ext}"
         if not f.exists():
             raise MacroError(f"{macro}: {f} is missing")
         text += f.read_text(errors="replace")
@@ -84,10 +113,11 @@ def _file_output(lab: str, file: str, host, r: Result) -> _Output | Note:
                    "the file")
 
 
-def step_output(lab: str, step: str, stream: str = "both", lines=None, match: str | None = None,
+def step_output(lab: str, step: str | dict, stream: str = "both", lines=None, match: str | None = None,
                 context: int = 0, before: int | None = None, after: int | None = None,
                 tail: int | None = None) -> str:
-    """Markdown: per host, the command of ``step`` as a reader would type it (machine paths
+    """Markdown: per host, the command of ``step`` (a step's name, or a dict of case keys that
+    picks one step, :func:`find_step`) as a reader would type it (machine paths
     replaced, :func:`labkit.view.commands.display_command`) and an excerpt of its real output
     (``stream``: out, err or both: out then err), with its exit status, its time in s and which
     lines are shown.
@@ -119,7 +149,7 @@ def step_output(lab: str, step: str, stream: str = "both", lines=None, match: st
         if isinstance(out, Note):
             return out
         ran += 1
-        got = sel.cut(out.lines, f"{step} of {lab} on {host.label} printed")
+        got = sel.cut(out.lines, f"{step_label(step)} of {lab} on {host.label} printed")
         if got is None:
             what = f"match={sel.match!r}" if sel.match is not None else f"lines={sel.lines!r}"
             return Note(render.admonition("warning", "Nothing to show on this host",
@@ -130,9 +160,9 @@ def step_output(lab: str, step: str, stream: str = "both", lines=None, match: st
 
     md, picked = hosts.per_host(lab, shown)
     if not ran:
-        raise MacroError(f"step_output: no host ran step {step!r} of lab {lab!r}")
+        raise MacroError(f"step_output: no host ran step {step_label(step)!r} of lab {lab!r}")
     if not picked:
-        raise MacroError(f"step_output: lines={sel.lines!r} / match={sel.match!r} picks no line of {step!r} on any host")
+        raise MacroError(f"step_output: lines={sel.lines!r} / match={sel.match!r} picks no line of {step_label(step)!r} on any host")
     return md
 
 
@@ -183,7 +213,7 @@ def _check_notes(notes: list) -> list[list[str]]:
     return notes
 
 
-def annotated_output(lab: str, step: str | None = None, notes: list | None = None, file: str | None = None,
+def annotated_output(lab: str, step: str | dict | None = None, notes: list | None = None, file: str | None = None,
                      stream: str = "both", lines=None, match: str | None = None, context: int = 0,
                      before: int | None = None, after: int | None = None, tail: int | None = None) -> str:
     """Markdown: per host, a real output with mkdocs-material code annotations that explain it
@@ -209,7 +239,7 @@ def annotated_output(lab: str, step: str | None = None, notes: list | None = Non
     notes = _check_notes(notes or [])
     sel = Selection("annotated_output", lines, match, context, before, after, tail)
     _check_stream("annotated_output", stream)
-    what = step or file
+    what = step_label(step) if step is not None else file
     found, used = 0, set()
 
     def shown(host, r):

@@ -19,7 +19,8 @@ def describe_check(check: dict) -> str:
     sel = lambda w: "with " + ", ".join(f"{k}={v}" for k, v in w.items()) if w else "over all cases"  # noqa: E731
     kind, f = check["kind"], check.get("factor", 1)
     if kind == "step":
-        return f"step {check['step']} does what it was designed to do"
+        which = check["step"] if "step" in check else sel(check["where"]).removeprefix("with ")
+        return f"step {which} does what it was designed to do"
     metric = check["metric"]
     if kind == "increasing":
         return f"the {stat} {metric} {sel(check['where'])} grows with {check['over']}"
