@@ -105,7 +105,7 @@ class Outcome:
     boundary: str | None = None
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
-    disturbed: bool = False    # another lab run was active on the machine during the case
+    disturbed: bool = False    # another lab run was active on the machine during the case, or its audit rule loaded
 
 
 # Labs that are not under labs/: the lab contract's test double.
@@ -436,6 +436,26 @@ def other_runs(ours: str | None = None) -> list[str]:
     return [p for p in tagged_processes() if not (ours and p.split()[1].startswith(ours)) and run_alive(p.split()[1])]
 
 
+_RUN_RULE = re.compile(r"^-a never,task -F pid!=(\d+)$", re.M)   # labkit.run.auditctx.rule_for
+
+
+def run_rule_pids(state: dict) -> set[int]:
+    """Supervisor PIDs named by lab runs' ``task,never`` audit rules in a :func:`host_state`
+    snapshot (its ``audit`` entry: enabled, pid, ``auditctl -l``)."""
+    audit = state.get("audit")
+    return {int(p) for p in _RUN_RULE.findall(audit[2] or "")} if audit else set()
+
+
+def foreign_audit_rule(before: dict, after: dict, ours: int) -> bool:
+    """Whether another lab run's ``task,never`` rule was loaded when the host was read for a
+    case whose supervisor is ``ours``: any such rule before the case began, or one after it
+    ended that names another supervisor. A run that never shows a tagged process to
+    :func:`other_runs` in time (a test suite's short fake-lab run) still shows its rule, and
+    the state diff would blame the rule's coming or going on the case. A rule that names
+    ``ours`` after the case is the case's own leak, not a disturbance."""
+    return bool(run_rule_pids(before)) or bool(run_rule_pids(after) - {ours})
+
+
 def wait_quiet(timeout: int = 3600) -> None:
     """Wait until no other lab run is active (at most ``timeout`` s)."""
     end = time.time() + timeout
@@ -522,8 +542,9 @@ def run_case(case: Case, base: Path, extra_env: dict | None = None, host: bool =
     time.sleep(0.2)
     out.problems += leftovers(case.lab, work, tag)
     if host:
-        out.problems += state_diff(before, host_state([work]))
-        out.disturbed = busy_before or bool(other_runs(tag))
+        after = host_state([work])
+        out.problems += state_diff(before, after)
+        out.disturbed = busy_before or bool(other_runs(tag)) or foreign_audit_rule(before, after, got.pid)
     out.clean = not out.problems
     return out
 

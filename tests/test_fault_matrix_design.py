@@ -324,3 +324,20 @@ def test_a_stop_while_a_group_is_counted_ends_like_a_stop_between_cases(tmp_path
     out = capsys.readouterr().out
     assert "fault matrix: stopped by SIGTERM after 0 cases" in out and "run again to resume" in out
     assert [json.loads(line)["kind"] for line in state.read_text().splitlines()] == ["run"]
+
+
+def test_another_runs_audit_rule_makes_a_case_disturbed():
+    """A lab run's task,never rule (labkit.run.auditctx.rule_for) loaded before a case, or one
+    naming another supervisor after it, marks the case disturbed; the case's own rule left
+    behind does not (the state diff reports it as the case's leak)."""
+    from labkit.run.auditctx import rule_for
+    quiet = {"audit": ("0", "0", "No rules")}
+    theirs = {"audit": ("0", "0", rule_for(9092))}
+    ours = {"audit": ("0", "0", rule_for(4242))}
+    both = {"audit": ("0", "0", rule_for(4242) + "\n" + rule_for(9092))}
+    assert fm.run_rule_pids(both) == {4242, 9092} and fm.run_rule_pids({}) == set()
+    assert not fm.foreign_audit_rule(quiet, quiet, 4242)
+    assert fm.foreign_audit_rule(theirs, quiet, 4242)        # gone during the case
+    assert fm.foreign_audit_rule(quiet, theirs, 4242)        # came during the case
+    assert not fm.foreign_audit_rule(quiet, ours, 4242)      # the case's own leak
+    assert fm.foreign_audit_rule(quiet, both, 4242)
