@@ -7,13 +7,16 @@ devices, namespaces and /run/netns, schedulers, read_ahead_kb, audit, tracefs, /
 The sampled matrix: one case per (lab, group), its boundary drawn with a fixed seed, the four
 signals in turn (``PCB_FAULT_SEED`` changes the seed). One per group, where ``make bench`` runs
 two: two per group (92 cases at about 6 s each) kept the full tier past its 30 minutes, and the
-full matrix is where every step meets every signal. ``tests/fault_matrix.py --full`` tries every
+full matrix is where every step meets every signal. A lab whose full matrix the committed record
+holds complete and clean for its code as it is now is left out of the sample (:func:`covered_labs`).
+``tests/fault_matrix.py --full`` tries every
 step with every signal (hours), ``--every-line`` every boundary (a day). And a lab run inside a
 guest (``--guest``), stopped while the guest runs: its runner and QEMU must go with it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -30,7 +33,21 @@ from labrun import is_root, lab_command, run_lab, signal_at, tagged_processes
 pytestmark = [pytest.mark.lab, pytest.mark.skipif(not is_root(), reason="the labs' host changes need root")]
 
 SEED = int(os.environ.get("PCB_FAULT_SEED", "15"))
-CASES = fm.sampled_cases(fm.labs(), SEED, per_group=1)
+SAMPLE = fm.sampled_cases(fm.labs(), SEED, per_group=1)
+
+
+def covered_labs(record=fm.RECORD) -> set[str]:
+    """Labs whose full matrix ``record`` holds complete and clean for their code as it is now
+    (:meth:`fault_matrix.State.status`): every step of every group already met every signal
+    on this code, so the suite's sample of them would add nothing. ``PCB_FAULT_SAMPLE_ALL=1``
+    samples every lab anyway."""
+    if os.environ.get("PCB_FAULT_SAMPLE_ALL") == "1":
+        return set()
+    state = fm.State(record, {lab: fm.code_hash(lab) for lab in fm.labs()})
+    return {lab for lab in fm.labs() if (st := state.status(lab))["complete"] and not st["not_clean"]}
+
+
+CASES = [c for c in SAMPLE if c.lab not in covered_labs()]   # the labs whose code changed since their full matrix
 
 
 @pytest.mark.timeout(300)
@@ -41,10 +58,34 @@ def test_signal_at_a_step_boundary_leaves_the_host_as_it_was(case, tmp_path):
 
 
 def test_every_lab_and_signal_is_in_the_sample():
-    assert {c.lab for c in CASES} == set(fm.labs())
+    assert {c.lab for c in SAMPLE} == set(fm.labs())
     for lab in fm.labs():
-        assert {c.sig for c in CASES if c.lab == lab} == {"SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"}, lab
-        assert {c.group for c in CASES if c.lab == lab} == {g for g in fm.groups(lab) if (lab, g) not in fm.SAMPLE_SKIP}
+        assert {c.sig for c in SAMPLE if c.lab == lab} == {"SIGINT", "SIGTERM", "SIGHUP", "SIGKILL"}, lab
+        assert {c.group for c in SAMPLE if c.lab == lab} == {g for g in fm.groups(lab) if (lab, g) not in fm.SAMPLE_SKIP}
+
+
+def test_only_a_complete_and_clean_full_matrix_leaves_a_lab_out_of_the_sample(tmp_path, monkeypatch):
+    """A lab is left out only when the record holds every case of its full matrix for its code
+    as it is now, all clean: one case missing, one not clean, or another code keeps it in."""
+    lab = "lat_tcp"
+    code = fm.code_hash(lab)
+    ends = {g: [2, 4] for g in fm.groups(lab)}
+    lines = [{"kind": "steps", "lab": lab, "group": g, "ends": e, "code": code} for g, e in ends.items()]
+    cases = [c for g, e in ends.items() for c in fm.step_cases(lab, g, e)]
+
+    def record(outcomes, code_of_cases=code):
+        path = tmp_path / "record.jsonl"
+        rows = lines + [{"kind": "case", "code": code_of_cases,
+                         "outcome": {"case": vars(c), "clean": ok, "seconds": 1.0}} for c, ok in outcomes]
+        path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        return path
+
+    assert lab in covered_labs(record([(c, True) for c in cases]))
+    assert lab not in covered_labs(record([(c, True) for c in cases[1:]]))
+    assert lab not in covered_labs(record([(c, c is not cases[0]) for c in cases]))
+    assert lab not in covered_labs(record([(c, True) for c in cases], code_of_cases="other"))
+    monkeypatch.setenv("PCB_FAULT_SAMPLE_ALL", "1")
+    assert covered_labs(record([(c, True) for c in cases])) == set()
 
 
 def test_state_resumes_only_for_the_same_code(tmp_path, monkeypatch):
