@@ -46,8 +46,9 @@ def _load(path: Path) -> dict:
 
 
 def _base(path: Path | dict) -> dict:
-    """The reference result (at ``path``, or given) measured on hardware: no emulated host, no
-    guest measurement (the emulated-CPU rule is tested in test_claims_rules.py)."""
+    """The reference result (at ``path``, or given) measured on hardware by a full run: no
+    emulated host, no guest measurement, not quick (the emulated-CPU and full-run rules are
+    tested in test_claims_rules.py and test_claims_handbuilt.py)."""
     ref = _load(path) if isinstance(path, Path) else path
     # A derivation changes the host's fields and the top-level fields of measurements and steps
     # (samples, summary, status): those are copied, the rest (cases, artifacts) is shared with
@@ -56,6 +57,7 @@ def _base(path: Path | dict) -> dict:
     r = {**ref, "host": copy.deepcopy(ref["host"]), "steps": [dict(s) for s in ref["steps"]],
          "measurements": [dict(m) for m in ref["measurements"]]}
     r["host"]["emulation"] = None
+    r["run"] = {**ref["run"], "quick": False}
     for m in r["measurements"]:
         m.pop("emulation", None)
     return r

@@ -340,21 +340,25 @@ direct_too_small() {
 # flight, where the block layer has adjacent requests to merge (iostat's wrqm/s). Every job
 # runs ORIG_RUNTIME seconds (time_based), so that block request counts cover equal windows.
 
-# original_job NAME ENGINE IODEPTH BS IO REP [BATCH [END_FSYNC]]: one job of the original group
-# (IO: direct or buffered). BATCH (default 1, fio's own) is iodepth_batch_submit and
-# iodepth_batch_complete_min. END_FSYNC=1 makes it a job of the "original flush" experiment:
-# fio fsyncs the file when its writes end and its run time includes the flush. A buffered job
-# without it is followed by the sync that writes its data back.
+# original_job NAME ENGINE IODEPTH BS IO REP [BATCH [END_FSYNC [INVALIDATE]]]: one job of the
+# original group (IO: direct or buffered). BATCH (default 1, fio's own) is iodepth_batch_submit
+# and iodepth_batch_complete_min. END_FSYNC=1 makes it a job of the "original flush" experiment:
+# fio fsyncs the file when its writes end and its run time includes the flush. INVALIDATE=0
+# (fio's default is 1) makes it a job of the "original no invalidate" experiment: fio leaves the
+# file's cached pages alone when it opens the file and each time a time_based job wraps around.
+# A buffered job without END_FSYNC is followed by the sync that writes its data back.
 original_job() {
-  local name=$1 e=$2 qd=$3 bs=$4 io=$5 r=$6 batch=${7:-1} fsync=${8:-0} direct=1 exp=original
+  local name=$1 e=$2 qd=$3 bs=$4 io=$5 r=$6 batch=${7:-1} fsync=${8:-0} inval=${9:-1} direct=1 exp=original
   [[ $io == direct ]] || direct=0
   ((fsync == 0)) || exp="original flush"
+  ((inval == 1)) || exp="original no invalidate"
   local case=(--case "experiment=$exp" --case "engine=$e" --case "iodepth=$qd" --case "bs=$(numfmt --from=iec "${bs^^}")"
               --case "io=$io" --case rw=write --case "batch=$batch" --case "end_fsync=$fsync" --case "rep=$r")
+  ((inval == 1)) || case+=(--case invalidate=0)
   if ((direct)) && direct_too_small "$name" "$bs"; then return 0; fi
   engine_ok "$e" "$name" || return 0
   fio_job "${case[@]}" "$name" original.fio "FIO_RUNTIME=$ORIG_RUNTIME" FIO_ENGINE="$e" FIO_IODEPTH="$qd" \
-    FIO_BS="$bs" FIO_DIRECT="$direct" FIO_BATCH="$batch" FIO_END_FSYNC="$fsync" || return 0
+    FIO_BS="$bs" FIO_DIRECT="$direct" FIO_BATCH="$batch" FIO_END_FSYNC="$fsync" FIO_INVALIDATE="$inval" || return 0
   if [[ $io == buffered ]] && ((fsync == 0)); then sync_job "$name.sync" "${case[@]}" || true; fi
 }
 
@@ -369,7 +373,7 @@ original_strace() {
   engine_ok libaio "$name" || return 0
   lab_run --case "experiment=$experiment" --case engine=libaio --case iodepth=1 \
     --case "bs=$(numfmt --from=iec "${bs^^}")" --case io=direct --case rw=write --case "rep=$r" --case tool=strace \
-    "$name" -- env FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_BS="$bs" FIO_DIRECT=1 FIO_BATCH=1 FIO_END_FSYNC=0 "FIO_FILE=$TARGET" \
+    "$name" -- env FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_BS="$bs" FIO_DIRECT=1 FIO_BATCH=1 FIO_END_FSYNC=0 FIO_INVALIDATE=1 "FIO_FILE=$TARGET" \
     "FIO_SIZE=$SIZE" "FIO_RUNTIME=$ORIG_RUNTIME" strace -c -f -- fio ${thread[@]+"${thread[@]}"} --output-format=json \
     "$LAB_DIR/original.fio" || true
 }
@@ -391,6 +395,10 @@ group_original() {
       [[ $eq != libaio:32 ]] || original_job "original.write.libaio.qd32.batch32.4k.direct.r$r" libaio 32 4k direct "$r" 32
     done
     original_job "original.write.libaio.qd1.4k.buffered.r$r" libaio 1 4k buffered "$r"
+    # The same buffered job with invalidate=0, right after (a claim pairs the two): whether
+    # the writeback requests during the job come from fio's invalidate at each wrap-around.
+    # Full runs only: a quick job (500 ms) does not get round the file.
+    ((LAB_QUICK)) || original_job "original.noinval.write.libaio.qd1.4k.buffered.r$r" libaio 1 4k buffered "$r" 1 0 0
     original_job "original.write.libaio.qd1.4m.direct.r$r" libaio 1 4m direct "$r"
     # Buffered against direct, each with end_fsync=1 (its run time includes the flush), back to
     # back. Each starts with none of the file's pages cached: fio's invalidate=1 drops them
@@ -581,7 +589,7 @@ group_profile() {
   need_setup profile || return 0
   quick_skip profile && return 0
   engine_ok libaio profile || return 0
-  local env=(env FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_BATCH=1 FIO_END_FSYNC=0 "FIO_FILE=$TARGET" "FIO_SIZE=$SIZE"
+  local env=(env FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_BATCH=1 FIO_END_FSYNC=0 FIO_INVALIDATE=1 "FIO_FILE=$TARGET" "FIO_SIZE=$SIZE"
              "FIO_RUNTIME=$ORIG_RUNTIME")
   local pc=(--case experiment=profile --case engine=libaio --case iodepth=1 --case bs=4096 --case io=buffered --case rw=write)
   local data="$LAB_SCRATCH/perf-buffered.data" script="$LAB_SCRATCH/perf-buffered.script"
