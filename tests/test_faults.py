@@ -51,8 +51,10 @@ CASES = [c for c in SAMPLE if c.lab not in covered_labs()]   # the labs whose co
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", CASES or [None], ids=lambda c: c.id if c else "every-lab-covered")
 def test_signal_at_a_step_boundary_leaves_the_host_as_it_was(case, tmp_path):
+    if case is None:   # an empty parameter set fails at collection (pyproject.toml)
+        pytest.skip("the committed record's full matrix covers every lab's code as it is now")
     o = fm.run_judged(case, tmp_path)
     assert o.clean, f"{case.id} (signal at: {o.boundary}, exit {o.rc}):\n" + "\n".join(o.problems)
 
