@@ -203,13 +203,24 @@ def _selectors():
                 yield what, c["metric"], c[side]
 
 
+# Full-run claims newer than the committed reference, by the day their selectors were checked
+# on a real full run of their group: each must match the reference once it is re-recorded
+# (then the entry goes; the test below fails while it stays).
+AWAITING_REFERENCE = {"invalidate-writes-back-mid-job": "2026-12-01, full run of the original group"}
+
+
 def test_every_selector_matches_what_the_lab_records(quick_run):
     """No claim, exercise or ratio selects a case the lab does not record (a typo, an invented key).
-    A claim's cases are all in a quick run; an exercise's or a ratio's may be a full run's only
-    (the committed reference result is one)."""
+    A claim's cases are all in a quick run, a full-run claim's (``full_run``) in the committed
+    reference (a full run); an exercise's or a ratio's may be a full run's only."""
     result = result_of(quick_run)
     reference = model.load(ROOT / "results" / "epyc-kvm-2vcpu" / f"{LAB}.json")
-    claim_ids = {c["id"] for c in claims.load(ROOT / "labs" / LAB / "claims.toml")}
+    spec = claims.load(ROOT / "labs" / LAB / "claims.toml")
+    claim_ids = {c["id"] for c in spec if not c.get("full_run")}
+    for c in spec:
+        if c.get("full_run"):
+            found = all(claims.select(reference, c["metric"], c[side]) for side in ("a", "b", "where") if side in c)
+            assert found != (c["id"] in AWAITING_REFERENCE), (c["id"], "in the reference" if found else "not in the reference")
     skipped = {s["name"] for s in result["steps"] if s["status"] == "skipped"}
     # metrics of a tool the host lacks (the lab records that skip) are allowed to be missing
     by_tool = {"perf": {"rq_issue", "rq_complete", "bio_queue", "requests_per_io", "completions_per_gib",
@@ -217,7 +228,7 @@ def test_every_selector_matches_what_the_lab_records(quick_run):
                "pidstat": {"cpu_pct", "rss"}, "original.strace": {"strace_usecs", "strace_seconds"}}
     excused = set().union(*(ms for tool, ms in by_tool.items() if tool in skipped))
     missing = [(what, metric, sel) for what, metric, sel in _selectors()
-               if metric not in excused and not claims.select(result, metric, sel)
+               if what not in AWAITING_REFERENCE and metric not in excused and not claims.select(result, metric, sel)
                and (what in claim_ids or not claims.select(reference, metric, sel))]
     assert not missing, missing
 
