@@ -133,7 +133,7 @@ def test_guest_timeout_stops_qemu(tmp_path):
     job.mkdir()
     (job / "run").write_text("sleep 600\n")
     with pytest.raises(guest.GuestRunError, match="timed out"):
-        guest.run(guest.GuestSpec(arch="arm64"), job, tmp_path / "out", tmp_path / "work", timeout=25,
+        guest.run(guest.GuestSpec(arch="arm64"), job, tmp_path / "out", tmp_path / "work", timeout=10,
                   say=lambda m: None)
     assert not _qemu_with(str(tmp_path))
 
