@@ -10,16 +10,17 @@ from ...stats import claims as claims_mod
 from ...view import commands, render
 from . import hosts
 from .hosts import MacroError
+from .outputs import case_text
 
 
 def describe_check(check: dict) -> str:
     """A check (a claim body) as a sentence for a reader, e.g. "the median round_trip with
     pin=same-cpu is below 1/1.5 of the one with pin=other-core"."""
     stat = check.get("statistic", "median")
-    sel = lambda w: "with " + ", ".join(f"{k}={v}" for k, v in w.items()) if w else "over all cases"  # noqa: E731
+    sel = lambda w: "with " + case_text(w) if w else "over all cases"  # noqa: E731
     kind, f = check["kind"], check.get("factor", 1)
     if kind == "step":
-        which = check["step"] if "step" in check else sel(check["where"]).removeprefix("with ")
+        which = check["step"] if "step" in check else case_text(check["where"])
         return f"step {which} does what it was designed to do"
     metric = check["metric"]
     if kind == "increasing":
