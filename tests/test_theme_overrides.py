@@ -104,3 +104,25 @@ def test_lazy_parts_folds_then_moves_later_tabs():
     assert list(store.values()) == [f"\n<p>{'f' * 5000}</p>\n", f"\n<p>{tab}</p>\n"]
     assert "first" in out and tab not in out
     assert lazy_tabs(lazy_folds(page, "evidence/x/", {}), "evidence/x/", {}) == out
+
+
+def test_put_back_strips_what_materials_search_plugin_strips():
+    """labkit.site.mkdocs_hooks.put_back gives the data blocks it set aside the attributes that
+    mkdocs-material's search plugin leaves on the rest of the page after indexing it (its
+    on_page_context removes ``data-search-*="..."``): the same page through the installed plugin
+    and through ``_SEARCH_ATTR`` must come out alike, so a plugin that strips otherwise fails here."""
+    from types import SimpleNamespace
+
+    from material.plugins.search.plugin import SearchPlugin
+
+    from labkit.site.mkdocs_hooks import _SEARCH_ATTR
+    plugin = SearchPlugin()
+    assert plugin.load_config({}) == ([], [])
+    plugin.search_index = SimpleNamespace(add_entry_from_context=lambda page: None)
+    html = ('<div class="pc-data" data-search-exclude><p data-search-x="y">a</p>'
+            '<details data-search-exclude="" class="note"><summary>s</summary></details></div>'
+            '<p data-other="1" data-search-boost="2">b</p>')
+    page = SimpleNamespace(content=html)
+    plugin.on_page_context({}, page=page, config=None, nav=None)
+    assert page.content != html                           # the plugin did strip something
+    assert _SEARCH_ATTR.sub("", html) == page.content
