@@ -134,7 +134,7 @@ node-tools:
 
 PORT ?= 8000
 serve: venv
-	@echo "serve: building the guide, then serving it at http://127.0.0.1:$(PORT) (it rebuilds when docs/, labkit/, labs/, cards/, results/ or local-results/ change: reload after a lab run)"
+	@echo "serve: building the guide, then serving it at http://127.0.0.1:$(PORT) (it rebuilds when docs/, labkit/, labs/, results/ or local-results/ change: reload after a lab run)"
 	@NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs serve --strict -a 127.0.0.1:$(PORT)
 
 PERF_CASEBOOK_RESULTS ?=

@@ -15,7 +15,7 @@
   labkit diff-flame --before A --after B --folded O --svg S --title T
   labkit check LAB [--results DIR] [--exercises FILE]   your run vs the chapter's exercises
   labkit recover [--out DIR]... [--scratch DIR]...     undo what killed lab runs left behind
-  labkit check TOOL [--results DIR]  your runs vs a tool card's exercises (cards/TOOL/)
+  labkit check TOOL [--results DIR]  your runs vs a tool card's exercises (labs/*/cards/TOOL.exercises.toml)
   labkit guest shell|run|prepare|accel|cache ...   QEMU guests (labkit.guest; labkit guest --help)
 
 Each subcommand imports what it needs, when it runs: `labkit probe`, which every lab run
@@ -310,11 +310,12 @@ def _check_one(ex_label: str, exercises: list[dict], claims: list[dict], files: 
 
 
 def _check_tool(a, folder: Path) -> int:
-    """A tool card's exercises (cards/<tool>/<lab>.exercises.toml), each file on the
+    """A tool card's exercises (labs/<lab>/cards/<tool>.exercises.toml), each file on the
     reader's results of its lab."""
     from . import cards, results
     if a.exercises:
-        raise UsageError(f"--exercises is for a lab; {a.lab!r} is a tool card (its exercises: cards/{a.lab}/)")
+        raise UsageError(f"--exercises is for a lab; {a.lab!r} is a tool card "
+                         f"(its exercises: labs/*/cards/{a.lab}.exercises.toml)")
     found = 0
     for lab, exercises in cards.load(a.lab, root=results.ROOT):
         files = _check_results(lab, folder)
@@ -494,9 +495,9 @@ def parser() -> argparse.ArgumentParser:
                         description="Evaluate labs/LAB/exercises.toml's checks (the same way as claims) on your "
                                     "results: per exercise and host, as predicted, not as predicted, "
                                     "inconclusive, untested (why) or not applicable (emulated CPU). For a tool "
-                                    "card (TOOL, e.g. perf), the exercises of cards/TOOL/<lab>.exercises.toml, "
+                                    "card (TOOL, e.g. perf), the exercises of labs/<lab>/cards/TOOL.exercises.toml, "
                                     "each on your results of <lab>.")
-    ck.add_argument("lab", help="a lab (labs/LAB) or a tool card (cards/TOOL), e.g. lat_tcp or perf")
+    ck.add_argument("lab", help="a lab (labs/LAB) or a tool card (docs/tools/TOOL.md), e.g. lat_tcp or perf")
     ck.add_argument("--results", metavar="DIR",
                     help="a host folder holding LAB.json, or a folder of host folders (default: local-results)")
     ck.add_argument("--exercises", metavar="FILE", help="an exercises file (default: labs/LAB/exercises.toml)")

@@ -12,7 +12,9 @@ The scaffold is a real, small lab (dd writes a file in its scratch directory wit
 1 MiB blocks, with and without ``conv=fdatasync``, repetitions interleaved) whose two claims
 can hold or fail on any host; its original.toml is a placeholder to replace with the
 investigation the new chapter retells. Its tests are the two every lab has: its record.py on
-hand-made outputs (fast tier: ``make test``) and one real quick run (``lab`` tier).
+hand-made outputs (fast tier: ``make test``) and one real quick run (``lab`` tier). Exercises
+for a tool's card, once the lab has some, go in the same folder too,
+``labs/NAME/cards/<tool>.exercises.toml`` (:mod:`labkit.cards`); the scaffold writes none.
 """
 
 from __future__ import annotations

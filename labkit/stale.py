@@ -25,12 +25,13 @@ def git(root: Path, *args: str) -> subprocess.CompletedProcess:
 
 PAGE_DATA = ("claims.toml", "original.toml", "exercises.toml", "lab.toml", "evidence.md")  # pages, setup, CI read these
 TESTS = "tests"   # the lab's own tests (pytest collects labs/<lab>/tests/): they check the lab, no run executes them
-NOT_MEASURING = (*PAGE_DATA, TESTS)
+CARDS = "cards"   # the lab's exercises for the tool cards (labkit.cards): page data, as exercises.toml
+NOT_MEASURING = (*PAGE_DATA, TESTS, CARDS)
 
 
 def lab_code(lab: str) -> list[str]:
-    """Git pathspecs of ``lab``'s own code: its folder less :data:`NOT_MEASURING`, the page data
-    and the lab's tests."""
+    """Git pathspecs of ``lab``'s own code: its folder less :data:`NOT_MEASURING`, the page data,
+    the lab's tests and its tool-card exercises."""
     return [f"labs/{lab}", *(f":(exclude)labs/{lab}/{name}" for name in NOT_MEASURING)]
 
 
@@ -43,8 +44,9 @@ def last_change(root: Path, lab: str) -> str | None:
     at once for a fix to a progress message. So are the lab's page data, which every build
     reads afresh and which change nothing a run measures: ``claims.toml`` (claims are evaluated
     on each result at build time), ``original.toml`` (the original's figures), ``exercises.toml``,
-    ``lab.toml`` (the manifest) and ``evidence.md`` (the lab's part of its evidence page); and the
-    lab's tests (``tests/``), which pytest runs and a run of the lab never does.
+    ``lab.toml`` (the manifest), ``evidence.md`` (the lab's part of its evidence page) and
+    ``cards/`` (its exercises for the tool cards); and the lab's tests (``tests/``), which pytest
+    runs and a run of the lab never does.
     """
     try:
         proc = git(root, "log", "-1", "--format=%H", "--", *lab_code(lab))

@@ -152,7 +152,8 @@ SITE_ONLY = ("labkit/site/",)
 COMMAND_ONLY = ("labkit/newlab.py",)
 
 # Files of a lab's folder that only pages and a reader's commands read: the original's figures
-# and the chapter's exercises (labkit.original, `labkit check`), like evidence.md.
+# and the chapter's exercises (labkit.original, `labkit check`), like evidence.md (and, as a
+# folder, cards/: the lab's exercises for the tool cards, labkit.cards).
 # tests/test_faults.py checks that no lab-side code names them.
 PAGE_ONLY = ("original.toml", "exercises.toml", "evidence.md")
 
@@ -180,8 +181,8 @@ def _claims_digest(data: bytes) -> bytes:
 
 def code_hash(lab: str | None = None) -> str:
     """sha256 (first 16 hex digits) of the files git tracks under labs/ and labkit/ (but
-    ``SITE_ONLY``, ``COMMAND_ONLY``, a lab's ``PAGE_ONLY`` files, and the labs' own tests,
-    ``labs/<lab>/tests/``; a lab's claims.toml read without its ``CLAIM_TEXT``),
+    ``SITE_ONLY``, ``COMMAND_ONLY``, a lab's ``PAGE_ONLY`` files, and the labs' own tests and
+    tool-card exercises, ``labs/<lab>/tests/`` and ``labs/<lab>/cards/``; a lab's claims.toml read without its ``CLAIM_TEXT``),
     as they are in the work tree: the code a case exercises. With ``lab``, only that lab's folder of the labs' own folders (labs/lib and
     labkit are every lab's): a change to one lab starts only its cases over. Outcomes recorded
     under another hash are stale."""
@@ -194,7 +195,7 @@ def code_hash(lab: str | None = None) -> str:
         text = name.decode()
         parts = text.split("/")
         if text.startswith(SITE_ONLY) or text in COMMAND_ONLY or parts[0] == "labs" and (
-                parts[2:3] == ["tests"] or len(parts) == 3 and parts[2] in PAGE_ONLY):
+                parts[2:3] in (["tests"], ["cards"]) or len(parts) == 3 and parts[2] in PAGE_ONLY):
             continue
         if lab is not None and parts[0] == "labs" and len(parts) > 2 and parts[1] in own and parts[1] != lab:
             continue

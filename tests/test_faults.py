@@ -259,7 +259,7 @@ def test_command_only_modules_are_imported_only_by_their_command():
 
 def test_page_only_files_are_outside_what_labs_run(monkeypatch):
     """The code hash also leaves out a lab's ``PAGE_ONLY`` files (the original's figures, the
-    exercises, the evidence page's prose), so a correction to a page does not start a lab's
+    exercises, the evidence page's prose) and its tool-card exercises (``cards/``), so a correction to a page does not start a lab's
     matrix over. That holds only while nothing a lab run executes names them: the lab's own
     scripts, labs/lib, and labkit's run side (supervisor, probe, journal, record, steps, guest,
     parsers, the manifest and the result model)."""
@@ -272,16 +272,17 @@ def test_page_only_files_are_outside_what_labs_run(monkeypatch):
     assert len(run_side) > 40
     for path in run_side:
         text = path.read_text(errors="replace")
-        for name in fm.PAGE_ONLY:
+        for name in (*fm.PAGE_ONLY, "/cards/", "labkit.cards", "import cards"):   # cards/: the tool cards' exercises
             assert name not in text, (path.relative_to(ROOT).as_posix(), name)
     # a page-only file's edit leaves the lab's hash as it was; any other file of the lab changes it
     lab = "lat_tcp"
     before = fm.code_hash(lab)
     real = Path.read_bytes
-    for name in ("original.toml", "exercises.toml", "run.sh"):     # claims.toml: the test below
+    for name in ("original.toml", "exercises.toml", "cards/gdb.exercises.toml", "run.sh"):  # claims.toml: below
         edited = ROOT / "labs" / lab / name
+        assert edited.is_file(), edited
         monkeypatch.setattr(Path, "read_bytes", lambda p, e=edited: real(p) + (b"\n# an edit\n" if p == e else b""))
-        assert (fm.code_hash(lab) == before) == (name in fm.PAGE_ONLY), name
+        assert (fm.code_hash(lab) == before) == (name != "run.sh"), name
     monkeypatch.setattr(Path, "read_bytes", real)
     assert fm.code_hash(lab) == before
 

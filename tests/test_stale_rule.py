@@ -1,6 +1,7 @@
 """The staleness rule (labkit/stale.py) and the dirty flag of a run (labkit/record.py:
 measuring_code, git_commit): which files count as the code that measures. Each page-data file
-(stale.PAGE_DATA) and the lab's tests (labs/<lab>/tests/) change nothing a run measured; each
+(stale.PAGE_DATA), the lab's tests (labs/<lab>/tests/) and its tool-card exercises
+(labs/<lab>/cards/) change nothing a run measured; each
 measuring file of the lab does.
 
 Each test builds a small git repository in tmp_path (a lab folder, labs/lib, a few labkit files)
@@ -20,6 +21,7 @@ LAB = "demo"
 MEASURING = ["run.sh", "record.py", "prog.c", "jobs/engines.fio", "README"]   # anything in the folder but page data
 OUTSIDE = ["labs/lib/lab.sh", "labkit/stats/claims.py", "labkit/site/macros/tables.py", "docs/cases/demo.md", "labs/other/run.sh"]
 TESTS = ["tests/test_demo_record.py", "tests/test_demo_lab.py"]   # the lab's own tests, under labs/demo/
+CARDS = ["cards/perf.exercises.toml"]   # the lab's exercises for a tool card (labkit.cards), under labs/demo/
 
 
 def git(repo: Path, *args: str) -> str:
@@ -37,7 +39,7 @@ def commit(repo: Path, message: str) -> str:
 
 @pytest.fixture
 def repo(tmp_path) -> Path:
-    files = [f"labs/{LAB}/{f}" for f in (*MEASURING, *stale.PAGE_DATA, *TESTS)] + OUTSIDE + [
+    files = [f"labs/{LAB}/{f}" for f in (*MEASURING, *stale.PAGE_DATA, *TESTS, *CARDS)] + OUTSIDE + [
         "labkit/run/probe.py", "labkit/record.py", "labkit/parsers/fio.py", "labkit/guest/qemu.py"]
     for f in files:
         (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
@@ -86,6 +88,19 @@ def test_a_change_to_the_labs_tests_leaves_a_result_fresh(repo, name):
     change(repo, f"labs/{LAB}/{name}")
     (repo / f"labs/{LAB}/tests/test_demo_new.py").write_text("def test_x():\n    pass\n")
     commit(repo, "a new test")
+    assert state(repo, run) == "fresh"
+    stale.last_change.cache_clear()
+    assert stale.last_change(repo, LAB) == run
+
+
+@pytest.mark.parametrize("name", CARDS)
+def test_a_change_to_the_labs_card_exercises_leaves_a_result_fresh(repo, name):
+    """labs/<lab>/cards/ holds page data (a tool card's exercises): a changed file, or a new one,
+    measures nothing."""
+    run = git(repo, "rev-parse", "HEAD")
+    change(repo, f"labs/{LAB}/{name}")
+    (repo / f"labs/{LAB}/cards/gdb.exercises.toml").write_text("[[exercise]]\n")
+    commit(repo, "a new card's exercises")
     assert state(repo, run) == "fresh"
     stale.last_change.cache_clear()
     assert stale.last_change(repo, LAB) == run

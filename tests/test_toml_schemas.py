@@ -97,7 +97,7 @@ def test_every_committed_file_follows_its_schema():
         assert claims.load_exercises(lab / "exercises.toml"), lab
         assert original.load(lab / "original.toml")["conclusion"], lab
         assert manifest.load(lab)["name"] == lab.name
-    cards = sorted((ROOT / "cards").glob("*/*.exercises.toml"))
+    cards = sorted((ROOT / "labs").glob("*/cards/*.exercises.toml"))
     assert cards and all(claims.load_exercises(f) for f in cards)
     assert claims.load_exercises(ROOT / "tests" / "fixtures" / "check" / "exercises.toml")
 

@@ -1,5 +1,5 @@
 """The tool cards (docs/tools/<tool>.md) and their self-checking exercises
-(cards/<tool>/<lab>.exercises.toml), the method page and the learning path.
+(labs/<lab>/cards/<tool>.exercises.toml), the method page and the learning path.
 
 - every tool with exercises has a card in the nav, every card has exercises, and every card has
   the same sections and injects real output through a macro;
@@ -91,17 +91,25 @@ def test_exercise_files_load_and_name_labs(tool):
             assert f"labs/{lab}/run.sh" in ex["change"], (tool, ex["id"], "the change names the command to run")
 
 
-def test_a_bad_file_name_or_a_repeated_id_fails_loud(tmp_path):
-    src = ROOT / "cards" / "gdb" / "lat_tcp.exercises.toml"
-    (tmp_path / "t").mkdir()
-    (tmp_path / "t" / "no_such_lab.exercises.toml").write_text(src.read_text())
-    with pytest.raises(claims.ClaimError, match="no lab 'no_such_lab'"):
-        cards.load("t", base=tmp_path)
-    (tmp_path / "t" / "no_such_lab.exercises.toml").unlink()
-    (tmp_path / "t" / "lat_tcp.exercises.toml").write_text(src.read_text())
-    (tmp_path / "t" / "fstime.exercises.toml").write_text(src.read_text())
+def test_a_stray_file_or_a_repeated_id_fails_loud(tmp_path):
+    """A tool's exercises are gathered from every lab's cards/ folder (labs/<lab>/cards/<tool>.exercises.toml);
+    an exercise id used in two labs for one tool, or a file of another name there, fails loud; a
+    folder without run.sh is not a lab."""
+    src = ROOT / "labs" / "lat_tcp" / "cards" / "gdb.exercises.toml"
+    for lab in ("lat_tcp", "fstime", "notalab"):
+        (tmp_path / "labs" / lab / "cards").mkdir(parents=True)
+        if lab != "notalab":
+            (tmp_path / "labs" / lab / "run.sh").write_text("")
+    (tmp_path / "labs" / "lat_tcp" / "cards" / "t.exercises.toml").write_text(src.read_text())
+    (tmp_path / "labs" / "notalab" / "cards" / "t.exercises.toml").write_text(src.read_text())
+    assert cards.tools(root=tmp_path) == ["t"] and [lab for lab, _ in cards.load("t", root=tmp_path)] == ["lat_tcp"]
+    (tmp_path / "labs" / "fstime" / "cards" / "t.exercises.toml").write_text(src.read_text())
     with pytest.raises(claims.ClaimError, match="used twice"):
-        cards.load("t", base=tmp_path)
+        cards.load("t", root=tmp_path)
+    (tmp_path / "labs" / "fstime" / "cards" / "t.exercises.toml").unlink()
+    (tmp_path / "labs" / "fstime" / "cards" / "t.toml").write_text(src.read_text())
+    with pytest.raises(claims.ClaimError, match="holds only"):
+        cards.tools(root=tmp_path)
     with pytest.raises(KeyError):
         cards.load("no_such_tool")
 

@@ -1,5 +1,5 @@
 """Exercises: a chapter's (``labs/<lab>/exercises.toml``) and a tool card's
-(``cards/<tool>/<lab>.exercises.toml``): what to change, the prediction to make, and
+(``labs/<lab>/cards/<tool>.exercises.toml``): what to change, the prediction to make, and
 how ``labkit check`` tests a run."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def exercises(lab: str) -> str:
 
 
 def tool_exercises(tool: str) -> str:
-    """Markdown: a tool card's exercises (``cards/<tool>/<lab>.exercises.toml``,
+    """Markdown: a tool card's exercises (``labs/<lab>/cards/<tool>.exercises.toml``,
     :mod:`labkit.cards`), rendered like a chapter's (:func:`exercises`) and numbered across the
     card's labs: the lab they run, what to change, the prediction folded, how to check it with
     ``labkit check <tool>``, and, folded, how the check came out on each reference host
@@ -74,7 +74,7 @@ def tool_exercises(tool: str) -> str:
     try:
         per_lab = cards.load(tool, root=hosts.ROOT)
     except KeyError:
-        raise MacroError(f"tool_exercises: no exercises for {tool!r} in cards/ (tools: {cards.tools()})") from None
+        raise MacroError(f"tool_exercises: no exercises for {tool!r} in labs/*/cards/ (tools: {cards.tools()})") from None
     page = hosts.page()
     out = []
     for lab, exs in per_lab:
