@@ -118,22 +118,44 @@ def select(result: Result, metric: str, where: dict | None = None) -> list[Measu
     """Measurements of ``metric`` whose case contains every key/value of ``where`` (all of
     them when ``where`` is empty or None), in the order the result lists them."""
     where = where or {}
-    return [m for m in result["measurements"]
-            if m["metric"] == metric and all(m["case"].get(k) == v for k, v in where.items())]
+    return [m for m in result["measurements"] if m["metric"] == metric and case_holds(m["case"], where)]
 
 
 def case_holds(case: dict | None, where: dict) -> bool:
     """Whether ``case`` (a step's or a measurement's, None for a step without one) contains
     every key/value of ``where``; values compare with their types (``5.10`` the string is not
-    ``5.1`` the number)."""
+    ``5.1`` the number), and a value ``None`` in ``where`` asks for a case without that key
+    (``{"experiment": None}``: the measurements of no experiment)."""
     case = case or {}
-    return all(k in case and case[k] == v for k, v in where.items())
+    return all(case.get(k) == v for k, v in where.items())
 
 
 def select_steps(result: Result, where: dict) -> list[dict]:
     """Steps of ``result`` whose case contains every key/value of ``where``, in run order:
     how a page or a claim picks a step by what it measured rather than by its name."""
     return [s for s in result["steps"] if case_holds(s.get("case"), where)]
+
+
+def find_step(result: Result, name: str | None = None, where: dict | None = None) -> dict | None:
+    """The one step of ``result`` named ``name`` (a step that stands for itself, such as
+    ``setup.df``), or, with ``where``, the one step whose case holds every key/value of it
+    (:func:`select_steps`: a step that measured a case is found by its case, not by a name that
+    spells it). None when this run has no such step. Pages (``step_output``) and step claims
+    (``where = {...}``) find steps through it.
+
+    Raises:
+        ValueError: neither or both of ``name`` and ``where`` given, or ``where`` picks more than
+            one step (the message names three of them: add case keys).
+    """
+    if (name is None) == (where is None):
+        raise ValueError("find_step: a step's name or a case (where), not both")
+    if name is not None:
+        return next((s for s in result["steps"] if s["name"] == name), None)
+    found = select_steps(result, where)
+    if len(found) > 1:
+        raise ValueError(f"case {', '.join(f'{k}={v}' for k, v in where.items())} picks {len(found)} steps "
+                         f"({', '.join(s['name'] for s in found[:3])}...): add case keys")
+    return found[0] if found else None
 
 
 def cache_dir(kind: str) -> Path | None:

@@ -149,10 +149,25 @@ def test_step_claim_picks_its_step_by_case():
     assert ev(c, result("u", steps=[other, wide])) == ("holds", "step guest.a.wide.dt succeeded (exit 0)")
     assert ev(c, result("u", steps=[other, dict(wide, case={"dt": "wide", "kernel": 5.1})])) == \
         ("untested", "no step with case dt=wide, kernel=5.10 ran")
-    with pytest.raises(ValueError, match=r"^claim t: where=.* picks 2 steps"):
+    with pytest.raises(ValueError, match=r"^claim t: case .* picks 2 steps"):
         claims.evaluate_one(c, result("u", steps=[wide, dict(wide, name="again")]))
     assert refused(claims.check_spec, {**c, "step": "x"}, "f").startswith("f: claim t: $: ")
     assert refused(claims.check_spec, {k: v for k, v in c.items() if k != "where"}, "f").startswith("f: claim t: $: ")
+
+
+def test_find_step_takes_a_name_or_a_case():
+    """labkit.model.find_step, which pages and step claims share: by name, by case (typed), None
+    when absent; two matches, or a name and a case at once, or neither, are errors."""
+    from labkit import model
+    wide = step("guest.a.wide.dt", case={"dt": "wide", "kernel": "5.10"})
+    r = result("u", steps=[step("setup.df"), wide])
+    assert model.find_step(r, name="setup.df")["name"] == "setup.df" and model.find_step(r, name="x") is None
+    assert model.find_step(r, where={"kernel": "5.10"}) is wide and model.find_step(r, where={"kernel": 5.1}) is None
+    with pytest.raises(ValueError, match=r"picks 2 steps \(guest.a.wide.dt, again"):
+        model.find_step(result("u", steps=[wide, dict(wide, name="again")]), where={"dt": "wide"})
+    for bad in ({}, {"name": "setup.df", "where": {"dt": "wide"}}):
+        with pytest.raises(ValueError, match="not both"):
+            model.find_step(r, **bad)
 
 
 def test_timing_and_emulation():

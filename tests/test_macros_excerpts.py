@@ -217,7 +217,7 @@ def test_a_step_is_found_by_its_case(tree):
     s = next(s for s in r["steps"] if s["status"] == "ok" and (s.get("case") or {}).get("rep") == 1
              and s["case"].get("experiment") == "noserver")
     assert macros.step_output("lat_tcp", dict(s["case"])) == macros.step_output("lat_tcp", s["name"])
-    with pytest.raises(macros.MacroError, match=r"picks \d+ steps on .*: add case keys"):
+    with pytest.raises(macros.MacroError, match=r"on .*, case .* picks \d+ steps .*: add case keys"):
         macros.step_output("lat_tcp", {"experiment": "noserver"})
     with pytest.raises(macros.MacroError, match="no host ran step 'case experiment=noserver, rep=999'"):
         macros.step_output("lat_tcp", {"experiment": "noserver", "rep": 999})

@@ -12,8 +12,9 @@ its machine and kernel), ``role``, an optional ``timing`` (bool, see below) and 
 Kinds:
 
 ``step``
-    ``step = "NAME"``: holds if that step did what it was designed to do (for a step
-    run with ``--expect-fail``: it failed). ``stdout_empty = true`` also requires that
+    ``step = "NAME"``, or ``where = {...}`` (the one step whose typed case holds those
+    key/values): holds if that step did what it was designed to do (for a step run with
+    ``--expect-fail``: it failed). ``stdout_empty = true`` also requires that
     it printed nothing on standard output. Skipped → untested.
 ``compare``
     ``metric``, selectors ``a`` and ``b`` (case subsets), ``relation`` and ``factor``
@@ -649,21 +650,19 @@ def _emulation_gate(claim: dict, result: Result, ms: list[Measurement]) -> tuple
 
 def _claim_step(claim: dict, result: Result) -> tuple[str, dict | None]:
     """(how the page names the claim's step, the step or None when it did not run: then its
-    name, or its case as ``k=v, ...``): the step
-    named ``step``, or the one step whose case holds every key/value of ``where``.
+    name, or its case as ``k=v, ...``): the step named ``step``, or the one step whose case holds
+    every key/value of ``where`` (:func:`labkit.model.find_step`).
 
     Raises:
         ValueError: ``where`` picks more than one step (the claim must add case keys).
     """
     if "step" in claim:
-        return claim["step"], next((s for s in result["steps"] if s["name"] == claim["step"]), None)
-    found = model.select_steps(result, claim["where"])
-    if len(found) > 1:
-        raise ValueError(f"claim {claim['id']}: where={claim['where']} picks {len(found)} steps "
-                         f"({', '.join(s['name'] for s in found[:3])}...); add case keys")
-    if found:
-        return found[0]["name"], found[0]
-    return ", ".join(f"{k}={v}" for k, v in claim["where"].items()), None
+        return claim["step"], model.find_step(result, name=claim["step"])
+    try:
+        step = model.find_step(result, where=claim["where"])
+    except ValueError as exc:
+        raise ValueError(f"claim {claim['id']}: {exc}") from None
+    return (step["name"] if step else ", ".join(f"{k}={v}" for k, v in claim["where"].items())), step
 
 
 def _step(claim: dict, result: Result) -> Verdict:

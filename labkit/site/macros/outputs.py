@@ -62,21 +62,19 @@ def step_label(step: str | dict) -> str:
 def find_step(macro: str, step: str | dict, r: Result) -> dict | None:
     """The step of ``r`` that ``step`` refers to: by name (a step that stands for itself, such
     as ``setup.df``), or, for a dict of case key/values, the one step whose case holds them
-    (:func:`labkit.model.select_steps`: a step that measured a case is found by its case, not
-    by a name that spells it). None when this run has no such step.
+    (:func:`labkit.model.find_step`). None when this run has no such step.
 
     Raises:
         MacroError: ``step`` is neither a name nor a dict, or the case picks several steps.
     """
     if isinstance(step, str):
-        return next((x for x in r["steps"] if x["name"] == step), None)
+        return model.find_step(r, name=step)
     if not isinstance(step, dict) or not step:
         raise MacroError(f"{macro}: step={step!r}: a step's name or a dict of its case keys")
-    found = model.select_steps(r, step)
-    if len(found) > 1:
-        raise MacroError(f"{macro}: {step_label(step)} picks {len(found)} steps on {r['host']['label']} "
-                         f"({', '.join(x['name'] for x in found[:3])}...): add case keys")
-    return found[0] if found else None
+    try:
+        return model.find_step(r, where=step)
+    except ValueError as exc:
+        raise MacroError(f"{macro}: on {r['host']['label']}, {exc}") from None
 
 
 def _step_output(macro: str, lab: str, step: str | dict, stream: str, host, r: Result) -> _Output | Note:
