@@ -310,7 +310,6 @@ def _guest_one(run, host_step: dict, d: Path) -> None:
     if "boot_args" in host_step["case"]:  # a boot with one of the original's boot-time knobs
         case["boot_args"] = host_step["case"]["boot_args"]
     steps = guest_steps(d, run.case_types)
-    raw = d / "raw"   # each guest step's stdout and stderr
     if info.get("boot_seconds") is not None:   # QEMU started → the guest's job started (labkit.guest.qemu)
         run.add("boot_time", "s", case, [info["boot_seconds"]], step, emu)
 
@@ -318,14 +317,14 @@ def _guest_one(run, host_step: dict, d: Path) -> None:
         return [(n, c) for n, c in steps if c.get("tool") == tool]
 
     for n, c in of("dd"):
-        run.add_sample("bandwidth", "MB/s", {**case, **_measured(c)}, dd_summary((raw / f"{n}.err").read_text())["mb_per_s"],
+        run.add_sample("bandwidth", "MB/s", {**case, **_measured(c)}, dd_summary((d / "raw" / f"{n}.err").read_text())["mb_per_s"],
                        step, emu)
     run.flush_samples()
     # One step of many rounds (1b), or one round per step (a knob's read in each round of knobs,
     # the same case every round): the samples of one case gather in round and repetition order.
     for n, c in of("alternate"):
         where = {**case, **_measured(c)}
-        for r in json_lines((raw / f"{n}.out").read_text(), "alternate"):
+        for r in json_lines((d / "raw" / f"{n}.out").read_text(), "alternate"):
             for k, drive in enumerate(("nvme", "control")):
                 run.add_sample("alternating_bandwidth", "MB/s", {**where, "drive": drive}, r["mb_per_s"][k], step, emu)
             run.add_sample("bandwidth_vs_control", "x", where, r["ratio"], step, emu)
@@ -390,7 +389,7 @@ def _guest_one(run, host_step: dict, d: Path) -> None:
     if dt and dt.get("ram_outside_pci_windows") is not None:
         run.add("ram_outside_dma_window", "bytes", case, [dt["ram_outside_pci_windows"]], step, emu)
     for n, _ in of("perf-script"):
-        _guest_flamegraph(run, d, raw / f"{n}.out", case, info)
+        _guest_flamegraph(run, d, d / "raw" / f"{n}.out", case, info)
     for tool, what, title in (("thp-mode", "thp-before", "transparent_hugepage/enabled before the knob rounds"),
                               ("thp-rounds-mode", "thp-rounds", "transparent_hugepage/enabled in the knob rounds, but for the huge-page knob's reads")):
         for n, _ in of(tool):
