@@ -97,6 +97,7 @@ conclusion = "bigger-blocks"
 statement = "Writing the same 16 MiB with fdatasync, 1 MiB blocks give a higher rate than 4 KiB blocks (per-repetition ratio > 1)."
 source = "A placeholder: the original's conclusion this claim tests, with its machine and kernel."
 kind = "compare"
+timing = true
 metric = "bandwidth"
 a = {{ experiment = "write", bs = 1048576, sync = "sync" }}
 b = {{ experiment = "write", bs = 4096, sync = "sync" }}
@@ -110,6 +111,7 @@ conclusion = "sync-costs"
 statement = "With 1 MiB blocks, writing without fdatasync gives a higher rate than writing with it (per-repetition ratio > 1)."
 source = "A placeholder: the original's conclusion this claim tests, with its machine and kernel."
 kind = "compare"
+timing = true
 metric = "bandwidth"
 a = {{ experiment = "write", bs = 1048576, sync = "none" }}
 b = {{ experiment = "write", bs = 1048576, sync = "sync" }}

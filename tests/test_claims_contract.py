@@ -1,5 +1,6 @@
-"""The claims contract: every claim names the original investigation's
-conclusion it tests (``source``)."""
+"""The claims contract, for every lab: every claim names the original investigation's
+conclusion it tests (``source``), says whether it is about time or speed (``timing``), and has a
+role; conclusion claims cover the original's conclusions."""
 
 from __future__ import annotations
 
@@ -17,6 +18,15 @@ CLAIM_FILES = sorted((ROOT / "labs").glob("*/claims.toml"))
 def test_every_claim_has_a_source(path):
     missing = [c["id"] for c in claims.load(path) if not c.get("source")]
     assert not missing, f"{path}: claims without source (the original conclusion they test): {missing}"
+
+
+@pytest.mark.parametrize("path", CLAIM_FILES, ids=lambda p: p.parent.name)
+def test_every_claim_says_whether_it_is_about_speed(path):
+    """``timing`` decides whether an emulated CPU's result may test a claim, so no committed claim
+    leaves it to the default (true but for step claims): each says it."""
+    import tomllib
+    unsaid = [c["id"] for c in tomllib.loads(path.read_text())["claim"] if not isinstance(c.get("timing"), bool)]
+    assert not unsaid, f"{path}: claims that do not say timing = true or false: {unsaid}"
 
 
 def test_the_schema_refuses_a_claim_without_a_source(tmp_path):
