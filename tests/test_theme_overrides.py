@@ -61,6 +61,25 @@ def test_material_still_mounts_tab_sets_by_data_tabs():
     assert '"[data-tabs]"' in bundle.read_text()
 
 
+def test_material_still_builds_what_casebook_js_copies_for_fetched_blocks():
+    """docs/assets/casebook.js gives a fetched fragment what material's runtime gives a page's own
+    blocks at load (``asMaterialDoes``): a copy button, ``nav.md-code__nav >
+    button.md-code__button[data-clipboard-target="#ID > code"][data-md-type=copy]``, which
+    material's delegated clipboard handler serves, and ``div.md-typeset__scrollwrap >
+    div.md-typeset__table`` around a table. Each piece must still be how the installed bundle
+    builds them, or the copies drift from the page's own blocks."""
+    bundle, = (UPSTREAM / "assets" / "javascripts").glob("bundle.*.min.js")
+    js = bundle.read_text()
+    assert re.search(r'\("nav",\{class:"md-code__nav"\}\)', js)
+    assert re.search(r'class:"md-code__button",title:[^,]+,"data-clipboard-target":`#\$\{\w+\} > code`,"data-md-type":"copy"', js)
+    assert '"[data-clipboard-target], [data-clipboard-text]"' in js          # delegated: a later button works
+    assert re.search(r'\("div",\{class:"md-typeset__scrollwrap"\},\w+\("div",\{class:"md-typeset__table"\}', js)
+    ours = (ROOT / "docs" / "assets" / "casebook.js").read_text()
+    for piece in ('"md-code__nav"', '"md-code__button"', '"data-clipboard-target", "#" + pre.id + " > code"',
+                  '"data-md-type", "copy"', '"md-typeset__scrollwrap"', '"md-typeset__table"'):
+        assert piece in ours, piece
+
+
 def _md(text: str) -> str:
     return markdown.markdown(text, extensions=["pymdownx.details", "pymdownx.tabbed", "md_in_html", "labkit.site.page_marks"],
                              extension_configs={"pymdownx.tabbed": {"alternate_style": True}})
