@@ -81,26 +81,19 @@ def test_a_change_to_page_data_leaves_a_result_fresh(repo, name):
     assert stale.last_change(repo, LAB) == run
 
 
-@pytest.mark.parametrize("name", TESTS)
-def test_a_change_to_the_labs_tests_leaves_a_result_fresh(repo, name):
-    """labs/<lab>/tests/ is pytest's: a changed test, or a new one, measures nothing."""
-    run = git(repo, "rev-parse", "HEAD")
-    change(repo, f"labs/{LAB}/{name}")
-    (repo / f"labs/{LAB}/tests/test_demo_new.py").write_text("def test_x():\n    pass\n")
-    commit(repo, "a new test")
-    assert state(repo, run) == "fresh"
-    stale.last_change.cache_clear()
-    assert stale.last_change(repo, LAB) == run
+NEW_FILES = {"tests": ("tests/test_demo_new.py", "def test_x():\n    pass\n"),
+             "cards": ("cards/gdb.exercises.toml", "[[exercise]]\n")}
 
 
-@pytest.mark.parametrize("name", CARDS)
-def test_a_change_to_the_labs_card_exercises_leaves_a_result_fresh(repo, name):
-    """labs/<lab>/cards/ holds page data (a tool card's exercises): a changed file, or a new one,
-    measures nothing."""
+@pytest.mark.parametrize("name", [*TESTS, *CARDS])
+def test_a_change_to_the_labs_tests_or_card_exercises_leaves_a_result_fresh(repo, name):
+    """labs/<lab>/tests/ is pytest's and labs/<lab>/cards/ holds page data (a tool card's
+    exercises): a changed file there, or a new one, measures nothing."""
     run = git(repo, "rev-parse", "HEAD")
     change(repo, f"labs/{LAB}/{name}")
-    (repo / f"labs/{LAB}/cards/gdb.exercises.toml").write_text("[[exercise]]\n")
-    commit(repo, "a new card's exercises")
+    new, text = NEW_FILES[name.split("/")[0]]
+    (repo / f"labs/{LAB}/{new}").write_text(text)
+    commit(repo, f"a new {new}")
     assert state(repo, run) == "fresh"
     stale.last_change.cache_clear()
     assert stale.last_change(repo, LAB) == run
