@@ -168,9 +168,10 @@ ci-labs: setup
 # everything (markers by rule in conftest.py; every test has a pytest-timeout).
 # The fast tier runs on every CPU (pytest-xdist; one worker runs all the tests of a file, so
 # tests that share the fake lab's lock stay in one file). The rest of the suite: first what
-# measures nothing (site builds, browsers checking pages, the fake lab) on every CPU, the fake
-# lab's tests on one worker (their xdist_group); then the labs, the guests and what measures
-# time (Lighthouse), one at a time, since two at once would measure each other.
+# measures nothing (site builds, browsers checking pages, the fake lab, QEMU guests that labkit.guest
+# boots without a lab) on every CPU, the fake lab's tests on one worker (their xdist_group); then
+# the labs (a lab run in a guest too: one lab run per host, the lab lock) and what measures time
+# (Lighthouse), one at a time, since two at once would measure each other.
 FAST := not lab and not guest and not slow and not timing
 XDIST := -n auto --dist loadfile
 # `make test` needs only the venv (tests whose tools are missing skip, with the reason);
@@ -179,8 +180,8 @@ test: venv
 	$(PY) -m pytest -m "$(FAST)" $(XDIST) --durations=15
 
 test-all: setup test
-	$(PY) -m pytest -m "not ($(FAST)) and not lab and not guest and not timing" -n auto --dist loadgroup --durations=20
-	$(PY) -m pytest -m "not ($(FAST)) and (lab or guest or timing)" --durations=40
+	$(PY) -m pytest -m "not ($(FAST)) and not lab and not timing" -n auto --dist loadgroup --durations=20
+	$(PY) -m pytest -m "not ($(FAST)) and (lab or timing)" --durations=40
 
 # Mutation testing (mutmut, in a copy of the checkout: the tree in use is never mutated) of the
 # modules that turn results into verdicts and pages, against the fast tier's unit tests.

@@ -115,7 +115,7 @@ def lat_tcp_quick(tmp_path_factory):
 #                run for real, no guest boot, no browser, no site build; at most 150 s on 2 cores)
 # make test-all  everything (what .ci/run runs)
 #
-# Tiers are explicit marks: `lab` (runs a lab for real), `guest` (boots a QEMU guest), `browser`
+# Tiers are explicit marks: `lab` (runs a lab for real, in a guest too), `guest` (boots a QEMU guest), `browser`
 # (drives Chromium; every browser test is also `slow`), `slow` (a whole site build, or long
 # otherwise), `timing` (measures speed, as Lighthouse does: run alone); `no_run` lets a fast test
 # start a lab for its --help or a refused bad usage. A test file or test says its own; nothing
@@ -139,7 +139,8 @@ _WRAPPERS = {"env", "timeout", "setsid", "sudo", "bash", "sh", "nohup", "nice", 
 
 def tier_of(argv) -> str | None:
     """The mark a test needs to start ``argv`` (a command as subprocess takes it): ``lab`` for a
-    lab's run.sh (``guest`` when given ``--guest``), ``guest`` for QEMU, ``browser`` for
+    lab's run.sh (with ``--guest`` too: the run holds the host's one lab lock, so it runs in the
+    serial tier like any lab), ``guest`` for QEMU, ``browser`` for
     Chromium or Playwright's driver, ``timing`` for Lighthouse (it scores speed: never beside
     another test), ``slow`` for ``mkdocs build``; None otherwise."""
     args = [str(a) for a in (argv if isinstance(argv, (list, tuple)) else str(argv).split())]
@@ -155,7 +156,7 @@ def tier_of(argv) -> str | None:
         break
     for pattern, tier in _STARTS:
         if prog and pattern.search(prog):
-            return "guest" if tier == "lab" and "--guest" in args else tier
+            return tier
     if "mkdocs" in args and "build" in args:
         return "slow"
     return None

@@ -47,6 +47,7 @@ def arm64_run(tmp_path_factory):
     return proc, out, time.time() - t0
 
 
+@pytest.mark.lab     # a lab run (in a guest): the host's one lab lock
 @pytest.mark.guest
 @pytest.mark.timeout(3200)
 def test_lat_tcp_in_an_arm64_guest(arm64_run):

@@ -252,7 +252,10 @@ class Terminal:
     def __init__(self, argv_kw: dict):
         self.master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
-        env = dict(argv_kw.pop("env"), TERM="xterm-256color")
+        # The size is the terminal's alone: shutil.get_terminal_size(), which labkit guest shell
+        # asks, prefers $COLUMNS and $LINES, and pytest-xdist's workers export 80 and 24.
+        env = {k: v for k, v in argv_kw.pop("env").items() if k not in ("COLUMNS", "LINES")}
+        env["TERM"] = "xterm-256color"
         self.proc = subprocess.Popen(**argv_kw, env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
                                      preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
         os.close(slave)

@@ -13,7 +13,7 @@ import conftest
 
 @pytest.mark.parametrize("argv,tier", [
     (["bash", "/work/x/labs/fstime/run.sh", "--quick"], "lab"),
-    (["bash", "labs/lat_tcp/run.sh", "--guest", "arm64"], "guest"),
+    (["bash", "labs/lat_tcp/run.sh", "--guest", "arm64"], "lab"),
     ("labs/fio_engines/run.sh --quick", "lab"),
     (["bash", ".github/ci-labs.sh", "--labs", "lat_tcp"], "lab"),
     (["/usr/bin/qemu-system-aarch64", "-M", "virt"], "guest"),
