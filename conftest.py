@@ -253,7 +253,7 @@ def tree(tmp_path, monkeypatch):
     """A checkout-like tree with labs/ and results/ (the committed host folders, their files linked,
     never written) that labkit.site.macros reads instead of the repository; the macros' host cache is
     reset around the test."""
-    from labkit.site.macros import hosts
+    from labkit.site.macros import build
     root = tmp_path / "repo"
     shutil.copytree(ROOT / "labs", root / "labs")
     for host in (ROOT / "results").iterdir():
@@ -261,10 +261,10 @@ def tree(tmp_path, monkeypatch):
             (root / "results" / host.name).mkdir(parents=True)
             for f in host.iterdir():
                 (root / "results" / host.name / f.name).symlink_to(f)
-    monkeypatch.setattr(hosts, "ROOT", root)
+    monkeypatch.setattr(build, "ROOT", root)
     monkeypatch.setenv("PERF_CASEBOOK_LOCAL", "0")
     monkeypatch.delenv("PERF_CASEBOOK_RESULTS", raising=False)
-    monkeypatch.setattr(hosts, "hosts_cache", None)
+    monkeypatch.setattr(build, "hosts_cache", None)
     yield root
 
 

@@ -120,7 +120,7 @@ def test_index_titles_adds_one_title_only_entry_per_evidence_page(tmp_path):
 
 def test_evidence_link_fails_on_an_unknown_metric():
     from labkit.site import macros
-    macros.hosts.hosts_cache = None
+    macros.build.hosts_cache = None
     known = next(iter(evidence.metrics_by_group("lat_tcp").values()))[0]
     assert f"#{evidence.anchor(known)})" in evidence.evidence_link("lat_tcp", metric=known)
     with pytest.raises(macros.MacroError, match="no measurement"):

@@ -34,7 +34,7 @@ def lat_tcp_hosts() -> list[str]:
 
 
 def test_flamegraph_object_size_and_links(tree, monkeypatch):
-    monkeypatch.setattr(macros.hosts, "macro_env", None)
+    monkeypatch.setattr(macros.build, "macro_env", None)
     md = macros.flamegraph("lat_tcp", pin="same-cpu")
     drawn = 0
     for label in lat_tcp_hosts():
@@ -55,7 +55,7 @@ def test_flamegraph_object_size_and_links(tree, monkeypatch):
                 f'search; where the column is too narrow for its text, the figure scrolls sideways).') in md
     assert drawn >= 1
     # inside a build: the object's URL is relative to the page's URL, the link to its source
-    monkeypatch.setattr(macros.hosts, "macro_env", SimpleNamespace(page=page("cases/lat_tcp/", "cases/lat_tcp.md")))
+    monkeypatch.setattr(macros.build, "macro_env", SimpleNamespace(page=page("cases/lat_tcp/", "cases/lat_tcp.md")))
     md = macros.flamegraph("lat_tcp", pin="same-cpu")
     assert re.search(r'data-pc-src="\.\./\.\./results/[^"]+\.svg"', md)
     assert re.search(r"\[Open it on its own page\]\(\.\./results/[^)]+\.svg\)", md)
@@ -85,10 +85,10 @@ def test_svg_size_reads_the_root_and_refuses_an_svg_without_its_size(tmp_path):
     ("", "results/h/x.svg", "results/h/x.svg"),
 ])
 def test_rel_urls(url, target, rel):
-    assert macros.hosts.rel(page(url, "x.md"), target) == rel
-    assert macros.hosts.rel(None, target) == target
-    assert macros.hosts.rel_src(page(url, "cases/lat_tcp.md"), target) == "../" + target
-    assert macros.hosts.rel_src(page(url, "index.md"), target) == target
+    assert macros.build.rel(page(url, "x.md"), target) == rel
+    assert macros.build.rel(None, target) == target
+    assert macros.build.rel_src(page(url, "cases/lat_tcp.md"), target) == "../" + target
+    assert macros.build.rel_src(page(url, "index.md"), target) == target
 
 
 @pytest.mark.parametrize("url,folder", [("cases/lat_tcp/", "cases/lat_tcp/"), ("cases/lat_tcp.html", "cases/"),
@@ -96,16 +96,16 @@ def test_rel_urls(url, target, rel):
 def test_page_dir(url, folder):
     """The site folder a page's figure files go to: the page's own folder with directory URLs,
     the folder holding it otherwise, the site root for a page at the root."""
-    assert macros.hosts.page_dir(page(url, "x.md")) == folder
-    assert macros.hosts.page_dir(None) == ""
+    assert macros.build.page_dir(page(url, "x.md")) == folder
+    assert macros.build.page_dir(None) == ""
 
 
 def test_macros_read_the_committed_results_outside_a_build():
     """A script that imports the macros (no build, no test fixture) reads every committed host:
     the host cache starts empty."""
     want = sorted({p.parent.name for p in (ROOT / "results").glob("*/*.json")})
-    proc = subprocess.run([sys.executable, "-c", "from labkit.site.macros import hosts\n"
-                           "print(' '.join(sorted({h.label for h in hosts.all_hosts()})))"],
+    proc = subprocess.run([sys.executable, "-c", "from labkit.site.macros import build\n"
+                           "print(' '.join(sorted({h.label for h in build.all_hosts()})))"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60,
                           env={k: v for k, v in os.environ.items() if k != "PERF_CASEBOOK_RESULTS"} | {"PERF_CASEBOOK_LOCAL": "0"})
     assert proc.returncode == 0, proc.stderr
@@ -134,7 +134,7 @@ def test_hosts_table_names_each_kernel_with_its_labs(tree):
     r["host"].update(label="twokernels", kernel="9.9.9-b")
     link_tree(src.parent / "fstime", tree / "results" / "twokernels" / "fstime")
     model.write_atomic(tree / "results" / "twokernels" / "fstime.json", r)
-    macros.hosts.hosts_cache = None
+    macros.build.hosts_cache = None
     row = next(x for x in macros.hosts_table().splitlines() if x.startswith("| twokernels |"))
     assert "| 9.9.9-b (fstime); 9.9.9-a (lat\\_tcp) |" in row or "| 9.9.9-b (fstime); 9.9.9-a (lat_tcp) |" in row, row
     assert macros.runs.kernels_text({"a": {"host": {"kernel": "k1"}}, "b": {"host": {"kernel": "k1"}}}) == "k1"
@@ -143,7 +143,7 @@ def test_hosts_table_names_each_kernel_with_its_labs(tree):
 def test_hosts_table_marks_a_stale_result(tree, monkeypatch):
     from labkit import stale
     monkeypatch.setattr(stale, "staleness", lambda r, root: ("stale", "x") if r["lab"] == "fstime" else ("fresh", "y"))
-    macros.hosts.hosts_cache = None
+    macros.build.hosts_cache = None
     md = macros.hosts_table()
     assert re.search(r"fstime \((quick|full), \d{4}-\d\d-\d\d, stale\)", md), md
     assert not re.search(r"lat\\?_tcp \([^)]*stale", md), md
@@ -158,7 +158,7 @@ def test_compare_hosts_every_pair_once(tree, monkeypatch):
     got = pairs(macros.compare_hosts())
     assert len(got) == len(set(got)) == (n + 1) * n // 2
     assert len([p for p in got if "third" in p.split(" vs ")]) == n
-    monkeypatch.setattr(macros.hosts, "all_hosts", lambda: results.load_hosts(tree)[:1])
+    monkeypatch.setattr(macros.build, "all_hosts", lambda: results.load_hosts(tree)[:1])
     assert macros.compare_hosts() == ('!!! info "One host so far"\n\n    Comparisons need results from at least two '
                                       'hosts with a lab in common. Run `make labs` to add this machine.\n')
 
@@ -236,13 +236,13 @@ def test_annotated_output_of_a_file_one_host_did_not_keep(tree):
 
 def test_skip_note_is_a_warning_and_the_badge_leads_the_tab(tree):
     r = json.loads(reference("lat_tcp").read_text())
-    assert macros.hosts.skip_note(dict(r, steps=[]), None).startswith('!!! warning "Not measured on this host"\n\n    ')
+    assert macros.build.skip_note(dict(r, steps=[]), None).startswith('!!! warning "Not measured on this host"\n\n    ')
     add_host(tree, "lat_tcp", "emu", emulate)
-    host = next(h for h in macros.hosts.all_hosts() if h.label == "emu")
-    title, body = macros.hosts.tab(host, host.results["lat_tcp"], "BODY")
+    host = next(h for h in macros.build.all_hosts() if h.label == "emu")
+    title, body = macros.build.tab(host, host.results["lat_tcp"], "BODY")
     assert title == host.title and body == render.emulation_badge(host.results["lat_tcp"]["host"]) + "\n\nBODY"
-    plain = next(h for h in macros.hosts.all_hosts() if not h.results["lat_tcp"]["host"].get("emulation"))
-    assert macros.hosts.tab(plain, plain.results["lat_tcp"], "BODY") == (plain.title, "BODY")
+    plain = next(h for h in macros.build.all_hosts() if not h.results["lat_tcp"]["host"].get("emulation"))
+    assert macros.build.tab(plain, plain.results["lat_tcp"], "BODY") == (plain.title, "BODY")
 
 
 def _with_raw(tree: Path, label: str, step: str, n_lines: int, change=None) -> None:
@@ -259,7 +259,7 @@ def test_step_output_whole_output_limit_and_exit_status(tree, monkeypatch):
 
     def only(*labels: str) -> None:
         hosts = [x for x in results.load_hosts(tree) if x.label in labels]
-        monkeypatch.setattr(macros.hosts, "all_hosts", lambda: hosts)
+        monkeypatch.setattr(macros.build, "all_hosts", lambda: hosts)
 
     def expect_failure(r):
         next(s for s in r["steps"] if s["name"] == step).update(expect="failure", exit_code=1)
@@ -353,7 +353,7 @@ def test_annotated_output_marks_a_step_expected_to_fail(tree, monkeypatch):
     _with_raw(tree, "xfail-host", step, 3, expect_failure)
     _with_raw(tree, "ok-host", step, 3)
     hosts = [x for x in results.load_hosts(tree) if x.label in ("xfail-host", "ok-host")]
-    monkeypatch.setattr(macros.hosts, "all_hosts", lambda: hosts)
+    monkeypatch.setattr(macros.build, "all_hosts", lambda: hosts)
     md = macros.annotated_output("lat_tcp", step, stream="out")
     assert md.split('"ok-host"', 1)[1].split("\n===", 1)[0].count("exit status 0, ") == 1
     assert "exit status 1 (expected to fail), " in md.split('"xfail-host"', 1)[1]
@@ -366,7 +366,7 @@ def test_tool_exercises_link_their_chapter_from_the_card(tree, monkeypatch):
     per_lab = cards.load(tool)
     labs = [lab for lab, _ in per_lab]
     assert len(labs) >= 2, labs
-    monkeypatch.setattr(macros.hosts, "macro_env", SimpleNamespace(page=page(f"tools/{tool}/", f"tools/{tool}.md")))
+    monkeypatch.setattr(macros.build, "macro_env", SimpleNamespace(page=page(f"tools/{tool}/", f"tools/{tool}.md")))
     md = macros.tool_exercises(tool)
     for lab in labs:
         assert f"**Lab:** [{lab}](../cases/{lab}.md). **Change.** " in md
@@ -377,21 +377,21 @@ def test_tool_exercises_link_their_chapter_from_the_card(tree, monkeypatch):
     # and, folded in each, how its check came out on every host with a result of its lab
     for lab, exs in per_lab:
         assert md.count(f'??? success "Checked on the {lab} results of this site"\n') == len(exs)
-    assert md.count("\n        - **") == sum(len(exs) * len(macros.hosts.for_lab(lab)) for lab, exs in per_lab)
+    assert md.count("\n        - **") == sum(len(exs) * len(macros.build.for_lab(lab)) for lab, exs in per_lab)
     # a row: the host, the verdict's mark, then the check's evidence as the engine words it
     from labkit.stats import claims as claims_mod
     from labkit.view import commands
     lab, exs = per_lab[0]
-    host, r = macros.hosts.for_lab(lab)[0]
+    host, r = macros.build.for_lab(lab)[0]
     v = claims_mod.evaluate_cached(claims_mod.exercise_claim(exs[0]), r)
     assert (f"- **{render.host_label(r['host'], host.title)}**: {render.VERDICT_MARK[v['verdict']]}. "
             f"{render.esc(commands.display_text(v['evidence'], r))}\n") in md
-    monkeypatch.setattr(macros.hosts, "macro_env", None)
+    monkeypatch.setattr(macros.build, "macro_env", None)
     assert f"**Lab:** [{labs[0]}](cases/{labs[0]}.md)." in macros.tool_exercises(tool)
 
 
 def test_lab_time_names_each_host_in_turn(tree):
-    pairs = macros.hosts.for_lab("lat_tcp")
+    pairs = macros.build.for_lab("lat_tcp")
     parts = macros.lab_time("lat_tcp").split("; ")
     assert len(pairs) >= 2 and len(parts) == len(pairs)
     for part, (host, r) in zip(parts, pairs):
@@ -410,7 +410,7 @@ def test_lab_time_says_which_whole_groups_a_run_left_out():
 
 
 def test_diff_flamegraphs_are_interactive_too(tree, monkeypatch):
-    monkeypatch.setattr(macros.hosts, "macro_env", None)
+    monkeypatch.setattr(macros.build, "macro_env", None)
     md = macros.flamegraph("fstime", kind="diff_flamegraph", group="perf")
     assert md.count("(click a frame to zoom, Ctrl-F to search; where the column is too narrow for its text, the figure scrolls sideways)") >= 1
     assert "a static image" not in md
@@ -423,7 +423,7 @@ def test_cast_goes_on_past_a_host_without_a_recording(tree):
         r["artifacts"] = [a for a in r["artifacts"] if a["kind"] != "cast"]
     add_host(tree, "lat_tcp", "aaa-no-cast", no_cast)
     add_host(tree, "lat_tcp", "zzz-cast", lambda r: None)
-    pairs = macros.hosts.for_lab("lat_tcp")
+    pairs = macros.build.for_lab("lat_tcp")
     assert pairs[0][0].label == "aaa-no-cast"
     with_cast = [h for h, r in pairs if any(a["kind"] == "cast" for a in r["artifacts"])]
     md = macros.cast("lat_tcp")
@@ -461,7 +461,7 @@ def test_a_kept_file_that_is_not_utf8_shows_a_replacement_character(tree):
 
 
 def test_a_lab_file_is_read_once_per_build_and_each_caller_gets_its_own_copy(monkeypatch, tmp_path):
-    from labkit.site.macros import hosts
+    from labkit.site.macros import build
     reads = []
 
     def load(path):
@@ -469,23 +469,23 @@ def test_a_lab_file_is_read_once_per_build_and_each_caller_gets_its_own_copy(mon
         if "bad" in path.read_text():
             raise ValueError(f"{path}: bad")
         return {"claim": [{"id": "x"}]}
-    monkeypatch.setattr(hosts, "ROOT", tmp_path)
+    monkeypatch.setattr(build, "ROOT", tmp_path)
     f = tmp_path / "labs" / "lab" / "claims.toml"
     f.parent.mkdir(parents=True)
     f.write_text("good")
-    hosts.start_build(None)
-    first = hosts.lab_file(load, "lab", "claims.toml")
+    build.start_build(None)
+    first = build.lab_file(load, "lab", "claims.toml")
     first["claim"].append("changed by a caller")
-    assert hosts.lab_file(load, "lab", "claims.toml") == {"claim": [{"id": "x"}]}
+    assert build.lab_file(load, "lab", "claims.toml") == {"claim": [{"id": "x"}]}
     assert reads == [f]
     f.write_text("bad, and longer")   # an edit (another size) is read again; an error is not remembered
     for _ in range(2):
         with pytest.raises(ValueError, match="bad"):
-            hosts.lab_file(load, "lab", "claims.toml")
+            build.lab_file(load, "lab", "claims.toml")
     f.write_text("good again")
-    hosts.lab_file(load, "lab", "claims.toml")
-    hosts.start_build(None)   # a new build (a rebuild under mkdocs serve) reads again
-    hosts.lab_file(load, "lab", "claims.toml")
+    build.lab_file(load, "lab", "claims.toml")
+    build.start_build(None)   # a new build (a rebuild under mkdocs serve) reads again
+    build.lab_file(load, "lab", "claims.toml")
     assert len(reads) == 5
 
 

@@ -110,7 +110,7 @@ def add_host(root: Path, lab: str, label: str, change) -> dict:
     dst.mkdir(parents=True)
     link_tree(src.parent / lab, dst / lab)
     model.write_atomic(dst / f"{lab}.json", r)
-    macros.hosts.hosts_cache = None
+    macros.build.hosts_cache = None
     return r
 
 
@@ -154,7 +154,7 @@ def test_skip_reason_with_angle_brackets_renders_as_text(tree):
     out = html_of(macros.skips("lat_tcp"))
     assert reason.replace("<", "&lt;").replace(">", "&gt;") in out
     assert "<not supported>" not in out
-    note = html_of(macros.hosts.skip_note(json.loads((tree / "results" / "skipper" / "lat_tcp.json").read_text()), None))
+    note = html_of(macros.build.skip_note(json.loads((tree / "results" / "skipper" / "lat_tcp.json").read_text()), None))
     assert "&lt;not supported&gt;" in note
 
 
@@ -222,7 +222,7 @@ def test_timing_claims_are_not_applicable_on_the_emulated_host(tree):
     kept = [v for c, v in zip(spec, verdicts) if claims_mod.is_timing(c) and c.get("emulated_ok")]
     assert kept and all(v["verdict"] != "not applicable" and v.get("emulated") for v in kept)
     n_badged = sum(bool(v.get("emulated")) for v in verdicts)
-    assert tcg_tab.count(macros.hosts.EMULATED_BADGE) == n_badged
+    assert tcg_tab.count(macros.build.EMULATED_BADGE) == n_badged
     # the badge is an element of its own that says so, after the verdict's text
     assert len(re.findall(r' <span class="pc-emulated">emulated CPU</span>(?=<|\s|$)', tcg_tab)) == n_badged
 
@@ -353,8 +353,8 @@ def test_original_macros(tree):
     n_rows = len(original.load(tree / "labs" / "lat_tcp" / "original.toml")["ratio"])
     assert body.count(BADGE) == head.count(BADGE) * body.count("<tr ") == head.count(BADGE) * n_rows
     # and each emulated host's ratio is marked as measured on an emulated CPU
-    n_emulated = sum(claims_mod.emulated(r) for _, r in macros.hosts.for_lab("lat_tcp"))
-    assert n_emulated >= 1 and body.count(macros.hosts.EMULATED_BADGE) == n_emulated * n_rows
+    n_emulated = sum(claims_mod.emulated(r) for _, r in macros.build.for_lab("lat_tcp"))
+    assert n_emulated >= 1 and body.count(macros.build.EMULATED_BADGE) == n_emulated * n_rows
 
 
 def test_original_vs_here_flags_noise_and_missing_data(tree):
@@ -406,7 +406,7 @@ def test_verdicts_table_has_a_row_per_conclusion_claim_and_a_column_per_host(tre
     md = macros.verdicts("lat_tcp")
     orig = original.load(orig_path)
     spec = claims_mod.load(tree / "labs" / "lat_tcp" / "claims.toml")
-    pairs = macros.hosts.for_lab("lat_tcp")
+    pairs = macros.build.for_lab("lat_tcp")
     assert any(h.label == "bare" for h, _ in pairs) and len(pairs) >= 2
     header = re.findall(r'<th role="columnheader" markdown="span">(.*?)</th>', md)
     assert header == ["The original concluded", "Claim"] + [render.host_label(r["host"], h.title) for h, r in pairs]
@@ -449,7 +449,7 @@ def test_verdict_brief_gives_each_hosts_verdict_effect_and_interval(tree):
     add_host(tree, "lat_tcp", "emul", emulate)
     md = macros.verdict_brief("lat_tcp", "same-cpu-faster")
     parts = md.split("<br>")
-    pairs = macros.hosts.for_lab("lat_tcp")
+    pairs = macros.build.for_lab("lat_tcp")
     assert len(parts) == len(pairs) >= 4
     seen = set()
     for part, (h, r) in zip(parts, pairs):
@@ -666,7 +666,7 @@ def test_define_env_registers_every_macro_the_pages_call(monkeypatch):
     """mkdocs-macros' entry point registers each data macro, then the evidence and lesson macros,
     by their function names, and starts the build's state with the env it was given."""
     from labkit.site import macros as pkg
-    from labkit.site.macros import hosts
+    from labkit.site.macros import build
 
     class Env:
         def __init__(self):
@@ -675,10 +675,10 @@ def test_define_env_registers_every_macro_the_pages_call(monkeypatch):
         def macro(self, fn):
             self.names.append(fn.__name__)
 
-    monkeypatch.setattr(hosts, "macro_env", None)
+    monkeypatch.setattr(build, "macro_env", None)
     env = Env()
     pkg.define_env(env)
-    assert hosts.macro_env is env
+    assert build.macro_env is env
     want = ["results_table", "metrics_table", "chart", "flamegraph", "claims", "verdicts", "verdict_brief", "cases_table", "provenance",
             "skips", "hosts_table", "host_provenance", "compare_table", "step_output", "compare_hosts", "cast",
             "original_table", "original_tables", "original_vs_here", "exercises", "artifact_text", "annotated_output",
@@ -710,6 +710,6 @@ def test_a_file_a_guest_wrote_is_badged_as_emulated_where_it_shows(tree):
     assert badge in md
     r = json.loads(reference("nvme_swiotlb").read_text())
     host_file = next(f"raw/{s['name']}.out" for s in r["steps"] if s["group"] == "dd" and s["status"] == "ok")
-    assert macros.hosts.file_badge(r, host_file) == ""
+    assert macros.build.file_badge(r, host_file) == ""
     assert badge not in macros.annotated_output("nvme_swiotlb", file=host_file, stream="both", lines="1")
-    assert macros.hosts.file_badge(r, "raw/guest/bookworm-dma-ranges-x/f") == ""   # a folder beside, not below
+    assert macros.build.file_badge(r, "raw/guest/bookworm-dma-ranges-x/f") == ""   # a folder beside, not below

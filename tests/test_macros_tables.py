@@ -202,14 +202,14 @@ def test_skip_note_says_why_a_host_has_no_data():
     steps = [{"name": "a.x", "group": "a", "status": "ok", "reason": None},
              {"name": "b.y", "group": "b", "status": "skipped", "reason": "no <perf>"}]
     r = dict(json.loads(reference("lat_tcp").read_text()), steps=steps)
-    assert "`b.y` skipped: no &lt;perf&gt;" in macros.hosts.skip_note(r, "b")
-    assert "The `c` steps did not run in this run" in macros.hosts.skip_note(r, "c")
-    assert macros.hosts.skip_note(r, "a") == macros.hosts.Note(render.admonition(
+    assert "`b.y` skipped: no &lt;perf&gt;" in macros.build.skip_note(r, "b")
+    assert "The `c` steps did not run in this run" in macros.build.skip_note(r, "c")
+    assert macros.build.skip_note(r, "a") == macros.build.Note(render.admonition(
         "warning", "Not measured on this host", "No measurement of this kind in this run."))
-    assert "`b.y` skipped" in macros.hosts.skip_note(r, None)
+    assert "`b.y` skipped" in macros.build.skip_note(r, None)
     # several steps that did not run: a list item each
     two = steps + [{"name": "b.z", "group": "b", "status": "failed", "reason": None}]
-    assert macros.hosts.skip_note(dict(r, steps=two), "b") == \
+    assert macros.build.skip_note(dict(r, steps=two), "b") == \
         '!!! warning "Not measured on this host"\n\n    - `b.y` skipped: no &lt;perf&gt;\n    - `b.z` failed (the result records no reason; the run\'s log may say)\n'
 
 
@@ -323,8 +323,8 @@ def test_here_ratio_badges_an_emulated_cpu(a, b):
     """The host's CPU emulated, or one side measured in a TCG guest on a hardware host: the same
     cell with the emulation badge after it; a side with no data or a zero median has no ratio to mark."""
     plain = macros.original.here_ratio(_here_result(a, b), HERE)
-    assert macros.hosts.EMULATED_BADGE not in plain
-    badged = f"{plain} {macros.hosts.EMULATED_BADGE}"
+    assert macros.build.EMULATED_BADGE not in plain
+    badged = f"{plain} {macros.build.EMULATED_BADGE}"
     assert macros.original.here_ratio(_here_result(a, b, host={"emulation": dict(TCG)}), HERE) == badged
     assert macros.original.here_ratio(_here_result(a, b, emulation_b=dict(TCG)), HERE) == badged
     kvm = dict(TCG, accelerator="kvm")    # a KVM guest runs on the host's CPU: no badge
@@ -465,7 +465,7 @@ def test_claim_sentence_shows_flags_and_the_emulation_badge():
     v = verdict_of(ok, emulated)
     assert v["verdict"] == "holds" and v["emulated"]
     assert macros.claim_tables.claim_sentence(ok, v, emulated) == \
-        macros.claim_tables.claim_sentence(ok, verdict_of(ok), SENTENCE_RESULT) + " " + macros.hosts.EMULATED_BADGE
+        macros.claim_tables.claim_sentence(ok, verdict_of(ok), SENTENCE_RESULT) + " " + macros.build.EMULATED_BADGE
 
 
 def _effect(a: tuple, b: tuple) -> dict:
@@ -541,7 +541,7 @@ def test_verdict_cell_shows_flags_and_the_emulation_badge():
         f"{render.VERDICT_MARK['not applicable']}; {render.esc(claims_mod.EMULATED_EVIDENCE)}"
     ok = dict(COMPARE, emulated_ok="one machine, one mechanism")
     assert macros.claim_tables.verdict_cell(ok, verdict_of(ok, emulated)) == \
-        macros.claim_tables.verdict_cell(ok, verdict_of(ok)) + " " + macros.hosts.EMULATED_BADGE
+        macros.claim_tables.verdict_cell(ok, verdict_of(ok)) + " " + macros.build.EMULATED_BADGE
 
 
 def test_provenance_marks_a_stale_result_with_a_warning(tree, monkeypatch):
@@ -557,7 +557,7 @@ def test_provenance_marks_a_stale_result_with_a_warning(tree, monkeypatch):
 
 def test_cast_title_carries_a_badge_only_when_emulated(tree):
     md = macros.cast("lat_tcp")
-    for host, r in macros.hosts.for_lab("lat_tcp"):
+    for host, r in macros.build.for_lab("lat_tcp"):
         if not [a for a in r["artifacts"] if a["kind"] == "cast"]:
             continue
         badge = render.emulation_badge(r["host"])
@@ -570,10 +570,10 @@ def test_artifact_text_goes_on_past_a_host_without_it_and_shows_the_title(tree):
     show theirs, each with the artifact's title under its block."""
     case = {"experiment": "guest", "kernel": "6.1", "dt": "plain", "what": "function_graph"}
     add_host(tree, "nvme_swiotlb", "aaa-bare", lambda r: r.update(artifacts=[]))
-    pairs = macros.hosts.for_lab("nvme_swiotlb")
+    pairs = macros.build.for_lab("nvme_swiotlb")
     assert pairs[0][0].label == "aaa-bare"
     md = macros.artifact_text("nvme_swiotlb", **case)
-    with_it = [(h, macros.hosts.artifacts(r, "log", case)[0]) for h, r in pairs if macros.hosts.artifacts(r, "log", case)]
+    with_it = [(h, macros.build.artifacts(r, "log", case)[0]) for h, r in pairs if macros.build.artifacts(r, "log", case)]
     assert with_it and md.count("```text\n") == len(with_it)
     for h, art in with_it:
         assert art.get("title") and f"\n\n    {render.esc(art['title'])}." in md.split(f'"{h.title}"', 1)[1]
@@ -625,18 +625,18 @@ def test_a_timing_made_in_an_emulated_guest_is_badged_on_a_hardware_host():
     hw = {"host": {"label": "x", "arch": "x86_64"}}
     guest = dict(m("bw", "MB/s", {"dt": "plain"}, [1.0, 2.0, 3.0]), emulation=dict(TCG, guest_cpu="cortex-a72"))
     plain = m("bw", "MB/s", {"dt": "plain"}, [1.0, 2.0, 3.0])
-    badge = macros.hosts.guest_badge(hw, [plain, guest])
+    badge = macros.build.guest_badge(hw, [plain, guest])
     assert badge.startswith('<span class="pc-emulated">measured in an emulated cortex-a72 guest (QEMU TCG on ')
     assert "timings are not hardware" in badge and badge.endswith("\n\n")
-    assert macros.hosts.guest_badge(hw, [plain]) == ""
+    assert macros.build.guest_badge(hw, [plain]) == ""
     # a guest whose CPU model the result does not know (guest_cpu null in the schema)
     unnamed = dict(guest, emulation=dict(TCG, guest_cpu=None, host_arch="x86_64"))
-    assert macros.hosts.guest_badge(hw, [unnamed]) == ('<span class="pc-emulated">measured in an emulated CPU guest '
+    assert macros.build.guest_badge(hw, [unnamed]) == ('<span class="pc-emulated">measured in an emulated CPU guest '
                                                        '(QEMU TCG on x86_64): timings are not hardware</span>\n\n')
-    assert macros.hosts.guest_badge({"host": {"label": "q", "arch": "aarch64", "emulation": dict(TCG)}}, [guest]) == ""
+    assert macros.build.guest_badge({"host": {"label": "q", "arch": "aarch64", "emulation": dict(TCG)}}, [guest]) == ""
     # a measurement's emulation needs only its accelerator (labkit/schema.json)
     bare = dict(guest, emulation={"accelerator": "tcg"})
-    assert macros.hosts.guest_badge(hw, [bare]) == ('<span class="pc-emulated">measured in an emulated CPU guest '
+    assert macros.build.guest_badge(hw, [bare]) == ('<span class="pc-emulated">measured in an emulated CPU guest '
                                                     '(QEMU TCG on this host): timings are not hardware</span>\n\n')
 
 

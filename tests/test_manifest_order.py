@@ -21,7 +21,7 @@ import yaml
 
 from labkit import manifest, results
 from labkit.site import mkdocs_hooks
-from labkit.site.macros import hosts, tables
+from labkit.site.macros import build, tables
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = (ROOT / "labs" / "lat_tcp" / "lab.toml").read_text()
@@ -88,7 +88,7 @@ def test_the_nav_lists_chapters_and_evidence_in_order(tree, monkeypatch):
 
 
 def test_the_home_table_has_a_row_per_lab_in_order(tree, monkeypatch):
-    monkeypatch.setattr(hosts, "ROOT", tree)
+    monkeypatch.setattr(build, "ROOT", tree)
     rows = [line for line in tables.cases_table().splitlines() if line.startswith("| [")]
     assert [re.search(r"\(cases/(\w+)\.md\)", r).group(1) for r in rows] == ORDER
 

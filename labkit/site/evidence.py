@@ -64,7 +64,7 @@ def metrics_by_group(lab: str) -> dict[str, list[str]]:
         MacroError: no host has a result of ``lab``.
     """
     seen: dict[str, str] = {}
-    for _, r in macros.hosts.for_lab(lab):
+    for _, r in macros.build.for_lab(lab):
         group_of = {s["name"]: s["group"] for s in r["steps"]}
         for ms in r["measurements"]:
             seen.setdefault(ms["metric"], group_of.get(ms.get("step"), "derived"))
@@ -76,14 +76,14 @@ def metrics_by_group(lab: str) -> dict[str, list[str]]:
 
 def _artifact_rows(lab: str) -> list[list[str]]:
     """One row per artifact (flame graph, folded stacks, log) of every host, with a link."""
-    page = macros.hosts.page()
+    page = macros.build.page()
     rows = []
-    for host, r in macros.hosts.for_lab(lab):
+    for host, r in macros.build.for_lab(lab):
         for a in r["artifacts"]:
             if a["kind"] == "cast":
                 continue
             case = ", ".join(f"{k}={v}" for k, v in a.get("case", {}).items()) or "–"
-            href = macros.hosts.rel_src(page, f"results/{host.label}/{a['path']}")
+            href = macros.build.rel_src(page, f"results/{host.label}/{a['path']}")
             rows.append([render.esc(host.label), render.esc(a["kind"]), render.esc(case),
                          f"[{render.esc(a.get('title') or Path(a['path']).name)}]({href})"])
     return rows
@@ -115,8 +115,8 @@ def evidence(lab: str) -> str:
     parts.append(fast_tables.table(["host", "kind", "case", "file"], rows, align=None) if rows
                  else "No host stored artifacts for this lab.\n")
     parts.append("## Recordings {#recordings}\n")
-    with_cast = [h.label for h, r in macros.hosts.for_lab(lab) if macros.hosts.artifacts(r, "cast", {})]
-    without = [h.label for h, r in macros.hosts.for_lab(lab) if h.label not in with_cast]
+    with_cast = [h.label for h, r in macros.build.for_lab(lab) if macros.build.artifacts(r, "cast", {})]
+    without = [h.label for h, r in macros.build.for_lab(lab) if h.label not in with_cast]
     if with_cast:
         parts.append(macros.cast(lab))
     if without:
@@ -147,9 +147,9 @@ def evidence_link(lab: str, metric: str | None = None, text: str | None = None, 
         frag = "#" + anchor(metric)
     elif section:
         frag = "#" + section
-    page = macros.hosts.page()
+    page = macros.build.page()
     label = text or (f"all `{metric}` data" if metric else "the evidence page")
-    return f"[{label}]({macros.hosts.rel_src(page, page_src(lab))}{frag})"
+    return f"[{label}]({macros.build.rel_src(page, page_src(lab))}{frag})"
 
 
 def index_titles(site_dir: Path, titles: dict[str, str]) -> int:

@@ -168,7 +168,7 @@ def _boot_time(lab: str, where: dict) -> str:
     from . import macros
     from .macros.numbers import number
     out = []
-    for host, r in macros.hosts.for_lab(lab):
+    for host, r in macros.build.for_lab(lab):
         ms = model.select(r, "boot_time", where)
         xs = [x for m in ms for x in m["samples"]]
         if xs:
@@ -194,7 +194,7 @@ def lesson_start(lab: str, shell: str | None = None, boot: dict | None = None) -
     from .. import manifest
     from ..view import render
     from . import macros
-    m = manifest.load(macros.hosts.ROOT / "labs" / lab)
+    m = manifest.load(macros.build.ROOT / "labs" / lab)
     if not m.get("needs"):
         raise macros.MacroError(f"lesson_start: labs/{lab}/lab.toml has no `needs` (what a reader needs to run the lab)")
     needs = "; ".join(m["needs"])

@@ -28,7 +28,7 @@ from selectolax.lexbor import LexborHTMLParser
 from labkit import results
 from labkit.site import evidence, fast_tables, lesson
 from labkit.site.macros import beside
-from labkit.site.macros.hosts import page_dir
+from labkit.site.macros.build import page_dir
 from labkit.view import charts, render
 
 _PLAYER = re.compile(r"```asciinema-player\n(.*?)\n```", re.S)
@@ -71,7 +71,7 @@ def fresh_labkit() -> bool:
                                                  ("view.charts", "site.evidence", "site.lesson", "view.render", "results"))
     beside = importlib.import_module("labkit.site.macros.beside")
     fast_tables = importlib.import_module("labkit.site.fast_tables")
-    page_dir = importlib.import_module("labkit.site.macros.hosts").page_dir
+    page_dir = importlib.import_module("labkit.site.macros.build").page_dir
     return True
 
 

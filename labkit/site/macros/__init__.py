@@ -22,24 +22,24 @@ The macros, by module:
 - :mod:`labkit.site.evidence` and :mod:`labkit.site.lesson`, built on these: ``evidence``,
   ``evidence_link``, ``lesson_start``.
 
-:mod:`.hosts` holds the build's state (``ROOT``, the hosts loaded once per build, the page
+:mod:`.build` holds the build's state (``ROOT``, the hosts loaded once per build, the page
 being rendered) and the per-host loop; :mod:`.templates` renders the HTML
 (``templates/*.html``, escaped by Jinja). Text that comes from a result or a tool's output is
 escaped (:func:`labkit.view.render.esc`, code blocks, the templates); a host whose CPU is emulated
 (QEMU TCG) carries a badge in every tab and table.
 
 The macros are importable as ``labkit.site.macros.<name>``; every other name lives in its
-module (``labkit.site.macros.hosts.ROOT``, ``...claim_tables.claim_sentence``). :mod:`.hosts`
-holds the build's state: set ``hosts.ROOT`` to read another checkout, and ``hosts.hosts_cache``
+module (``labkit.site.macros.build.ROOT``, ``...claim_tables.claim_sentence``). :mod:`.build`
+holds the build's state: set ``build.ROOT`` to read another checkout, and ``build.hosts_cache``
 to None to load its hosts again.
 """
 
 from __future__ import annotations
 
-from . import claim_tables, excerpts, figures, hosts, original, outputs, practice, runs, tables  # noqa: F401
+from . import build, claim_tables, excerpts, figures, original, outputs, practice, runs, tables  # noqa: F401
 from .claim_tables import claims, verdict_brief, verdicts
 from .figures import cast, chart, flamegraph
-from .hosts import MacroError
+from .build import MacroError
 from .original import original_table, original_tables, original_vs_here
 from .outputs import annotated_output, artifact_text, step_output
 from .practice import exercises, tool_exercises
@@ -54,9 +54,9 @@ MACROS = (results_table, metrics_table, chart, flamegraph, claims, verdicts, ver
 
 def define_env(env) -> None:
     """mkdocs-macros entry point, called once per build: start the build's state
-    (:func:`hosts.start_build`) and register :data:`MACROS`, then the evidence pages' and the
+    (:func:`build.start_build`) and register :data:`MACROS`, then the evidence pages' and the
     chapters' macros (:mod:`labkit.site.evidence`, :mod:`labkit.site.lesson`)."""
-    hosts.start_build(env)
+    build.start_build(env)
     for fn in MACROS:
         env.macro(fn)
     from .. import evidence, lesson  # they import this package

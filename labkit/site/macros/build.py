@@ -2,8 +2,8 @@
 loaded once per build, the page being rendered, and the per-host loop every data macro runs.
 
 Every other module of the package reads this state through this module's attributes
-(``hosts.ROOT``, :func:`all_hosts`, :func:`page`) at call time, so that one assignment (a
-test setting ``hosts.ROOT`` to another checkout) reaches them all.
+(``build.ROOT``, :func:`all_hosts`, :func:`page`) at call time, so that one assignment (a
+test setting ``build.ROOT`` to another checkout) reaches them all.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from ...stats import claims as claims_mod
 from ...view import commands, render
 from .. import fast_tables
-from . import differ, hosts, templates
-from .hosts import EMULATED_BADGE, MacroError
+from . import build, differ, templates
+from .build import EMULATED_BADGE, MacroError
 from .numbers import number as _num, times as _times
 from .original import load_original
 from .tables import stacked_table
@@ -128,7 +128,7 @@ def claims(lab: str) -> str:
     Raises:
         ClaimError: a missing or malformed claims.toml; NoResult: no host has a result of ``lab``.
     """
-    spec = hosts.lab_file(claims_mod.load, lab, "claims.toml")
+    spec = build.lab_file(claims_mod.load, lab, "claims.toml")
 
     def table(host, result):
         stored = {c["id"]: c for c in result["claims"]}
@@ -152,7 +152,7 @@ def claims(lab: str) -> str:
         summary = ", ".join(f"{count[k]} {k}" for k in claims_mod.VERDICTS if k in count)
         return f"{len(spec)} claims: {summary}.\n\n" + fast_tables.table(["Claim", "Here"], rows, align=None)
 
-    return hosts.per_host(lab, table)[0]
+    return build.per_host(lab, table)[0]
 
 
 def _ratio_name(c: dict) -> str:
@@ -206,11 +206,11 @@ def verdict_brief(lab: str, claim: str, sep: str = "<br>") -> str:
         MacroError: ``claim`` is not a claim of the lab.
         NoResult: no host has a result of ``lab``.
     """
-    spec = {c["id"]: c for c in hosts.lab_file(claims_mod.load, lab, "claims.toml")}
+    spec = {c["id"]: c for c in build.lab_file(claims_mod.load, lab, "claims.toml")}
     if claim not in spec:
         raise MacroError(f"verdict_brief: {lab} has no claim {claim!r} (labs/{lab}/claims.toml)")
     parts = []
-    for h, r in hosts.for_lab(lab):
+    for h, r in build.for_lab(lab):
         v = claims_mod.evaluate_cached(spec[claim], r)
         mark = render.VERDICT_MARK[v["verdict"]]
         effect = brief_effect(v.get("effect")) if v["verdict"] in ("holds", "fails", "inconclusive") else ""
@@ -235,14 +235,14 @@ def verdicts(lab: str) -> str:
         MacroError: a conclusion claim naming a conclusion original.toml does not have.
         NoResult: no host has a result of ``lab``.
     """
-    spec = [c for c in hosts.lab_file(claims_mod.load, lab, "claims.toml") if c["role"] == "conclusion"]
+    spec = [c for c in build.lab_file(claims_mod.load, lab, "claims.toml") if c["role"] == "conclusion"]
     orig = load_original(lab)
     ids = {c["id"] for c in orig["conclusion"]}
     for c in spec:
         if c["conclusion"] not in ids:
             raise MacroError(f"verdicts: claim {c['id']} of {lab} names conclusion {c['conclusion']!r}, "
                              f"which labs/{lab}/original.toml does not have")
-    pairs = hosts.for_lab(lab)
+    pairs = build.for_lab(lab)
     header = ["The original concluded", "Claim"] + [render.host_label(r["host"], h.title) for h, r in pairs]
     rows, untestable = [], []
     for con in orig["conclusion"]:

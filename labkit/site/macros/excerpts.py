@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import warnings
 
-from .hosts import MacroError
+from .build import MacroError
 
 EXCERPT_MAX_LINES = 40  # a whole output longer than this needs lines=, match= or tail=
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from ...view import charts, render
-from . import beside, hosts, templates
-from .hosts import MacroError
+from . import beside, build, templates
+from .build import MacroError
 
 CAST_FONTS = "ui-monospace, 'DejaVu Sans Mono', 'Liberation Mono', Menlo, Consolas, monospace"
 CAST_IDLE_LIMIT = 1.0  # seconds: a recording's pauses (a step at work) play back at most this long
@@ -31,21 +31,21 @@ def chart(lab: str, metric: str, x: str, series: str | None = None, where: dict 
         MacroError: no host has matching measurements.
         ValueError: bad chart arguments.
     """
-    folder = hosts.page_dir(hosts.page())
+    folder = build.page_dir(build.page())
     alt_of = f"{title or metric}: {metric} by {x}" + (f" and {series}" if series else "")
 
     def figure(host, result):
         ms = render.select(result, metric, where)
         if not ms:
-            return hosts.skip_note(result, group)
+            return build.skip_note(result, group)
         opts = dict(kind=kind, logx=logx, logy=logy, xbytes=xbytes, title=title, ylabel=ylabel, xlabel=xlabel,
                     host=host.label)
         images = []
         for scheme, dark in (("light", False), ("dark", True)):
             images.append({"scheme": scheme, **beside.image(folder, ms, x, series, dark=dark, **opts)})
-        return hosts.guest_badge(result, ms) + templates.render("chart.html", alt=f"{alt_of} on {host.label}", images=images)
+        return build.guest_badge(result, ms) + templates.render("chart.html", alt=f"{alt_of} on {host.label}", images=images)
 
-    return hosts.per_host(lab, figure,
+    return build.per_host(lab, figure,
                           missing=f"chart: no host has {metric!r} measurements in lab {lab!r}"
                           + (f" where {where}" if where else ""))[0]
 
@@ -79,22 +79,22 @@ def flamegraph(lab: str, kind: str = "flamegraph", group: str | None = None, **c
     Raises:
         MacroError: no host has such an artifact, or a host has several.
     """
-    page = hosts.page()
+    page = build.page()
     how = ("click a frame to zoom, Ctrl-F to search" if kind in ("flamegraph", "diff_flamegraph")
            else "a static image") + "; where the column is too narrow for its text, the figure scrolls sideways"
 
     def figure(host, result):
-        a = hosts.one_artifact("flamegraph", host, result, kind, case)
+        a = build.one_artifact("flamegraph", host, result, kind, case)
         if a is None:
-            return hosts.skip_note(result, group)
+            return build.skip_note(result, group)
         w, h = svg_size(host.dir / a["path"])
         target = f"results/{host.label}/{a['path']}"
-        obj = templates.render("flamegraph.html", src=hosts.rel(page, target), width=f"{w:g}", height=f"{h:g}",
+        obj = templates.render("flamegraph.html", src=build.rel(page, target), width=f"{w:g}", height=f"{h:g}",
                                title=a.get("title", kind))
         return (f"{obj}\n\n{render.esc(a.get('title', kind))}. "
-                f"[Open it on its own page]({hosts.rel_src(page, target)}) ({how}).")
+                f"[Open it on its own page]({build.rel_src(page, target)}) ({how}).")
 
-    return hosts.per_host(lab, figure,
+    return build.per_host(lab, figure,
                           missing=f"flamegraph: no host has a {kind} artifact of lab {lab!r} matching {case}")[0]
 
 
@@ -128,10 +128,10 @@ def cast(lab: str, title: str | None = None, rows: int | None = None, cols: int 
     Raises:
         MacroError: no host has a cast for ``lab``, or a cast is not asciicast v2.
     """
-    page = hosts.page()
+    page = build.page()
     out = []
-    for host, r in hosts.for_lab(lab):
-        arts = hosts.artifacts(r, "cast", {})
+    for host, r in build.for_lab(lab):
+        arts = build.artifacts(r, "cast", {})
         if not arts:
             continue
         a = arts[0]
@@ -141,7 +141,7 @@ def cast(lab: str, title: str | None = None, rows: int | None = None, cols: int 
                 "terminalFontFamily": CAST_FONTS}
         badge = render.emulation_badge(r["host"])
         player = templates.render("cast.html", name=title or f"{lab} on {host.label}",
-                                  src=hosts.rel(page, f"results/{host.label}/{a['path']}"),
+                                  src=build.rel(page, f"results/{host.label}/{a['path']}"),
                                   options=json.dumps(conf), idle=f"{CAST_IDLE_LIMIT:g}")
         out.append(f"**{host.title}**{' ' + badge if badge else ''}\n\n{player}\n")
     if not out:

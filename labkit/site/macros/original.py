@@ -10,8 +10,8 @@ from ... import original as original_mod
 from ...stats import claims as claims_mod
 from ...view import render
 from .. import fast_tables
-from . import hosts, templates
-from .hosts import EMULATED_BADGE, MacroError
+from . import build, templates
+from .build import EMULATED_BADGE, MacroError
 from .numbers import number as _num
 from .tables import stacked_table
 
@@ -25,7 +25,7 @@ def load_original(lab: str) -> dict:
     Raises:
         OriginalError: a missing or malformed file (the error names the problem).
     """
-    return hosts.lab_file(original_mod.load, lab, "original.toml")
+    return build.lab_file(original_mod.load, lab, "original.toml")
 
 
 def original_table_md(orig: dict, t: dict) -> str:
@@ -97,7 +97,7 @@ def original_vs_here(lab: str) -> str:
     orig = load_original(lab)
     if not orig["ratio"]:
         raise MacroError(f"original_vs_here: labs/{lab}/original.toml has no [[ratio]] entries")
-    pairs = hosts.for_lab(lab)
+    pairs = build.for_lab(lab)
     header = ["Quantity", "Original"] + [render.host_label(r["host"], h.title) for h, r in pairs] + ["Reading"]
     rows = []
     for q in orig["ratio"]:

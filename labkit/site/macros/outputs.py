@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 from ... import model
 from ...view import commands, render
-from . import hosts
+from . import build
 from .excerpts import Selection, pattern_error, shown_of, stream_name
-from .hosts import MacroError, Note
+from .build import MacroError, Note
 
 if TYPE_CHECKING:
     from ...model import Result
@@ -80,7 +80,7 @@ def find_step(macro: str, step: str | dict, r: Result) -> dict | None:
 def _step_output(macro: str, lab: str, step: str | dict, stream: str, host, r: Result) -> _Output | Note:
     """What step ``step`` (a name or a case, :func:`find_step`) printed on ``stream`` (out,
     err, or both: out then err) on this host, or a Note: the step is not in this run, or was
-    skipped (:func:`hosts.skip_note`).
+    skipped (:func:`build.skip_note`).
 
     Raises:
         MacroError: the step ran but its raw output file is missing; see :func:`find_step`.
@@ -91,7 +91,7 @@ def _step_output(macro: str, lab: str, step: str | dict, stream: str, host, r: R
                                       f"No step of this run has the case {render.code_span(case_text(step))}."
                                       if isinstance(step, dict) else f"Step {render.code_span(step)} is not in this run."))
     if s["status"] == "skipped":
-        return hosts.skip_note(r, s["group"])
+        return build.skip_note(r, s["group"])
     text = ""
     for ext in (("out", "err") if stream == "both" else (stream,)):
         f = host.dir / lab / "raw" / f"{s['name']}.{ext}"
@@ -161,7 +161,7 @@ def step_output(lab: str, step: str | dict, stream: str = "both", lines=None, ma
         block = render.code_block("$ " + out.prompt + ("\n" + "\n".join(excerpt) if excerpt else ""), "pcb-step")
         return f"{block}\n\n{out.status}; {shown_of(which, out.source)}."
 
-    md, picked = hosts.per_host(lab, shown)
+    md, picked = build.per_host(lab, shown)
     if not ran:
         raise MacroError(f"step_output: no host ran step {step_label(step)!r} of lab {lab!r}")
     if not picked:
@@ -228,7 +228,7 @@ def annotated_output(lab: str, step: str | dict | None = None, notes: list | Non
     sibling ``.cmd`` file when the lab kept one). The excerpt is chosen as for
     :func:`step_output` (``lines=``, ``match=`` with ``context``/``before``/``after``, ``tail=``).
     A file a guest wrote is led by the emulated-guest badge
-    (:func:`labkit.site.macros.hosts.file_badge`). ``notes`` is a list of ``[pattern, markdown]``: each note's marker goes on the first shown
+    (:func:`labkit.site.macros.build.file_badge`). ``notes`` is a list of ``[pattern, markdown]``: each note's marker goes on the first shown
     line the regular expression matches (on each host, so the notes follow that host's output),
     and the note text is the annotation. Machine paths are replaced as in :func:`step_output`.
 
@@ -260,10 +260,10 @@ def annotated_output(lab: str, step: str | dict | None = None, notes: list | Non
                                           f"The selection picks no line of this host's {len(out.lines)}-line output."))
         excerpt, which = got
         block = annotated_block(out.prompt, excerpt, notes, used)
-        badge = hosts.file_badge(r, file) if file else ""
+        badge = build.file_badge(r, file) if file else ""
         return f"{badge}{block}\n\n{out.status}; {shown_of(which, out.source)}."
 
-    md, picked = hosts.per_host(lab, shown)
+    md, picked = build.per_host(lab, shown)
     if not found:
         raise MacroError(f"annotated_output: no host has {what!r} of lab {lab!r}")
     if not picked:
@@ -278,19 +278,19 @@ def artifact_text(lab: str, kind: str = "log", lang: str = "text", **case) -> st
     """Markdown: per host, the text artifact of ``kind`` (e.g. a trace excerpt a lab's record.py
     wrote) whose case matches ``case``, whole, as a code block in Pygments language ``lang``
     (machine paths replaced, as in :func:`step_output`), with the artifact's title under it; led
-    by the emulated-guest badge when a guest wrote it (:func:`labkit.site.macros.hosts.file_badge`).
+    by the emulated-guest badge when a guest wrote it (:func:`labkit.site.macros.build.file_badge`).
 
     Raises:
         MacroError: no host has such an artifact, or a host has several.
     """
     def shown(host, result):
-        a = hosts.one_artifact("artifact_text", host, result, kind, case)
+        a = build.one_artifact("artifact_text", host, result, kind, case)
         if a is None:
-            return hosts.skip_note(result, None)
+            return build.skip_note(result, None)
         text = _display((host.dir / a["path"]).read_text(errors="replace"), result)
         title = render.esc(a.get("title", ""))
-        badge = hosts.file_badge(result, a["path"].removeprefix(f"{lab}/"))
+        badge = build.file_badge(result, a["path"].removeprefix(f"{lab}/"))
         return badge + render.code_block(text, lang) + (f"\n\n{title}." if title else "")
 
-    return hosts.per_host(lab, shown,
+    return build.per_host(lab, shown,
                           missing=f"artifact_text: no host has a {kind} artifact of lab {lab!r} matching {case}")[0]

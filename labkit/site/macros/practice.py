@@ -8,8 +8,8 @@ import html
 
 from ...stats import claims as claims_mod
 from ...view import commands, render
-from . import hosts
-from .hosts import MacroError
+from . import build
+from .build import MacroError
 from .outputs import case_text
 
 
@@ -55,7 +55,7 @@ def exercises(lab: str) -> str:
     Raises:
         ClaimError: a missing or bad exercises.toml.
     """
-    exs = hosts.lab_file(claims_mod.load_exercises, lab, "exercises.toml")
+    exs = build.lab_file(claims_mod.load_exercises, lab, "exercises.toml")
     return "\n".join(_exercise(i, ex, lab, lab) for i, ex in enumerate(exs, 1))
 
 
@@ -72,13 +72,13 @@ def tool_exercises(tool: str) -> str:
     """
     from ... import cards
     try:
-        per_lab = cards.load(tool, root=hosts.ROOT)
+        per_lab = cards.load(tool, root=build.ROOT)
     except KeyError:
         raise MacroError(f"tool_exercises: no exercises for {tool!r} in labs/*/cards/ (tools: {cards.tools()})") from None
-    page = hosts.page()
+    page = build.page()
     out = []
     for lab, exs in per_lab:
-        pairs = hosts.for_lab(lab)
+        pairs = build.for_lab(lab)
         for ex in exs:
             claim = claims_mod.exercise_claim(ex)
             rows = []
@@ -88,6 +88,6 @@ def tool_exercises(tool: str) -> str:
                             f"{render.esc(commands.display_text(v['evidence'], r))}")
             ours = render.admonition("success", f"Checked on the {lab} results of this site",
                                      "\n".join(rows), folded=True)
-            lead = f"**Lab:** [{lab}]({hosts.rel_src(page, f'cases/{lab}.md')}). "
+            lead = f"**Lab:** [{lab}]({build.rel_src(page, f'cases/{lab}.md')}). "
             out.append(_exercise(len(out) + 1, ex, tool, lab, lead=lead, ours=ours))
     return "\n".join(out)

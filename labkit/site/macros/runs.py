@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 from ...view import commands, render
 from .. import fast_tables
-from . import hosts
-from .hosts import MacroError
+from . import build
+from .build import MacroError
 
 if TYPE_CHECKING:
     from ...model import Result
@@ -77,7 +77,7 @@ def provenance(lab: str) -> str:
     """
     def table(host, r):
         run = r["run"]
-        state, why = hosts.freshness(r)
+        state, why = build.freshness(r)
         warn = render.admonition("warning", "Stale result", why) + "\n" if state == "stale" else ""
         if audit_note(r["host"]):
             warn += render.admonition("warning", "Measured with audit contexts",
@@ -91,7 +91,7 @@ def provenance(lab: str) -> str:
         ] + [[f"tool: {render.esc(t)}", render.esc(v)] for t, v in r["tools"].items()]
         return warn + fast_tables.table(["field", host.label], rows)
 
-    return hosts.per_host(lab, table)[0]
+    return build.per_host(lab, table)[0]
 
 
 def skips(lab: str) -> str:
@@ -112,7 +112,7 @@ def skips(lab: str) -> str:
             body = "Every step ran."
         return f"{ok} of {len(r['steps'])} steps ran as designed.\n\n{body}"
 
-    return hosts.per_host(lab, table)[0]
+    return build.per_host(lab, table)[0]
 
 
 def kernels_text(results: dict[str, Result]) -> str:
@@ -137,10 +137,10 @@ def hosts_table() -> str:
         MacroError: no host has any result.
     """
     rows = []
-    for h in hosts.all_hosts():
+    for h in build.all_hosts():
         hh = next(iter(h.results.values()))["host"]
         labs = ", ".join(f"{lab} ({'quick' if r['run']['quick'] else 'full'}, {r['run']['start'][:10]}"
-                         f"{', stale' if hosts.freshness(r)[0] == 'stale' else ''})"
+                         f"{', stale' if build.freshness(r)[0] == 'stale' else ''})"
                          for lab, r in sorted(h.results.items()))
         rows.append([render.host_label(hh, h.title), render.esc(hh["arch"]), render.esc(f"{hh.get('cpu_model')}, {hh['cpus']} CPUs"),
                      render.esc(kernels_text(h.results)), render.esc(_virtualization(hh)), labs])
@@ -152,9 +152,9 @@ def hosts_table() -> str:
 def host_provenance() -> str:
     """Markdown: per host tab, its probe fields (from its newest result)."""
     tabs = []
-    for h in hosts.all_hosts():
+    for h in build.all_hosts():
         newest = max(h.results.values(), key=lambda r: r["run"]["start"])
-        tabs.append(hosts.tab(h, newest, fast_tables.table(["field", h.label], host_rows(newest["host"]))))
+        tabs.append(build.tab(h, newest, fast_tables.table(["field", h.label], host_rows(newest["host"]))))
     return render.tabs(tabs)
 
 
@@ -174,7 +174,7 @@ def lab_time(lab: str) -> str:
         NoResult: no host has a result of ``lab``.
     """
     return "; ".join(f"{duration_text(r['run']['duration_s'])} ({'quick' if r['run']['quick'] else 'full'} run, "
-                     f"{render.host_label(r['host'], host.title)}{skipped_groups(r)})" for host, r in hosts.for_lab(lab))
+                     f"{render.host_label(r['host'], host.title)}{skipped_groups(r)})" for host, r in build.for_lab(lab))
 
 
 def skipped_groups(result: Result) -> str:

@@ -8,8 +8,8 @@ import html
 from ... import results as results_mod
 from ...view import render
 from .. import fast_tables
-from . import hosts, templates
-from .hosts import MacroError
+from . import build, templates
+from .build import MacroError
 
 
 def results_table(lab: str, metric: str, where: dict | None = None, columns: list | None = None,
@@ -27,12 +27,12 @@ def results_table(lab: str, metric: str, where: dict | None = None, columns: lis
     def table(host, result):
         ms = render.select(result, metric, where)
         if not ms:
-            return hosts.skip_note(result, group)
+            return build.skip_note(result, group)
         header, rows = render.measurement_table(ms, render.case_keys(ms, where, columns), page=True)
-        return hosts.guest_badge(result, ms) + fast_tables.table(header, rows)
+        return build.guest_badge(result, ms) + fast_tables.table(header, rows)
 
-    md, found = hosts.per_host(lab, table)
-    if not found and not (optional and hosts.group_ran(lab, group)):
+    md, found = build.per_host(lab, table)
+    if not found and not (optional and build.group_ran(lab, group)):
         raise MacroError(f"results_table: no host has {metric!r} measurements in lab {lab!r} where {where}")
     return md
 
@@ -80,14 +80,14 @@ def metrics_table(lab: str, metrics: list, where: dict | None = None, columns: l
         cols = [(label, ms) for label, ms in cols if ms]
         seen.update(label for label, _ in cols)
         if not cols:
-            return hosts.skip_note(result, group)
+            return build.skip_note(result, group)
         header, rows = render.metrics_table(cols, list(columns))
-        return hosts.guest_badge(result, [m for _, ms in cols for m in ms]) + fast_tables.table(header, rows)
+        return build.guest_badge(result, [m for _, ms in cols for m in ms]) + fast_tables.table(header, rows)
 
-    md, _ = hosts.per_host(lab, table)
+    md, _ = build.per_host(lab, table)
     # a host without any column adds nothing to seen, so this also catches "no host has data"
     missing = [s["label"] for s in specs if s["label"] not in seen]
-    if missing and not (optional and hosts.group_ran(lab, group)):
+    if missing and not (optional and build.group_ran(lab, group)):
         raise MacroError(f"metrics_table: no host has {missing} measurements in lab {lab!r} where {where}")
     return md
 
@@ -107,7 +107,7 @@ def compare_table(lab: str, host_a: str, host_b: str) -> str:
     Raises:
         NoResult: no such host; MacroError: one of them has no result of ``lab``.
     """
-    every = hosts.all_hosts()
+    every = build.all_hosts()
     a, b = results_mod.host(host_a, every), results_mod.host(host_b, every)
     if lab not in a.results or lab not in b.results:
         raise MacroError(f"compare_table: both {host_a} and {host_b} need a {lab} result")
@@ -122,7 +122,7 @@ def compare_hosts() -> str:
     within noise and with too few samples (where one host ran once, "0 beyond noise" alone
     would read as agreement) (a chapter's worth of rows per lab: thousands of rows on one page
     otherwise). With fewer than two hosts sharing a lab, an info admonition saying so."""
-    every = hosts.all_hosts()
+    every = build.all_hosts()
     tabs = []
     for i, a in enumerate(every):
         for b in every[i + 1:]:
@@ -155,7 +155,7 @@ def cases_table() -> str:
     """
     from ... import manifest
     rows = [[f"[{html.escape(m['title'], quote=False)}](cases/{m['name']}.md)", html.escape(m["problem"], quote=False),
-             m["practise"]] for m in manifest.labs(hosts.ROOT)]
+             m["practise"]] for m in manifest.labs(build.ROOT)]
     return fast_tables.table(["chapter", "the problem", "what you practise"], rows, align=None)
 
 
