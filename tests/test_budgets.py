@@ -168,60 +168,46 @@ def test_budget_catches_a_heavy_page(served, browser, tmp_path):
     assert r["foreign"] == [f"{other}/x.png"]
 
 
-def test_axe_keeps_every_row_that_differs(served, browser, tmp_path):
-    """The rows removed before axe's pass (bench.DISTINCT_ROWS_JS) are only repeats: in a table of
-    40 rows alike, a low-contrast number in row 30 and a link without text in row 35 are still
-    found, and only the repeats are gone."""
+_ROW = '<tr><td>run</td><td align="right">1.5</td><td><a href="#x">step</a></td></tr>'
+_LINE = '<span class="k" style="color:#000">fio</span> <span class="o" style="color:#333">=</span>\n'
+# (what repeats, its element, the page around 40 of them, the 30th and 35th replaced, and what
+# stays): a low-contrast item and a link without text among repeats, in a table and in code.
+_REPEATS = {
+    "rows": ('<table><thead><tr><th>case</th><th>value</th><th>from</th></tr></thead><tbody>{}</tbody></table>',
+             [_ROW] * 29 + [_ROW.replace('>1.5<', '><span style="color:#ddd">1.5</span><')]
+             + [_ROW] * 4 + [_ROW.replace('>step<', '><')] + [_ROW] * 5,
+             "tbody tr", 3),
+    "code": ('<pre style="background:#fff"><code>{}</code></pre>',
+             [_LINE] * 29 + [_LINE.replace('#333">=', '#eee">size')]
+             + [_LINE] * 4 + [_LINE.replace('<span class="o" style="color:#333">=</span>', '<a href="#x" style="color:#000"></a>')]
+             + [_LINE] * 5,
+             "pre code > *", 4),   # the two tokens, the pale word and the empty link
+}
+
+
+@pytest.mark.parametrize("what", sorted(_REPEATS))
+def test_axe_keeps_every_row_and_code_token_that_differs(served, browser, what):
+    """What is removed before axe's pass (bench.DISTINCT_ROWS_JS, bench.DISTINCT_CODE_JS) is only
+    repeats: among 40 table rows or code lines alike, a low-contrast item in the 30th and a link
+    without text in the 35th are still found, and of the rest only one is left."""
     if not AXE_JS.exists():
         pytest.skip(f"{AXE_JS} missing: `make setup` installs axe-core with npm")
     site, url = served
-    rows = ["<tr><td>run</td><td align=\"right\">1.5</td><td><a href=\"#x\">step</a></td></tr>"] * 40
-    rows[29] = "<tr><td>run</td><td align=\"right\"><span style=\"color:#ddd\">1.5</span></td><td><a href=\"#x\">step</a></td></tr>"
-    rows[34] = "<tr><td>run</td><td align=\"right\">1.5</td><td><a href=\"#x\"></a></td></tr>"
-    page_dir = site / "rows-test"
+    around, items, selector, kept = _REPEATS[what]
+    page_dir = site / f"{what}-test"
     page_dir.mkdir(exist_ok=True)
     (page_dir / "index.html").write_text(
-        '<!doctype html><html lang="en"><head><title>rows</title></head><body><main><h1>rows</h1>'
-        '<table><thead><tr><th>case</th><th>value</th><th>from</th></tr></thead><tbody>' + "".join(rows) +
-        "</tbody></table></main></body></html>")
+        f'<!doctype html><html lang="en"><head><title>{what}</title></head><body><main><h1>{what}</h1>'
+        + around.format("".join(items)) + "</main></body></html>")
     page = browser.new_page()
     try:
-        page.goto(f"{url}/rows-test/", wait_until="networkidle")
+        page.goto(f"{url}/{what}-test/", wait_until="networkidle")
         found = _axe(page, distinct_rows=True)
-        left = page.evaluate("() => document.querySelectorAll('tbody tr').length")
+        left = page.evaluate(f"() => document.querySelectorAll('{selector}').length")
     finally:
         page.close()
         __import__("shutil").rmtree(page_dir)
-    assert left == 3
-    assert {v["id"]: v["count"] for v in found["violations"] if v["id"] in ("color-contrast", "link-name")} == \
-        {"color-contrast": 1, "link-name": 1}, found["violations"]
-
-
-def test_axe_keeps_every_code_token_that_differs(served, browser):
-    """The code tokens removed before axe's pass (bench.DISTINCT_CODE_JS) are only repeats: in a
-    block of 40 lines alike, a low-contrast word on line 30 and a link without text on line 35 are
-    still found, and of the rest one line's tokens stay."""
-    if not AXE_JS.exists():
-        pytest.skip(f"{AXE_JS} missing: `make setup` installs axe-core with npm")
-    site, url = served
-    line = '<span class="k" style="color:#000">fio</span> <span class="o" style="color:#333">=</span>\n'
-    lines = [line] * 40
-    lines[29] = '<span class="k" style="color:#000">fio</span> <span class="o" style="color:#eee">size</span>\n'
-    lines[34] = '<span class="k" style="color:#000">fio</span> <a href="#x" style="color:#000"></a>\n'
-    page_dir = site / "code-test"
-    page_dir.mkdir(exist_ok=True)
-    (page_dir / "index.html").write_text(
-        '<!doctype html><html lang="en"><head><title>code</title></head><body><main><h1>code</h1>'
-        '<pre style="background:#fff"><code>' + "".join(lines) + "</code></pre></main></body></html>")
-    page = browser.new_page()
-    try:
-        page.goto(f"{url}/code-test/", wait_until="networkidle")
-        found = _axe(page, distinct_rows=True)
-        left = page.evaluate("() => document.querySelectorAll('pre code > *').length")
-    finally:
-        page.close()
-        __import__("shutil").rmtree(page_dir)
-    assert left == 4     # the two tokens, the pale token and the empty link
+    assert len(items) == 40 and left == kept
     assert {v["id"]: v["count"] for v in found["violations"] if v["id"] in ("color-contrast", "link-name")} == \
         {"color-contrast": 1, "link-name": 1}, found["violations"]
 
