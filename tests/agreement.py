@@ -59,13 +59,15 @@ def verdicts(result: model.Result) -> list[dict]:
 
 
 def _effect_text(v: dict | None) -> str:
+    """"holds 1.03 (0.936–1.223)": a verdict, its estimate and interval as the claims engine
+    writes them (:func:`labkit.stats.claims.span_text`); "absent" for a claim the run lacks."""
     if not v:
         return "absent"
     e = v.get("effect") or {}
     if e.get("estimate") is None:
         return v["verdict"]
-    span = f" ({e['low']:.3g}-{e['high']:.3g})" if e.get("low") is not None and e.get("high") is not None else ""
-    return f"{v['verdict']} {e['estimate']:.3g}{span}"
+    span = f" ({claims_mod.span_text(e)})" if e.get("low") is not None else ""
+    return f"{v['verdict']} {e['estimate']:.4g}{span}"
 
 
 def _usage(msg: str) -> None:
@@ -88,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         if ra["lab"] != rb["lab"]:
             _usage(f"{fa} is {ra['lab']} and {fb} is {rb['lab']}: a pair is two runs of one lab")
         pairs.append((fa, ra, fb, rb))
-    rows, pooled = [], {"decided": 0, "agree": 0, "flips": 0}
+    pooled = {"decided": 0, "agree": 0, "flips": 0}
     print("| lab | runs | decided verdicts that agree | holds<->fails | the disagreements (first / second run) |")
     print("|---|---|---|---|---|")
     for fa, ra, fb, rb in pairs:
@@ -101,11 +103,10 @@ def main(argv: list[str] | None = None) -> int:
                          for cid, _, _ in c["disagree"])
         runs = f"{fa.parent.name}/{fa.name} / {fb.parent.name}/{fb.name}"
         print(f"| {ra['lab']} | {runs} | {c['agree']} of {c['decided']}{pct} | {len(c['flips'])} | {what or '-'} |")
-        rows.append(c)
         pooled["decided"] += c["decided"]
         pooled["agree"] += c["agree"]
         pooled["flips"] += len(c["flips"])
-    if len(rows) > 1 and pooled["decided"]:
+    if len(pairs) > 1 and pooled["decided"]:
         print(f"\nall pairs: {pooled['agree']} of {pooled['decided']} decided verdicts agree "
               f"({100 * pooled['agree'] / pooled['decided']:.0f} %), {pooled['flips']} holds<->fails flips")
     return 1 if pooled["flips"] else 0

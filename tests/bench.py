@@ -117,15 +117,13 @@ def site_pages(site: Path) -> list[str]:
     return out
 
 
-# Removes from every table each body row whose shape repeats an earlier row of the same table:
-# the same cells (tag, class, alignment, spans), each cell and each element in it with the same
-# computed colour, background, font size and weight, the same links with or without text and images
-# with or without alt text, on the same row background. axe-core's checks of such a row (colour
-# contrast above all, which is most of a pass) give what they gave for the earlier one: the row's
-# text differs, what the checks read does not. Signatures first, removals after (a removal between
-# two reads of computed style would lay the page out again). Returns the count removed.
-DISTINCT_ROWS_JS = """() => {
-    const shape = el => {
+# The shape of an element, as axe-core's checks read it: tag, class, alignment, inline style,
+# spans, computed colour, background, font size, weight and display, with or without text, and
+# for every element inside it the same computed style, links with or without text and images
+# with or without alt text. Two elements of one shape on one background give axe the same
+# findings (colour contrast above all, which is most of a pass): their text differs, what the
+# checks read does not.
+_SHAPE_JS = """const shape = el => {
         const cs = getComputedStyle(el);
         const inner = [...el.querySelectorAll('*')].map(e => {
             const s = getComputedStyle(e);
@@ -135,7 +133,13 @@ DISTINCT_ROWS_JS = """() => {
         return [el.tagName, el.getAttribute('class') || '', el.getAttribute('align') || '', el.getAttribute('style') || '',
                 el.colSpan, el.rowSpan, cs.color, cs.backgroundColor, cs.fontSize, cs.fontWeight, cs.display,
                 !!el.textContent.trim(), inner].join('|');
-    };
+    };"""
+# Removes from every table each body row whose cells have the shapes (_SHAPE_JS) of an earlier
+# row's of the same table, on the same row background. Signatures first, removals after (a
+# removal between two reads of computed style would lay the page out again). Returns the count
+# removed.
+DISTINCT_ROWS_JS = """() => {
+    %s
     const repeated = [];
     for (const table of document.querySelectorAll('table')) {
         const seen = new Set();
@@ -146,22 +150,15 @@ DISTINCT_ROWS_JS = """() => {
     }
     repeated.forEach(row => row.remove());
     return repeated.length;
-}"""
+}""" % _SHAPE_JS
 
 
-# Removes from every code block (``pre > code``, Pygments' output) each element among the code's
-# children whose shape repeats an earlier child of the same block: tag, class, computed colour,
-# background, font size and weight, with or without text, and the same for every element inside
-# it. Pygments writes one span per token and pymdownx one line-number link per line, all on the
-# block's one background: axe-core's contrast check of a repeated token reads what it read for the
-# first (its text differs, its colours and size do not), and the code element keeps its own text.
-# Signatures first, removals after. Returns the count removed.
+# Removes from every code block (``pre > code``, Pygments' output) each child of the code whose
+# shape (_SHAPE_JS) repeats an earlier child's of the same block. Pygments writes one span per
+# token and pymdownx one line-number link per line, all on the block's one background, and the
+# code element keeps its own text. Signatures first, removals after. Returns the count removed.
 DISTINCT_CODE_JS = """() => {
-    const shape = el => {
-        const s = getComputedStyle(el);
-        return [el.tagName, el.getAttribute('class') || '', s.color, s.backgroundColor, s.fontSize, s.fontWeight,
-                s.display, !!el.textContent.trim(), [...el.children].map(shape).join(',')].join(':');
-    };
+    %s
     const repeated = [];
     for (const code of document.querySelectorAll('pre > code')) {
         const seen = new Set();
@@ -172,7 +169,7 @@ DISTINCT_CODE_JS = """() => {
     }
     repeated.forEach(el => el.remove());
     return repeated.length;
-}"""
+}""" % _SHAPE_JS
 
 
 def _axe(page, distinct_rows: bool = False) -> dict:
