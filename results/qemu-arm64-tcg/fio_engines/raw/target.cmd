@@ -1,1 +1,1 @@
-findmnt -T /scratch/pcb-fio_engines.4ac4c3
+findmnt -T /scratch/pcb-fio_engines.237a75
