@@ -7,10 +7,9 @@ atomically (temporary file in the same directory, then ``os.replace``).
 A site build loads every result, and python-jsonschema takes a good part of a second to
 validate a large one (JSON Schema with format checks). :func:`validate` passes results with
 jsonschema-rs where it is installed (milliseconds; python-jsonschema still decides and words
-every failure), and :func:`load` remembers which file contents passed: in the process, and on
-disk under :func:`cache_dir` (``validated/``), keyed by the SHA-256 of the file's content
-together with the schema, this module's source and the two validators' versions. A content
-that failed is never remembered, so an invalid result fails every time.
+every failure), and :func:`load` remembers in the process which file contents passed (a
+build asks for the hosts twice; ``make serve`` rebuilds in one process). A content that
+failed is never remembered, so an invalid result fails every time.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import os
 import statistics
 import tempfile
 from functools import lru_cache
-from importlib import metadata, resources
+from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Iterable, TypedDict
 
@@ -159,7 +158,7 @@ def find_step(result: Result, name: str | None = None, where: dict | None = None
 
 
 def cache_dir(kind: str) -> Path | None:
-    """The folder of the build's on-disk cache for ``kind`` (``"charts"``, ``"validated"``):
+    """The folder of the build's on-disk cache for ``kind`` (``"charts"``, ``"verdicts"``, ...):
     ``$PCB_BUILD_CACHE/<kind>``, by default ``<checkout>/.cache/<kind>`` (git-ignored);
     ``None`` when ``PCB_BUILD_CACHE`` is ``0`` or ``off`` (nothing is read or written then).
     The folder may not exist yet. Every entry is named by a hash of everything that makes
@@ -292,62 +291,13 @@ def measurement(metric: str, unit: str, case: dict, samples: Iterable[float], st
     return m
 
 
-@lru_cache(maxsize=1)
-def validator_digest() -> bytes:
-    """SHA-256 of what decides validity besides the file: the schema, this module's source
-    (the invariants of :func:`validate`) and the versions of jsonschema and jsonschema-rs."""
-    versions = []
-    for dist in ("jsonschema", "jsonschema-rs"):
-        try:
-            versions.append(f"{dist} {metadata.version(dist)}")
-        except metadata.PackageNotFoundError:      # not installed, or a copy without its metadata
-            versions.append(f"{dist} unknown")
-    version = ", ".join(versions)
-    h = hashlib.sha256()
-    for part in (resources.files("labkit").joinpath("schema.json").read_bytes(), Path(__file__).read_bytes(),
-                 version.encode()):
-        h.update(hashlib.sha256(part).digest())
-    return h.digest()
-
-
-def validation_key(text: str) -> str:
-    """The key under which a result file's content ``text`` is remembered as valid: hex
-    SHA-256 of the content and :func:`validator_digest` (a changed schema, invariant or
-    jsonschema version gives new keys)."""
-    return hashlib.sha256(validator_digest() + text.encode()).hexdigest()
-
-
 VALIDATED: set[str] = set()
-"""The validation keys (:func:`validation_key`) of the result contents that passed in this process;
-the disk cache (``cache_dir("validated")``) remembers them across processes."""
-
-
-def _known_valid(key: str) -> bool:
-    if key in VALIDATED:
-        return True
-    folder = cache_dir("validated")
-    if folder is not None and (folder / key).is_file():
-        VALIDATED.add(key)
-        return True
-    return False
-
-
-def _remember_valid(key: str) -> None:
-    VALIDATED.add(key)
-    folder = cache_dir("validated")
-    if folder is None:
-        return
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / key).touch()
-    except OSError:             # a read-only checkout: validate again next time
-        pass
+"""The SHA-256 (hex) of the result contents that passed :func:`validate` in this process."""
 
 
 def load(path: Path | str) -> Result:
-    """Read and validate one result file. A content that passed :func:`validate` before (in
-    this process, or in an earlier one with the same :func:`validation_key`) is not validated
-    again.
+    """Read and validate one result file. A content that passed :func:`validate` before in this
+    process (:data:`VALIDATED`) is not validated again.
 
     Raises:
         ResultError: if the file is missing, is not JSON, or fails validation.
@@ -360,10 +310,10 @@ def load(path: Path | str) -> Result:
         raise ResultError(f"{path}: no such result file") from None
     except json.JSONDecodeError as exc:
         raise ResultError(f"{path}: not valid JSON: {exc}") from None
-    key = validation_key(text)
-    if not _known_valid(key):
+    key = hashlib.sha256(text.encode()).hexdigest()
+    if key not in VALIDATED:
         validate(data, str(path))
-        _remember_valid(key)
+        VALIDATED.add(key)
     return data
 
 
