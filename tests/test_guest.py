@@ -247,14 +247,14 @@ def test_interrupted_inline_run_leaves_nothing(tmp_path):
 
 
 class Terminal:
-    """A pseudo-terminal of 40x100 with a program on it; :meth:`expect` reads until a pattern."""
+    """A pseudo-terminal of 40x100 with a program on it; :meth:`expect` reads until a pattern.
+    The program's environment says 24x80 (``COLUMNS``, ``LINES``, as pytest-xdist's workers
+    export them): what the terminal itself says must win."""
 
     def __init__(self, argv_kw: dict):
         self.master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
-        # The size is the terminal's alone: shutil.get_terminal_size(), which labkit guest shell
-        # asks, prefers $COLUMNS and $LINES, and pytest-xdist's workers export 80 and 24.
-        env = {k: v for k, v in argv_kw.pop("env").items() if k not in ("COLUMNS", "LINES")}
+        env = dict(argv_kw.pop("env"), COLUMNS="80", LINES="24")
         env["TERM"] = "xterm-256color"
         self.proc = subprocess.Popen(**argv_kw, env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
                                      preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))

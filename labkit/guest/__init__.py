@@ -817,7 +817,9 @@ def shell(spec: GuestSpec, *, nvme_image: Path | str | None = None, out_dir: Pat
     extras = [p for p in SHELL_PACKAGES if p not in PROFILES[spec.profile] and p not in spec.extra_packages]
     spec = dataclasses.replace(spec, extra_packages=list(spec.extra_packages) + extras)
     spec.check()
-    size = shutil.get_terminal_size()
+    # The terminal's own size: shutil.get_terminal_size() would prefer $COLUMNS and $LINES,
+    # which a parent may have exported for its own use (pytest-xdist's workers export 80 and 24).
+    size = os.get_terminal_size(sys.stdout.fileno())
     job_text = shell_job(spec.arch, size.lines, size.columns, os.environ.get("TERM") or "vt100")
     with _private_dir(work_dir) as base:
         job = base / "job"
