@@ -135,6 +135,12 @@ def select_steps(result: Result, where: dict) -> list[dict]:
     return [s for s in result["steps"] if case_holds(s.get("case"), where)]
 
 
+def case_text(case: dict) -> str:
+    """A case as messages and tables name it: ``k=v, ...`` in the dict's order (``""`` for an
+    empty case)."""
+    return ", ".join(f"{k}={v}" for k, v in case.items())
+
+
 def find_step(result: Result, name: str | None = None, where: dict | None = None) -> dict | None:
     """The one step of ``result`` named ``name`` (a step that stands for itself, such as
     ``setup.df``), or, with ``where``, the one step whose case holds every key/value of it
@@ -152,7 +158,7 @@ def find_step(result: Result, name: str | None = None, where: dict | None = None
         return next((s for s in result["steps"] if s["name"] == name), None)
     found = select_steps(result, where)
     if len(found) > 1:
-        raise ValueError(f"case {', '.join(f'{k}={v}' for k, v in where.items())} picks {len(found)} steps "
+        raise ValueError(f"case {case_text(where)} picks {len(found)} steps "
                          f"({', '.join(s['name'] for s in found[:3])}...): add case keys")
     return found[0] if found else None
 

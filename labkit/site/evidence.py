@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import manifest
+from .. import manifest, model
 from ..view import render
 from . import fast_tables, macros
 
@@ -82,7 +82,7 @@ def _artifact_rows(lab: str) -> list[list[str]]:
         for a in r["artifacts"]:
             if a["kind"] == "cast":
                 continue
-            case = ", ".join(f"{k}={v}" for k, v in a.get("case", {}).items()) or "–"
+            case = model.case_text(a.get("case", {})) or "–"
             href = macros.build.rel_src(page, f"results/{host.label}/{a['path']}")
             rows.append([render.esc(host.label), render.esc(a["kind"]), render.esc(case),
                          f"[{render.esc(a.get('title') or Path(a['path']).name)}]({href})"])

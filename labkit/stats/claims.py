@@ -222,7 +222,7 @@ def _fmt(x: float) -> str:
 
 
 def _describe(where: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in where.items()) or "all"
+    return model.case_text(where) or "all"
 
 
 class Side:
@@ -662,7 +662,7 @@ def _claim_step(claim: dict, result: Result) -> tuple[str, dict | None]:
         step = model.find_step(result, where=claim["where"])
     except ValueError as exc:
         raise ValueError(f"claim {claim['id']}: {exc}") from None
-    return (step["name"] if step else ", ".join(f"{k}={v}" for k, v in claim["where"].items())), step
+    return (step["name"] if step else model.case_text(claim["where"])), step
 
 
 def _step(claim: dict, result: Result) -> Verdict:

@@ -49,14 +49,9 @@ def _display(text: str, result: Result) -> str:
     return commands.display_text(text.rstrip("\n"), result)
 
 
-def case_text(case: dict) -> str:
-    """A case as a reader reads it in a message: ``k=v, ...`` in the dict's order."""
-    return ", ".join(f"{k}={v}" for k, v in case.items())
-
-
 def step_label(step: str | dict) -> str:
     """How a message names a step reference: its name, or ``case k=v, ...``."""
-    return step if isinstance(step, str) else "case " + case_text(step)
+    return step if isinstance(step, str) else "case " + model.case_text(step)
 
 
 def find_step(macro: str, step: str | dict, r: Result) -> dict | None:
@@ -88,7 +83,7 @@ def _step_output(macro: str, lab: str, step: str | dict, stream: str, host, r: R
     s = find_step(macro, step, r)
     if s is None:
         return Note(render.admonition("warning", "Not run on this host",
-                                      f"No step of this run has the case {render.code_span(case_text(step))}."
+                                      f"No step of this run has the case {render.code_span(model.case_text(step))}."
                                       if isinstance(step, dict) else f"Step {render.code_span(step)} is not in this run."))
     if s["status"] == "skipped":
         return build.skip_note(r, s["group"])

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import html
 
+from ...model import case_text
 from ...stats import claims as claims_mod
 from ...view import commands, render
 from . import build
 from .build import MacroError
-from .outputs import case_text
 
 
 def describe_check(check: dict) -> str:
