@@ -47,7 +47,7 @@ class _Parser(argparse.ArgumentParser):
 def _cmd_record(a) -> int:
     from . import model
     from .stats import claims as claims_mod
-    from .view.verdict_text import verdict_sentence
+    from .run.verdict_text import verdict_sentence
     from .record import record
     path = record(a.lab, Path(a.lab_dir), Path(a.run_dir), Path(a.out), start=float(a.start),
                   quick=a.quick == "1", tools=a.tools.replace(",", " ").split(),
@@ -67,7 +67,7 @@ def _cmd_show(a) -> int:
     from . import results
     from .stats import claims as claims_mod
     from .view import commands, render
-    from .view.verdict_text import verdict_line
+    from .run.verdict_text import verdict_line
     hosts = results.load_hosts()
     pairs = results.for_lab(a.lab, hosts)
     for host, r in pairs:

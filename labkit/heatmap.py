@@ -44,7 +44,7 @@ import numpy as np
 
 from .parsers.jsonline import ParseError
 from .parsers.perf_script import sample_times
-from .view import charts
+from .plot import pyplot
 
 
 TEXT_PT = 11     # ticks and labels; the page never shows the map under 1 CSS px per point
@@ -182,7 +182,7 @@ def heatmap_svg(hm: Heatmap, title: str = "", highlight: tuple[int, int, int] | 
     selection; ``band_ms`` = (start, end) draws two dashed lines across every second
     (for example where a workload was told to be busy).
     """
-    plt = charts.pyplot()
+    plt = pyplot()
     data = np.array(hm.counts, dtype=float).T  # rows × cols
     masked = np.ma.masked_equal(data, 0)
     cmap = plt.get_cmap("OrRd").with_extremes(bad="white")

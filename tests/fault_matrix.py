@@ -142,9 +142,15 @@ def sampled_cases(lab_names: list[str], seed: int = 15, per_group: int = 2) -> l
 
 
 # Files under labkit/ that no lab run uses: the site's build (labkit/site: mkdocs hooks, Markdown marks,
-# macros, evidence pages, lessons, lexer, theme). tests/test_faults.py checks that no module a lab imports
-# imports them.
-SITE_ONLY = ("labkit/site/",)
+# macros, evidence pages, lessons, lexer, theme) and what pages and a reader's commands show
+# (labkit/view: tables, charts, commands without the run's paths). tests/test_faults.py checks that no
+# module a lab imports imports them, but the reader's commands of READER_COMMANDS.
+SITE_ONLY = ("labkit/site/", "labkit/view/")
+
+# Functions of labkit's command line that only a reader runs (labkit show, hosts, compare, check),
+# never a lab run: they may import SITE_ONLY modules. tests/test_faults.py checks that no script
+# of a lab runs those commands.
+READER_COMMANDS = {"labkit/cli.py": ("_cmd_show", "_cmd_hosts", "_cmd_compare", "_check_one")}
 
 # Modules of labkit that only a reader's or an author's command runs, never a lab run: the
 # scaffold of `labkit new-lab`, imported by labkit/cli.py inside that command's function only

@@ -127,7 +127,7 @@ def test_a_denominator_of_mostly_zeros_gives_an_interval_open_above(reference, r
     exists, so the ratio of means gets Fieller's interval, which is open above while b's mean is
     not surely away from 0. Its low end decides a greater claim (holds when far past the factor,
     inconclusive when below it), and a result and every page show the upper end as none, "∞"."""
-    from labkit.view import verdict_text as cli
+    from labkit.run import verdict_text as cli
     from labkit.site.macros import claim_tables
     b = [real[0] / 40, 0.0, 0.0, real[1] / 100, real[1] / 100]
     far = build(reference, a=[x * 1000 for x in real[:5]], b=b)

@@ -215,10 +215,11 @@ def _imports(path: Path, root: Path) -> list[tuple[str, str | None]]:
 
 def test_site_only_code_is_outside_what_labs_run():
     from labrun import ROOT
-    """The fault matrix's code hash leaves out ``SITE_ONLY`` (the site's build), so a page
-    change does not start the day-long matrix over. That holds only while no lab-side module
-    imports them (any import, also inside a function) and no lab names them (a lab's tests,
-    labs/<lab>/tests/, are pytest's, not the lab's run)."""
+    """The fault matrix's code hash leaves out ``SITE_ONLY`` (the site's build and what pages
+    show), so a page change does not start the day-long matrix over. That holds only while no
+    lab-side module imports them (any import, also inside a function, but in the functions of
+    the reader's own commands, ``READER_COMMANDS``, which no lab script runs) and no lab names
+    them (a lab's tests, labs/<lab>/tests/, are pytest's, not the lab's run)."""
     # modules and packages (a folder with an __init__.py), as dotted names under labkit
     site_modules = {p.removeprefix("labkit/").removesuffix(".py").removesuffix("/").replace("/", ".")
                     for p in fm.SITE_ONLY if p.endswith(".py") or (ROOT / p / "__init__.py").is_file()}
@@ -226,14 +227,18 @@ def test_site_only_code_is_outside_what_labs_run():
         rel = path.relative_to(ROOT).as_posix()
         if rel.startswith(fm.SITE_ONLY):
             continue
-        for name, _ in _imports(path, ROOT):
+        for name, function in _imports(path, ROOT):
             inner = name.removeprefix("labkit.")
-            assert not any(inner == m or inner.startswith(m + ".") for m in site_modules), (rel, name)
+            if function in fm.READER_COMMANDS.get(rel, ()):
+                continue
+            assert not any(inner == m or inner.startswith(m + ".") for m in site_modules), (rel, name, function)
         assert "theme/" not in path.read_text(), rel
+    reader_run = re.compile(r"labkit\W+(show|hosts|compare|check)\b")
     for path in sorted((ROOT / "labs").rglob("*")):
         if path.is_file() and path.suffix in {".sh", ".py", ""} and path.relative_to(ROOT / "labs").parts[1:2] != ("tests",):
             text = path.read_text(errors="replace")
-            assert not any(m in text for m in ("mkdocs_hooks", "labkit.site", "labkit/site")), path
+            assert not any(m in text for m in ("mkdocs_hooks", "labkit.site", "labkit/site", "labkit.view", "labkit/view")), path
+            assert not reader_run.search(text), (path, reader_run.search(text).group(0))
 
 
 def test_command_only_modules_are_imported_only_by_their_command():

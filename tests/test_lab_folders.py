@@ -58,6 +58,17 @@ def test_the_workflow_and_the_makefile_name_no_lab():
             assert f" {pkg} " in f" {debs} ", (lab, pkg)
 
 
+def test_no_module_of_labkit_shadows_the_standard_library():
+    """``python3 labkit/manifest.py`` (the Makefile's and the workflow's way, before any venv
+    exists) puts labkit/ first on sys.path: a top-level module named like a standard one
+    (``numbers.py``) would be imported in its place by the standard library itself. ``site``
+    is the exception: the interpreter imports the standard one at start-up, before the
+    script's folder joins sys.path (and ``python3 labkit/manifest.py`` runs, below)."""
+    clash = sorted(p.name for p in (ROOT / "labkit").iterdir()
+                   if (p.suffix == ".py" or (p / "__init__.py").is_file()) and p.stem in sys.stdlib_module_names)
+    assert clash == ["site"], clash
+
+
 def _module(path: Path):
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)

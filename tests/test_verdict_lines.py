@@ -1,4 +1,4 @@
-"""The lines a lab prints at its end, one per claim (labkit.view.verdict_text.verdict_sentence): a short
+"""The lines a lab prints at its end, one per claim (labkit.run.verdict_text.verdict_sentence): a short
 sentence from the claim's statement, then the effect; the whole statement stays on the pages."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from labkit.stats import claims
-from labkit.view import verdict_text as cli
+from labkit.run import verdict_text as cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = sorted(ROOT.glob("labs/*/claims.toml"))

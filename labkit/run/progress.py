@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..view import render
+from .. import formats
 
 MAX_LINES = 8
 """Figures printed after a group at most (the rest is counted: "… and 12 more")."""
@@ -43,7 +43,7 @@ def group_seconds(previous: Path, quick: bool) -> dict[str, float]:
 
 def _case_text(case: dict, varying: list[str]) -> str:
     """``pin=same-cpu msize=1024`` from the case keys that differ within the group."""
-    return " ".join(f"{k}={render.fmt_case_value(case.get(k))}" for k in varying if k in case)
+    return " ".join(f"{k}={formats.fmt_case_value(case.get(k))}" for k in varying if k in case)
 
 
 def group_figures(lab: str, lab_dir: Path, run_dir: Path, group: str, quick: bool) -> list[str]:
@@ -67,8 +67,8 @@ def group_figures(lab: str, lab_dir: Path, run_dir: Path, group: str, quick: boo
     lines = []
     for m in ms[:MAX_LINES]:
         case = _case_text(m["case"], varying[m["metric"]])
-        lines.append(f"{m['metric']}{' ' + case if case else ''}: median {render.fmt(m['median'])} "
-                     f"{render.unit(m['unit'])}, n = {m['n']}")
+        lines.append(f"{m['metric']}{' ' + case if case else ''}: median {formats.fmt(m['median'])} "
+                     f"{formats.unit(m['unit'])}, n = {m['n']}")
     if len(ms) > MAX_LINES:
         lines.append(f"… and {len(ms) - MAX_LINES} more (labkit show {lab}, once recorded)")
     return lines

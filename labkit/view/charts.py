@@ -17,8 +17,9 @@ would collide turn, and the legend sits under the plot in as many columns as fit
 
 **Cached.** Drawing is most of a build's time; :func:`chart_svg` keeps each SVG under
 ``labkit.model.cache_dir("charts")`` (``.cache/charts/`` of the checkout), named by a hash of
-its measurements, its arguments, the source of this module and of ``labkit/view/render.py`` (its
-number formats), and matplotlib's version: a changed result or a changed drawing draws anew.
+its measurements, its arguments, the source of this module, of ``labkit/view/render.py``, of
+``labkit/formats.py`` (its number formats) and of ``labkit/plot.py``, and matplotlib's version: a
+changed result or a changed drawing draws anew.
 matplotlib is imported only to draw (:func:`pyplot`).
 """
 
@@ -37,6 +38,7 @@ from pathlib import Path
 
 from .. import model
 from ..model import Measurement
+from ..plot import pyplot
 from .render import BYTE_UNITS, byte_scale, fmt_case_value, human_bytes
 from .render import unit as display_unit
 
@@ -73,32 +75,6 @@ def human_label(name: str) -> str:
     if len(parts) > 1 and parts[-1].lower() in _UNIT_SUFFIX:
         return f"{' '.join(parts[:-1])} ({_UNIT_SUFFIX[parts[-1].lower()]})"
     return " ".join(parts)
-
-
-_RC = {
-    "svg.fonttype": "none",       # text stays text: smaller files, searchable labels
-    "svg.hashsalt": "perf-casebook",  # stable ids: the same data gives the same SVG
-    "font.size": 10,
-    "font.family": "sans-serif",
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-}
-
-_PLT = None
-
-
-def pyplot():
-    """``matplotlib.pyplot`` on the Agg backend with the project's SVG settings (text as
-    text, stable ids, sans-serif, no top and right spines), imported on the first call: a
-    build whose charts all come from the cache never loads matplotlib (2 s of a build)."""
-    global _PLT
-    if _PLT is None:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        plt.rcParams.update(_RC)
-        _PLT = plt
-    return _PLT
 
 
 # Series colours: matplotlib's tab10 on the light page; lighter tints of the same hues on the
@@ -204,11 +180,13 @@ def _ticks_y(ax, logy: bool, lo: float, hi: float) -> None:
 
 @lru_cache(maxsize=1)
 def code_digest() -> bytes:
-    """SHA-256 of what draws a chart besides its data: this module's and ``render.py``'s
-    source and matplotlib's version."""
+    """SHA-256 of what draws a chart besides its data: the source of this module, of
+    ``render.py`` and of what they draw and write numbers with (``labkit/plot.py``,
+    ``labkit/formats.py``), and matplotlib's version."""
     h = hashlib.sha256()
     here = Path(__file__).resolve().parent
     for part in ((here / "charts.py").read_bytes(), (here / "render.py").read_bytes(),
+                 (here.parent / "plot.py").read_bytes(), (here.parent / "formats.py").read_bytes(),
                  metadata.version("matplotlib").encode()):
         h.update(hashlib.sha256(part).digest())
     return h.digest()

@@ -9,6 +9,7 @@ import re
 
 from .. import model
 from ..model import Measurement, Result
+from ..formats import UNIT_DISPLAY, fmt, fmt_case_value, unit  # noqa: F401 - the pages' names for them
 
 # Material icons (inline SVG via pymdownx.emoji): no emoji font needed in the browser.
 VERDICT_MARK = {
@@ -18,40 +19,6 @@ VERDICT_MARK = {
     "untested": ":material-minus-circle-outline:{ .pc-untested } untested",
     "not applicable": ":material-cancel:{ .pc-not-applicable } not applicable",
 }
-
-# How units are shown to readers (result files keep ASCII unit names).
-UNIT_DISPLAY = {"us": "µs", "ns": "ns", "ms": "ms", "s": "s", "KiB/s": "KiB/s", "MiB/s": "MiB/s", "x": "×"}
-
-
-def unit(u: str) -> str:
-    """Display form of a unit name, e.g. ``us`` → ``µs``, ``us/MiB`` → ``µs/MiB``."""
-    if u in UNIT_DISPLAY:
-        return UNIT_DISPLAY[u]
-    return re.sub(r"(?<![A-Za-z])us(?![A-Za-z])", "µs", u)
-
-
-def fmt(x: float | None) -> str:
-    """A measured number with 3-4 significant digits and no exponent for everyday sizes."""
-    if x is None:
-        return "–"
-    if x == 0:
-        return "0"
-    if float(x).is_integer() and abs(x) < 1e4:
-        return str(int(x))
-    mag = math.floor(math.log10(abs(x)))
-    decimals = max(0, 3 - mag)
-    if mag >= 4 or abs(round(x, decimals)) >= 1e4:  # 9999.6 rounds up to 10,000: separator too
-        return f"{x:,.0f}"
-    return f"{x:.{decimals}f}"
-
-
-def fmt_case_value(v) -> str:
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float) and v.is_integer():
-        return str(int(v))
-    return str(v)
-
 
 def byte_keys() -> frozenset:
     """Case keys whose values are sizes in bytes, as the labs' manifests declare them

@@ -31,6 +31,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 from ... import model
 from ...model import Measurement
+from ...plot import pyplot
 from ...view import charts
 
 _PLACEHOLDER = re.compile(r"@@pcb-draw:(\d+):(src|width|height)@@")
@@ -99,7 +100,7 @@ def executor() -> ProcessPoolExecutor:
         # with one worker nothing shares the import), while the worker's own import overlaps the build
         ctx.set_forkserver_preload(["labkit.view.charts"])
         pool = ProcessPoolExecutor(max_workers=workers(), mp_context=ctx,
-                                    initializer=charts.pyplot)
+                                    initializer=pyplot)
     return pool
 
 
