@@ -113,8 +113,9 @@ def test_guest_smoke_bounces_only_with_the_window(tmp_path):
     t0 = time.monotonic()
     counts = {}
     for dt in ("plain", "dma-ranges"):
-        info = guest.run(guest.GuestSpec(arch="arm64", dt=dt), job, tmp_path / f"out-{dt}", tmp_path / f"work-{dt}",
-                         nvme_image=img, timeout=300, say=lambda m: None)
+        info = guest.run(guest.GuestSpec(arch="arm64", dt=dt),
+                         guest.Boot(job, tmp_path / f"out-{dt}", tmp_path / f"work-{dt}", nvme_image=img, timeout=300),
+                         say=lambda m: None)
         assert info["exit"] == 0 and info["arch"] == "arm64" and info["dt"] == dt
         assert info["accelerator"] in ("tcg", "kvm") and info["kernel_release"].endswith("-arm64")
         line = next(ln for ln in (tmp_path / f"out-{dt}" / "count.csv").read_text().splitlines() if "swiotlb" in ln)
@@ -133,7 +134,7 @@ def test_guest_timeout_stops_qemu(tmp_path):
     job.mkdir()
     (job / "run").write_text("sleep 600\n")
     with pytest.raises(guest.GuestRunError, match="timed out"):
-        guest.run(guest.GuestSpec(arch="arm64"), job, tmp_path / "out", tmp_path / "work", timeout=10,
+        guest.run(guest.GuestSpec(arch="arm64"), guest.Boot(job, tmp_path / "out", tmp_path / "work", timeout=10),
                   say=lambda m: None)
     assert not _qemu_with(str(tmp_path))
 

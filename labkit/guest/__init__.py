@@ -5,7 +5,7 @@ the function_graph tracer, blktrace).
 One runner for every lab::
 
     spec = GuestSpec(arch="arm64", kernel_release="bullseye", dt="dma-ranges")
-    info = run(spec, job_dir, out_dir, work_dir, nvme_image=img)   # job_dir/run is a POSIX sh script
+    info = run(spec, Boot(job_dir, out_dir, work_dir, nvme_image=img))   # job_dir/run is a POSIX sh script
 
 ``prepare`` assembles everything from Debian packages only and caches it under
 ``$PCB_GUEST_CACHE`` (default ``$XDG_CACHE_HOME/perf-casebook/guest``, else
@@ -530,17 +530,19 @@ class GuestInfo(TypedDict, total=False):
 
 @dataclass
 class Boot:
-    """One boot of a prepared guest (:func:`boot_prepared`): the job directory (its ``run``), the
-    directory the guest's ``/out`` comes back into, the work directory (the boot's disks,
-    ``console.log``, ``qemu.cmd``, the device tree), the accelerator ("kvm" or "tcg"), the
-    timeout in seconds (None: none), an NVMe image, read-only virtio drives {serial: image},
-    the out and scratch disks' sizes in MiB (0: no scratch disk), whether this is the KVM probe
-    (the boot ends at the job's exit marker) and whether the console is this terminal."""
+    """One boot of a guest (:func:`run`, :func:`boot_prepared`): the job directory (its ``run``),
+    the directory the guest's ``/out`` comes back into, the work directory (the boot's disks,
+    ``console.log``, ``qemu.cmd``, the device tree), the accelerator ("kvm" or "tcg", for
+    :func:`boot_prepared`; :func:`run` picks it), the timeout in seconds (None: none), an NVMe image (a raw file the
+    guest sees as /dev/nvme0n1), read-only virtio drives {serial: raw image}, the out and
+    scratch disks' sizes in MiB (0: no scratch disk), whether this is the KVM probe (the boot ends
+    at the job's exit marker) and whether the console is this terminal. Paths may be given as
+    strings; they are kept as :class:`~pathlib.Path`."""
 
     job_dir: Path
     out_dir: Path
     work: Path
-    accel: str
+    accel: str = ""
     timeout: float | None = 600
     nvme_image: Path | None = None
     drives: dict[str, Path] | None = None
@@ -548,6 +550,13 @@ class Boot:
     scratch_mib: int = 0
     probe: bool = False
     interactive: bool = False
+
+    def __post_init__(self) -> None:
+        self.job_dir, self.out_dir, self.work = Path(self.job_dir), Path(self.out_dir), Path(self.work)
+        if self.nvme_image is not None:
+            self.nvme_image = Path(self.nvme_image)
+        if self.drives:
+            self.drives = {k: Path(v) for k, v in self.drives.items()}
 
 
 def boot_prepared(spec: GuestSpec, prep: dict, boot: Boot, say: Say, job_line: Say | None = None) -> dict:
@@ -606,26 +615,25 @@ def boot_prepared(spec: GuestSpec, prep: dict, boot: Boot, say: Say, job_line: S
             f.unlink(missing_ok=True)
 
 
-def run(spec: GuestSpec, job_dir: Path | str, out_dir: Path | str, work_dir: Path | str, *,
-        nvme_image: Path | str | None = None, timeout: float | None = 600, say: Say = stderr_say,
-        out_mib: int = 256, refresh: bool = False, host_label: str | None = None, scratch_mib: int = 0,
-        job_line: Say | None = None, interactive: bool = False, extra: dict | None = None,
-        drives: dict[str, Path | str] | None = None) -> GuestInfo:
-    """Boot ``spec``, run ``job_dir/run`` (POSIX sh, as root, cwd /job, ``$PCB_OUT`` = /out; the
-    step writer :data:`STEP_WRITER` beside it as /job/.pcb/step.sh) and bring ``/out`` back into
-    ``out_dir``. ``work_dir`` (in the lab's scratch) holds the per-run
-    disks, the device tree and ``console.log``; ``nvme_image``: a raw file the guest sees as an NVMe
-    drive (/dev/nvme0n1); ``scratch_mib``: an empty disk of that size for the job's scratch
-    (``$PCB_SCRATCH_DEV`` in the guest); ``drives``: {serial: raw image} attached read-only as
-    virtio disks (not behind the PCIe host bridge: a control for the NVMe drive's reads, which may
-    be the same file); the job finds each as the /dev/vdX whose /sys/block/vdX/serial is the
-    serial. Also writes ``out_dir/guest.json`` (the returned dict), and
-    ``job_dir/emulation.json`` (the ``host.emulation`` record of results made in the guest:
-    labkit's probe reads it through ``$PCB_EMULATION_FILE``; ``host_label`` names this host).
-    ``job_line``: receives every line the job prints, as it is (instead of progress through
-    ``say``); ``interactive``: the console is this terminal (:func:`qemu.boot_interactive`; the
-    job's exit status then comes from ``/out/.pcb-exit`` when the job writes one); ``extra``: more
-    keys for the record.
+def run(spec: GuestSpec, boot: Boot, *, say: Say = stderr_say, refresh: bool = False, host_label: str | None = None,
+        job_line: Say | None = None, extra: dict | None = None) -> GuestInfo:
+    """Boot ``spec`` as ``boot`` says (:class:`Boot`), run ``boot.job_dir/run`` (POSIX sh, as
+    root, cwd /job, ``$PCB_OUT`` = /out; the step writer :data:`STEP_WRITER` beside it as
+    /job/.pcb/step.sh) and bring ``/out`` back into ``boot.out_dir``. ``boot.work`` (in the lab's
+    scratch) holds the per-run disks, the device tree and ``console.log``; ``boot.scratch_mib``:
+    an empty disk of that size for the job's scratch (``$PCB_SCRATCH_DEV`` in the guest);
+    ``boot.drives``: {serial: raw image} attached read-only as virtio disks (not behind the PCIe
+    host bridge: a control for the NVMe drive's reads, which may be the same file); the job finds
+    each as the /dev/vdX whose /sys/block/vdX/serial is the serial. The accelerator is chosen
+    here, KVM where it boots, else TCG (:func:`accelerator`), whatever ``boot.accel`` says. Also
+    writes ``out_dir/guest.json`` (the
+    returned dict), and ``job_dir/emulation.json`` (the ``host.emulation`` record of results
+    made in the guest: labkit's probe reads it through ``$PCB_EMULATION_FILE``; ``host_label``
+    names this host). ``refresh``: assemble the images again (:func:`prepare`); ``job_line``:
+    receives every line the job prints, as it is (instead of progress through ``say``);
+    ``boot.interactive``: the console is this terminal (:func:`qemu.boot_interactive`; the job's
+    exit status then comes from ``/out/.pcb-exit`` when the job writes one); ``extra``: more keys
+    for the record.
 
     Returns: the boot's record (:class:`GuestInfo`), also written as ``out_dir/guest.json``;
     its "exit" is the job's exit status.
@@ -635,23 +643,21 @@ def run(spec: GuestSpec, job_dir: Path | str, out_dir: Path | str, work_dir: Pat
         (timeout, QEMU error): the message names the console log.
     """
     spec.check()
-    work, out_dir = Path(work_dir), Path(out_dir)
+    work, out_dir, job_dir = boot.work, boot.out_dir, boot.job_dir
     work.mkdir(parents=True, exist_ok=True)
     prep = prepare(spec, say, refresh)
     accel, reason = _accel(spec, prep, work, say)
     emu = {"emulator": f"QEMU {qemu.qemu_version(spec.arch)} ({ARCHS[spec.arch]['qemu']})", "accelerator": accel,
            "machine": ARCHS[spec.arch]["machine"], "guest_cpu": "host" if accel == "kvm" else ARCHS[spec.arch]["cpu_tcg"],
            "host_arch": platform.machine(), "host_cpu": qemu.host_cpu(), "host_label": host_label}
-    (Path(job_dir) / "emulation.json").write_text(json.dumps(emu) + "\n")
-    if interactive:
+    (job_dir / "emulation.json").write_text(json.dumps(emu) + "\n")
+    if boot.interactive:
         (out_dir / ".pcb-exit").unlink(missing_ok=True)   # only this boot's shell may leave one
     tree_name = spec.dt or (Path(spec.dtb).name if spec.dtb else None)
     say(f"booting {spec.arch} ({accel}) kernel {prep['kernel']['release']}"
         + (f", device tree {tree_name}" if tree_name else "") + (f", append '{spec.append}'" if spec.append else ""))
-    res = boot_prepared(spec, prep, Boot(Path(job_dir), out_dir, work, accel, timeout, Path(nvme_image) if nvme_image else None,
-                                 {k: Path(v) for k, v in drives.items()} if drives else None, out_mib, scratch_mib,
-                                 interactive=interactive), say, job_line=job_line)
-    if interactive:
+    res = boot_prepared(spec, prep, dataclasses.replace(boot, accel=accel), say, job_line=job_line)
+    if boot.interactive:
         status = out_dir / ".pcb-exit"
         if status.exists():
             res["exit"] = int(status.read_text().strip() or 0)
@@ -666,16 +672,16 @@ def run(spec: GuestSpec, job_dir: Path | str, out_dir: Path | str, work_dir: Pat
             "userspace_release": spec.release, "profile": spec.profile,
             "packages": prep["rootfs"]["packages"], "dt": spec.dt, "device_tree": tree,
             "dma_ranges": tree["pcie_dma_ranges"] if tree else None, "append": spec.append,
-            "nvme_image": str(nvme_image) if nvme_image else None,
-            "drives": {k: str(v) for k, v in sorted((drives or {}).items())},
+            "nvme_image": str(boot.nvme_image) if boot.nvme_image else None,
+            "drives": {k: str(v) for k, v in sorted((boot.drives or {}).items())},
             "exit": res["exit"], "boot_seconds": res["boot_seconds"], "seconds": res["seconds"],
             "prepare_seconds": prep["built"], "cache_built": prep["new"], "timed_out": res["timed_out"], **(extra or {})}
     (out_dir / "guest.json").write_text(json.dumps(info, indent=1) + "\n")
     if res["exit"] is None:
-        if interactive:
+        if boot.interactive:
             raise GuestRunError("the guest stopped before the shell exited "
                                 + ("(timed out)" if res["timed_out"] else f"(QEMU exited {res['qemu_status']})"))
-        raise GuestRunError(f"the guest gave no exit status ({'timed out after %.0f s' % timeout if res['timed_out'] else 'QEMU exited %s' % res['qemu_status']}); "
+        raise GuestRunError(f"the guest gave no exit status ({'timed out after %.0f s' % boot.timeout if res['timed_out'] else 'QEMU exited %s' % res['qemu_status']}); "
                             f"console: {work / 'console.log'}")
     return info
 
@@ -788,8 +794,9 @@ def run_command(spec: GuestSpec, command: list[str], *, nvme_image: Path | str |
         (job / "run").write_text(job_text)
         nvme = Path(nvme_image) if nvme_image else scratch_nvme(base / "nvme-scratch.img", nvme_mib)
         try:
-            return run(spec, job, Path(out_dir) if out_dir else base / "out", base / "work", nvme_image=nvme,
-                       timeout=timeout, say=say, refresh=refresh, job_line=output, drives=drives,
+            return run(spec, Boot(job, Path(out_dir) if out_dir else base / "out", base / "work", timeout=timeout,
+                                  nvme_image=nvme, drives=drives),
+                       say=say, refresh=refresh, job_line=output,
                        extra={"command": list(command), "nvme_scratch": None if nvme_image else nvme_mib})
         except GuestRunError as exc:
             tail = _console_tail(base / "work")
@@ -829,9 +836,9 @@ def shell(spec: GuestSpec, *, nvme_image: Path | str | None = None, out_dir: Pat
         built = prepare(spec, say, refresh)["new"]   # builds (if needed) before the console is handed over
         say(f"NVMe drive /dev/nvme0n1 ({nvme if nvme_image else f'scratch, {nvme_mib} MiB of zeros'}), tracefs at "
             "/sys/kernel/tracing; `exit` powers the guest off, Ctrl-A x stops it")
-        return run(spec, job, Path(out_dir) if out_dir else base / "out", base / "work", nvme_image=nvme,
-                   timeout=timeout, say=say, interactive=True,
-                   extra={"command": None, "nvme_scratch": None if nvme_image else nvme_mib, "cache_built": built})
+        return run(spec, Boot(job, Path(out_dir) if out_dir else base / "out", base / "work", timeout=timeout,
+                              nvme_image=nvme, interactive=True),
+                   say=say, extra={"command": None, "nvme_scratch": None if nvme_image else nvme_mib, "cache_built": built})
 
 
 # What a guest cache holds at its top level (anything else: not a cache, never pruned).

@@ -29,7 +29,7 @@ import re
 import signal
 import sys
 
-from . import (DEVICE_TREES, CacheBusyError, GuestBuildError, GuestRunError, GuestSpec, PROFILES, accelerator, cache_dir,
+from . import (DEVICE_TREES, Boot, CacheBusyError, GuestBuildError, GuestRunError, GuestSpec, PROFILES, accelerator, cache_dir,
                cache_usage, human_size, prepare, prune_cache, run, run_command, shell)
 from .qemu import ARCHS
 
@@ -211,8 +211,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m labkit.guest") ->
             info = run_command(spec, command, nvme_image=a.nvme, out_dir=a.out, work_dir=a.work, timeout=a.timeout,
                                refresh=a.refresh, drives=drives)
         else:
-            info = run(spec, a.job, a.out, a.work, nvme_image=a.nvme, timeout=a.timeout, refresh=a.refresh,
-                       out_mib=a.out_mib, host_label=a.host_label, scratch_mib=a.scratch_mib, drives=drives)
+            info = run(spec, Boot(a.job, a.out, a.work, timeout=a.timeout, nvme_image=a.nvme, drives=drives,
+                                  out_mib=a.out_mib, scratch_mib=a.scratch_mib),
+                       refresh=a.refresh, host_label=a.host_label)
     except ValueError as exc:
         return usage(str(exc))
     except (GuestBuildError, GuestRunError, OSError) as exc:
