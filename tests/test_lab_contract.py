@@ -875,3 +875,17 @@ def test_a_reader_sees_no_tags(tmp_path):
     """Without PCB_PROGRESS_TAGS the terminal carries the text alone."""
     lines = _tagged_run(tmp_path, "--only", "work", tags=False)
     assert any("] == [1/" in line for line in lines) and not any("\x1f" in line for line in lines)
+
+
+def test_perf_keeps_its_build_id_cache_in_the_scratch_directory(tmp_path, host):
+    """A lab's perf record without --no-buildid-cache still writes nothing in the home
+    directory (the fake lab's HOME is WORK/home): lab.sh points perf at a configuration in the
+    scratch directory (PERF_CONFIG) whose build-id cache is there too, removed with it."""
+    proc = fake(tmp_path, host, "--only", "perf")
+    assert proc.returncode == 0, proc.stderr
+    step = next(s for s in json.loads((tmp_path / "out" / "fakelab.json").read_text())["steps"] if s["group"] == "perf")
+    if step["status"] == "skipped":
+        pytest.skip(f"perf cannot record here: {step['reason']}")
+    assert step["status"] == "ok", step
+    assert not (tmp_path / "home" / ".debug").exists()
+    assert_host_as_before(tmp_path, host)

@@ -522,6 +522,13 @@ lab__group_figures() {
 # the previous run in this mode).
 lab__body() {
   trap 'lab__on_err $LINENO $?' ERR
+  # perf record (and perf sched record, which runs it) copies what it sampled into ~/.debug,
+  # its build-id cache, unless told not to: every perf of the run keeps that cache in the
+  # scratch directory. PERF_CONFIG names the one configuration file perf reads
+  # (perf-config(1), perf 5.4 and later), so a reader's ~/.perfconfig does not change what a
+  # lab's perf does either.
+  printf '[buildid]\n\tdir = %s\n' "$LAB_SCRATCH/perf-buildid" > "$LAB_SCRATCH/perfconfig"
+  export PERF_CONFIG="$LAB_SCRATCH/perfconfig"
   local -a sel=()
   local -A eta=() desc=()
   local g i k=0 w left

@@ -16,6 +16,7 @@ lab_group chatty "a knob, then a helper of the lab (as labkit record is) that pr
 lab_group zombie "a knob, a background process whose child is a zombie, then a step of FAKELAB_SLEEP seconds"
 lab_group badtrap "a knob, then (FAKELAB_BADTRAP=1) bash fails to parse a signal's trap, as bash 5.2 may inside \$(...)"
 lab_group typed "a step with FAKELAB_OPTS (default: a case of every type lab.toml declares), FAKELAB_REQUIRE's capability"
+lab_group perf "perf record without --no-buildid-cache, where perf can record here"
 
 group_setup() {
   local dir=${FAKELAB_DIR:?FAKELAB_DIR: a directory standing for the host}
@@ -77,6 +78,12 @@ group_typed() {
     lab_require typed.require "$FAKELAB_REQUIRE" || return 0
   fi
   lab_run "${opts[@]}" typed.step -- true
+}
+
+# perf record's build-id cache (~/.debug by default) must stay in the scratch directory.
+group_perf() {
+  lab_require perf perf || return 0
+  lab_run perf.record -- perf record -q -o "$LAB_SCRATCH/perf.data" -- true
 }
 
 lab_main "$@"
