@@ -12,7 +12,7 @@
   labkit label                      print the default host label
   labkit topology [--cpus N]        CPU pairs of the first N CPUs with their relation
   labkit flame --perf-script F --folded O --svg S --title T   fold with inferno, draw
-  labkit diff-flame --before A --after B --folded O --svg S --title T
+  labkit diff-flame --before A --after B --folded O --svg S --title T [--negate]
   labkit check LAB [--results DIR] [--exercises FILE]   your run vs the chapter's exercises
   labkit recover [--out DIR]... [--scratch DIR]...     undo what killed lab runs left behind
   labkit check TOOL [--results DIR]  your runs vs a tool card's exercises (labs/*/cards/TOOL.exercises.toml)
@@ -241,10 +241,15 @@ def _cmd_flame(a) -> int:
 
 
 def _cmd_diff_flame(a) -> int:
+    """A differential flame graph of --before and --after: drawn on --after's stacks, or with
+    --negate on --before's (``inferno-diff-folded -n AFTER BEFORE | inferno-flamegraph --negate``,
+    Gregg's way to see what disappeared); red is always more samples in --after."""
     from .parsers import perf as perf_parsers
-    perf_parsers.diff_folded(Path(a.before), Path(a.after), Path(a.folded))
-    perf_parsers.flamegraph(Path(a.folded), Path(a.svg), a.title, diff=True)
-    print(f"differential flame graph {a.svg} (red: more samples in {a.after}, blue: fewer)")
+    first, second = (a.after, a.before) if a.negate else (a.before, a.after)
+    perf_parsers.diff_folded(Path(first), Path(second), Path(a.folded))
+    perf_parsers.flamegraph(Path(a.folded), Path(a.svg), a.title, diff=True, negate=a.negate)
+    shapes = a.before if a.negate else a.after
+    print(f"differential flame graph {a.svg} on the stacks of {shapes} (red: more samples in {a.after}, blue: fewer)")
     return 0
 
 
@@ -486,6 +491,8 @@ def parser() -> argparse.ArgumentParser:
     d = sub.add_parser("diff-flame", help="differential flame graph of two folded files (inferno)")
     for opt in ("before", "after", "folded", "svg", "title"):
         d.add_argument(f"--{opt}", required=True)
+    d.add_argument("--negate", action="store_true",
+                   help="draw on --before's stacks (what --after no longer runs shows, in blue)")
     d.set_defaults(fn=_cmd_diff_flame)
     ac = sub.add_parser("attach-cast", help="attach an asciinema recording of the run to a result")
     ac.add_argument("--result", required=True)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
 
@@ -82,3 +84,25 @@ def test_reevaluate_reports_and_writes_only_when_asked(root, tmp_path):
     write = labkit("reevaluate", "--write", str(f))
     assert write.returncode == 0 and "(rewritten)" in write.stdout
     assert next(c for c in model.load(f)["claims"] if c["id"] == decided["id"])["verdict"] == decided["verdict"]
+
+
+@pytest.mark.skipif(not shutil.which("inferno-flamegraph"), reason="inferno not installed (make setup)")
+def test_diff_flame_negate_draws_on_the_before_stacks(tmp_path):
+    """The differential graph is drawn on --after's stacks, so a stack only --before has shows
+    in it only with --negate (drawn on --before's stacks), and one only --after has the other
+    way round."""
+    before, after = tmp_path / "before.folded", tmp_path / "after.folded"
+    before.write_text("main;gone_in_after 40\nmain;in_both 60\n")
+    after.write_text("main;in_both 70\nmain;new_in_after 30\n")
+    for negate in (False, True):
+        svg = tmp_path / f"diff-{negate}.svg"
+        p = labkit("diff-flame", "--before", str(before), "--after", str(after), "--folded", str(tmp_path / "d.folded"),
+                   "--svg", str(svg), "--title", "t", *(["--negate"] if negate else []))
+        assert p.returncode == 0, p.stderr
+        text = svg.read_text()
+        assert ("gone_in_after" in text) == negate and ("new_in_after" in text) != negate, negate
+        fill = {m[0]: tuple(map(int, m[1:])) for m in re.findall(
+            r"<title>(\w+) \([^<]*</title><rect [^>]*fill=\"rgb\((\d+),(\d+),(\d+)\)", text)}
+        red, blue = (lambda c: c[0] > c[2]), (lambda c: c[2] > c[0])
+        assert red(fill["in_both"]), fill                        # red is more in --after, either way
+        assert blue(fill["gone_in_after"]) if negate else red(fill["new_in_after"]), fill

@@ -255,6 +255,8 @@ def test_git_that_does_not_answer_leaves_the_state_unknown(repo, monkeypatch):
 # reference run (its page says "stale: rerun the lab" meanwhile): lab → why.
 STALE_UNTIL_RERUN = {
     "fio_engines": "8fb19fe1 added the invalidate=0 job and its claim: the next full reference run records them",
+    "fstime": "the perf group draws the differential flame graph on tmpfs's stacks too (drawn_on=tmpfs): "
+              "the next reference run records it, and the pages that show it come with that run",
 }
 
 

@@ -65,14 +65,19 @@ def folded_samples(text: str) -> int:
     return sum(int(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.strip())
 
 
-def flamegraph(folded: Path, svg: Path, title: str, *, diff: bool = False, width: int = 1200) -> None:
+def flamegraph(folded: Path, svg: Path, title: str, *, diff: bool = False, negate: bool = False,
+               width: int = 1200) -> None:
     """Draw an interactive flame graph SVG (search, zoom) with ``inferno-flamegraph``.
 
-    ``diff=True`` expects the two-count lines of ``inferno-diff-folded``.
+    ``diff=True`` expects the two-count lines of ``inferno-diff-folded``; ``negate=True``
+    switches a differential graph's hues (``--negate``), for a diff of the profiles taken in
+    the other order (:func:`diff_folded`).
     """
     cmd = [_inferno("inferno-flamegraph"), "--title", title, "--width", str(width), "--minwidth", "0.2"]
     if not diff:
         cmd += ["--colors", "java", "--hash"]
+    if negate:
+        cmd.append("--negate")
     with open(folded, "rb") as src, open(svg, "wb") as dst:
         subprocess.run(cmd, stdin=src, stdout=dst, check=True)
 

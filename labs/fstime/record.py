@@ -225,6 +225,10 @@ def collect(run) -> None:
     if run.ok("perf.diff"):
         run.artifact("diff_flamegraph", {"before": "tmpfs", "after": "xfs-on-tmpfs"}, "flame-diff.svg",
                      "differential flame graph: xfs image on tmpfs against tmpfs")
+    if run.ok("perf.diff-negated"):
+        # drawn on the tmpfs profile's stacks (inferno-diff-folded -n xfs tmpfs, --negate)
+        run.artifact("diff_flamegraph", {"before": "tmpfs", "after": "xfs-on-tmpfs", "drawn_on": "tmpfs"},
+                     "flame-diff-negated.svg", "differential flame graph drawn on tmpfs's stacks: what xfs does not run")
 
     # strace -c: calls per system call.
     if run.ok("strace"):

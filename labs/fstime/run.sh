@@ -302,6 +302,12 @@ group_perf() {
     lab_run perf.diff -- "$LAB_PY" -m labkit diff-flame --before "$LAB_RUN/flame-tmpfs.folded" \
       --after "$LAB_RUN/flame-xfs-on-tmpfs.folded" --folded "$LAB_RUN/flame-diff.folded" \
       --svg "$LAB_RUN/flame-diff.svg" --title "xfs image on tmpfs vs tmpfs: red = more samples on xfs, blue = fewer"
+    # The same diff drawn on the tmpfs profile's stacks: tmpfs's own paths (shmem_*), which the
+    # xfs profile never runs and so the diff above cannot draw, show in blue.
+    lab_run perf.diff-negated -- "$LAB_PY" -m labkit diff-flame --negate --before "$LAB_RUN/flame-tmpfs.folded" \
+      --after "$LAB_RUN/flame-xfs-on-tmpfs.folded" --folded "$LAB_RUN/flame-diff-negated.folded" \
+      --svg "$LAB_RUN/flame-diff-negated.svg" \
+      --title "tmpfs's stacks: red = more samples on the xfs image, blue = fewer (tmpfs-only paths)"
   fi
 }
 

@@ -153,13 +153,18 @@ def test_htop_line_and_cpu_shares(quick):
 def test_flame_graphs_and_diff(quick):
     _, out, _, _, _ = quick
     r = result(quick)
-    kinds = {(a["kind"], a["case"].get("target")) for a in r["artifacts"]}
-    assert {("flamegraph", "tmpfs"), ("flamegraph", "xfs-on-tmpfs"), ("diff_flamegraph", None)} <= kinds
+    kinds = {(a["kind"], a["case"].get("target") or a["case"].get("drawn_on")) for a in r["artifacts"]}
+    assert {("flamegraph", "tmpfs"), ("flamegraph", "xfs-on-tmpfs"), ("diff_flamegraph", None),
+            ("diff_flamegraph", "tmpfs")} <= kinds
     for a in r["artifacts"]:
         if a["kind"].endswith("flamegraph"):
             assert (out / a["path"]).read_text().lstrip().startswith("<?xml")
     xfs = (out / "fstime" / "flame-xfs-on-tmpfs.folded").read_text()
     assert "xfs_file_buffered_write" in xfs
+    # drawn on tmpfs's stacks, the diff has tmpfs's own write path, with no xfs samples under it
+    negated = (out / "fstime" / "flame-diff-negated.folded").read_text()
+    shmem = [ln for ln in negated.splitlines() if "shmem_file_write_iter" in ln]
+    assert shmem and all(ln.split()[-2] == "0" for ln in shmem), shmem[:3]
     assert "shmem_file_write_iter" in (out / "fstime" / "flame-tmpfs.folded").read_text()
 
 
