@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +68,27 @@ def test_no_module_of_labkit_shadows_the_standard_library():
     clash = sorted(p.name for p in (ROOT / "labkit").iterdir()
                    if (p.suffix == ".py" or (p / "__init__.py").is_file()) and p.stem in sys.stdlib_module_names)
     assert clash == ["site"], clash
+
+
+def test_every_perf_record_of_a_lab_keeps_out_of_the_home_directory():
+    """perf record (and perf sched record, which runs it) copies the binaries it sampled into
+    ~/.debug, the build-id cache, unless told not to: a lab writes only in its scratch and out
+    directories, so every recording a lab's scripts run on the host passes --no-buildid-cache
+    (a command spread over lines with a backslash is read as one; quoted text, such as a
+    group's description, is not a command, nor is ``perf record -h``). A job run in a guest (``guest_job.sh``) is left
+    out: the guest's files go with the guest."""
+    missing = []
+    for path in sorted((ROOT / "labs").glob("*/*.sh")) + sorted((ROOT / "labs" / "lib").glob("*.sh")):
+        if path.name == "guest_job.sh":
+            continue
+        text = path.read_text().replace("\\\n", " ")
+        for line in text.splitlines():
+            if line.lstrip().startswith("#"):
+                continue
+            code = re.sub(r"\"[^\"]*\"|'[^']*'", "''", line).split(" #")[0]
+            if re.search(r"\bperf( sched)? record\b(?! -h\b)", code) and "--no-buildid-cache" not in code:
+                missing.append((path.relative_to(ROOT).as_posix(), line.strip()[:120]))
+    assert missing == [], missing
 
 
 def _module(path: Path):

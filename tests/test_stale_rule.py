@@ -257,6 +257,8 @@ STALE_UNTIL_RERUN = {
     "fio_engines": "8fb19fe1 added the invalidate=0 job and its claim: the next full reference run records them",
     "fstime": "the perf group draws the differential flame graph on tmpfs's stacks too (drawn_on=tmpfs): "
               "the next reference run records it, and the pages that show it come with that run",
+    "lat_tcp": "the wakeup group measures the wait from wake-up to run (perf sched latency: wakeup_delay, "
+               "sched_ins): the next reference run records it, and its evidence tables come with that run",
 }
 
 

@@ -36,6 +36,12 @@ Metrics:
     "process": "client" | "server"}`` (the free run's own case, the same ps snapshots): of the free group's run, the client's and the server
     connection child's CPU time over their lives, from the last ps snapshot (:func:`cpu_percent`):
     the original's htop CPU% (50 % each on SDP2, 61 % each on the HP380), one sample each.
+    ``wakeup_delay`` (µs), case ``{"experiment": "wakeup", "pin", "server_cpu", "client_cpu",
+    "stat": "avg" | "max"}``: of the wakeup group's run under ``perf sched record``, the lat_tcp
+    tasks' wait from a wake-up to running on a CPU, averaged over their sched-ins and the
+    largest (``perf sched latency``, merged by command name: client, server and its connection
+    child), one sample each; ``sched_ins`` (count), the same case less ``stat``: how many
+    sched-ins that average is over.
 
 Artifacts: a flame graph and its folded stacks per placement (the steps whose case has
 ``tool = "inferno"``), case ``{"tool": "lat_tcp", "pin": ...}``.
@@ -50,6 +56,7 @@ from collections import defaultdict
 
 from labkit.parsers.jsonline import json_line
 from labkit.parsers.perf_sched import cpu_timeline, same_cpu_time, sched_events
+from labkit.parsers.perf_sched_latency import sched_latency
 from labkit.parsers.sockperf import sockperf_pingpong
 from labkit.parsers.strace import strace_summary
 
@@ -156,6 +163,20 @@ def _round_trip(run, step: dict) -> float:
     return out["median"]
 
 
+def _wakeup_delays(run, step) -> None:
+    """The lat_tcp tasks' row of a ``perf sched latency`` step (client, server and its
+    connection child, merged by command name): ``wakeup_delay`` (µs) with ``stat`` avg and max,
+    and ``sched_ins`` (count), under the step's case."""
+    rows = [r for r in sched_latency(run.raw(step["name"]).read_text()) if r["comm"] == "lat_tcp"]
+    if not rows:
+        return
+    case = {k: v for k, v in step["case"].items() if k != "tool"}
+    r = rows[0]
+    run.add("wakeup_delay", "us", {**case, "stat": "avg"}, [r["avg_delay_us"]], step["name"])
+    run.add("wakeup_delay", "us", {**case, "stat": "max"}, [r["max_delay_us"]], step["name"])
+    run.add("sched_ins", "count", case, [r["switches"]], step["name"])
+
+
 def collect(run) -> None:
     """Parse every measuring step of ``run`` (those with a case) into measurements/artifacts."""
     samples: dict[tuple, list[float]] = defaultdict(list)
@@ -172,6 +193,9 @@ def collect(run) -> None:
             where = f"server on CPU {case['server_cpu']}, client on CPU {case['client_cpu']}"
             run.artifact("flamegraph", art, f"flame-{pin}.svg", f"lat_tcp client, {pin}: {where}")
             run.artifact("folded", art, f"flame-{pin}.folded", f"folded stacks, {pin}")
+            continue
+        if tool == "perf-sched-latency":
+            _wakeup_delays(run, s)
             continue
         if tool not in ("lat_tcp", "sockperf"):
             continue

@@ -370,9 +370,13 @@ group_wakeup() {
     data="$LAB_SCRATCH/sched-$rel.data"
     lab_run --case experiment=wakeup --case tool=lat_tcp --case msize=1 --case "pin=$rel" \
       --case "server_cpu=$CPU_A" --case "client_cpu=$c" --case "traced=perf sched record" \
-      "wakeup.$pin.record" -- perf sched record -o "$data" -- \
+      "wakeup.$pin.record" -- perf sched record --no-buildid-cache -o "$data" -- \
       taskset -c "$c" "$BIN" -m 1 -N 1 -t "$T" -p "$PORT" 127.0.0.1 || continue
     lab_run "wakeup.$pin.timehist" -- perf sched timehist -i "$data" -s
+    # Per task, the wait from each wake-up to running on a CPU (average and largest): the
+    # delay the scheduler adds to every hop of a round trip that sleeps between messages.
+    lab_run --case experiment=wakeup --case tool=perf-sched-latency --case "pin=$rel" \
+      --case "server_cpu=$CPU_A" --case "client_cpu=$c" "wakeup.$pin.latency" -- perf sched latency -i "$data"
   done
   lab_unwind "$mark"
 }
