@@ -91,6 +91,23 @@ def test_every_perf_record_of_a_lab_keeps_out_of_the_home_directory():
     assert missing == [], missing
 
 
+def test_every_perf_script_of_a_lab_names_its_fields():
+    """What perf script prints by default depends on perf's version and on how the file was
+    recorded; the parsers and inferno read that text, so every ``perf script`` a lab runs, in a
+    guest too, names its fields with ``-F`` (labs/lib/lab.sh ``LAB_PERF_*``). Quoted text and
+    comments are not commands."""
+    missing = []
+    for path in sorted((ROOT / "labs").glob("*/*.sh")) + sorted((ROOT / "labs" / "lib").glob("*.sh")):
+        text = path.read_text().replace("\\\n", " ")
+        for line in text.splitlines():
+            if line.lstrip().startswith("#"):
+                continue
+            code = re.sub(r"\"[^\"]*\"|'[^']*'", "''", line).split(" #")[0]
+            if re.search(r"\bperf script\b", code) and not re.search(r"\bperf script\b.* -F ", code):
+                missing.append((path.relative_to(ROOT).as_posix(), line.strip()[:120]))
+    assert missing == [], missing
+
+
 def _module(path: Path):
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)

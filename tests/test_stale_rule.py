@@ -259,6 +259,9 @@ STALE_UNTIL_RERUN = {
               "the next reference run records it, and the pages that show it come with that run",
     "lat_tcp": "the wakeup group measures the wait from wake-up to run (perf sched latency: wakeup_delay, "
                "sched_ins): the next reference run records it, and its evidence tables come with that run",
+    "optane_kyber": "perf script names its fields (-F, labs/lib/lab.sh LAB_PERF_*): the same text on perf 6.1, "
+                    "a new command in every flame and heat step",
+    "nvme_swiotlb": "the guest's perf script names its fields (-F): the same text on perf 6.1, a new command",
 }
 
 

@@ -1,9 +1,9 @@
 """``perf script`` output: the header line of each sample (who, where, when), for
 time-based views such as FlameScope's subsecond-offset heat map.
 
-A sample in ``perf script``'s default output (perf-script(1), "-F": the default fields
-for a ``perf record`` file are comm, tid, cpu (with ``-a``), time, period, event, then
-the stack when recorded with ``-g``) looks like::
+A sample as the labs print it (perf-script(1) ``-F comm,tid[,cpu],time,period,event,ip,sym,
+symoff,dso``, labs/lib/lab.sh ``LAB_PERF_STACKS`` and ``LAB_PERF_STACKS_ALL``: perf 6.1's
+default fields for a ``perf record -g`` file, cpu with ``-a``) looks like::
 
     fio 23690 [001]  1339.923730:    1003009 cpu-clock:ppp:
     \tffffffff821c7bbd mas_wr_store_type+0xdd ([kernel.kallsyms])

@@ -599,7 +599,7 @@ group_profile() {
     if lab_run "${pc[@]}" --case tool=perf profile.perf.record -- "${env[@]}" FIO_BS=4k FIO_DIRECT=0 \
         perf record -g -F 997 --no-buildid-cache -o "$data" -- fio --output-format=json "$LAB_DIR/original.fio"; then
       lab_run profile.perf.sync -- sync "$TARGET" || true   # its dirty pages, written back before the next job
-      if lab_run --stdout "$script" profile.perf.script -- perf script -i "$data" && lab_require profile.flame inferno; then
+      if lab_run --stdout "$script" profile.perf.script -- perf script -F "$LAB_PERF_STACKS" -i "$data" && lab_require profile.flame inferno; then
         lab_run "${pc[@]}" --case tool=inferno profile.flame -- "$LAB_PY" -m labkit flame --perf-script "$script" \
           --folded "$LAB_RUN/flame-buffered.folded" --svg "$LAB_RUN/flame-buffered.svg" \
           --title "fio, buffered 4 KiB sequential writes (libaio, iodepth 1, no flush): fio's processes" || true

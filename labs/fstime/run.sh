@@ -287,7 +287,7 @@ group_perf() {
     lab_unwind "$mark"
     [[ -s $data ]] || continue
     lab_run "perf.$t.report" -- perf report -i "$data" --stdio --no-children --sort sym -g none --percent-limit 2
-    lab_run --stdout "$LAB_SCRATCH/perf-$t.script" "perf.$t.script" -- perf script -i "$data" || continue
+    lab_run --stdout "$LAB_SCRATCH/perf-$t.script" "perf.$t.script" -- perf script -F "$LAB_PERF_STACKS" -i "$data" || continue
     # The raw samples as perf script prints them (the perf card reads them): the first 60 lines.
     [[ $t != tmpfs ]] || lab_run "perf.$t.script-head" -- head -n 60 "$LAB_SCRATCH/perf-$t.script"
     lab_run --case experiment=perf --case tool=inferno --case "target=$t" --case "fs=$(target_fs "$t")" \

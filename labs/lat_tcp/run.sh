@@ -218,7 +218,7 @@ free_sched() {
     -e sched:sched_wakeup_new --filter "$lt" -e sched:sched_migrate_task --filter "$lt" \
     -e sched:sched_process_exit --filter "$lt" -- \
     "$BIN" -m 1 -N "$N" -t "$T" -p "$port" 127.0.0.1 || return 0
-  lab_run "${cs[@]}" --case "tool=perf script" "pinned.free.sched.$i.script" -- perf script -i "$data"
+  lab_run "${cs[@]}" --case "tool=perf script" "pinned.free.sched.$i.script" -- perf script -F "$LAB_PERF_TRACE" -i "$data"
 }
 
 group_msize() {
@@ -313,7 +313,7 @@ group_perf() {
     done
     # The flame graph: the first traced run's samples.
     first="$LAB_SCRATCH/perf-$rel-1.data"
-    lab_run --stdout "$LAB_SCRATCH/perf-$rel.script" "perf.$pin.script" -- perf script -i "$first" || continue
+    lab_run --stdout "$LAB_SCRATCH/perf-$rel.script" "perf.$pin.script" -- perf script -F "$LAB_PERF_STACKS" -i "$first" || continue
     lab_run --case tool=inferno --case "pin=$rel" --case "server_cpu=$CPU_A" --case "client_cpu=$c" \
       "perf.$pin.flame" -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/perf-$rel.script" \
       --folded "$LAB_RUN/flame-$rel.folded" --svg "$LAB_RUN/flame-$rel.svg" \

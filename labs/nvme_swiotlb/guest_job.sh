@@ -201,7 +201,8 @@ fi
 # no Debian package).
 if [ "$PERF_MB" -gt 0 ]; then
   step perf.record -- perf record -e cpu-clock -F 999 -g -a -o "$W/perf.data" -- dd if=$DEV of=/dev/null bs=1M count="$PERF_MB" iflag=direct
-  step perf.script tool=perf-script -- perf script -i "$W/perf.data"
+  # -F: the fields of a host lab's LAB_PERF_STACKS_ALL (labs/lib/lab.sh), which inferno reads.
+  step perf.script tool=perf-script -- perf script -F comm,tid,cpu,time,period,event,ip,sym,symoff,dso -i "$W/perf.data"
 fi
 # 8. The knobs the original tried at run time (its section 3), on the faulty board itself, in
 # rounds, each knob put back after its read (the reads without a knob are step 1's):

@@ -178,7 +178,7 @@ group_flame() {
         lab_run "${c[@]}" --case tool=perf-record --case "cpu=$PIN" "flame.$s.$i.record" -- \
           "${PERF_REC[@]}" -g -F 997 -o "$data" -- \
           "${PINNED[@]}" fio "${FIO_QD1[@]}" --filename="$DEV" --runtime="$rt" || continue
-        lab_run --stdout "$script" "flame.$s.$i.script" -- perf script --max-stack 48 -i "$data" || continue
+        lab_run --stdout "$script" "flame.$s.$i.script" -- perf script -F "$LAB_PERF_STACKS" --max-stack 48 -i "$data" || continue
         lab_run --stdout "$LAB_RUN/flame-$s.$i.folded" "${c[@]}" --case tool=fold --case "folded=flame-$s.$i.folded" \
           "flame.$s.$i.fold" -- inferno-collapse-perf --all "$script"
         rm -f "$data" "$script"
@@ -204,7 +204,7 @@ group_flame() {
       # --max-stack 48: deeper than any real stack here; a walk through code built without
       # frame pointers can follow garbage up to perf's limit (127 frames) and would draw a
       # tall thin tower of [unknown] frames.
-      lab_run --stdout "$LAB_SCRATCH/flame-$s.script" "flame.$s.script" -- perf script --max-stack 48 -i "$data" || continue
+      lab_run --stdout "$LAB_SCRATCH/flame-$s.script" "flame.$s.script" -- perf script -F "$LAB_PERF_STACKS" --max-stack 48 -i "$data" || continue
       lab_run "${c[@]}" --case tool=flamegraph --case "folded=flame-$s.folded" --case "svg=flame-$s.svg" \
         "flame.$s.flame" -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/flame-$s.script" \
         --folded "$LAB_RUN/flame-$s.folded" --svg "$LAB_RUN/flame-$s.svg" \
@@ -280,13 +280,13 @@ group_heat() {
   # -k CLOCK_MONOTONIC: sample times on the clock burst uses, so its windows line up.
   lab_run --case experiment=heat --case tool=perf-record heat.record -- "${PERF_REC[@]}" -a -g -F 997 -k CLOCK_MONOTONIC -o "$data" -- \
     "$BURST" -n "$n" -b 200 -o 400 &&
-  lab_run --stdout "$LAB_SCRATCH/heat.script" heat.script -- perf script --max-stack 48 -i "$data" &&
+  lab_run --stdout "$LAB_SCRATCH/heat.script" heat.script -- perf script -F "$LAB_PERF_STACKS_ALL" --max-stack 48 -i "$data" &&
   lab_run --case experiment=heat --case tool=heatmap heat.map -- "$LAB_PY" -m labkit.heatmap --perf-script "$LAB_SCRATCH/heat.script" \
     --svg "$LAB_RUN/heatmap.svg" --json "$LAB_RUN/heatmap.json" --band 400,600 \
     --title "perf record -a -g -F 997, every CPU, idle samples left out" ||
     { lab_unwind "$mark"; return 0; }
   range=$(head -n 1 "$LAB_RUN/raw/heat.map.out")
-  lab_run --stdout "$LAB_SCRATCH/heat-range.script" heat.range-script -- perf script --max-stack 48 -i "$data" --time "$range" &&
+  lab_run --stdout "$LAB_SCRATCH/heat-range.script" heat.range-script -- perf script -F "$LAB_PERF_STACKS_ALL" --max-stack 48 -i "$data" --time "$range" &&
     lab_run --case experiment=heat --case tool=flamegraph --case "profile=hottest range" \
       --case folded=heat-range.folded --case svg=heat-range.svg heat.range-flame -- "$LAB_PY" -m labkit flame --perf-script "$LAB_SCRATCH/heat-range.script" \
     --folded "$LAB_RUN/heat-range.folded" --svg "$LAB_RUN/heat-range.svg" \
@@ -310,7 +310,7 @@ heat_column() {
   lab_run "${c[@]}" --case tool=perf-record heat.1s.record -- "${PERF_REC[@]}" -a -g -F 997 -k CLOCK_MONOTONIC \
     -o "$data" -- "$BURST" -n 1 -b 1000 -o 0 -q 3 &&
   lab_run --stdout "$LAB_RUN/heat-1s.perf-script" "${c[@]}" --case tool=perf-script heat.1s.script -- \
-    perf script --header --max-stack 48 -i "$data" &&
+    perf script -F "$LAB_PERF_STACKS_ALL" --header --max-stack 48 -i "$data" &&
   lab_run "${c[@]}" --case tool=heatmap heat.1s.map -- "$LAB_PY" -m labkit.heatmap \
     --perf-script "$LAB_RUN/heat-1s.perf-script" --svg "$LAB_RUN/heatmap-1s.svg" --json "$LAB_RUN/heatmap-1s.json" \
     --no-range --title "one busy second among quiet ones: perf record -a -g -F 997, idle samples left out"
