@@ -62,7 +62,7 @@ A line that starts with ``#`` inside a here-document or a multi-line string coun
 too, so such text must not carry what a run does."""
 
 
-def _code_lines(text: str) -> list[str]:
+def code_lines(text: str) -> list[str]:
     """The lines of a shell or Python file that are not blank and not a whole-line ``#`` comment,
     right-stripped (a ``#`` inside a line, or in a Python string, is kept)."""
     return [line.rstrip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
@@ -85,7 +85,7 @@ def same_code(root: Path, lab: str, commit: str) -> str | None:
             if not path.endswith(COMMENTED):
                 return None
             old, new = (git(root, "show", f"{rev}:{path}") for rev in (commit, "HEAD"))
-            if old.returncode != 0 or new.returncode != 0 or _code_lines(old.stdout) != _code_lines(new.stdout):
+            if old.returncode != 0 or new.returncode != 0 or code_lines(old.stdout) != code_lines(new.stdout):
                 return None
     except (OSError, subprocess.TimeoutExpired):
         return None

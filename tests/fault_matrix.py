@@ -66,6 +66,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from labrun import ROOT, group_progress, host_state, lab_command, progress_boundary, run_lab, signal_at, state_diff, tagged_processes  # noqa: E402
+from labkit import stale  # noqa: E402
 from labkit.run import events  # noqa: E402
 from labkit.run.supervisor import LOCK_HELD, lock_path, starttime  # noqa: E402
 
@@ -189,9 +190,12 @@ def code_hash(lab: str | None = None) -> str:
     """sha256 (first 16 hex digits) of the files git tracks under labs/ and labkit/ (but
     ``SITE_ONLY``, ``COMMAND_ONLY``, a lab's ``PAGE_ONLY`` files, and the labs' own tests and
     tool-card exercises, ``labs/<lab>/tests/`` and ``labs/<lab>/cards/``; a lab's claims.toml read without its ``CLAIM_TEXT``),
-    as they are in the work tree: the code a case exercises. With ``lab``, only that lab's folder of the labs' own folders (labs/lib and
-    labkit are every lab's): a change to one lab starts only its cases over. Outcomes recorded
-    under another hash are stale."""
+    as they are in the work tree: the code a case exercises. Whole-line ``#`` comments and blank
+    lines of shell and Python files are left out, as the staleness rule leaves them
+    (:func:`labkit.stale.code_lines`): a comment cannot change what a case does. With ``lab``,
+    only that lab's folder of the labs' own folders (labs/lib and labkit are every lab's): a
+    change to one lab starts only its cases over. Outcomes recorded under another hash are
+    stale."""
     own = {p.parent.name for p in ROOT.glob("labs/*/run.sh")}
     paths = ["labs", "labkit"] + ([str(EXTRA_LABS[lab].parent.relative_to(ROOT))] if lab in EXTRA_LABS else [])
     names = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", *paths], capture_output=True,
@@ -206,11 +210,20 @@ def code_hash(lab: str | None = None) -> str:
         if lab is not None and parts[0] == "labs" and len(parts) > 2 and parts[1] in own and parts[1] != lab:
             continue
         f = ROOT / text
-        data = f.read_bytes() if f.is_file() else b""
-        if parts[0] == "labs" and parts[2:] == ["claims.toml"]:
-            data = _claims_digest(data)
-        h.update(name + b"\0" + data + b"\0")
+        h.update(name + b"\0" + hashed_bytes(text, f.read_bytes() if f.is_file() else b"") + b"\0")
     return h.hexdigest()[:16]
+
+
+def hashed_bytes(path: str, data: bytes) -> bytes:
+    """What :func:`code_hash` reads of the file at ``path`` (relative to the repository) whose
+    bytes are ``data``: a lab's claims.toml without its text (:func:`_claims_digest`), a shell or
+    Python file without its whole-line comments and blank lines, any other file whole."""
+    parts = path.split("/")
+    if parts[0] == "labs" and parts[2:] == ["claims.toml"]:
+        return _claims_digest(data)
+    if path.endswith(stale.COMMENTED):
+        return "\n".join(stale.code_lines(data.decode(errors="replace"))).encode()
+    return data
 
 
 def _lab_of(record: dict) -> str | None:

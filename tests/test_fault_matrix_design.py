@@ -341,3 +341,17 @@ def test_another_runs_audit_rule_makes_a_case_disturbed():
     assert fm.foreign_audit_rule(quiet, theirs, 4242)        # came during the case
     assert not fm.foreign_audit_rule(quiet, ours, 4242)      # the case's own leak
     assert fm.foreign_audit_rule(quiet, both, 4242)
+
+
+def test_the_code_hash_reads_code_not_comments():
+    """A whole-line comment or a blank line of a shell or Python file leaves a lab's matrix
+    where it is; a changed command, a comment's text in any other file, and claims.toml's
+    thresholds do not."""
+    sh = b"#!/bin/bash\n# groups\nlab_run a.b -- true\n"
+    assert fm.hashed_bytes("labs/x/run.sh", sh) == fm.hashed_bytes(
+        "labs/x/run.sh", b"#!/bin/bash\n# the groups, said otherwise\n\n  # more\nlab_run a.b -- true\n")
+    assert fm.hashed_bytes("labs/x/run.sh", sh) != fm.hashed_bytes("labs/x/run.sh", sh.replace(b"true", b"false"))
+    py = b"x = 1  # one\n"
+    assert fm.hashed_bytes("labkit/a.py", py) != fm.hashed_bytes("labkit/a.py", b"x = 1  # two\n")
+    assert fm.hashed_bytes("labs/x/jobs.fio", b"# a\n[job]\n") != fm.hashed_bytes("labs/x/jobs.fio", b"# b\n[job]\n")
+
