@@ -62,6 +62,8 @@ def test_lat_tcp_in_an_arm64_guest(arm64_run):
     if emu["accelerator"] == "tcg":
         assert verdicts["same-cpu-faster"]["verdict"] == "not applicable"  # timing on an emulated CPU
     assert (out / "lat_tcp" / "run.cast").exists()               # recorded inside the guest
+    # What the guest's ci-labs.sh wrote beside the result (its summary) stays in the guest.
+    assert sorted(p.name for p in out.iterdir()) == ["lat_tcp", "lat_tcp.json"]
     # Warm, with the pinned group too, on the reference kind of host: 226 and 245 s (2026-11-30).
     # TCG runs at the host CPU's speed, which drifts by up to 1.4x within an hour on that shared
     # VM: 6 minutes stays the budget.

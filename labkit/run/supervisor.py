@@ -1002,9 +1002,6 @@ class Supervisor:
         shutil.rmtree(self.out_dir / lab.name, ignore_errors=True)
         shutil.copytree(got / lab.name, self.out_dir / lab.name, symlinks=True)
         shutil.copy2(got / f"{lab.name}.json", self.out_dir / f"{lab.name}.json")
-        if (got / "ci-labs.tsv").is_file():
-            with open(self.out_dir / "ci-labs.tsv", "a") as f:
-                f.write((got / "ci-labs.tsv").read_text())
         if self.relay([PY, "-m", "labkit", "validate", str(self.out_dir / f"{lab.name}.json")], self.child_env()):
             self.finish(1)
         self.out.say(f"result: {self.out_dir}/{lab.name}.json (guest {lab.guest}, {accel})")
