@@ -450,10 +450,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--host")
     s.set_defaults(fn=_cmd_show)
     sub.add_parser("hosts", help="list hosts with results").set_defaults(fn=_cmd_hosts)
-    c = sub.add_parser("compare", help="compare two hosts (ratio table)")
-    c.add_argument("host_a")
-    c.add_argument("host_b")
-    c.add_argument("--lab")
+    c = sub.add_parser("compare", help="compare two hosts (ratio table)",
+                       description="Per lab both hosts have a result of: each measurement's median on "
+                                   "HOST_A and HOST_B and the ratio HOST_B / HOST_A, one table per lab.")
+    c.add_argument("host_a", help="a host label (labkit hosts lists them)")
+    c.add_argument("host_b", help="another host label")
+    c.add_argument("--lab", help="only this lab (default: every lab both hosts have)")
     c.set_defaults(fn=_cmd_compare)
     v = sub.add_parser("validate", help="validate result files")
     v.add_argument("files", nargs="*")

@@ -530,14 +530,16 @@ class GuestInfo(TypedDict, total=False):
 
 @dataclass
 class Boot:
-    """One boot of a guest (:func:`run`, :func:`boot_prepared`): the job directory (its ``run``),
-    the directory the guest's ``/out`` comes back into, the work directory (the boot's disks,
-    ``console.log``, ``qemu.cmd``, the device tree), the accelerator ("kvm" or "tcg", for
-    :func:`boot_prepared`; :func:`run` picks it), the timeout in seconds (None: none), an NVMe image (a raw file the
-    guest sees as /dev/nvme0n1), read-only virtio drives {serial: raw image}, the out and
-    scratch disks' sizes in MiB (0: no scratch disk), whether this is the KVM probe (the boot ends
-    at the job's exit marker) and whether the console is this terminal. Paths may be given as
-    strings; they are kept as :class:`~pathlib.Path`."""
+    """One boot of a guest (:func:`run`, :func:`boot_prepared`).
+
+    ``job_dir``: the job directory (its ``run``); ``out_dir``: where the guest's ``/out`` comes
+    back; ``work``: the boot's disks, ``console.log``, ``qemu.cmd``, the device tree; ``accel``:
+    "kvm" or "tcg" (for :func:`boot_prepared`; :func:`run` picks it); ``timeout``: seconds (None:
+    none); ``nvme_image``: a raw file the guest sees as /dev/nvme0n1; ``drives``: read-only virtio
+    drives {serial: raw image}; ``out_mib``, ``scratch_mib``: the out and scratch disks' sizes in
+    MiB (0: no scratch disk); ``probe``: the KVM probe (the boot ends at the job's exit marker);
+    ``interactive``: the console is this terminal. Paths may be given as strings; they are kept
+    as :class:`~pathlib.Path`."""
 
     job_dir: Path
     out_dir: Path
@@ -626,10 +628,9 @@ def run(spec: GuestSpec, boot: Boot, *, say: Say = stderr_say, refresh: bool = F
     host bridge: a control for the NVMe drive's reads, which may be the same file); the job finds
     each as the /dev/vdX whose /sys/block/vdX/serial is the serial. The accelerator is chosen
     here, KVM where it boots, else TCG (:func:`accelerator`), whatever ``boot.accel`` says. Also
-    writes ``out_dir/guest.json`` (the
-    returned dict), and ``job_dir/emulation.json`` (the ``host.emulation`` record of results
-    made in the guest: labkit's probe reads it through ``$PCB_EMULATION_FILE``; ``host_label``
-    names this host). ``refresh``: assemble the images again (:func:`prepare`); ``job_line``:
+    writes ``out_dir/guest.json`` (the returned dict) and ``job_dir/emulation.json`` (the
+    ``host.emulation`` record of results made in the guest: labkit's probe reads it through
+    ``$PCB_EMULATION_FILE``; ``host_label`` names this host). ``refresh``: assemble the images again (:func:`prepare`); ``job_line``:
     receives every line the job prints, as it is (instead of progress through ``say``);
     ``boot.interactive``: the console is this terminal (:func:`qemu.boot_interactive`; the job's
     exit status then comes from ``/out/.pcb-exit`` when the job writes one); ``extra``: more keys
