@@ -37,11 +37,11 @@ Metrics:
     connection child's CPU time over their lives, from the last ps snapshot (:func:`cpu_percent`):
     the original's htop CPU% (50 % each on SDP2, 61 % each on the HP380), one sample each.
     ``wakeup_delay`` (µs), case ``{"experiment": "wakeup", "pin", "server_cpu", "client_cpu",
-    "stat": "avg" | "max"}``: of the wakeup group's run under ``perf sched record``, the lat_tcp
-    tasks' wait from a wake-up to running on a CPU, averaged over their sched-ins and the
-    largest (``perf sched latency``, merged by command name: client, server and its connection
-    child), one sample each; ``sched_ins`` (count), the same case less ``stat``: how many
-    sched-ins that average is over.
+    "stat": "mean" | "p50" | "p99" | "max"}``: of the wakeup group's run under ``perf sched
+    record``, the lat_tcp threads' (client, server, its connection child) waits from a wake-up
+    to running on a CPU, over every run that began with a wake-up
+    (:func:`labkit.parsers.perf_sched_timehist.wakeup_delays`), one sample each; ``wakeups``
+    (count), the same case less ``stat``: how many waits those are.
 
 Artifacts: a flame graph and its folded stacks per placement (the steps whose case has
 ``tool = "inferno"``), case ``{"tool": "lat_tcp", "pin": ...}``.
@@ -55,8 +55,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from labkit.parsers.jsonline import json_line
+from labkit.parsers import perf_sched_timehist
 from labkit.parsers.perf_sched import cpu_timeline, same_cpu_time, sched_events
-from labkit.parsers.perf_sched_latency import sched_latency
 from labkit.parsers.sockperf import sockperf_pingpong
 from labkit.parsers.strace import strace_summary
 
@@ -164,17 +164,17 @@ def _round_trip(run, step: dict) -> float:
 
 
 def _wakeup_delays(run, step) -> None:
-    """The lat_tcp tasks' row of a ``perf sched latency`` step (client, server and its
-    connection child, merged by command name): ``wakeup_delay`` (µs) with ``stat`` avg and max,
-    and ``sched_ins`` (count), under the step's case."""
-    rows = [r for r in sched_latency(run.raw(step["name"]).read_text()) if r["comm"] == "lat_tcp"]
-    if not rows:
+    """The JSON line of a ``wakeup.<pin>.delay`` step (the lat_tcp threads' waits from a wake-up
+    to running, :func:`labkit.parsers.perf_sched_timehist.wakeup_delays`): ``wakeup_delay``
+    (µs) with ``stat`` mean, p50, p99 and max, and ``wakeups`` (count), under the step's case
+    less ``tool``; nothing when no wake-up was counted."""
+    out = json_line(run.raw(step["name"]).read_text(), perf_sched_timehist.TOOL)
+    if not out["wakeups"]:
         return
     case = {k: v for k, v in step["case"].items() if k != "tool"}
-    r = rows[0]
-    run.add("wakeup_delay", "us", {**case, "stat": "avg"}, [r["avg_delay_us"]], step["name"])
-    run.add("wakeup_delay", "us", {**case, "stat": "max"}, [r["max_delay_us"]], step["name"])
-    run.add("sched_ins", "count", case, [r["switches"]], step["name"])
+    for stat in ("mean", "p50", "p99", "max"):
+        run.add("wakeup_delay", "us", {**case, "stat": stat}, [out[f"{stat}_us"]], step["name"])
+    run.add("wakeups", "count", case, [out["wakeups"]], step["name"])
 
 
 def collect(run) -> None:
@@ -194,7 +194,7 @@ def collect(run) -> None:
             run.artifact("flamegraph", art, f"flame-{pin}.svg", f"lat_tcp client, {pin}: {where}")
             run.artifact("folded", art, f"flame-{pin}.folded", f"folded stacks, {pin}")
             continue
-        if tool == "perf-sched-latency":
+        if tool == "perf-sched-timehist":
             _wakeup_delays(run, s)
             continue
         if tool not in ("lat_tcp", "sockperf"):

@@ -348,10 +348,13 @@ group_strace() {
 # A round trip is two wake-ups: each side sleeps in read() until the other's write wakes it.
 # perf sched record (every CPU's scheduler events) through one short pinned run, same CPU and
 # other CPU, then perf sched timehist -s: per task, how often it was switched in and how long it
-# ran, and per CPU how long it was idle; the rest of the run's time the task was waiting.
-# (perf sched latency miscounts these switches: it reports "context switch bugs".) The cpuidle
-# driver and governor say what a woken idle CPU goes through first (a VM's haltpoll polls
-# before it halts the vCPU).
+# ran, and per CPU how long it was idle; the rest of the run's time the task was waiting. Then
+# every switch (timehist --state, megabytes: kept in the scratch directory) reduced to the
+# lat_tcp threads' delays from a wake-up to running (labkit/parsers/perf_sched_timehist.py).
+# (perf sched latency gives that delay per task too, but keeps only a handful of a cross-CPU
+# ping-pong's wake-ups and reports the rest as "context switch bugs".) The cpuidle driver and
+# governor say what a woken idle CPU goes through first (a VM's haltpoll polls before it halts
+# the vCPU).
 group_wakeup() {
   need_bin wakeup || return 0
   if ((LAB_QUICK)); then lab_skip wakeup "quick mode: no claim reads the scheduling delays"; return 0; fi
@@ -373,10 +376,13 @@ group_wakeup() {
       "wakeup.$pin.record" -- perf sched record --no-buildid-cache -o "$data" -- \
       taskset -c "$c" "$BIN" -m 1 -N 1 -t "$T" -p "$PORT" 127.0.0.1 || continue
     lab_run "wakeup.$pin.timehist" -- perf sched timehist -i "$data" -s
-    # Per task, the wait from each wake-up to running on a CPU (average and largest): the
-    # delay the scheduler adds to every hop of a round trip that sleeps between messages.
-    lab_run --case experiment=wakeup --case tool=perf-sched-latency --case "pin=$rel" \
-      --case "server_cpu=$CPU_A" --case "client_cpu=$c" "wakeup.$pin.latency" -- perf sched latency -i "$data"
+    # The wait from each wake-up to running on a CPU: the delay the scheduler adds to every hop
+    # of a round trip that sleeps between messages.
+    lab_run --stdout "$LAB_SCRATCH/timehist-$rel.txt" "wakeup.$pin.switches" -- \
+      perf sched timehist -i "$data" --state --no-call-graph || continue
+    lab_run --case experiment=wakeup --case tool=perf-sched-timehist --case "pin=$rel" \
+      --case "server_cpu=$CPU_A" --case "client_cpu=$c" "wakeup.$pin.delay" -- \
+      "$LAB_PY" -m labkit.parsers.perf_sched_timehist --comm lat_tcp "$LAB_SCRATCH/timehist-$rel.txt"
   done
   lab_unwind "$mark"
 }

@@ -437,25 +437,31 @@ def test_exercises_are_well_formed(rerecorded):
         assert claims.evaluate_one(claims.exercise_claim(e), r)["verdict"] in {"holds", "fails", "untested", "inconclusive"}
 
 
-def test_wakeup_delays_come_from_perf_sched_latency(tmp_path):
-    """The wakeup group's ``perf sched latency`` steps (the lab's real outputs,
-    tests/fixtures/perf/lat_tcp-sched-latency-*.txt) give the lat_tcp row's average and largest
-    wait and its sched-ins, under the step's case less ``tool``; no other task's row counts."""
-    from labkit.parsers.perf_sched_latency import sched_latency
+def test_wakeup_delays_come_from_the_delay_steps_json(tmp_path, capsys):
+    """The wakeup group's ``wakeup.<pin>.delay`` steps print the JSON line of
+    ``python -m labkit.parsers.perf_sched_timehist`` (here run on the lab's own kind of rows,
+    tests/fixtures/perf/lat_tcp-sched-timehist-*.txt.gz): ``wakeup_delay`` per stat and
+    ``wakeups``, under the step's case less ``tool``."""
+    from labkit.parsers import perf_sched_timehist as th
     steps, want = [], {}
     for pin, rel, cpu in (("same", "same-cpu", 0), ("other", "other-core", 1)):
-        text = (FIXTURES / "perf" / f"lat_tcp-sched-latency-{pin}.txt").read_text()
-        case = {"experiment": "wakeup", "tool": "perf-sched-latency", "pin": rel, "server_cpu": 0, "client_cpu": cpu}
-        steps.append((f"w{cpu}", "ok", "success", case, {"out": text}))
-        want[rel] = next(r for r in sched_latency(text) if r["comm"] == "lat_tcp")
+        rows = tmp_path / f"rows-{pin}.txt"
+        rows.write_bytes(gzip.decompress((FIXTURES / "perf" / f"lat_tcp-sched-timehist-{pin}.txt.gz").read_bytes()))
+        assert th.main(["--comm", "lat_tcp", str(rows)]) == 0
+        line = capsys.readouterr().out
+        case = {"experiment": "wakeup", "tool": "perf-sched-timehist", "pin": rel, "server_cpu": 0, "client_cpu": cpu}
+        steps.append((f"w{cpu}", "ok", "success", case, {"out": line}))
+        want[rel] = json.loads(line)
     run = Run("lat_tcp", _fake_run(tmp_path, steps), quick=False)
     _load_record().collect(run)
     got = {(m["metric"], m["case"]["pin"], m["case"].get("stat")): m for m in run.measurements}
+    stats = ("mean", "p50", "p99", "max")
     assert set(got) == {(metric, rel, stat) for rel in want
-                        for metric, stat in (("wakeup_delay", "avg"), ("wakeup_delay", "max"), ("sched_ins", None))}
-    for rel, row in want.items():
-        assert got[("wakeup_delay", rel, "avg")]["samples"] == [row["avg_delay_us"]]
-        assert got[("wakeup_delay", rel, "max")]["samples"] == [row["max_delay_us"]]
-        assert got[("sched_ins", rel, None)]["samples"] == [row["switches"]]
-        assert got[("sched_ins", rel, None)]["case"] == {"experiment": "wakeup", "pin": rel, "server_cpu": 0,
-                                                         "client_cpu": 0 if rel == "same-cpu" else 1}
+                        for metric, stat in [*(("wakeup_delay", s) for s in stats), ("wakeups", None)]}
+    for rel, out in want.items():
+        for stat in stats:
+            assert got[("wakeup_delay", rel, stat)]["samples"] == [out[f"{stat}_us"]]
+            assert got[("wakeup_delay", rel, stat)]["unit"] == "us"
+        assert got[("wakeups", rel, None)]["samples"] == [out["wakeups"]]
+        assert got[("wakeups", rel, None)]["case"] == {"experiment": "wakeup", "pin": rel, "server_cpu": 0,
+                                                       "client_cpu": 0 if rel == "same-cpu" else 1}
