@@ -43,9 +43,10 @@ def test_the_lat_tcp_threads_wake_ups_are_nearly_all_their_sleeps(pin):
     assert d["threads"] == len({r.tid for r in mine}) == 3
     assert sleeps - d["threads"] <= d["wakeups"] <= sleeps
     assert d["wakeups"] > 1000
+    assert d["preempted"] == sum(r.state == "R" for r in mine)
     assert 0 <= d["p50_us"] <= d["p99_us"] <= d["max_us"] and d["mean_us"] <= d["max_us"]
     assert th.wakeup_delays(rows, "no-such-command") == {
-        "comm": "no-such-command", "threads": 0, "wakeups": 0, "mean_us": None, "p50_us": None, "p99_us": None,
+        "comm": "no-such-command", "threads": 0, "wakeups": 0, "preempted": 0, "mean_us": None, "p50_us": None, "p99_us": None,
         "max_us": None}
 
 
@@ -67,7 +68,7 @@ RULE = """\
 
 def test_only_runs_after_a_sleep_are_wake_ups():
     d = th.wakeup_delays(th.switches(RULE), "demo")
-    assert (d["threads"], d["wakeups"], d["max_us"], d["mean_us"]) == (2, 2, 12.0, 7.5)
+    assert (d["threads"], d["wakeups"], d["preempted"], d["max_us"], d["mean_us"]) == (2, 2, 1, 12.0, 7.5)
 
 
 def test_rows_without_state_cannot_tell_a_wake_up_from_a_preemption():

@@ -86,8 +86,9 @@ def wakeup_delays(rows: list[Switch], comm: str) -> dict:
     thread's previous row left it in ``S`` or ``D``; a thread's first row is not counted, its
     state before is unknown), all threads together.
 
-    Returns ``{"comm", "threads", "wakeups", "mean_us", "p50_us", "p99_us", "max_us"}``: the
-    number of threads seen and of wake-ups counted, and the delays' mean, median, 99th
+    Returns ``{"comm", "threads", "wakeups", "preempted", "mean_us", "p50_us", "p99_us",
+    "max_us"}``: the number of threads seen, of wake-ups counted and of runs that ended with the
+    thread preempted (left in ``R``: runnable, not asleep), and the delays' mean, median, 99th
     percentile (``statistics.quantiles`` with ``method="inclusive"``) and largest, in µs
     (perf prints ms with three decimals: whole µs). The statistics are None when no wake-up was
     counted.
@@ -100,13 +101,15 @@ def wakeup_delays(rows: list[Switch], comm: str) -> dict:
         raise ValueError("perf sched timehist ran without --state: a wake-up cannot be told from a preemption")
     last: dict[int, str] = {}
     delays: list[float] = []
+    preempted = 0
     for r in rows:
         if r.comm != comm:
             continue
         if last.get(r.tid) in ASLEEP:
             delays.append(round(r.sch_delay_ms * 1000, 3))
+        preempted += r.state == "R"
         last[r.tid] = r.state
-    out = {"comm": comm, "threads": len(last), "wakeups": len(delays),
+    out = {"comm": comm, "threads": len(last), "wakeups": len(delays), "preempted": preempted,
            "mean_us": None, "p50_us": None, "p99_us": None, "max_us": None}
     if delays:
         q = statistics.quantiles(delays, n=100, method="inclusive") if len(delays) > 1 else [delays[0]] * 99

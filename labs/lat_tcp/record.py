@@ -41,7 +41,8 @@ Metrics:
     record``, the lat_tcp threads' (client, server, its connection child) waits from a wake-up
     to running on a CPU, over every run that began with a wake-up
     (:func:`labkit.parsers.perf_sched_timehist.wakeup_delays`), one sample each; ``wakeups``
-    (count), the same case less ``stat``: how many waits those are.
+    (count), the same case less ``stat``: how many waits those are; ``preemptions`` (count),
+    the same case: how many of the threads' runs ended preempted (runnable) rather than asleep.
 
 Artifacts: a flame graph and its folded stacks per placement (the steps whose case has
 ``tool = "inferno"``), case ``{"tool": "lat_tcp", "pin": ...}``.
@@ -166,8 +167,8 @@ def _round_trip(run, step: dict) -> float:
 def _wakeup_delays(run, step) -> None:
     """The JSON line of a ``wakeup.<pin>.delay`` step (the lat_tcp threads' waits from a wake-up
     to running, :func:`labkit.parsers.perf_sched_timehist.wakeup_delays`): ``wakeup_delay``
-    (µs) with ``stat`` mean, p50, p99 and max, and ``wakeups`` (count), under the step's case
-    less ``tool``; nothing when no wake-up was counted."""
+    (µs) with ``stat`` mean, p50, p99 and max, ``wakeups`` and ``preemptions`` (counts), under
+    the step's case less ``tool``; nothing when no wake-up was counted."""
     out = json_line(run.raw(step["name"]).read_text(), perf_sched_timehist.TOOL)
     if not out["wakeups"]:
         return
@@ -175,6 +176,7 @@ def _wakeup_delays(run, step) -> None:
     for stat in ("mean", "p50", "p99", "max"):
         run.add("wakeup_delay", "us", {**case, "stat": stat}, [out[f"{stat}_us"]], step["name"])
     run.add("wakeups", "count", case, [out["wakeups"]], step["name"])
+    run.add("preemptions", "count", case, [out["preempted"]], step["name"])
 
 
 def collect(run) -> None:

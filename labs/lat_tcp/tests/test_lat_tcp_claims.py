@@ -457,11 +457,13 @@ def test_wakeup_delays_come_from_the_delay_steps_json(tmp_path, capsys):
     got = {(m["metric"], m["case"]["pin"], m["case"].get("stat")): m for m in run.measurements}
     stats = ("mean", "p50", "p99", "max")
     assert set(got) == {(metric, rel, stat) for rel in want
-                        for metric, stat in [*(("wakeup_delay", s) for s in stats), ("wakeups", None)]}
+                        for metric, stat in [*(("wakeup_delay", s) for s in stats), ("wakeups", None),
+                                             ("preemptions", None)]}
     for rel, out in want.items():
         for stat in stats:
             assert got[("wakeup_delay", rel, stat)]["samples"] == [out[f"{stat}_us"]]
             assert got[("wakeup_delay", rel, stat)]["unit"] == "us"
         assert got[("wakeups", rel, None)]["samples"] == [out["wakeups"]]
+        assert got[("preemptions", rel, None)]["samples"] == [out["preempted"]]
         assert got[("wakeups", rel, None)]["case"] == {"experiment": "wakeup", "pin": rel, "server_cpu": 0,
                                                        "client_cpu": 0 if rel == "same-cpu" else 1}
