@@ -108,7 +108,6 @@ def test_audit_frames_follow_the_probe():
 
 @pytest.mark.parametrize("claim", SPEC, ids=lambda c: c["id"])
 def test_claim_says_whether_it_is_about_speed(claim):
-    assert isinstance(claim.get("timing"), bool), "fstime's claims say whether they are about speed"
     speed = claim["metric"] in ("score", "pair_time") if claim["kind"] != "step" else False
     assert claim["timing"] is speed, "scores and times per system call are speed; CPU time and stacks are behaviour"
 
