@@ -9,6 +9,7 @@ from __future__ import annotations
 import matplotlib.axes
 import pytest
 
+from labkit.stats import claims
 from labkit.view import charts, render
 
 
@@ -117,29 +118,35 @@ def result(label: str, ms: list[dict], emulation=None, arch="x86_64") -> dict:
     return {"host": {"label": label, "arch": arch, "emulation": emulation}, "measurements": ms}
 
 
-def test_compare_rows_ratio_is_b_over_a_with_its_noise_flag():
+def test_compare_rows_ratio_is_b_over_a_with_its_calibrated_interval():
+    """The "beyond noise?" mark is the claims engine's unpaired interval of b/a (Welch's t on
+    logs): it excludes 1, or holds it; fewer than 3 samples on a side decide nothing; every
+    sample 0 on both sides is no difference."""
     a = result("A", [m(case={"k": 1}, samples=(10.0, 11.0, 12.0)), m(case={"k": 2}, samples=(10.0, 11.0, 12.0)),
                      m(case={"k": 3}, samples=(1.0, 2.0)), m(case={"k": 4}), m(metric="zero", samples=(0.0, 0.0, 0.0))])
     b = result("B", [m(case={"k": 1}, samples=(20.0, 22.0, 24.0)), m(case={"k": 2}, samples=(11.5, 12.0, 13.0)),
-                     m(case={"k": 3}, samples=(5.0, 6.0, 7.0)), m(metric="zero", samples=(1.0, 1.0, 1.0))])
+                     m(case={"k": 3}, samples=(5.0, 6.0, 7.0)), m(metric="zero", samples=(0.0, 0.0, 0.0))])
     header, rows = render.compare_rows(a, b)
-    assert header == ["metric", "case", "A", "B", "ratio", "significant?"]
+    assert header == ["metric", "case", "A", "B", "ratio", "95 % interval", "beyond noise?"]
+    want = {}
+    for k in (1, 2):
+        _, lo, hi, _ = claims.interval_of(tuple(b["measurements"][k - 1]["samples"]),
+                                          tuple(a["measurements"][k - 1]["samples"]), "median", False)
+        want[k] = (f"{lo:.2f}–{hi:.2f}", "yes" if lo > 1 or hi < 1 else "within noise")
+    assert want[1][1] == "yes" and want[2][1] == "within noise"
     assert rows == [
-        ["lat", "k=1", "11 µs", "22 µs", "2.00", "yes"],
-        ["lat", "k=2", "11 µs", "12 µs", "1.09", "within noise"],
-        ["lat", "k=3", "1.500 µs", "6 µs", "4.00", "too few samples"],
-        ["zero", "", "0 µs", "1 µs", "nan", "yes"],
+        ["lat", "k=1", "11 µs", "22 µs", "2.00", *want[1]],
+        ["lat", "k=2", "11 µs", "12 µs", "1.09", *want[2]],
+        ["lat", "k=3", "1.500 µs", "6 µs", "4.00", "", "too few samples"],
+        ["zero", "", "0 µs", "0 µs", "nan", "0 in every sample of both", "within noise"],
     ]   # k=4 has no counterpart in B: no row
     _, back = render.compare_rows(b, a)
     assert back[0][4] == "0.50"
-    # ranges that touch (one's min is the other's max) overlap, either way round; the case's keys
-    # in recorded order
-    a = result("A", [m(case={"k": 1, "rw": "read"}, samples=(10.0, 11.0, 12.0)), m(case={"k": 2}, samples=(12.0, 13.0, 14.0)),
-                     m(case={"k": 3}, samples=(10.0, 11.0, 12.0))])
-    b = result("B", [m(case={"k": 1, "rw": "read"}, samples=(12.0, 13.0, 14.0)), m(case={"k": 2}, samples=(10.0, 11.0, 12.0)),
-                     m(case={"k": 3}, samples=(12.5, 13.0, 14.0))])
-    assert [(r[1], r[5]) for r in render.compare_rows(a, b)[1]] == \
-        [("k=1, rw=read", "within noise"), ("k=2", "within noise"), ("k=3", "yes")]
+    # Ranges apart are not enough at n = 3 (2 orderings in 20 under no difference): the interval
+    # of two sides whose ranges barely miss each other still holds 1.
+    a = result("A", [m(case={"k": 1, "rw": "read"}, samples=(10.0, 11.5, 12.0))])
+    b = result("B", [m(case={"k": 1, "rw": "read"}, samples=(12.1, 13.0, 17.0))])
+    assert [(r[1], r[6]) for r in render.compare_rows(a, b)[1]] == [("k=1, rw=read", "within noise")]
 
 
 def test_tabs_and_captions():

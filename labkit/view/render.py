@@ -279,25 +279,41 @@ def admonition(kind: str, title: str, body: str, folded: bool = False) -> str:
 
 
 def compare_rows(a: Result, b: Result) -> tuple[list[str], list[list[str]]]:
-    """Side-by-side medians of two results of the same lab, with the ratio b/a.
+    """Side-by-side medians of two results of the same lab, with the ratio b/a, its 95 %
+    interval and whether the difference is beyond noise.
 
-    A row is marked "within noise" when the two min–max ranges overlap (the
-    difference is not larger than the spread of the runs themselves), and "too few
-    samples" when either side has fewer than 3 (a range of one sample says nothing).
+    Header: metric, case, a's label, b's label, "ratio", "95 % interval", "beyond noise?". The
+    interval is the one the claims engine decides on for two unpaired sides
+    (:func:`labkit.stats.claims.interval_of`: Welch's t interval on the log scale where every
+    sample is positive, Fieller's otherwise; calibrated at the n the labs use, DESIGN.md
+    "Calibration"). A row is "yes" when the interval excludes 1, "within noise" when it holds 1,
+    "too few samples" when either side has fewer than 3 samples (the calibration starts at 3),
+    "within noise" too when every sample of both is 0, and "no interval" when the samples admit
+    none (the interval column then says why).
     """
+    from ..stats import claims as stats_claims
     index_b = {(m["metric"], tuple(sorted(m["case"].items()))): m for m in b["measurements"]}
-    header = ["metric", "case", a["host"]["label"], b["host"]["label"], "ratio", "significant?"]
+    header = ["metric", "case", a["host"]["label"], b["host"]["label"], "ratio", "95 % interval", "beyond noise?"]
     rows = []
     for ma in a["measurements"]:
         mb = index_b.get((ma["metric"], tuple(sorted(ma["case"].items()))))
         if mb is None:
             continue
         ratio = mb["median"] / ma["median"] if ma["median"] else float("nan")
-        overlap = ma["min"] <= mb["max"] and mb["min"] <= ma["max"]
-        few = min(ma["n"], mb["n"]) < 3
         case = ", ".join(f"{k}={fmt_case_value(v)}" for k, v in ma["case"].items())
+        if min(ma["n"], mb["n"]) < 3:
+            span, mark = "", "too few samples"
+        else:
+            _, lo, hi, how = stats_claims.interval_of(tuple(mb["samples"]), tuple(ma["samples"]), "median", False)
+            if not any(ma["samples"]) and not any(mb["samples"]):
+                span, mark = "0 in every sample of both", "within noise"
+            elif math.isnan(lo):
+                span, mark = how, "no interval"
+            else:
+                span = stats_claims.span_text({"low": lo, "high": hi}, fmt=lambda x: f"{x:.2f}")
+                mark = "yes" if lo > 1 or hi < 1 else "within noise"
         rows.append([ma["metric"], case, f"{fmt(ma['median'])} {unit(ma['unit'])}", f"{fmt(mb['median'])} {unit(mb['unit'])}",
-                     f"{ratio:.2f}", "too few samples" if few else "within noise" if overlap else "yes"])
+                     f"{ratio:.2f}", span, mark])
     return header, rows
 
 

@@ -102,7 +102,7 @@ def _side_by_side(a: results_mod.Host, b: results_mod.Host, lab: str) -> tuple[l
 
 def compare_table(lab: str, host_a: str, host_b: str) -> str:
     """Markdown: medians of two hosts (labels or tab titles) side by side with the ratio b/a
-    ("ratio" column) and whether the difference is beyond noise.
+    ("ratio" column), its 95 % interval and whether the difference is beyond noise.
 
     Raises:
         NoResult: no such host; MacroError: one of them has no result of ``lab``.
@@ -116,8 +116,9 @@ def compare_table(lab: str, host_a: str, host_b: str) -> str:
 
 def compare_hosts() -> str:
     """Markdown: every pair of hosts side by side, one tab per pair ("B vs A"), one table per
-    lab they share: medians, ratio B/A ("ratio to A", as the seeds compare machines), and
-    "within noise" where the two min–max ranges overlap. Each lab's table is folded under a
+    lab they share: medians, ratio B/A ("ratio to A", as the seeds compare machines), its 95 %
+    interval and "within noise" where that interval holds 1 (:func:`labkit.view.render.compare_rows`).
+    Each lab's table is folded under a
     title that counts its measurements in common and, of those, the differences beyond noise,
     within noise and with too few samples (where one host ran once, "0 beyond noise" alone
     would read as agreement) (a chapter's worth of rows per lab: thousands of rows on one page
@@ -133,9 +134,10 @@ def compare_hosts() -> str:
             for lab in shared:
                 header, rows = _side_by_side(a, b, lab)
                 header[4] = f"ratio to {render.esc(a.label)}"
-                marks = [row[5] for row in rows]  # escaping leaves these words as they are
+                marks = [row[6] for row in rows]  # escaping leaves these words as they are
                 title = (f"{lab}: {len(rows)} measurements in common, {marks.count('yes')} beyond noise, "
-                         f"{marks.count('within noise')} within noise, {marks.count('too few samples')} with too few samples")
+                         f"{marks.count('within noise')} within noise, {marks.count('too few samples')} with too few samples"
+                         + (f", {marks.count('no interval')} with no interval" if "no interval" in marks else ""))
                 parts.append(render.admonition("note", title, fast_tables.table(header, rows), folded=True))
             badges = [render.emulation_badge(next(iter(h.results.values()))["host"]) for h in (b, a)]
             parts[:0] = [f"{render.esc(h.label)}: {badge}" for h, badge in zip((b, a), badges) if badge]
