@@ -1,5 +1,5 @@
 """labkit.parsers.perf_sched_timehist on the lab's own kind of output: ``perf sched timehist
---state`` of the wakeup group's runs (tests/fixtures/perf/lat_tcp-sched-timehist-*.txt.gz,
+--state`` of the wakeup group's runs (tests/fixtures/perf/lat_tcp-sched-timehist.*.txt.gz,
 captured with the commands in lat_tcp-sched-timehist.cmd), and on rows written here to pin the
 rule that tells a wake-up from a preemption."""
 
@@ -19,7 +19,7 @@ FIX = Path(__file__).parent / "fixtures" / "perf"
 
 
 def text(pin: str) -> str:
-    return gzip.decompress((FIX / f"lat_tcp-sched-timehist-{pin}.txt.gz").read_bytes()).decode()
+    return gzip.decompress((FIX / f"lat_tcp-sched-timehist.{pin}.txt.gz").read_bytes()).decode()
 
 
 @pytest.mark.parametrize("pin", ["same", "other"])

@@ -440,13 +440,13 @@ def test_exercises_are_well_formed(rerecorded):
 def test_wakeup_delays_come_from_the_delay_steps_json(tmp_path, capsys):
     """The wakeup group's ``wakeup.<pin>.delay`` steps print the JSON line of
     ``python -m labkit.parsers.perf_sched_timehist`` (here run on the lab's own kind of rows,
-    tests/fixtures/perf/lat_tcp-sched-timehist-*.txt.gz): ``wakeup_delay`` per stat and
+    tests/fixtures/perf/lat_tcp-sched-timehist.*.txt.gz): ``wakeup_delay`` per stat and
     ``wakeups``, under the step's case less ``tool``."""
     from labkit.parsers import perf_sched_timehist as th
     steps, want = [], {}
     for pin, rel, cpu in (("same", "same-cpu", 0), ("other", "other-core", 1)):
         rows = tmp_path / f"rows-{pin}.txt"
-        rows.write_bytes(gzip.decompress((FIXTURES / "perf" / f"lat_tcp-sched-timehist-{pin}.txt.gz").read_bytes()))
+        rows.write_bytes(gzip.decompress((FIXTURES / "perf" / f"lat_tcp-sched-timehist.{pin}.txt.gz").read_bytes()))
         assert th.main(["--comm", "lat_tcp", str(rows)]) == 0
         line = capsys.readouterr().out
         case = {"experiment": "wakeup", "tool": "perf-sched-timehist", "pin": rel, "server_cpu": 0, "client_cpu": cpu}
