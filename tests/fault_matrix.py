@@ -6,7 +6,7 @@ namespaces and /run/netns, schedulers, read_ahead_kb, audit, tracefs, files in /
 $HOME and $TMPDIR (fresh, empty directories for the run) still empty, no journal, no
 unfinished run directory in the out directory.
 
-A case is (lab, group, k, signal): the lab runs ``--quick --only GROUP`` and is signalled at
+A case is (lab, group, k, signal): the lab runs ``--quick --only GROUP`` (or in full mode, below) and is signalled at
 the k-th progress line after ``== GROUP:`` (every progress line is a boundary between two
 actions; a group with fewer lines is signalled where the next begins). Three sizes:
 
@@ -25,10 +25,12 @@ actions; a group with fewer lines is signalled where the next begins). Three siz
   648 3.5 h, and the five together take about a day and a half;
 - ``--every-line``, every progress line x every signal (several days of machine time).
 
-Every size runs quick mode, so steps and groups that only a full run has (quick mode skips
-them, with the reason) are tried at their skip only, and so is a group that skips for a tool
-the checkout lacks: :func:`main` names each group whose count run ran no step
-(:func:`skipped_only`) before its first case.
+Every size runs quick mode, so steps that only a full run has (quick mode skips them, with the
+reason) are tried at their skip only. A whole group that quick mode leaves out (lat_tcp's
+wakeup and strace) is counted once more in full mode, and where steps run there the full
+matrix's cases of that group run in full mode (:meth:`State.steps`). A group that skips in both
+(a tool the checkout lacks, a capability the host has not) is tried at its skip only: :func:`main`
+names each such group (:func:`skipped_only`) before its first case.
 
 ``--state FILE`` makes a run resumable: every count and every case's outcome is appended to FILE
 (JSON lines) as soon as it is known, with a hash of the code its lab runs (:func:`code_hash`),
@@ -90,10 +92,11 @@ class Case:
     group: str
     k: int
     sig: str
+    full: bool = False    # the lab runs in full mode: a group quick mode leaves out (State.steps)
 
     @property
     def id(self) -> str:
-        return f"{self.lab}-{self.group}-{self.k}-{self.sig}"
+        return f"{self.lab}-{self.group}{'-full' if self.full else ''}-{self.k}-{self.sig}"
 
 
 @dataclass
@@ -261,6 +264,7 @@ class State:
         self.counts: dict[tuple[str, str], int] = {}
         self.ends: dict[tuple[str, str], list[int]] = {}
         self.skipped: dict[tuple[str, str], list[str]] = {}    # :func:`skipped_only` of a counted group
+        self.full: set[tuple[str, str]] = set()    # groups whose steps were found in a full run
         self.outcomes: dict[str, Outcome] = {}
         self.runs: list[dict] = []
         if path and path.exists():
@@ -280,6 +284,8 @@ class State:
                     self.ends[(d["lab"], d["group"])] = d["ends"]
                     if d.get("skipped"):
                         self.skipped[(d["lab"], d["group"])] = d["skipped"]
+                    if d.get("full"):
+                        self.full.add((d["lab"], d["group"]))
                 elif d.get("kind") == "case":
                     o = d["outcome"]
                     out = Outcome(Case(**o.pop("case")), **o)
@@ -311,7 +317,8 @@ class State:
         "not_clean": [case ids], "seconds": the done cases' time, "no_step_ran": [groups],
         "complete": every group counted and every case of them done}."""
         gs = groups(lab)
-        planned = [c for g in gs if (lab, g) in self.ends for c in step_cases(lab, g, self.ends[(lab, g)])]
+        planned = [c for g in gs if (lab, g) in self.ends
+                   for c in step_cases(lab, g, self.ends[(lab, g)], full=(lab, g) in self.full)]
         got = [self.outcomes[c.id] for c in planned if c.id in self.outcomes]
         counted = sum((lab, g) in self.ends for g in gs)
         return {"lab": lab, "code": self.code_of(lab), "groups": len(gs), "counted": counted,
@@ -331,12 +338,21 @@ class State:
         return self.counts[(lab, group)]
 
     def steps(self, lab: str, group: str, base: Path) -> list[int]:
-        """The group's :func:`step_ends`: recorded, or found now in one undisturbed run and recorded."""
+        """The group's :func:`step_ends`: recorded, or found now in one undisturbed run and
+        recorded. A group whose quick run ran no step (:func:`skipped_only`) is run once more in
+        full mode; where steps run there, its cases run in full mode too (``"full": true`` in
+        the record, :attr:`Case.full`), so that a group only full runs have is tried at every
+        step, not at its skip only."""
         if (lab, group) not in self.ends:
             lines = group_lines(lab, group, base)
-            self.ends[(lab, group)] = step_ends(lines)
-            record = {"kind": "steps", "lab": lab, "group": group, "ends": self.ends[(lab, group)]}
+            record = {"kind": "steps", "lab": lab, "group": group}
             skips = skipped_only(lines)
+            if skips:
+                full = group_lines(lab, group, base, quick=False)
+                if not skipped_only(full) and any(events.split(x)[0] in events.STEP_ENDS for x in full):
+                    lines, skips, record["full"] = full, [], True
+                    self.full.add((lab, group))
+            self.ends[(lab, group)] = record["ends"] = step_ends(lines)
             if skips:
                 self.skipped[(lab, group)] = record["skipped"] = skips
             self.add(record)
@@ -348,13 +364,14 @@ class State:
         self.add({"kind": "case", "outcome": asdict(o)})
 
 
-def group_lines(lab: str, group: str, base: Path) -> list[str]:
+def group_lines(lab: str, group: str, base: Path, quick: bool = True) -> list[str]:
     """The progress lines of GROUP (:func:`labrun.group_progress`: those
-    :func:`labrun.progress_boundary` counts, in order) in one undisturbed ``--quick --only GROUP`` run."""
+    :func:`labrun.progress_boundary` counts, in order) in one undisturbed ``--only GROUP`` run,
+    ``--quick`` unless ``quick`` is False."""
     work = Path(tempfile.mkdtemp(prefix=f"count-{lab}-{group}-", dir=base))
     env = dict(case_env(work), **{events.ENV: "1"})   # the lines carry their kinds
-    proc = run_lab(script_of(lab), "--quick", "--only", group, "--host", "fault-matrix", "--out", str(work / "out"),
-                   "--scratch", str(work / "scratch"), timeout=None, env=env)
+    proc = run_lab(script_of(lab), *(["--quick"] if quick else []), "--only", group, "--host", "fault-matrix",
+                   "--out", str(work / "out"), "--scratch", str(work / "scratch"), timeout=None, env=env)
     return group_progress(proc.stderr.splitlines(), group)
 
 
@@ -388,15 +405,15 @@ def skipped_only(lines: list[str]) -> list[str]:
     return [text for _, _, text in verdicts] if verdicts and all(kind == "skipped" for kind, _, _ in verdicts) else []
 
 
-def step_cases(lab: str, group: str, ends: list[int]) -> list[Case]:
+def step_cases(lab: str, group: str, ends: list[int], full: bool = False) -> list[Case]:
     """Every step x every signal: step j (0-based; its boundaries are ends[j-1]+1 .. ends[j]) is
     signalled by SIGNALS[i] at its ((j + i) mod len)-th boundary. With steps of equal length L
     and at least L steps, every position in a step meets every signal (a Latin square, the
-    pairwise design of combinatorial testing)."""
+    pairwise design of combinatorial testing). ``full``: the cases run the lab in full mode."""
     cases, start = [], 1
     for j, end in enumerate(ends):
         seg = list(range(start, end + 1))
-        cases += [Case(lab, group, seg[(j + i) % len(seg)], s.name) for i, s in enumerate(SIGNALS)]
+        cases += [Case(lab, group, seg[(j + i) % len(seg)], s.name, full) for i, s in enumerate(SIGNALS)]
         start = end + 1
     return cases
 
@@ -414,7 +431,8 @@ def full_cases(lab_names: list[str], base: Path, state: State | None = None, eve
                 n = state.count(lab, g, base)
                 cases += [Case(lab, g, k, s.name) for k in range(1, n + 1) for s in SIGNALS]
             else:
-                cases += step_cases(lab, g, state.steps(lab, g, base))
+                ends = state.steps(lab, g, base)
+                cases += step_cases(lab, g, ends, full=(lab, g) in state.full)
     return cases
 
 
@@ -518,8 +536,8 @@ def run_case(case: Case, base: Path, extra_env: dict | None = None, host: bool =
     work = Path(tempfile.mkdtemp(prefix=f"{case.id}-", dir=base))
     env = dict(case_env(work), **(extra_env or {}))
     target = script_of(case.lab)
-    args = ["--quick", "--only", case.group, "--host", "fault-matrix", "--out", str(work / "out"),
-            "--scratch", str(work / "scratch")]
+    args = [*([] if case.full else ["--quick"]), "--only", case.group, "--host", "fault-matrix",
+            "--out", str(work / "out"), "--scratch", str(work / "scratch")]
     sig = signal.Signals["SIG" + case.sig] if not case.sig.startswith("SIG") else signal.Signals[case.sig]
     wait_for_lock(Path(env["PCB_LOCK_DIR"]) if env.get("PCB_LOCK_DIR") else None)
     if host:

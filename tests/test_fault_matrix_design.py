@@ -216,7 +216,7 @@ def test_the_matrix_says_which_groups_ran_no_step(tmp_path, capsys, monkeypatch)
     st = fm.State(f, {lab: fm.code_hash(lab)})
     for g in fm.groups(lab):
         lines = lines_of("skip") if g == "perf" else lines_of("cmd", "ok")
-        monkeypatch.setattr(fm, "group_lines", lambda *_a, lines=lines: lines)
+        monkeypatch.setattr(fm, "group_lines", lambda *_a, lines=lines, **_k: lines)   # full mode skips too
         st.steps(lab, g, tmp_path)
     assert st.skipped == {(lab, "perf"): ["[lab  0.0s] s: skipped: no perf (kernel lockdown)"]}
     again = fm.State(f, {lab: fm.code_hash(lab)})
@@ -231,6 +231,44 @@ def test_the_matrix_says_which_groups_ran_no_step(tmp_path, capsys, monkeypatch)
     assert f"  no step ran in: {lab} perf (each tried at its skip only)" in printed
     import json
     assert json.loads(out.read_text())["no_step_ran"] == {f"{lab} perf": ["[lab  0.0s] s: skipped: no perf (kernel lockdown)"]}
+
+
+def test_a_group_quick_mode_leaves_out_is_tried_in_full_mode(tmp_path, monkeypatch):
+    """A group whose quick count run skipped every step but whose full run ran steps (lat_tcp's
+    wakeup: full runs only) is recorded as full, read back so on resume, and its cases run the
+    lab without --quick, under ids of their own; a group that skips in both keeps its skip."""
+    lab = "lat_tcp"
+    f = tmp_path / "state.jsonl"
+    st = fm.State(f, {lab: fm.code_hash(lab)})
+    asked = []
+
+    def lines(_lab, g, _base, quick=True):
+        asked.append((g, quick))
+        if g == "wakeup":
+            return lines_of("skip") if quick else lines_of("cmd", "ok", "cmd", "ok")
+        return lines_of("skip") if g == "perf" else lines_of("cmd", "ok")
+    monkeypatch.setattr(fm, "group_lines", lines)
+    for g in ("wakeup", "perf", "free"):
+        st.steps(lab, g, tmp_path)
+    assert asked == [("wakeup", True), ("wakeup", False), ("perf", True), ("perf", False), ("free", True)]
+    assert st.full == {(lab, "wakeup")} and set(st.skipped) == {(lab, "perf")}
+    again = fm.State(f, {lab: fm.code_hash(lab)})
+    assert again.full == st.full and again.ends == st.ends
+    cases = fm.full_cases([lab], tmp_path, again, only_groups={"wakeup", "perf", "free"})
+    assert {c.group for c in cases if c.full} == {"wakeup"}
+    assert all(c.id.startswith(f"{lab}-wakeup-full-") for c in cases if c.full)
+    seen = {}
+
+    def fake_signal_at(argv, *_a, **_k):
+        seen["argv"] = argv
+        raise AssertionError("stop here")
+    monkeypatch.setattr(fm, "signal_at", fake_signal_at)
+    monkeypatch.setattr(fm, "wait_for_lock", lambda *a, **k: None)
+    full_case = next(c for c in cases if c.full)
+    fm.run_case(full_case, tmp_path, host=False)
+    assert "--only" in seen["argv"] and "--quick" not in seen["argv"]
+    fm.run_case(next(c for c in cases if not c.full), tmp_path, host=False)
+    assert "--quick" in seen["argv"]
 
 
 def test_a_run_active_while_the_host_is_read_disturbs_the_case(tmp_path, monkeypatch):
