@@ -1,1 +1,1 @@
-findmnt -T /scratch/pcb-fio_engines.237a75
+findmnt -T /scratch/pcb-fio_engines.0e4c9e

@@ -1,1 +1,1 @@
-auditd -n -c /scratch/pcb-fstime.6a786d/audit
+auditd -n -c /scratch/pcb-fstime.b72c5a/audit

@@ -1,1 +1,1 @@
-sed s\|@DIR@\|/scratch/pcb-fstime.6a786d/audit\|g /job/repo/labs/fstime/auditd.conf.in
+sed s\|@DIR@\|/scratch/pcb-fstime.b72c5a/audit\|g /job/repo/labs/fstime/auditd.conf.in

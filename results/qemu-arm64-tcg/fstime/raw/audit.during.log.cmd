@@ -1,1 +1,1 @@
-du -b /scratch/pcb-fstime.6a786d/audit
+du -b /scratch/pcb-fstime.b72c5a/audit

@@ -1,1 +1,1 @@
-auditctl -a task\,never -F pid=225
+auditctl -a task\,never -F pid=224

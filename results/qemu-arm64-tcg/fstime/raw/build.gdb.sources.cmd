@@ -1,1 +1,1 @@
-gdb -batch -nx -ex info\ sources /scratch/pcb-fstime.6a786d/fstime
+gdb -batch -nx -ex info\ sources /scratch/pcb-fstime.b72c5a/fstime

@@ -1,1 +1,1 @@
-sh /job/repo/labs/fstime/cpusample.sh 418 1
+sh /job/repo/labs/fstime/cpusample.sh 417 1

@@ -1,1 +1,1 @@
-sh /job/repo/labs/fstime/cpusample.sh 457 1
+sh /job/repo/labs/fstime/cpusample.sh 454 1

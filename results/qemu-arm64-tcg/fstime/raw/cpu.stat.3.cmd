@@ -1,1 +1,1 @@
-sh /job/repo/labs/fstime/cpusample.sh 496 1
+sh /job/repo/labs/fstime/cpusample.sh 491 1

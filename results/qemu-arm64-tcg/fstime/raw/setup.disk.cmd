@@ -1,1 +1,1 @@
-mkdir /scratch/pcb-fstime.6a786d/disk
+mkdir /scratch/pcb-fstime.b72c5a/disk

@@ -1,1 +1,1 @@
-losetup --show /dev/loop0 /scratch/pcb-fstime.6a786d/tmpfs/ext4.img
+losetup --show /dev/loop0 /scratch/pcb-fstime.b72c5a/tmpfs/ext4.img

@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=768m\,mode=0700 tmpfs /scratch/pcb-fstime.6a786d/tmpfs
+mount -t tmpfs -o size=768m\,mode=0700 tmpfs /scratch/pcb-fstime.b72c5a/tmpfs

@@ -1,1 +1,1 @@
-truncate -s 512M /scratch/pcb-fstime.6a786d/xfs.img
+truncate -s 512M /scratch/pcb-fstime.b72c5a/xfs.img

@@ -1,1 +1,1 @@
-mount -t xfs /dev/loop2 /scratch/pcb-fstime.6a786d/mnt-xfs-on-disk
+mount -t xfs /dev/loop2 /scratch/pcb-fstime.b72c5a/mnt-xfs-on-disk

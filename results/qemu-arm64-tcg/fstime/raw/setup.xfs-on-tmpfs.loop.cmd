@@ -1,1 +1,1 @@
-losetup --show /dev/loop1 /scratch/pcb-fstime.6a786d/tmpfs/xfs.img
+losetup --show /dev/loop1 /scratch/pcb-fstime.b72c5a/tmpfs/xfs.img

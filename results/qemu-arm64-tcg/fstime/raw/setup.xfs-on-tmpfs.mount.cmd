@@ -1,1 +1,1 @@
-mount -t xfs /dev/loop1 /scratch/pcb-fstime.6a786d/mnt-xfs-on-tmpfs
+mount -t xfs /dev/loop1 /scratch/pcb-fstime.b72c5a/mnt-xfs-on-tmpfs

@@ -1,1 +1,1 @@
-ip netns add pcb-lat-a-223
+ip netns add pcb-lat-a-225

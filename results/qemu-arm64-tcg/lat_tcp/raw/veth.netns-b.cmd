@@ -1,1 +1,1 @@
-ip netns add pcb-lat-b-223
+ip netns add pcb-lat-b-225

@@ -1,1 +1,1 @@
-cp /scratch/pcb-nvme_swiotlb.2cb70c/data.img /scratch/pcb-nvme_swiotlb.2cb70c/tmpfs/data.img
+cp /scratch/pcb-nvme_swiotlb.e4fafc/data.img /scratch/pcb-nvme_swiotlb.e4fafc/tmpfs/data.img

@@ -1,1 +1,1 @@
-blkparse -i loop -D /scratch/pcb-nvme_swiotlb.2cb70c/blktrace -d /scratch/pcb-nvme_swiotlb.2cb70c/blk.bin -O
+blkparse -i loop -D /scratch/pcb-nvme_swiotlb.e4fafc/blktrace -d /scratch/pcb-nvme_swiotlb.e4fafc/blk.bin -O

@@ -1,1 +1,1 @@
-fincore --json --bytes /scratch/pcb-nvme_swiotlb.2cb70c/data.img
+fincore --json --bytes /scratch/pcb-nvme_swiotlb.e4fafc/data.img
