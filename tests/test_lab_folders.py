@@ -70,41 +70,37 @@ def test_no_module_of_labkit_shadows_the_standard_library():
     assert clash == ["site"], clash
 
 
+def _lab_commands(in_guest: bool = True):
+    """(path, line, code) for every command line of the labs' shell scripts (labs/*/*.sh and
+    labs/lib): a command spread over lines with a backslash is read as one, comment lines are
+    left out, and ``code`` is the line with its quoted text (a group's description, a case
+    value) blanked and a trailing comment cut. ``in_guest=False`` leaves out the jobs that run
+    in a guest (``guest_job.sh``)."""
+    for path in sorted((ROOT / "labs").glob("*/*.sh")) + sorted((ROOT / "labs" / "lib").glob("*.sh")):
+        if not in_guest and path.name == "guest_job.sh":
+            continue
+        for line in path.read_text().replace("\\\n", " ").splitlines():
+            if not line.lstrip().startswith("#"):
+                yield path, line, re.sub(r"\"[^\"]*\"|'[^']*'", "''", line).split(" #")[0]
+
+
 def test_every_perf_record_of_a_lab_keeps_out_of_the_home_directory():
     """perf record (and perf sched record, which runs it) copies the binaries it sampled into
     ~/.debug, the build-id cache, unless told not to: a lab writes only in its scratch and out
     directories, so every recording a lab's scripts run on the host passes --no-buildid-cache
-    (a command spread over lines with a backslash is read as one; quoted text, such as a
-    group's description, is not a command, nor is ``perf record -h``). A job run in a guest (``guest_job.sh``) is left
-    out: the guest's files go with the guest."""
-    missing = []
-    for path in sorted((ROOT / "labs").glob("*/*.sh")) + sorted((ROOT / "labs" / "lib").glob("*.sh")):
-        if path.name == "guest_job.sh":
-            continue
-        text = path.read_text().replace("\\\n", " ")
-        for line in text.splitlines():
-            if line.lstrip().startswith("#"):
-                continue
-            code = re.sub(r"\"[^\"]*\"|'[^']*'", "''", line).split(" #")[0]
-            if re.search(r"\bperf( sched)? record\b(?! -h\b)", code) and "--no-buildid-cache" not in code:
-                missing.append((path.relative_to(ROOT).as_posix(), line.strip()[:120]))
+    (quoted text is not a command, nor is ``perf record -h``). A job run in a guest
+    (``guest_job.sh``) is left out: the guest's files go with the guest."""
+    missing = [(path.relative_to(ROOT).as_posix(), line.strip()[:120]) for path, line, code in _lab_commands(in_guest=False)
+               if re.search(r"\bperf( sched)? record\b(?! -h\b)", code) and "--no-buildid-cache" not in code]
     assert missing == [], missing
 
 
 def test_every_perf_script_of_a_lab_names_its_fields():
     """What perf script prints by default depends on perf's version and on how the file was
     recorded; the parsers and inferno read that text, so every ``perf script`` a lab runs, in a
-    guest too, names its fields with ``-F`` (labs/lib/lab.sh ``LAB_PERF_*``). Quoted text and
-    comments are not commands."""
-    missing = []
-    for path in sorted((ROOT / "labs").glob("*/*.sh")) + sorted((ROOT / "labs" / "lib").glob("*.sh")):
-        text = path.read_text().replace("\\\n", " ")
-        for line in text.splitlines():
-            if line.lstrip().startswith("#"):
-                continue
-            code = re.sub(r"\"[^\"]*\"|'[^']*'", "''", line).split(" #")[0]
-            if re.search(r"\bperf script\b", code) and not re.search(r"\bperf script\b.* -F ", code):
-                missing.append((path.relative_to(ROOT).as_posix(), line.strip()[:120]))
+    guest too, names its fields with ``-F`` (labs/lib/lab.sh ``LAB_PERF_*``)."""
+    missing = [(path.relative_to(ROOT).as_posix(), line.strip()[:120]) for path, line, code in _lab_commands()
+               if re.search(r"\bperf script\b", code) and not re.search(r"\bperf script\b.* -F ", code)]
     assert missing == [], missing
 
 
