@@ -364,14 +364,20 @@ class State:
         self.add({"kind": "case", "outcome": asdict(o)})
 
 
+def group_args(group: str, work: Path, quick: bool = True) -> list[str]:
+    """A matrix run's options: GROUP only, ``--quick`` unless ``quick`` is False, host
+    ``fault-matrix``, out and scratch directories under ``work``."""
+    return [*(["--quick"] if quick else []), "--only", group, "--host", "fault-matrix",
+            "--out", str(work / "out"), "--scratch", str(work / "scratch")]
+
+
 def group_lines(lab: str, group: str, base: Path, quick: bool = True) -> list[str]:
     """The progress lines of GROUP (:func:`labrun.group_progress`: those
-    :func:`labrun.progress_boundary` counts, in order) in one undisturbed ``--only GROUP`` run,
-    ``--quick`` unless ``quick`` is False."""
+    :func:`labrun.progress_boundary` counts, in order) in one undisturbed run of
+    :func:`group_args`."""
     work = Path(tempfile.mkdtemp(prefix=f"count-{lab}-{group}-", dir=base))
     env = dict(case_env(work), **{events.ENV: "1"})   # the lines carry their kinds
-    proc = run_lab(script_of(lab), *(["--quick"] if quick else []), "--only", group, "--host", "fault-matrix",
-                   "--out", str(work / "out"), "--scratch", str(work / "scratch"), timeout=None, env=env)
+    proc = run_lab(script_of(lab), *group_args(group, work, quick), timeout=None, env=env)
     return group_progress(proc.stderr.splitlines(), group)
 
 
@@ -536,8 +542,7 @@ def run_case(case: Case, base: Path, extra_env: dict | None = None, host: bool =
     work = Path(tempfile.mkdtemp(prefix=f"{case.id}-", dir=base))
     env = dict(case_env(work), **(extra_env or {}))
     target = script_of(case.lab)
-    args = [*([] if case.full else ["--quick"]), "--only", case.group, "--host", "fault-matrix",
-            "--out", str(work / "out"), "--scratch", str(work / "scratch")]
+    args = group_args(case.group, work, quick=not case.full)
     sig = signal.Signals["SIG" + case.sig] if not case.sig.startswith("SIG") else signal.Signals[case.sig]
     wait_for_lock(Path(env["PCB_LOCK_DIR"]) if env.get("PCB_LOCK_DIR") else None)
     if host:
