@@ -303,11 +303,11 @@ def compare_rows(a: Result, b: Result) -> tuple[list[str], list[list[str]]]:
         case = ", ".join(f"{k}={fmt_case_value(v)}" for k, v in ma["case"].items())
         if min(ma["n"], mb["n"]) < 3:
             span, mark = "", "too few samples"
+        elif not any(ma["samples"]) and not any(mb["samples"]):
+            span, mark = "0 in every sample of both", "within noise"
         else:
             _, lo, hi, how = stats_claims.interval_of(tuple(mb["samples"]), tuple(ma["samples"]), "median", False)
-            if not any(ma["samples"]) and not any(mb["samples"]):
-                span, mark = "0 in every sample of both", "within noise"
-            elif math.isnan(lo):
+            if math.isnan(lo):
                 span, mark = how, "no interval"
             else:
                 span = stats_claims.span_text({"low": lo, "high": hi}, fmt=lambda x: f"{x:.2f}")
