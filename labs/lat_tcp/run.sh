@@ -353,8 +353,8 @@ group_strace() {
 # lat_tcp threads' delays from a wake-up to running (labkit/parsers/perf_sched_timehist.py).
 # (perf sched latency gives that delay per task too, but keeps only a handful of a cross-CPU
 # ping-pong's wake-ups and reports the rest as "context switch bugs".) The cpuidle driver and
-# governor say what a woken idle CPU goes through first (a VM's haltpoll polls before it halts
-# the vCPU).
+# governor say what a woken idle CPU goes through first (a VM's haltpoll governor may poll
+# before it halts the vCPU, for at most its guest_halt_poll_ns; 0 turns the polling off).
 group_wakeup() {
   need_bin wakeup || return 0
   if ((LAB_QUICK)); then lab_skip wakeup "quick mode: no claim reads the scheduling delays"; return 0; fi
