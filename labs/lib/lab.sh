@@ -365,9 +365,13 @@ lab__host_cap() { local v="PCB_CAP_${1^^}"; printf '%s' "${!v:-}"; }
 # perf script's fields (perf-script(1) -F), named rather than left to perf's defaults, since
 # labkit/parsers/perf_script.py, the labs' record.py and inferno-collapse-perf read the text.
 # Each list is perf 6.1's default for its kind of recording, so there the text is the same
-# bytes as without -F (tests/test_perf_fields.py compares the two).
+# bytes as without -F (tests/test_perf_fields.py compares the two). The labs that source this
+# file read them (shellcheck sees only this file: SC2034).
+# shellcheck disable=SC2034
 LAB_PERF_STACKS=comm,tid,time,period,event,ip,sym,symoff,dso           # perf record -g of a command or -p
+# shellcheck disable=SC2034
 LAB_PERF_STACKS_ALL=comm,tid,cpu,time,period,event,ip,sym,symoff,dso   # perf record -a -g: every CPU's
+# shellcheck disable=SC2034
 LAB_PERF_TRACE=trace:comm,tid,cpu,time,event,trace                     # perf record -a -e tracepoints
 # lab__nobpf: --no-bpf-event where perf has it (else -q): no 1 s wait at perf record's exit.
 lab__nobpf() { if [[ $(perf record -h 2>&1) == *--no-bpf-event* ]]; then echo --no-bpf-event; else echo -q; fi; }
