@@ -286,7 +286,8 @@ def test_page_only_files_are_outside_what_labs_run(monkeypatch):
     for name in ("original.toml", "exercises.toml", "cards/gdb.exercises.toml", "run.sh"):  # claims.toml: below
         edited = ROOT / "labs" / lab / name
         assert edited.is_file(), edited
-        monkeypatch.setattr(Path, "read_bytes", lambda p, e=edited: real(p) + (b"\n# an edit\n" if p == e else b""))
+        # a line of code, not a comment: the hash leaves out whole-line comments of scripts
+        monkeypatch.setattr(Path, "read_bytes", lambda p, e=edited: real(p) + (b"\nedit=1\n" if p == e else b""))
         assert (fm.code_hash(lab) == before) == (name != "run.sh"), name
     monkeypatch.setattr(Path, "read_bytes", real)
     assert fm.code_hash(lab) == before
