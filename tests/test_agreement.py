@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import agreement
+import refhost
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,16 +36,16 @@ def test_nothing_decided_is_nothing_to_agree_on():
 
 
 def test_a_committed_result_agrees_with_itself(capsys):
-    f = ROOT / "results" / "epyc-kvm-2vcpu" / "lat_tcp.json"
+    f = refhost.RESULTS / "lat_tcp.json"
     assert agreement.main([str(f), str(f)]) == 0
     out = capsys.readouterr().out
     decided = [x for x in agreement.verdicts(agreement.model.load(f)) if x["verdict"] in agreement.DECIDED]
     assert decided, "the reference decides some of lat_tcp's claims"
-    assert f"| lat_tcp | epyc-kvm-2vcpu/lat_tcp.json / epyc-kvm-2vcpu/lat_tcp.json | {len(decided)} of {len(decided)} (100 %) | 0 | - |" in out
+    assert f"| lat_tcp | {refhost.HOST}/lat_tcp.json / {refhost.HOST}/lat_tcp.json | {len(decided)} of {len(decided)} (100 %) | 0 | - |" in out
 
 
 def test_a_flip_is_exit_status_1(monkeypatch, capsys):
-    f = ROOT / "results" / "epyc-kvm-2vcpu" / "lat_tcp.json"
+    f = refhost.RESULTS / "lat_tcp.json"
     calls = iter([[v("c", "holds")], [v("c", "fails")]])
     monkeypatch.setattr(agreement, "verdicts", lambda r: next(calls))
     assert agreement.main([str(f), str(f)]) == 1
@@ -52,8 +53,8 @@ def test_a_flip_is_exit_status_1(monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("args,says", [
-    (["results/epyc-kvm-2vcpu/lat_tcp.json"], "1 files: give them in pairs"),
-    (["results/epyc-kvm-2vcpu/lat_tcp.json", "results/epyc-kvm-2vcpu/fstime.json"], "a pair is two runs of one lab"),
+    ([f"results/{refhost.HOST}/lat_tcp.json"], "1 files: give them in pairs"),
+    ([f"results/{refhost.HOST}/lat_tcp.json", f"results/{refhost.HOST}/fstime.json"], "a pair is two runs of one lab"),
     (["README.md", "README.md"], "README.md"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(args, says, capsys):

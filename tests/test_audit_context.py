@@ -17,6 +17,7 @@ import pytest
 from labkit import model
 from labkit.run import auditctx
 from labkit.site.macros import runs
+import refhost
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "tests" / "fixtures"
@@ -159,7 +160,7 @@ def test_the_undo_command_bad_usage_is_one_line_exit_2():
 @pytest.fixture(scope="module")
 def committed() -> dict:
     """A committed reference result (recorded before audit_context existed)."""
-    path = sorted((ROOT / "results").glob("*/fstime.json"))[0]
+    path = refhost.RESULTS / "fstime.json"
     return json.loads(path.read_text())
 
 
@@ -228,7 +229,7 @@ def test_the_provenance_warns_where_contexts_were_present(tree):
     warned = {b.split('"', 1)[0]: "Measured with audit contexts" in b for b in blocks}
     hosts = {p.parent.name: json.loads(p.read_text())["host"] for p in sorted((ROOT / "results").glob("*/lat_tcp.json"))}
     assert warned == {k: bool(runs.audit_note(h)) for k, h in hosts.items()}, warned
-    x86 = hosts["epyc-kvm-2vcpu"]
+    x86 = hosts[refhost.HOST]
     assert runs.audit_note({**x86, "audit_context": "present: not root"})
     assert runs.audit_note({**x86, "audit_context": None, "audit_ever_enabled": True})
     assert not runs.audit_note({**x86, "audit_context": "suppressed with task,never"})

@@ -28,6 +28,7 @@ import pytest
 from labkit import model, results
 from labkit.view import charts
 from test_render_values import m
+import refhost
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -221,7 +222,7 @@ def test_verdicts_are_remembered_and_follow_the_result(tmp_path, monkeypatch):
     from labkit import model
     from labkit.stats import claims
     monkeypatch.setenv(model.CACHE_ENV, str(tmp_path))
-    result = _json.loads((ROOT / "results" / "epyc-kvm-2vcpu" / "lat_tcp.json").read_text())
+    result = _json.loads((refhost.RESULTS / "lat_tcp.json").read_text())
     claim = next(c for c in claims.load(ROOT / "labs" / "lat_tcp" / "claims.toml") if c["kind"] == "compare")
     first = claims.evaluate_cached(claim, result)
     assert first == claims.evaluate_one(claim, result)

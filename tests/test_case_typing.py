@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from labkit import manifest, model, record, steps
+import refhost
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = sorted((ROOT / "results").glob("*/*.json"))
@@ -36,7 +37,7 @@ def _run(tmp_path: Path, cases: dict[str, list[str]]) -> Path:
     """A run directory as lab.sh leaves it: one ok step per name, its --case fields in raw/NAME.case."""
     run = tmp_path / "run"
     (run / "raw").mkdir(parents=True)
-    shutil.copy(ROOT / "results" / "epyc-kvm-2vcpu" / "lat_tcp" / "host.json", run / "host.json")
+    shutil.copy(refhost.RESULTS / "lat_tcp" / "host.json", run / "host.json")
     (run / "steps.tsv").write_text("".join(f"{n}\tmain\tok\t0\t0.5\tsuccess\t\n" for n in cases))
     for name, fields in cases.items():
         (run / "raw" / f"{name}.case").write_text("".join(f + "\n" for f in fields))
@@ -53,7 +54,7 @@ def test_every_declared_type_round_trips_through_a_result(tmp_path):
     })
     collected = record.Run("typed", run, True, lab)
     record.load_lab_collector(lab)(collected)
-    base = model.load(ROOT / "results" / "epyc-kvm-2vcpu" / "lat_tcp.json")
+    base = model.load(refhost.RESULTS / "lat_tcp.json")
     path = tmp_path / "typed.json"
     model.write_atomic(path, {**base, "lab": "typed", "steps": collected.steps,
                               "measurements": collected.measurements, "artifacts": [], "claims": []})

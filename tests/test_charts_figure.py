@@ -22,6 +22,7 @@ from matplotlib.ticker import FixedLocator, LogLocator, NullFormatter, NullLocat
 from labkit import heatmap
 from labkit.view import charts
 from test_render_values import m
+import refhost
 
 
 @pytest.fixture(autouse=True)
@@ -284,7 +285,7 @@ def test_the_legibility_check_flags_small_text():
 CHARTS = {
     "bytes on log2, three series": ([m(case={"bs": 2 ** k, "io": io}, samples=(1.0 * k, 2.0 * k, 3.0 * k))
                                      for k in range(12, 21) for io in ("direct", "buffered", "mmap")],
-                                    "bs", "io", dict(logx=True, xbytes=True, host="epyc-kvm-2vcpu")),
+                                    "bs", "io", dict(logx=True, xbytes=True, host=refhost.HOST)),
     "log y, long title": ([m(case={"q": q}, samples=(10.0 * q, 100.0 * q, 900.0 * q)) for q in (1, 2, 4, 32)],
                           "q", None, dict(logx=True, logy=True, host="h", ylabel="clat p50 (µs)",
                                           title="4 KiB direct random reads: median completion latency")),

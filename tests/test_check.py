@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from labkit import cli, model, results
+import refhost
 
 ROOT = Path(__file__).resolve().parent.parent
 EXERCISES = ROOT / "tests" / "fixtures" / "check" / "exercises.toml"
@@ -23,7 +24,7 @@ TCG = {"emulator": "qemu-system-aarch64", "accelerator": "tcg", "machine": "virt
 
 
 def committed() -> dict:
-    return json.loads(sorted((ROOT / "results").glob("*/lat_tcp.json"))[0].read_text())
+    return json.loads((refhost.RESULTS / "lat_tcp.json").read_text())
 
 
 def write_host(base: Path, label: str, change=None) -> Path:

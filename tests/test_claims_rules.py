@@ -6,21 +6,20 @@ from __future__ import annotations
 
 import copy
 import math
-from pathlib import Path
 
 import pytest
 
 from labkit import model
 from labkit.stats import claims
+import refhost
 
-ROOT = Path(__file__).resolve().parent.parent
 TCG = {"emulator": "qemu-system-aarch64", "accelerator": "tcg", "machine": "virt", "guest_cpu": "cortex-a72",
        "host_arch": "x86_64", "host_cpu": None, "host_label": None}
 
 
 @pytest.fixture(scope="module")
 def reference() -> dict:
-    return model.load(sorted((ROOT / "results").glob("*/*.json"))[0])
+    return model.load(sorted(refhost.RESULTS.glob("*.json"))[0])
 
 
 @pytest.fixture(scope="module")

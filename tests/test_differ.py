@@ -8,8 +8,9 @@ import json
 
 from conftest import ROOT
 from labkit.site.macros import differ
+import refhost
 
-X86 = json.loads((ROOT / "results" / "epyc-kvm-2vcpu" / "lat_tcp.json").read_text())["host"]
+X86 = json.loads((refhost.RESULTS / "lat_tcp.json").read_text())["host"]
 ARM = json.loads((ROOT / "results" / "qemu-arm64-tcg" / "lat_tcp.json").read_text())["host"]
 
 

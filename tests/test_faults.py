@@ -29,6 +29,7 @@ import pytest
 
 import fault_matrix as fm
 from labrun import is_root, lab_command, run_lab, signal_at, tagged_processes
+import refhost
 
 pytestmark = [pytest.mark.lab, pytest.mark.skipif(not is_root(), reason="the labs' host changes need root")]
 
@@ -305,7 +306,7 @@ def test_a_claims_wording_is_outside_the_code_hash(monkeypatch):
     lab = "fstime"
     spec = ROOT / "labs" / lab / "claims.toml"
     claims = claims_mod.load(spec)
-    result = model.load(ROOT / "results" / "epyc-kvm-2vcpu" / f"{lab}.json")
+    result = model.load(refhost.RESULTS / f"{lab}.json")
     reworded = [{**c, **{key: "reworded" for key in fm.CLAIM_TEXT if key in c}} for c in claims]
     assert reworded != claims
     assert claims_mod.evaluate(reworded, result) == claims_mod.evaluate(claims, result)

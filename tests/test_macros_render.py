@@ -20,6 +20,7 @@ from labkit import model, original
 from labkit.site import macros
 from labkit.stats import claims as claims_mod
 from labkit.view import render
+import refhost
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "original" / "lat_tcp.toml"
@@ -46,7 +47,7 @@ def fixture_text() -> str:
 
 
 def reference(lab: str) -> Path:
-    return sorted((ROOT / "results").glob(f"*/{lab}.json"))[0]
+    return refhost.RESULTS / f"{lab}.json"
 
 
 # `tree` (a checkout-like tree of labs/ and the committed results) is in conftest.py.
@@ -204,6 +205,17 @@ def test_emulated_host_is_badged_everywhere(tree):
     # the host table names the emulated machine and CPU from the result's emulation fields
     rows = dict(macros.runs.host_rows(model.load(tree / "results" / "arm64-tcg" / "lat_tcp.json")["host"]))
     assert rows["emulation"] == "qemu-system-aarch64, accelerator tcg, machine virt, CPU cortex-a72 on x86\\_64 (?)"
+
+
+def test_a_host_with_an_emulated_cpu_never_comes_first(tree):
+    """Host tabs list real CPUs first: the first tab's tables are the ones in the page at load
+    (lazy_tabs), and a label that sorts first must not put an emulated host there."""
+    add_host(tree, "lat_tcp", "aaa-tcg", emulate)
+    labels = [h.label for h, _ in macros.build.for_lab("lat_tcp")]
+    assert sorted(labels)[0] == "aaa-tcg"                      # first in the folders' order
+    flags = [macros.build.emulated(h) for h, _ in macros.build.for_lab("lat_tcp")]
+    assert flags == sorted(flags) and not flags[0] and flags[-1]
+    assert macros.hosts_table().index("aaa-tcg") > macros.hosts_table().index(refhost.HOST)
 
 
 def test_timing_claims_are_not_applicable_on_the_emulated_host(tree):

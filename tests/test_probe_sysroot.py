@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from labkit.run import probe
+import refhost
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 DUMPS = FIX / "cpuinfo"
@@ -131,7 +132,7 @@ def test_no_pmu_on_a_kvm_guest_as_its_committed_result_says():
     got = probe.pmu(run, which=lambda name: f"/usr/bin/{name}")
     assert got == {"available": False, "reason": "perf stat -e instructions: <not supported> (no hardware PMU counters here)",
                    "detail": "perf record default event: cpu-clock:ppp"}
-    assert got == committed_pmu("epyc-kvm-2vcpu")
+    assert got == committed_pmu(refhost.HOST)
     assert run.calls[0] == ["perf", "stat", "-x,", "-e", "instructions", "--", "true"]
     record = next(c for c in run.calls if c[:2] == ["perf", "record"] and "-h" not in c)
     assert "--no-bpf-event" in record and "--no-buildid-cache" in record      # its usage lists the option

@@ -10,8 +10,9 @@ import pytest
 
 from conftest import ROOT
 from labkit.run import progress
+import refhost
 
-REF = ROOT / "results" / "epyc-kvm-2vcpu"
+REF = refhost.RESULTS
 
 
 def test_group_seconds_add_up_to_the_runs_wall_time():

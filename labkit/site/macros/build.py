@@ -82,16 +82,25 @@ def freshness(result: Result) -> tuple[str, str]:
     return stale_cache[key]
 
 
+def emulated(host: results_mod.Host) -> bool:
+    """Whether every result of ``host`` was measured on an emulated CPU (its provenance has
+    ``emulation``: a guest under QEMU's TCG, for instance)."""
+    return bool(host.results) and all(r["host"].get("emulation") for r in host.results.values())
+
+
 def all_hosts() -> list[results_mod.Host]:
     """Every host with results under :data:`ROOT`, loaded and validated once per build
-    (:func:`labkit.results.load_hosts`).
+    (:func:`labkit.results.load_hosts`), in search order but for the hosts whose CPU is emulated
+    (:func:`emulated`), which come after the others: a page's first host tab, the one whose
+    tables are in the page at load (:func:`labkit.site.mkdocs_hooks.lazy_tabs`), is a real CPU's
+    whatever the labels' alphabetical order.
 
     Raises:
         ResultError: an invalid result file, or one host label in two places.
     """
     global hosts_cache
     if hosts_cache is None:
-        hosts_cache = results_mod.load_hosts(ROOT)
+        hosts_cache = sorted(results_mod.load_hosts(ROOT), key=emulated)
     return hosts_cache
 
 

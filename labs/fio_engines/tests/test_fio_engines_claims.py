@@ -19,10 +19,11 @@ from labkit import model
 from derived import validate_derived
 from labkit import original as original_mod
 from test_claims_failable import derive
+import refhost
 
 ROOT = Path(__file__).resolve().parents[3]
 LAB = ROOT / "labs" / "fio_engines"
-REFERENCE = ROOT / "results" / "epyc-kvm-2vcpu" / "fio_engines.json"
+REFERENCE = refhost.RESULTS / "fio_engines.json"
 SPEC = claims.load(LAB / "claims.toml")
 ORIG = original_mod.load(LAB / "original.toml")
 EXERCISES = claims.load_exercises(LAB / "exercises.toml")

@@ -20,6 +20,7 @@ from labkit import record as record_mod
 from labkit import original as original_mod
 from labkit.parsers.perf import perf_stat_csv
 from labrun import check_quick_result, interrupt_at, is_root, processes_matching, run_lab
+import refhost
 
 pytestmark = pytest.mark.lab     # real quick runs of the fio_engines lab
 
@@ -214,7 +215,7 @@ def test_every_selector_matches_what_the_lab_records(quick_run):
     A claim's cases are all in a quick run, a full-run claim's (``full_run``) in the committed
     reference (a full run); an exercise's or a ratio's may be a full run's only."""
     result = result_of(quick_run)
-    reference = model.load(ROOT / "results" / "epyc-kvm-2vcpu" / f"{LAB}.json")
+    reference = model.load(refhost.RESULTS / f"{LAB}.json")
     spec = claims.load(ROOT / "labs" / LAB / "claims.toml")
     claim_ids = {c["id"] for c in spec if not c.get("full_run")}
     for c in spec:

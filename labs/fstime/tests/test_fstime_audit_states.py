@@ -18,10 +18,11 @@ from labkit import record as record_mod
 from labkit.parsers.dd import dd_summary
 from labkit.parsers.jsonline import json_lines
 from labkit.parsers.procstat import elapsed_ticks, process_shares, snapshots
+import refhost
 
 ROOT = Path(__file__).resolve().parents[3]
 LAB = ROOT / "labs" / "fstime"
-REF = ROOT / "results" / "epyc-kvm-2vcpu"
+REF = refhost.RESULTS
 SPEC = {c["id"]: c for c in claims.load(LAB / "claims.toml")}
 NEW = ["copy-keeps-one-cpu-busy", "copy-waits-for-no-io", "audit-costs-copy", "audit-costs-write",
        "one-rule-costs-more", "task-never-suppresses"]

@@ -20,10 +20,11 @@ from labkit import model
 from labkit import original as original_mod
 from labkit.site.macros import runs
 from labrun import run_lab
+import refhost
 
 ROOT = Path(__file__).resolve().parents[3]
 LAB = ROOT / "labs" / "fstime"
-REFERENCE = ROOT / "results" / "epyc-kvm-2vcpu"
+REFERENCE = refhost.RESULTS
 FIX = ROOT / "tests" / "fixtures" / "fstime"
 SPEC = claims.load(LAB / "claims.toml")
 BY_ID = {c["id"]: c for c in SPEC}

@@ -23,10 +23,11 @@ import pytest
 from labkit.stats import claims
 from labkit import model
 from labkit.record import Run
+import refhost
 
 ROOT = Path(__file__).resolve().parents[3]
 LAB = ROOT / "labs" / "lat_tcp"
-REFERENCE = ROOT / "results" / "epyc-kvm-2vcpu"
+REFERENCE = refhost.RESULTS
 FIXTURES = ROOT / "tests" / "fixtures"
 SPEC = claims.load(LAB / "claims.toml")
 ORIGINAL = tomllib.loads((LAB / "original.toml").read_text())

@@ -21,10 +21,11 @@ from labkit.stats import claims
 from labkit import model
 from labkit.parsers.jsonline import json_line
 from labkit.record import Run
+import refhost
 
 ROOT = Path(__file__).resolve().parents[3]
 LAB = ROOT / "labs" / "optane_kyber"
-REFERENCE = ROOT / "results" / "epyc-kvm-2vcpu"
+REFERENCE = refhost.RESULTS
 SPEC = claims.load(LAB / "claims.toml")
 ORIGINAL = tomllib.loads((LAB / "original.toml").read_text())
 EXERCISES = claims.load_exercises(LAB / "exercises.toml")
