@@ -13,6 +13,7 @@ from playwright.sync_api import expect
 from conftest import build_site, serve
 from labkit import model
 from labkit.view import render
+import refhost
 
 pytestmark = [pytest.mark.browser, pytest.mark.lab]   # the pages of a real quick run, in Chromium
 
@@ -108,7 +109,7 @@ def test_compare_page_puts_both_hosts_side_by_side(served, watched, artifacts_di
     url, host_dir = served
     page, errors, requests = watched
     page.goto(f"{url}/compare/", wait_until="networkidle")
-    ref = model.load(next((root / "results").glob("*/lat_tcp.json")))
+    ref = model.load(root / "results" / refhost.HOST / "lat_tcp.json")
     title = f"test-quick vs {ref['host']['label']}"
     tab = page.locator(".tabbed-labels label", has_text=title)
     if tab.count():  # several pairs of hosts: one tab each (a tab but the first is fetched when shown)

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import ROOT, build_site
 from labkit import model
+import refhost
 
 ACTIONLINT = shutil.which("actionlint") or str(ROOT / ".tools" / "bin" / "actionlint")
 
@@ -52,7 +53,7 @@ def test_merged_site_shows_both_hosts(lat_tcp_quick, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     hosts = (site / "hosts" / "index.html").read_text()
     compare = (site / "compare" / "index.html").read_text()
-    ref_label = next((ROOT / "results").glob("*/lat_tcp.json")).parent.name
+    ref_label = refhost.HOST    # before the merged host in search order: the pair is "merged vs reference"
     for label in (ref_label, host_dir.name):
         assert label in hosts
     assert f"{host_dir.name} vs {ref_label}" in compare
