@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-HOST = "epyc-kvm-2vcpu"
+HOST = "xeon-kvm-2vcpu"
 """The reference's host label (``--host``), its folder's name under ``results/``."""
 RESULTS = ROOT / "results" / HOST
 """``results/<HOST>/``: ``<lab>.json`` and each lab's folder of outputs."""

@@ -1,1 +1,0 @@
-stat -c %s\ %b\ %B /tmp/pcb-fio_engines.ad184e/fallocated.dat

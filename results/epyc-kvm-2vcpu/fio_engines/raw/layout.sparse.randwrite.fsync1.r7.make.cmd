@@ -1,1 +1,0 @@
-truncate -s 1g /tmp/pcb-fio_engines.ad184e/sparse.dat

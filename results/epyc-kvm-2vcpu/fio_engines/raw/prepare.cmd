@@ -1,1 +1,0 @@
-env FIO_FILE=/tmp/pcb-fio_engines.ad184e/data.dat FIO_SIZE=1g fio --output-format=json /work/fm/labs/fio_engines/prepare.fio

@@ -1,1 +1,0 @@
-/work/fm/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-fio_engines.ad184e/perf-buffered.script --folded /work/refout/fio/epyc-kvm-2vcpu/.fio_engines.partial/flame-buffered.folded --svg /work/refout/fio/epyc-kvm-2vcpu/.fio_engines.partial/flame-buffered.svg --title fio\,\ buffered\ 4\ KiB\ sequential\ writes\ \(libaio\,\ iodepth\ 1\,\ no\ flush\):\ fio\'s\ processes

@@ -1,1 +1,0 @@
-perf script -i /tmp/pcb-fio_engines.ad184e/perf-buffered.data

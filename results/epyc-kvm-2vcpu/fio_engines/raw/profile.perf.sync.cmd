@@ -1,1 +1,0 @@
-sync /tmp/pcb-fio_engines.ad184e/data.dat

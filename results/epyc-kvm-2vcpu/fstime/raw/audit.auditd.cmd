@@ -1,1 +1,0 @@
-auditd -n -c /tmp/pcb-fstime.45d75e/audit

@@ -1,1 +1,0 @@
-sed s\|@DIR@\|/tmp/pcb-fstime.45d75e/audit\|g /work/main/labs/fstime/auditd.conf.in

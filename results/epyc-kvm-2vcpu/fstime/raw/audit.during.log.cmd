@@ -1,1 +1,0 @@
-du -b /tmp/pcb-fstime.45d75e/audit

@@ -1,1 +1,0 @@
-gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -D_GNU_SOURCE -o /tmp/pcb-fstime.45d75e/fstime /work/main/labs/fstime/fstime.c -lm

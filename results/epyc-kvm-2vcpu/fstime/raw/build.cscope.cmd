@@ -1,1 +1,0 @@
-cscope -bk -f /tmp/pcb-fstime.45d75e/cscope.out /work/main/labs/fstime/fstime.c

@@ -1,1 +1,0 @@
-cscope -dL -f /tmp/pcb-fstime.45d75e/cscope.out -4 KBps

@@ -1,1 +1,0 @@
-gdb -batch -nx -ex info\ sources /tmp/pcb-fstime.45d75e/fstime

@@ -1,1 +1,0 @@
-/tmp/pcb-fstime.45d75e/fstime -c -t 2 -s 0.5 -p 2 -d /tmp/pcb-fstime.45d75e/disk -b 256 -m 500

@@ -1,1 +1,0 @@
-/tmp/pcb-fstime.45d75e/fstime -c -t 2 -s 0.5 -p 2 -d /tmp/pcb-fstime.45d75e/mnt-xfs-on-disk -b 4096 -m 8000

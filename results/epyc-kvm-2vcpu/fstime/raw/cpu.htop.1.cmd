@@ -1,1 +1,0 @@
-/work/main/.venv/bin/python /work/main/labs/fstime/cpushare.py /work/refout/fstime-ci/epyc-kvm-2vcpu/.fstime.partial/raw/cpu.stat.1.out 2965

@@ -1,1 +1,0 @@
-sh /work/main/labs/fstime/cpusample.sh 2965 3

@@ -1,1 +1,0 @@
-/work/main/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-fstime.45d75e/perf-tmpfs.script --folded /work/refout/fstime-ci/epyc-kvm-2vcpu/.fstime.partial/flame-tmpfs.folded --svg /work/refout/fstime-ci/epyc-kvm-2vcpu/.fstime.partial/flame-tmpfs.svg --title fstime\ copy\ phase\ \(1\ KiB\ buffers\)\ on\ tmpfs

@@ -1,1 +1,0 @@
-perf report -i /tmp/pcb-fstime.45d75e/perf-tmpfs.data --stdio --no-children --sort sym -g none --percent-limit 2

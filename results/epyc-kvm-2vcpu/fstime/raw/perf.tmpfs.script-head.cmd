@@ -1,1 +1,0 @@
-head -n 60 /tmp/pcb-fstime.45d75e/perf-tmpfs.script

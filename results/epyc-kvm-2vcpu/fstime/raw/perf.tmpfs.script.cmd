@@ -1,1 +1,0 @@
-perf script -i /tmp/pcb-fstime.45d75e/perf-tmpfs.data

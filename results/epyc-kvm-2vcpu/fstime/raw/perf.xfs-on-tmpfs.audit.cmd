@@ -1,1 +1,0 @@
-/work/main/.venv/bin/python /work/main/labs/fstime/auditframes.py /work/refout/fstime-ci/epyc-kvm-2vcpu/.fstime.partial/flame-xfs-on-tmpfs.folded

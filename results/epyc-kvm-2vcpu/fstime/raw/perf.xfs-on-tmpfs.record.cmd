@@ -1,1 +1,0 @@
-perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.45d75e/perf-xfs-on-tmpfs.data -p 4658 -- sleep 3

@@ -1,1 +1,0 @@
-df -T /tmp/pcb-fstime.45d75e/disk /tmp/pcb-fstime.45d75e/tmpfs/files /tmp/pcb-fstime.45d75e/mnt-ext4-on-tmpfs /tmp/pcb-fstime.45d75e/mnt-xfs-on-tmpfs /tmp/pcb-fstime.45d75e/mnt-xfs-on-disk

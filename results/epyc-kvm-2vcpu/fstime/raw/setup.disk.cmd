@@ -1,1 +1,0 @@
-mkdir /tmp/pcb-fstime.45d75e/disk

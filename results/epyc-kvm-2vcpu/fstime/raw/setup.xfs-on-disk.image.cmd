@@ -1,1 +1,0 @@
-truncate -s 512M /tmp/pcb-fstime.45d75e/xfs.img

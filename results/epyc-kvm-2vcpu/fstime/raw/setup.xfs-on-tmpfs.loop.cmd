@@ -1,1 +1,0 @@
-losetup --show --direct-io=on /dev/loop1 /tmp/pcb-fstime.45d75e/tmpfs/xfs.img

@@ -1,1 +1,0 @@
-gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -D_GNU_SOURCE -o /tmp/pcb-lat_tcp.d7e3ea/lat_tcp /work/refrun/labs/lat_tcp/lat_tcp.c

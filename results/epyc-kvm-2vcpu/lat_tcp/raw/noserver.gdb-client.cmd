@@ -1,1 +1,0 @@
-/tmp/pcb-lat_tcp.d7e3ea/lat_tcp -N 1 -t 0.05 -p 31254 127.0.0.1

@@ -1,1 +1,0 @@
-/work/refrun/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-lat_tcp.d7e3ea/perf-same-cpu.script --folded /tmp/refL7/epyc-kvm-2vcpu/.lat_tcp.partial/flame-same-cpu.folded --svg /tmp/refL7/epyc-kvm-2vcpu/.lat_tcp.partial/flame-same-cpu.svg --title lat_tcp\ client\,\ server\ on\ CPU\ 0\,\ client\ on\ CPU\ 0

@@ -1,1 +1,0 @@
-perf script -i /tmp/pcb-lat_tcp.d7e3ea/sched-free-5.data

@@ -1,1 +1,0 @@
-taskset -c 0 /tmp/pcb-lat_tcp.d7e3ea/lat_tcp -s -p 31234

@@ -1,1 +1,0 @@
-ip link add pcb-va netns pcb-lat-a-14879 type veth peer name pcb-vb netns pcb-lat-b-14879

@@ -1,1 +1,0 @@
-ip -n pcb-lat-a-14879 link set pcb-va up

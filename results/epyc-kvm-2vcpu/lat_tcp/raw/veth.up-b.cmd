@@ -1,1 +1,0 @@
-ip -n pcb-lat-b-14879 link set pcb-vb up

@@ -1,1 +1,0 @@
-ip netns exec pcb-lat-b-14879 taskset -c 0 /tmp/pcb-lat_tcp.d7e3ea/lat_tcp -m 1 -N 5 -t 0.2 -p 31234 198.18.0.1

@@ -1,1 +1,0 @@
-perf sched timehist -i /tmp/pcb-lat_tcp.d7e3ea/sched-same-cpu.data -s

@@ -1,1 +1,0 @@
-cp /tmp/pcb-nvme_swiotlb.336885/data.img /tmp/pcb-nvme_swiotlb.336885/tmpfs/data.img

@@ -1,1 +1,0 @@
-/tmp/pcb-nvme_swiotlb.336885/bounce -f /tmp/pcb-nvme_swiotlb.336885/data.img -b 4k\,8k\,16k\,32k\,64k\,128k\,256k\,512k\,1m -n 7 -t 0.25

@@ -1,1 +1,0 @@
-mount -t tmpfs -o size=528m\,mode=0700 tmpfs /tmp/pcb-nvme_swiotlb.336885/tmpfs

@@ -1,1 +1,0 @@
-sh -c blkparse\ -i\ -\ -d\ /tmp/pcb-nvme_swiotlb.336885/blk.bin\ \<\ /work/nvref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.capture.out

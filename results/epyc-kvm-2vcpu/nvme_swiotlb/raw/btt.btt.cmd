@@ -1,1 +1,0 @@
-btt -i /tmp/pcb-nvme_swiotlb.336885/blk.bin -l /work/nvref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.d2c -q /work/nvref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.q2c

@@ -1,1 +1,0 @@
-gcc -O2 -g -Wall -Wextra -std=c11 -D_GNU_SOURCE -o /tmp/pcb-nvme_swiotlb.336885/bounce /work/fm/labs/nvme_swiotlb/bounce.c

@@ -1,1 +1,0 @@
-dd if=/tmp/pcb-nvme_swiotlb.336885/data.img of=/dev/null bs=1M iflag=direct

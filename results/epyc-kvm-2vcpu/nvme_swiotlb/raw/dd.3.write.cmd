@@ -1,1 +1,0 @@
-dd if=/dev/urandom of=/tmp/pcb-nvme_swiotlb.336885/data.img bs=1M count=512 conv=fsync\,notrunc

@@ -1,1 +1,0 @@
-fincore --json --bytes /tmp/pcb-nvme_swiotlb.336885/data.img

@@ -1,1 +1,0 @@
-mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.336885/debugfs

@@ -1,1 +1,0 @@
-sh -c echo\ \"prev_pid\ ==\ \$\$\ \|\|\ next_pid\ ==\ \$\$\"\ \>\ /sys/kernel/tracing/instances/pcb-4021/events/sched/sched_switch/filter\ \&\&\ echo\ 1\ \>\ /sys/kernel/tracing/instances/pcb-4021/events/sched/sched_switch/enable\ \&\&\ exec\ dd\ if=/dev/loop0\ of=/dev/null\ bs=512k\ iflag=direct\ count=512

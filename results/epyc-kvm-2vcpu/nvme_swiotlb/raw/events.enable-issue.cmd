@@ -1,1 +1,0 @@
-sh -c echo\ \'1\'\ \>\ /sys/kernel/tracing/instances/pcb-4021/events/block/block_rq_issue/enable

@@ -1,1 +1,0 @@
-sh -c echo\ \'dev\ ==\ 7340032\'\ \>\ /sys/kernel/tracing/instances/pcb-4021/events/block/block_rq_issue/filter

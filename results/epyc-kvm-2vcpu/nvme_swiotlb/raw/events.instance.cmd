@@ -1,1 +1,0 @@
-mkdir /sys/kernel/tracing/instances/pcb-4021

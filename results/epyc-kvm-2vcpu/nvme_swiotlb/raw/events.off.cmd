@@ -1,1 +1,0 @@
-sh -c echo\ \'0\'\ \>\ /sys/kernel/tracing/instances/pcb-4021/tracing_on

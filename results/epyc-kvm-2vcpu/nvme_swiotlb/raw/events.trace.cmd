@@ -1,1 +1,0 @@
-cat /sys/kernel/tracing/instances/pcb-4021/trace

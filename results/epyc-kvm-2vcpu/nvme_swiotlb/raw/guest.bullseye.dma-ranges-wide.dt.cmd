@@ -1,1 +1,0 @@
-/work/fm/.venv/bin/python /work/fm/labs/nvme_swiotlb/dt_dma_ranges.py --root /work/nvref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/guest/bullseye-dma-ranges-wide/device-tree --fail-if-outside

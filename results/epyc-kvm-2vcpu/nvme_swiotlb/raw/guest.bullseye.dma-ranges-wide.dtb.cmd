@@ -1,1 +1,0 @@
-/work/fm/.venv/bin/python /work/fm/labs/nvme_swiotlb/dt_widen.py /tmp/pcb-nvme_swiotlb.336885/guest/bullseye-dma-ranges/dma-ranges.dtb /tmp/pcb-nvme_swiotlb.336885/guest/bullseye-dma-ranges-wide/dma-ranges.dtb

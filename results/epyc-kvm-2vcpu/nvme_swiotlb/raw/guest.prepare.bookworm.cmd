@@ -1,1 +1,0 @@
-/work/fm/.venv/bin/python -m labkit.guest prepare --arch arm64 --kernel-release bookworm

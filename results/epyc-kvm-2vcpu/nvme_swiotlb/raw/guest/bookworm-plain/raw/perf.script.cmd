@@ -1,1 +1,0 @@
-perf script -i /tmp/pcb/perf.data

@@ -1,1 +1,0 @@
-losetup --show --direct-io=on /dev/loop0 /tmp/pcb-nvme_swiotlb.336885/data.img

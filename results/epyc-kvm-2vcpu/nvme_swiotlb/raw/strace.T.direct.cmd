@@ -1,1 +1,0 @@
-strace -T -s 0 -e trace=read -o /work/nvref/epyc-kvm-2vcpu/.nvme_swiotlb.partial/raw/strace.T.direct.calls dd if=/tmp/pcb-nvme_swiotlb.336885/data.img of=/dev/null bs=1M iflag=direct

@@ -1,1 +1,0 @@
-find /tmp/pcb-nvme_swiotlb.336885/debugfs/swiotlb -maxdepth 1 -type f -exec grep -H . \{\} +

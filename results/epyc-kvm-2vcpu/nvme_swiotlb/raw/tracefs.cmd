@@ -1,1 +1,0 @@
-mount -t tracefs nodev /sys/kernel/tracing

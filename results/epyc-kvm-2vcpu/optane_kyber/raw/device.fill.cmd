@@ -1,1 +1,0 @@
-dd if=/dev/urandom of=/tmp/pcb-optane_kyber.3c8e86/tmpfs/disk.img bs=1M count=256 status=none

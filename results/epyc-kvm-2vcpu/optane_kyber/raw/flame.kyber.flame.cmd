@@ -1,1 +1,0 @@
-/work/ref/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.3c8e86/flame-kyber.script --folded /work/refout/optane_kyber/epyc-kvm-2vcpu/.optane_kyber.partial/flame-kyber.folded --svg /work/refout/optane_kyber/epyc-kvm-2vcpu/.optane_kyber.partial/flame-kyber.svg --title fio\ 4k\ randread\ QD1\ pvsync2\ --hipri\ on\ a\ loop\ device\,\ scheduler\ kyber

@@ -1,1 +1,0 @@
-inferno-collapse-perf --all /tmp/pcb-optane_kyber.3c8e86/flame-none.3.script

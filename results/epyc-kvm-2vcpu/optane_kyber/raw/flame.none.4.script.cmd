@@ -1,1 +1,0 @@
-perf script --max-stack 48 -i /tmp/pcb-optane_kyber.3c8e86/flame-none.4.data

@@ -1,1 +1,0 @@
-/work/ref/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.3c8e86/heat.script --folded /work/refout/optane_kyber/epyc-kvm-2vcpu/.optane_kyber.partial/heat-all.folded --svg /work/refout/optane_kyber/epyc-kvm-2vcpu/.optane_kyber.partial/heat-all.svg --title every\ CPU\,\ the\ whole\ recording

@@ -1,1 +1,0 @@
-gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -o /work/refout/optane_kyber/epyc-kvm-2vcpu/.optane_kyber.partial/bin/burst /work/ref/labs/optane_kyber/burst.c

@@ -1,1 +1,0 @@
-/work/ref/.venv/bin/python -m labkit.heatmap --perf-script /tmp/pcb-optane_kyber.3c8e86/heat.script --svg /work/refout/optane_kyber/epyc-kvm-2vcpu/.optane_kyber.partial/heatmap.svg --json /work/refout/optane_kyber/epyc-kvm-2vcpu/.optane_kyber.partial/heatmap.json --band 400\,600 --title perf\ record\ -a\ -g\ -F\ 997\,\ every\ CPU\,\ idle\ samples\ left\ out

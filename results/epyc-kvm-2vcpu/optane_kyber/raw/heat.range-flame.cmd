@@ -1,1 +1,0 @@
-/work/ref/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.3c8e86/heat-range.script --folded /work/refout/optane_kyber/epyc-kvm-2vcpu/.optane_kyber.partial/heat-range.folded --svg /work/refout/optane_kyber/epyc-kvm-2vcpu/.optane_kyber.partial/heat-range.svg --title every\ CPU\,\ only\ the\ hottest\ burst\'s\ time\ range\ 4118.400000\,4118.600000\ s

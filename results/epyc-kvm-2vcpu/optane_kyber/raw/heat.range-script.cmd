@@ -1,1 +1,0 @@
-perf script --max-stack 48 -i /tmp/pcb-optane_kyber.3c8e86/heat.data --time 4118.400000\,4118.600000

@@ -1,0 +1,1 @@
+fallocate -l 1g /tmp/pcb-fio_engines.fbf746/fallocated.dat

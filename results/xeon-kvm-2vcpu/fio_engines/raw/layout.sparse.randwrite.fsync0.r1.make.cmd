@@ -1,0 +1,1 @@
+truncate -s 1g /tmp/pcb-fio_engines.fbf746/sparse.dat

@@ -1,0 +1,1 @@
+iostat -x -y -o JSON 1 vda

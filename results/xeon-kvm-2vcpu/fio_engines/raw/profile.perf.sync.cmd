@@ -1,0 +1,1 @@
+sync /tmp/pcb-fio_engines.fbf746/data.dat

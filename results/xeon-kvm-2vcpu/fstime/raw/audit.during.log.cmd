@@ -1,0 +1,1 @@
+du -b /tmp/pcb-fstime.7f397e/audit

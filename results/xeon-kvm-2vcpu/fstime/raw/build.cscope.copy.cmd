@@ -1,0 +1,1 @@
+cscope -dL -f /tmp/pcb-fstime.7f397e/cscope.out -2 copy_phase

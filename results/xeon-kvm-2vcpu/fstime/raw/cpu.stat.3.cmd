@@ -1,0 +1,1 @@
+sh /work/xref/labs/fstime/cpusample.sh 11885 3

@@ -1,0 +1,1 @@
+perf report -i /tmp/pcb-fstime.7f397e/perf-tmpfs.data --stdio --no-children --sort sym -g none --percent-limit 2

@@ -1,0 +1,1 @@
+head -n 60 /tmp/pcb-fstime.7f397e/perf-tmpfs.script

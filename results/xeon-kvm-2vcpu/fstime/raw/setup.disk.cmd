@@ -1,0 +1,1 @@
+mkdir /tmp/pcb-fstime.7f397e/disk

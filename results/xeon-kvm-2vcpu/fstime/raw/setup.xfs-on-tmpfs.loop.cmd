@@ -1,0 +1,1 @@
+losetup --show --direct-io=on /dev/loop1 /tmp/pcb-fstime.7f397e/tmpfs/xfs.img

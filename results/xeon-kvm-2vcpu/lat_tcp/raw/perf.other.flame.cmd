@@ -1,0 +1,1 @@
+/work/xref/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-lat_tcp.2120bb/perf-other-core.script --folded /work/xeon/ref/xeon-kvm-2vcpu/.lat_tcp.partial/flame-other-core.folded --svg /work/xeon/ref/xeon-kvm-2vcpu/.lat_tcp.partial/flame-other-core.svg --title lat_tcp\ client\,\ server\ on\ CPU\ 0\,\ client\ on\ CPU\ 1

@@ -1,0 +1,1 @@
+/work/xref/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-lat_tcp.2120bb/perf-same-cpu.script --folded /work/xeon/ref/xeon-kvm-2vcpu/.lat_tcp.partial/flame-same-cpu.folded --svg /work/xeon/ref/xeon-kvm-2vcpu/.lat_tcp.partial/flame-same-cpu.svg --title lat_tcp\ client\,\ server\ on\ CPU\ 0\,\ client\ on\ CPU\ 0

@@ -1,0 +1,1 @@
+perf script -F trace:comm\,tid\,cpu\,time\,event\,trace -i /tmp/pcb-lat_tcp.2120bb/sched-free-2.data

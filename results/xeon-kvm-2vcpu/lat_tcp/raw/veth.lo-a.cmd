@@ -1,0 +1,1 @@
+ip -n pcb-lat-a-14159 link set lo up

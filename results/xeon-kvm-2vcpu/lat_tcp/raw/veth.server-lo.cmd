@@ -1,0 +1,1 @@
+ip netns exec pcb-lat-a-14159 taskset -c 0 /tmp/pcb-lat_tcp.2120bb/lat_tcp -s -p 31235

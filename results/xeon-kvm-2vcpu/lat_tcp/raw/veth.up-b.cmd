@@ -1,0 +1,1 @@
+ip -n pcb-lat-b-14159 link set pcb-vb up

@@ -1,0 +1,1 @@
+/work/xref/.venv/bin/python -m labkit.parsers.perf_sched_timehist --comm lat_tcp /tmp/pcb-lat_tcp.2120bb/timehist-other-core.txt

@@ -1,0 +1,1 @@
+perf sched timehist -i /tmp/pcb-lat_tcp.2120bb/sched-same-cpu.data -s

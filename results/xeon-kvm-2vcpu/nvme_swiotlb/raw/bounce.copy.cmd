@@ -1,0 +1,1 @@
+cp /tmp/pcb-nvme_swiotlb.50d582/data.img /tmp/pcb-nvme_swiotlb.50d582/tmpfs/data.img

@@ -1,0 +1,1 @@
+fincore --json --bytes /tmp/pcb-nvme_swiotlb.50d582/data.img

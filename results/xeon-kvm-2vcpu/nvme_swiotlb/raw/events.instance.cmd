@@ -1,0 +1,1 @@
+mkdir /sys/kernel/tracing/instances/pcb-23354

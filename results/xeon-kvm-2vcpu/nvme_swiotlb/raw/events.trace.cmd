@@ -1,0 +1,1 @@
+cat /sys/kernel/tracing/instances/pcb-23354/trace

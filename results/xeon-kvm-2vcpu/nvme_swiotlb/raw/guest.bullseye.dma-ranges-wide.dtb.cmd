@@ -1,0 +1,1 @@
+/work/xref/.venv/bin/python /work/xref/labs/nvme_swiotlb/dt_widen.py /tmp/pcb-nvme_swiotlb.50d582/guest/bullseye-dma-ranges/dma-ranges.dtb /tmp/pcb-nvme_swiotlb.50d582/guest/bullseye-dma-ranges-wide/dma-ranges.dtb

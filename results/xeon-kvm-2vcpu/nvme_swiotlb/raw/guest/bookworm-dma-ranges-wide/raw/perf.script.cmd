@@ -1,0 +1,1 @@
+perf script -F comm\,tid\,cpu\,time\,period\,event\,ip\,sym\,symoff\,dso -i /tmp/pcb/perf.data

@@ -1,0 +1,1 @@
+losetup --show --direct-io=on /dev/loop0 /tmp/pcb-nvme_swiotlb.50d582/data.img

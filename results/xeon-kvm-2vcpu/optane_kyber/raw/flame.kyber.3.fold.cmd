@@ -1,0 +1,1 @@
+inferno-collapse-perf --all /tmp/pcb-optane_kyber.a4b39c/flame-kyber.3.script
