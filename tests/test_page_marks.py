@@ -15,7 +15,7 @@ from labkit.site import page_marks
 
 ROOT = Path(__file__).resolve().parent.parent
 
-PLAIN_CELLS = ["69.53 – 83.70", "4 KiB", "libaio", "1,234,567", "MiB/s", "epyc-kvm-2vcpu", "12.5 %", "µs",
+PLAIN_CELLS = ["69.53 – 83.70", "4 KiB", "libaio", "1,234,567", "MiB/s", "xeon-kvm-2vcpu", "12.5 %", "µs",
                "(none)", "kernel 6.18.44", "p50 / p99", "-5.2", "1/2", "3 - 4", "a.b.c", "#1", "it's \"quoted\"",
                "end_fsync", "x86_64", "snake_case_name", "a__b__c", "vm: kvm; container: docker", "ratio:",
                "swiotlb:swiotlb_bounced", "x:y", "swiotlb=force", "a + b", "~~struck~~", "==marked==", "^^ins^^",

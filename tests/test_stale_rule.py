@@ -253,16 +253,7 @@ def test_git_that_does_not_answer_leaves_the_state_unknown(repo, monkeypatch):
 
 # Committed results that a lab change has made stale on purpose, each until its lab's next
 # reference run (its page says "stale: rerun the lab" meanwhile): lab → why.
-STALE_UNTIL_RERUN = {
-    "fio_engines": "8fb19fe1 added the invalidate=0 job and its claim: the next full reference run records them",
-    "fstime": "the perf group draws the differential flame graph on tmpfs's stacks too (drawn_on=tmpfs): "
-              "the next reference run records it, and the pages that show it come with that run",
-    "lat_tcp": "the wakeup group measures the wait from wake-up to run (perf sched timehist --state: "
-               "wakeup_delay, wakeups): the next reference run records it, and its evidence tables come with that run",
-    "optane_kyber": "perf script names its fields (-F, labs/lib/lab.sh LAB_PERF_*): the same text on perf 6.1, "
-                    "a new command in every flame and heat step",
-    "nvme_swiotlb": "the guest's perf script names its fields (-F): the same text on perf 6.1, a new command",
-}
+STALE_UNTIL_RERUN: dict[str, str] = {}
 
 
 def test_committed_results_are_fresh_but_those_awaiting_a_rerun():

@@ -198,7 +198,7 @@ def verdict_brief(lab: str, claim: str, sep: str = "<br>") -> str:
     as :func:`verdicts` does; per host its mark and word and, where decided or inconclusive, the
     effect with its 95 % interval (:func:`brief_effect`), then the host, badged "emulated CPU"
     where its CPU is emulated; hosts joined by ``sep``, a line each by default (``holds, 1.77×
-    (1.70–1.80) on epyc-kvm-2vcpu<br>not applicable on qemu-arm64-tcg emulated CPU``; ``"; "``
+    (1.70–1.80) on xeon-kvm-2vcpu<br>not applicable on qemu-arm64-tcg emulated CPU``; ``"; "``
     inside a sentence). The evidence page has the whole verdict (:func:`verdict_cell`), its
     reason and the host's full badge.
 

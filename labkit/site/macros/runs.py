@@ -167,7 +167,7 @@ def duration_text(seconds: float) -> str:
 def lab_time(lab: str) -> str:
     """Inline Markdown (for a table cell): how long ``lab`` ran on each host with a result, from
     the result's ``run.duration_s``, with the mode (quick or full) and the host (emulated hosts
-    badged), e.g. ``8 min 47 s (full run, epyc-kvm-2vcpu)``; hosts separated by "; " (a line
+    badged), e.g. ``8 min 47 s (full run, xeon-kvm-2vcpu)``; hosts separated by "; " (a line
     break inside a list item would leave a lone ")." on a phone).
 
     Raises:
