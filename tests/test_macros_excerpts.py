@@ -16,6 +16,8 @@ from labkit import model
 from labkit.site import macros
 from labkit.view import commands
 
+import refhost
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = sorted((ROOT / "results").glob("*/*.json"))
 
@@ -147,8 +149,10 @@ LAB = "nvme_swiotlb"  # its btt and trace steps print long outputs
 
 
 def _long_step(lab: str = LAB, minimum: int = 60) -> tuple[str, dict, list[str]]:
-    """The first step of ``lab`` whose standard output has ``minimum`` to 2000 lines: (name, result, lines)."""
-    path = next(p for p in RESULTS if p.stem == lab)
+    """The first step of ``lab`` whose standard output has ``minimum`` to 2000 lines, in the
+    reference's result (the host whose tab comes first, and so the first block of a page):
+    (name, result, lines)."""
+    path = refhost.RESULTS / f"{lab}.json"
     r = _load(path)
     for s in r["steps"]:
         f = path.parent / lab / "raw" / f"{s['name']}.out"

@@ -411,7 +411,7 @@ def test_lab_time_says_which_whole_groups_a_run_left_out():
 
 def test_diff_flamegraphs_are_interactive_too(tree, monkeypatch):
     monkeypatch.setattr(macros.build, "macro_env", None)
-    md = macros.flamegraph("fstime", kind="diff_flamegraph", group="perf")
+    md = macros.flamegraph("fstime", kind="diff_flamegraph", group="perf", drawn_on=None)
     assert md.count("(click a frame to zoom, Ctrl-F to search; where the column is too narrow for its text, the figure scrolls sideways)") >= 1
     assert "a static image" not in md
 

@@ -531,7 +531,11 @@ def _verdict(claim_id: str, result: dict) -> str:
 def test_kyber_against_mq_deadline_holds_when_they_cost_the_same(reference):
     c = next(c for c in SPEC if c["id"] == "kyber-costs-what-mq-deadline-costs")
     assert c["kind"] == "within" and c["b"]["scheduler"] == "mq-deadline" and c["a"]["scheduler"] == "kyber"
-    kyber = _samples(reference, "clat", **c["a"])
+    # kyber's runs at or above their median: one group of runs (on a reference whose pinned runs
+    # fall into two groups far apart, even a side against itself is too spread to show a
+    # difference under 10 %, and the claim rightly stays inconclusive there)
+    runs = _samples(reference, "clat", **c["a"])
+    kyber = [x for x in runs if x >= sorted(runs)[len(runs) // 2]]
     same = _with(reference, "clat", (c["a"], kyber), (c["b"], kyber[::-1]))
     assert _verdict(c["id"], same) == "holds"
     # kyber's own work on top of mq-deadline's, as large as the whole gap kyber ÷ none claims
