@@ -39,7 +39,7 @@ def shown_median(result: dict, m: dict) -> str:
     return rows[ms.index(m)][0]
 
 
-def test_chapter_tables_tabs_flamegraph(served, watched, artifacts_dir, root):
+def test_chapter_tables_tabs_flamegraph(served, watched, artifacts_dir):
     url, host_dir = served
     page, errors, requests = watched
     page.set_viewport_size({"width": 1280, "height": 900})
@@ -106,11 +106,11 @@ def test_hosts_page_lists_both_hosts(served, watched, artifacts_dir):
     assert [r for r in requests if not r.startswith((url, "data:"))] == []
 
 
-def test_compare_page_puts_both_hosts_side_by_side(served, watched, artifacts_dir, root):
+def test_compare_page_puts_both_hosts_side_by_side(served, watched, artifacts_dir):
     url, host_dir = served
     page, errors, requests = watched
     page.goto(f"{url}/compare/", wait_until="networkidle")
-    ref = model.load(root / "results" / refhost.HOST / "lat_tcp.json")
+    ref = model.load(refhost.RESULTS / "lat_tcp.json")
     title = f"test-quick vs {ref['host']['label']}"
     tab = page.locator(".tabbed-labels label", has_text=title)
     if tab.count():  # several pairs of hosts: one tab each (a tab but the first is fetched when shown)

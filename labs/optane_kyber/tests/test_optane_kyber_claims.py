@@ -535,7 +535,8 @@ def test_kyber_against_mq_deadline_holds_when_they_cost_the_same(reference):
     # fall into two groups far apart, even a side against itself is too spread to show a
     # difference under 10 %, and the claim rightly stays inconclusive there)
     runs = _samples(reference, "clat", **c["a"])
-    kyber = [x for x in runs if x >= sorted(runs)[len(runs) // 2]]
+    middle = sorted(runs)[len(runs) // 2]
+    kyber = [x for x in runs if x >= middle]
     same = _with(reference, "clat", (c["a"], kyber), (c["b"], kyber[::-1]))
     assert _verdict(c["id"], same) == "holds"
     # kyber's own work on top of mq-deadline's, as large as the whole gap kyber ÷ none claims
