@@ -495,12 +495,15 @@ group_blocksize() {
   done
 }
 
-# layout_make NAME KIND FILE: make FILE of layout KIND as one step (regular: already laid out).
+# layout_make NAME KIND FILE: make FILE of layout KIND, new, as one step. The written (regular)
+# file is written in full by prepare.fio, which fsyncs it (fio's create_fsync), so that every
+# layout gets a new file, a new placement on the disk below, for every job.
 layout_make() {
+  rm -f "$3"
   case "$2" in
-    sparse) rm -f "$3"; lab_run "$1" -- truncate -s "$SIZE" "$3" ;;
-    fallocated) rm -f "$3"; lab_run "$1" -- fallocate -l "$SIZE" "$3" ;;
-    regular) return 0 ;;
+    sparse) lab_run "$1" -- truncate -s "$SIZE" "$3" ;;
+    fallocated) lab_run "$1" -- fallocate -l "$SIZE" "$3" ;;
+    regular) lab_run "$1" -- env "FIO_FILE=$3" "FIO_SIZE=$SIZE" fio --output-format=json "$LAB_DIR/prepare.fio" ;;
   esac
 }
 
@@ -525,25 +528,25 @@ group_layout() {
           continue
         fi
         if [[ $kind == fallocated && -n $FALLOC_WHY ]]; then lab_skip "$name" "$FALLOC_WHY"; continue; fi
-        if [[ $kind == regular ]]; then file=$TARGET; else file="$LAB_SCRATCH/$kind.dat"; fi
+        file="$LAB_SCRATCH/$kind.dat"
         layout_make "$name.make" "$kind" "$file" || continue
         layout_stat "$name.before" "$kind" "$f" made "$r" "$file" || true
         fio_job --case experiment=layout --case "layout=$kind" --case rw=randwrite --case "fsync=$f" --case "rep=$r" \
           "$name" layout.fio FIO_FILE="$file" FIO_RW=randwrite FIO_FSYNC="$f" || true
         layout_stat "$name.after" "$kind" "$f" "after randwrite" "$r" "$file" || true
-        [[ $kind == regular ]] || rm -f "$file"
+        rm -f "$file"
       done
     done
-    # Reads: a fresh sparse file (all holes), a fresh fallocated one (all unwritten
-    # extents; not in quick mode, no claim reads it), and the written file.
+    # Reads: a new written file, a new sparse file (all holes) and a new fallocated one
+    # (all unwritten extents; not in quick mode, no claim reads it).
     for kind in $(lab_quick "regular sparse" "regular sparse fallocated"); do
       name="layout.$kind.randread.fsync0.r$r"
       if [[ $kind == fallocated && -n $FALLOC_WHY ]]; then lab_skip "$name" "$FALLOC_WHY"; continue; fi
-      if [[ $kind == regular ]]; then file=$TARGET; else file="$LAB_SCRATCH/$kind.dat"; fi
+      file="$LAB_SCRATCH/$kind.dat"
       layout_make "$name.make" "$kind" "$file" || continue
       fio_job --case experiment=layout --case "layout=$kind" --case rw=randread --case fsync=0 --case "rep=$r" \
         "$name" layout.fio FIO_FILE="$file" FIO_RW=randread FIO_FSYNC=0 || true
-      [[ $kind == regular ]] || rm -f "$file"
+      rm -f "$file"
     done
   done
 }
