@@ -306,7 +306,7 @@ def test_a_claims_wording_is_outside_the_code_hash(monkeypatch):
     lab = "fstime"
     spec = ROOT / "labs" / lab / "claims.toml"
     claims = claims_mod.load(spec)
-    result = model.load(refhost.RESULTS / f"{lab}.json")
+    result = model.load(refhost.result(lab))
     reworded = [{**c, **{key: "reworded" for key in fm.CLAIM_TEXT if key in c}} for c in claims]
     assert reworded != claims
     assert claims_mod.evaluate(reworded, result) == claims_mod.evaluate(claims, result)

@@ -152,7 +152,7 @@ def _long_step(lab: str = LAB, minimum: int = 60) -> tuple[str, dict, list[str]]
     """The first step of ``lab`` whose standard output has ``minimum`` to 2000 lines, in the
     reference's result (the host whose tab comes first, and so the first block of a page):
     (name, result, lines)."""
-    path = refhost.RESULTS / f"{lab}.json"
+    path = refhost.result(lab)
     r = _load(path)
     for s in r["steps"]:
         f = path.parent / lab / "raw" / f"{s['name']}.out"

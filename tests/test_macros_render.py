@@ -47,7 +47,7 @@ def fixture_text() -> str:
 
 
 def reference(lab: str) -> Path:
-    return refhost.RESULTS / f"{lab}.json"
+    return refhost.result(lab)
 
 
 # `tree` (a checkout-like tree of labs/ and the committed results) is in conftest.py.

@@ -70,7 +70,7 @@ def test_committed_claims_are_reproducible(path):
 def result():
     """The reference's fio result: real samples of a host whose CPU is not emulated (an emulated
     host's timing claims are not applicable, whatever the data)."""
-    return model.load(refhost.RESULTS / "fio_engines.json")
+    return model.load(refhost.result("fio_engines"))
 
 
 def test_tampered_median_is_rejected(result):

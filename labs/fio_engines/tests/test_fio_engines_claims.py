@@ -23,7 +23,7 @@ import refhost
 
 ROOT = Path(__file__).resolve().parents[3]
 LAB = ROOT / "labs" / "fio_engines"
-REFERENCE = refhost.RESULTS / "fio_engines.json"
+REFERENCE = refhost.result("fio_engines")
 SPEC = claims.load(LAB / "claims.toml")
 ORIG = original_mod.load(LAB / "original.toml")
 EXERCISES = claims.load_exercises(LAB / "exercises.toml")
@@ -365,3 +365,51 @@ def test_buffered_against_direct_with_the_flush():
     ref = model.load(REFERENCE)
     bare = {**ref, "measurements": [m for m in ref["measurements"] if m["case"].get("end_fsync") != 1]}
     assert claims.evaluate_one(c, bare)["verdict"] == "untested"
+
+
+def layout_file_problems(result: dict) -> list[str]:
+    """What breaks the layout experiment's design in ``result``: every fio job of the layout
+    experiment must run on a file made new for it, of its layout, by the step ``<job>.make`` just
+    before it (the written file by ``prepare.fio``, the sparse one by ``truncate``, the
+    fallocated one by ``fallocate``), never on the lab's target file, so that each repetition
+    places its file anew on the disk below. Returns one line per fault (empty: the design holds)."""
+    steps = result["steps"]
+    names = {s["name"]: s for s in steps}
+    maker = {"regular": "prepare.fio", "sparse": "truncate -s", "fallocated": "fallocate -l"}
+    out = []
+    for s in steps:
+        case = s.get("case") or {}
+        if case.get("experiment") != "layout" or case.get("tool") != "fio" or s["status"] != "ok":
+            continue
+        job_file = re.search(r"FIO_FILE=(\S+)", s["command"]).group(1)
+        make = names.get(s["name"] + ".make")
+        if make is None or make["status"] != "ok":
+            out.append(f"{s['name']}: no file made for it")
+        elif maker[case["layout"]] not in make["command"] or job_file not in make["command"]:
+            out.append(f"{s['name']}: {make['name']} did not make {job_file} as a {case['layout']} file: {make['command']}")
+        elif job_file.endswith("/data.dat"):
+            out.append(f"{s['name']}: runs on the lab's target file")
+    return out
+
+
+def test_every_layout_job_gets_a_new_file_in_the_reference(reference):
+    """The committed reference ran the layout experiment with a new file of its layout before
+    every job, the written one included."""
+    assert layout_file_problems(reference) == []
+
+
+def test_a_layout_job_on_the_target_file_is_caught(reference):
+    """The check fails on the design it replaced: the written file's jobs on the target, with
+    no file made for them."""
+    r = copy.deepcopy(reference)
+    target = "/tmp/pcb-fio_engines.1/data.dat"
+    kept = []
+    for s in r["steps"]:
+        if s["name"].startswith("layout.regular.") and s["name"].endswith(".make"):
+            continue
+        if (s.get("case") or {}).get("layout") == "regular" and (s.get("case") or {}).get("tool") == "fio":
+            s["command"] = re.sub(r"FIO_FILE=\S+", f"FIO_FILE={target}", s["command"])
+        kept.append(s)
+    r["steps"] = kept
+    problems = layout_file_problems(r)
+    assert problems and all("regular" in p and "no file made" in p for p in problems), problems

@@ -142,6 +142,13 @@ def test_every_job_writes_only_in_the_scratch_dir(quick_run):
     assert not Path(scratch).exists(), "scratch directory left behind"
 
 
+def test_every_layout_job_gets_a_new_file(quick_run):
+    """Each layout job runs on a file made new for it (the written file too): one file kept for
+    a whole run would carry one placement on the disk into every repetition."""
+    from test_fio_engines_claims import layout_file_problems
+    assert layout_file_problems(result_of(quick_run)) == []
+
+
 def test_measurements_are_fios_own_numbers(quick_run):
     """The IOPS in the result are exactly the iops of fio's JSON report, and the counts are perf's."""
     _, out, _ = quick_run
@@ -215,7 +222,7 @@ def test_every_selector_matches_what_the_lab_records(quick_run):
     A claim's cases are all in a quick run, a full-run claim's (``full_run``) in the committed
     reference (a full run); an exercise's or a ratio's may be a full run's only."""
     result = result_of(quick_run)
-    reference = model.load(refhost.RESULTS / f"{LAB}.json")
+    reference = model.load(refhost.result(LAB))
     spec = claims.load(ROOT / "labs" / LAB / "claims.toml")
     claim_ids = {c["id"] for c in spec if not c.get("full_run")}
     for c in spec:

@@ -1,0 +1,1 @@
+perf stat -x\, -o /work/full1/epyc-kvm-2vcpu/.fio_engines.partial/raw/blocksize.write.buffered.1k.r3.sync.perf -e block:block_rq_issue --filter dev\ ==\ 266338304 -e block:block_rq_complete --filter dev\ ==\ 266338304 -e block:block_bio_queue --filter dev\ ==\ 266338304 -a -- sync /tmp/pcb-fio_engines.71178e/data.dat

@@ -1,0 +1,1 @@
+fallocate -l 1g /tmp/pcb-fio_engines.71178e/fallocated.dat

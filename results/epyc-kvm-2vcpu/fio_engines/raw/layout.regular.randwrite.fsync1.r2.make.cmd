@@ -1,0 +1,1 @@
+env FIO_FILE=/tmp/pcb-fio_engines.71178e/regular.dat FIO_SIZE=1g fio --output-format=json /work/clone1/labs/fio_engines/prepare.fio

@@ -1,0 +1,1 @@
+stat -c %s\ %b\ %B /tmp/pcb-fio_engines.71178e/regular.dat

@@ -1,0 +1,1 @@
+truncate -s 1g /tmp/pcb-fio_engines.71178e/sparse.dat

@@ -1,0 +1,1 @@
+env FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_BS=4m FIO_DIRECT=1 FIO_BATCH=1 FIO_END_FSYNC=0 FIO_INVALIDATE=1 FIO_FILE=/tmp/pcb-fio_engines.71178e/data.dat FIO_SIZE=1g FIO_RUNTIME=4 strace -c -f -- fio --output-format=json /work/clone1/labs/fio_engines/original.fio

@@ -1,0 +1,1 @@
+env LC_ALL=C pidstat -u -r -h -H -l -C aux-path=/tmp/pcb-fio_engines\\.71178e\  1

@@ -1,0 +1,1 @@
+/work/clone1/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-fio_engines.71178e/perf-buffered.script --folded /work/full1/epyc-kvm-2vcpu/.fio_engines.partial/flame-buffered.folded --svg /work/full1/epyc-kvm-2vcpu/.fio_engines.partial/flame-buffered.svg --title fio\,\ buffered\ 4\ KiB\ sequential\ writes\ \(libaio\,\ iodepth\ 1\,\ no\ flush\):\ fio\'s\ processes

@@ -1,0 +1,1 @@
+perf script -F comm\,tid\,time\,period\,event\,ip\,sym\,symoff\,dso -i /tmp/pcb-fio_engines.71178e/perf-buffered.data

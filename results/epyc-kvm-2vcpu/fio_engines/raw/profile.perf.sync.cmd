@@ -1,0 +1,1 @@
+sync /tmp/pcb-fio_engines.71178e/data.dat

@@ -1,0 +1,1 @@
+env FIO_ENGINE=libaio FIO_IODEPTH=32 FIO_RW=randread FIO_FILE=/tmp/pcb-fio_engines.71178e/data.dat FIO_SIZE=1g FIO_RUNTIME=2 strace -c -f -- fio --output-format=json /work/clone1/labs/fio_engines/engines.fio

@@ -1,0 +1,1 @@
+findmnt -T /tmp/pcb-fio_engines.71178e

@@ -1,1 +1,0 @@
-fallocate -l 1g /tmp/pcb-fio_engines.fbf746/fallocated.dat

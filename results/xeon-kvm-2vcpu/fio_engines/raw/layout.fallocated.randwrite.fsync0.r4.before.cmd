@@ -1,1 +1,0 @@
-stat -c %s\ %b\ %B /tmp/pcb-fio_engines.fbf746/fallocated.dat

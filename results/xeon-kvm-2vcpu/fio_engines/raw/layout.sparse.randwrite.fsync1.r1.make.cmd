@@ -1,1 +1,0 @@
-truncate -s 1g /tmp/pcb-fio_engines.fbf746/sparse.dat

@@ -1,1 +1,0 @@
-env FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_BS=1k FIO_DIRECT=1 FIO_BATCH=1 FIO_END_FSYNC=0 FIO_INVALIDATE=1 FIO_FILE=/tmp/pcb-fio_engines.fbf746/data.dat FIO_SIZE=1g FIO_RUNTIME=4 strace -c -f -- fio --output-format=json /work/xref/labs/fio_engines/original.fio

@@ -1,1 +1,0 @@
-env LC_ALL=C pidstat -u -r -h -H -l -C aux-path=/tmp/pcb-fio_engines\\.fbf746\  1

@@ -1,1 +1,0 @@
-perf stat -x\, -o /work/xeon/ref/xeon-kvm-2vcpu/.fio_engines.partial/raw/original.write.libaio.qd1.4k.buffered.r7.sync.perf -e block:block_rq_issue --filter dev\ ==\ 266338304 -e block:block_rq_complete --filter dev\ ==\ 266338304 -e block:block_bio_queue --filter dev\ ==\ 266338304 -a -- sync /tmp/pcb-fio_engines.fbf746/data.dat

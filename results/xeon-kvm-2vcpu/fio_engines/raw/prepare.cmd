@@ -1,1 +1,0 @@
-env FIO_FILE=/tmp/pcb-fio_engines.fbf746/data.dat FIO_SIZE=1g fio --output-format=json /work/xref/labs/fio_engines/prepare.fio

@@ -1,1 +1,0 @@
-/work/xref/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-fio_engines.fbf746/perf-buffered.script --folded /work/xeon/ref/xeon-kvm-2vcpu/.fio_engines.partial/flame-buffered.folded --svg /work/xeon/ref/xeon-kvm-2vcpu/.fio_engines.partial/flame-buffered.svg --title fio\,\ buffered\ 4\ KiB\ sequential\ writes\ \(libaio\,\ iodepth\ 1\,\ no\ flush\):\ fio\'s\ processes

@@ -1,1 +1,0 @@
-perf script -F comm\,tid\,time\,period\,event\,ip\,sym\,symoff\,dso -i /tmp/pcb-fio_engines.fbf746/perf-buffered.data

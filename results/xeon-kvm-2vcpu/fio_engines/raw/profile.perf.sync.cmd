@@ -1,1 +1,0 @@
-sync /tmp/pcb-fio_engines.fbf746/data.dat

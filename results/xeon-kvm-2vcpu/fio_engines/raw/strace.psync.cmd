@@ -1,1 +1,0 @@
-env FIO_ENGINE=psync FIO_IODEPTH=1 FIO_RW=randread FIO_FILE=/tmp/pcb-fio_engines.fbf746/data.dat FIO_SIZE=1g FIO_RUNTIME=2 strace -c -f -- fio --output-format=json /work/xref/labs/fio_engines/engines.fio

@@ -1,1 +1,0 @@
-findmnt -T /tmp/pcb-fio_engines.fbf746
