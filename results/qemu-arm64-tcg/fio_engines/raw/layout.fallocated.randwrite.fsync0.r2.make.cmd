@@ -1,1 +1,1 @@
-fallocate -l 256m /scratch/pcb-fio_engines.0e4c9e/fallocated.dat
+fallocate -l 256m /scratch/pcb-fio_engines.c2c9f9/fallocated.dat

@@ -1,1 +1,1 @@
-stat -c %s\ %b\ %B /scratch/pcb-fio_engines.0e4c9e/data.dat
+stat -c %s\ %b\ %B /scratch/pcb-fio_engines.c2c9f9/regular.dat

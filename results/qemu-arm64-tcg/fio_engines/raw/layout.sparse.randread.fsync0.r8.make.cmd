@@ -1,1 +1,1 @@
-truncate -s 256m /scratch/pcb-fio_engines.0e4c9e/sparse.dat
+truncate -s 256m /scratch/pcb-fio_engines.c2c9f9/sparse.dat

@@ -1,1 +1,1 @@
-env FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_BS=4m FIO_DIRECT=1 FIO_BATCH=1 FIO_END_FSYNC=0 FIO_INVALIDATE=1 FIO_FILE=/scratch/pcb-fio_engines.0e4c9e/data.dat FIO_SIZE=256m FIO_RUNTIME=500ms strace -c -f -- fio --output-format=json /job/repo/labs/fio_engines/original.fio
+env FIO_ENGINE=libaio FIO_IODEPTH=1 FIO_BS=4m FIO_DIRECT=1 FIO_BATCH=1 FIO_END_FSYNC=0 FIO_INVALIDATE=1 FIO_FILE=/scratch/pcb-fio_engines.c2c9f9/data.dat FIO_SIZE=256m FIO_RUNTIME=500ms strace -c -f -- fio --output-format=json /job/repo/labs/fio_engines/original.fio

@@ -1,1 +1,1 @@
-env FIO_FILE=/scratch/pcb-fio_engines.0e4c9e/data.dat FIO_SIZE=256m fio --output-format=json /job/repo/labs/fio_engines/prepare.fio
+env FIO_FILE=/scratch/pcb-fio_engines.c2c9f9/data.dat FIO_SIZE=256m fio --output-format=json /job/repo/labs/fio_engines/prepare.fio

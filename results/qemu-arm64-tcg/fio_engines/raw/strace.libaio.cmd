@@ -1,1 +1,1 @@
-env FIO_ENGINE=libaio FIO_IODEPTH=32 FIO_RW=randread FIO_FILE=/scratch/pcb-fio_engines.0e4c9e/data.dat FIO_SIZE=256m FIO_RUNTIME=500ms strace -c -f -- fio --output-format=json /job/repo/labs/fio_engines/engines.fio
+env FIO_ENGINE=libaio FIO_IODEPTH=32 FIO_RW=randread FIO_FILE=/scratch/pcb-fio_engines.c2c9f9/data.dat FIO_SIZE=256m FIO_RUNTIME=500ms strace -c -f -- fio --output-format=json /job/repo/labs/fio_engines/engines.fio

@@ -1,1 +1,1 @@
-findmnt -T /scratch/pcb-fio_engines.0e4c9e
+findmnt -T /scratch/pcb-fio_engines.c2c9f9

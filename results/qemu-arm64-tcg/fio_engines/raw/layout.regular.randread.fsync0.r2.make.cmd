@@ -1,0 +1,1 @@
+env FIO_FILE=/scratch/pcb-fio_engines.c2c9f9/regular.dat FIO_SIZE=256m fio --output-format=json /job/repo/labs/fio_engines/prepare.fio
