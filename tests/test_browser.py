@@ -280,9 +280,13 @@ def test_phone_shows_each_tables_figure_and_each_tab_title(committed, watched, p
     # every host's tab shown, every block laid out (a data page leaves far blocks unrendered)
     page.add_style_tag(content=".tabbed-set > .tabbed-content > .tabbed-block { display: block !important; }"
                                " * { content-visibility: visible !important; }")
-    page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
-    # an opened block of a data page fetches its content (docs/assets/casebook.js): wait for all
-    page.wait_for_function("() => !document.querySelector('details .pc-fold')", timeout=STATE_WAIT_MS)
+    # an opened block of a data page fetches its content (docs/assets/casebook.js), and a tab
+    # fetched meanwhile brings closed blocks of its own: open every block on each poll, until no
+    # block holds anything left to fetch
+    page.wait_for_function("""() => {
+        document.querySelectorAll('details:not([open])').forEach(d => { d.open = true; });
+        return !document.querySelector('details .pc-fold');
+    }""", timeout=STATE_WAIT_MS)
     page.evaluate(FRAMES_JS)
     got = page.evaluate("""() => {
         const tables = [...document.querySelectorAll('.pc-data table')].filter(t => !t.closest('.pc-stack')).map(t => {
