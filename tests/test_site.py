@@ -230,8 +230,8 @@ def test_one_host_means_no_tab_strip(tmp_path):
     kept_host = json.loads(next(hosts[0].glob("*.json")).read_text())["host"]
     for extra in hosts[1:]:
         for f in extra.glob("*.json"):
-            if not (hosts[0] / f.name).exists() and not json.loads(f.read_text())["host"].get("emulation"):
-                r = json.loads(f.read_text())
+            r = json.loads(f.read_text())
+            if not (hosts[0] / f.name).exists() and not r["host"].get("emulation"):
                 (hosts[0] / f.name).write_text(json.dumps(dict(r, host=kept_host)))
                 shutil.copytree(extra / f.stem, hosts[0] / f.stem)
         shutil.rmtree(extra)
