@@ -12,6 +12,9 @@ are derived from these files, so that a new case is one lab folder plus one chap
 ``debs``         Debian packages the lab uses beyond the base set (``make setup`` installs them)
 ``guest_profile`` optional: the labkit.guest package set its ``--guest`` runs need
 ``quick_budget_s``, ``full_budget_s``  wall-time budgets on 2 cores (seconds)
+``quick_leaves_out`` optional: groups a quick run leaves out → why, one line each (the
+                 supervisor leaves them out unless ``--only`` names them; the claims that read
+                 them declare ``group`` and are not applicable on such a run)
 ``[case_units]`` case keys whose values carry a unit (``bytes``: shown as KiB, MiB)
 ``[case]``       every case key the lab's steps carry (``lab_run --case KEY=VALUE``) and its type:
                  ``"str"``, ``"int"``, ``"float"`` or ``"bool"`` (:mod:`labkit.steps`)

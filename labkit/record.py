@@ -213,6 +213,23 @@ def git_commit(repo: Path, paths: list[str] | None = None) -> tuple[str | None, 
         return None, None
 
 
+def left_out(run_dir: Path) -> dict[str, str]:
+    """The groups the run left out as a quick run (group → why), from the supervisor's
+    ``left_out.json`` in ``run_dir`` (lab.toml ``quick_leaves_out``, :mod:`labkit.run.supervisor`);
+    ``{}`` when the file is absent (a full run, or a run dir of an older supervisor).
+
+    Raises:
+        ValueError: the file is not a JSON object of strings.
+    """
+    f = Path(run_dir) / "left_out.json"
+    if not f.exists():
+        return {}
+    data = json.loads(f.read_text())
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise ValueError(f"{f}: not a JSON object of group -> reason")
+    return data
+
+
 def assemble(lab: str, lab_dir: Path, run_dir: Path, *, start: float, quick: bool,
              tools: list[str], command: str, paths: dict | None = None) -> Result:
     """Build the result dict from a run directory (not yet written). Raises on invalid data.
@@ -235,6 +252,7 @@ def assemble(lab: str, lab_dir: Path, run_dir: Path, *, start: float, quick: boo
             "git_dirty": dirty,
             "command": command,
             **({"paths": paths} if paths else {}),
+            **({"left_out": left} if (left := left_out(run_dir)) else {}),
         },
         "steps": run.steps,
         "measurements": run.measurements,

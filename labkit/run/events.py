@@ -34,6 +34,7 @@ KINDS = {
     "stop": "the run stops (a full disk, an internal error, a failed journal)",
     # from the supervisor
     "run": "the run starts: lab, host, mode, scratch",
+    "left-out": "a group a quick run leaves out (lab.toml quick_leaves_out), and why",
     "record": "the result is being recorded",
     "result": "where the result is, and what to do next",
     "interrupt": "a signal or a write error stops the run",

@@ -115,10 +115,36 @@ class Lab:
         return cls(Path(script), os.environ.get("PCB_LAB_NAME", ""), os.environ.get("PCB_LAB_TITLE", ""),
                    os.environ.get("PCB_LAB_TOOLS", ""), groups, list(args))
 
+    def quick_leaves_out(self) -> dict[str, str]:
+        """lab.toml's ``quick_leaves_out``: group → why a quick run leaves it out (``{}`` when the
+        manifest has none or cannot be read; :mod:`labkit.manifest` checks the file itself).
+
+        Raises:
+            Declaration: a group named there that the lab does not declare.
+        """
+        try:
+            m = tomllib.loads((self.script.parent / "lab.toml").read_text())
+        except (OSError, ValueError):
+            return {}
+        out = m.get("quick_leaves_out") or {}
+        names = {g for g, _, _ in self.groups}
+        unknown = sorted(set(out) - names)
+        if unknown:
+            raise Declaration(f"lab.toml quick_leaves_out: {', '.join(unknown)} is not a group of this lab")
+        return {g: str(why) for g, why in out.items()}
+
+    def left_out(self) -> dict[str, str]:
+        """The groups this run leaves out because it is a quick run (group → why): those of
+        :meth:`quick_leaves_out` that ``--only`` does not name. Empty for a full run."""
+        if not self.quick:
+            return {}
+        return {g: why for g, why in self.quick_leaves_out().items() if not self.only or g not in self.only}
+
     def selected(self) -> list[tuple[str, str, bool]]:
         """The groups to run, in order: every group without ``--only``, else those named and the
-        ``always`` ones."""
-        return [g for g in self.groups if self.only is None or g[2] or g[0] in self.only]
+        ``always`` ones; a quick run less :meth:`left_out`."""
+        gone = self.left_out()
+        return [g for g in self.groups if (self.only is None or g[2] or g[0] in self.only) and g[0] not in gone]
 
 
 # ---- the command line --------------------------------------------------------------------
@@ -131,9 +157,9 @@ def usage_text(lab: Lab) -> str:
 
 {lab.title}
 
-  --quick         short run: fewer cases (those no claim reads are skipped, with the
-                  reason), each step a claim reads repeated as often as in a full
-                  run{_budgets(lab)}
+  --quick         short run: fewer cases (groups marked "full runs" are left out, and
+                  cases no claim reads are skipped, with the reason), each step a claim
+                  reads repeated as often as in a full run{_budgets(lab)}
   --out DIR       host results directory (default: local-results/<host label>);
                   writes DIR/{lab.name}.json and DIR/{lab.name}/ (raw outputs, artifacts)
   --scratch DIR   parent of the scratch directory (default: ${{TMPDIR:-/tmp}}); the lab
@@ -151,8 +177,12 @@ def usage_text(lab: Lab) -> str:
 
 groups, in order:
 """
+    try:
+        gone = lab.quick_leaves_out()
+    except Declaration:
+        gone = {}
     for g, desc, always in lab.groups:
-        text += f"  {g:<10} {desc}{' *' if always else ''}\n"
+        text += f"  {g:<10} {desc}{' *' if always else ''}{' (full runs; --quick --only ' + g + ')' if g in gone else ''}\n"
     return text + """
 Steps that need something this host lacks (root, perf, a tool, ...) are recorded as
 skipped with the reason. Every host change is undone on exit, error, Ctrl-C, SIGTERM,
@@ -856,6 +886,11 @@ class Supervisor:
         self.keep_audit_clean(run_dir / "host.json")
         self.check_stop()
         selected = lab.selected()
+        left_out = lab.left_out()
+        (run_dir / "left_out.json").write_text(json.dumps(left_out))
+        for g, why in left_out.items():
+            self.out.say(f"quick run: group {g} left out ({why}); a full run measures it, "
+                         f"and --quick --only {g} runs it", "left-out")
         eta = self.eta()
         env = self.child_env(
             PCB_LAB_ROLE="body", PCB_LAB_QUICK=str(int(lab.quick)), PCB_LAB_OUT=str(self.out_dir),
@@ -1156,6 +1191,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         lab = Lab.from_env(os.path.realpath(script), argv[2 + n:])
+        lab.quick_leaves_out()
     except Declaration as exc:
         print(f"lab.sh: {exc}", file=sys.stderr)
         return 2

@@ -38,7 +38,10 @@ one emulated machine whose mechanism emulation preserves); shown with the emulat
 records it (``host.smt``); on a host without it the claim is not applicable, with the reason.
 ``full_run = true``: what the claim reads is measured as it should be only by a full run (an
 exercise reading iostat's one-second reports of jobs that last seconds); on a quick run's result
-it is not applicable, with the reason.
+it is not applicable, with the reason. ``group = "<group>"``: the group of the lab's steps that
+measures what the claim reads; where a quick run left that group out (``run.left_out``, from
+the lab's ``quick_leaves_out`` in lab.toml) the claim is not applicable on that result, with the
+group and why it was left out.
 ``labkit/claims.schema.json`` describes every key and is checked on load: no other key is
 allowed, a typo fails loud (:class:`ClaimError`).
 
@@ -632,9 +635,17 @@ def _host_gate(claim: dict, result: Result) -> Verdict | None:
 
 
 def _run_gate(claim: dict, result: Result) -> Verdict | None:
-    """The not-applicable verdict when ``claim["full_run"]`` is true and ``result`` is a quick
-    run's (``run.quick``), else None."""
-    if not claim.get("full_run") or not (result.get("run") or {}).get("quick"):
+    """The not-applicable verdict when ``result`` is a quick run's (``run.quick``) and either
+    ``claim["full_run"]`` is true or the run left out ``claim["group"]`` (``run.left_out``,
+    labs/<lab>/lab.toml ``quick_leaves_out``), else None."""
+    run = result.get("run") or {}
+    if not run.get("quick"):
+        return None
+    gone = (run.get("left_out") or {}).get(claim.get("group", ""))
+    if gone:
+        why = f"needs a full run: a quick run leaves out group {claim['group']} ({gone})"
+        return _verdict(claim, "not applicable", why, reason=why)
+    if not claim.get("full_run"):
         return None
     why = "needs a full run (a quick run's jobs are too short for what it reads)"
     return _verdict(claim, "not applicable", why, reason=why)
