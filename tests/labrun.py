@@ -182,6 +182,35 @@ def check_quick_result(result: dict, seconds: float, label: str = "test-quick") 
             assert step["reason"], step
         else:
             assert step["command"], step
+    check_left_out(result)
+
+
+def check_left_out(result: dict) -> None:
+    """A quick run's left-out groups (``run.left_out``) are the groups its manifest leaves out
+    (``quick_leaves_out``), with the manifest's reasons, and none (a run with ``--only``, which
+    runs exactly what it names); none of their steps ran, and each claim that reads a listed
+    group is not applicable, saying which group and why.
+
+    Raises:
+        AssertionError: naming the group or claim that breaks it.
+    """
+    from labkit import manifest
+    leaves = manifest.load(ROOT / "labs" / result["lab"]).get("quick_leaves_out", {})
+    gone = result["run"].get("left_out", {})
+    ran = {s["group"] for s in result["steps"]}
+    assert gone == ({} if " --only" in result["run"]["command"] else leaves), (gone, result["run"]["command"])
+    assert not ran & set(gone), sorted(ran & set(gone))
+    verdicts = {v["id"]: v for v in result["claims"]}
+    for c in claims_of(result["lab"]):
+        if c.get("group") in gone:
+            v = verdicts[c["id"]]
+            assert v["verdict"] == "not applicable" and f"leaves out group {c['group']}" in v["reason"], v
+
+
+def claims_of(lab: str) -> list[dict]:
+    """labs/<lab>/claims.toml, loaded and checked (:func:`labkit.stats.claims.load`)."""
+    from labkit.stats import claims
+    return claims.load(ROOT / "labs" / lab / "claims.toml")
 
 
 # ---- the fault matrix's machinery: a lab whose output goes through a pipe, a signal to its

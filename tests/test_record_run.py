@@ -71,3 +71,14 @@ def test_a_lab_without_a_collector_is_named(tmp_path):
     import pytest
     with pytest.raises(FileNotFoundError, match="record.py"):
         record.load_lab_collector(tmp_path)
+
+
+def test_left_out_groups_come_from_the_supervisors_file(tmp_path):
+    import json
+    import pytest
+    assert record.left_out(tmp_path) == {}
+    (tmp_path / "left_out.json").write_text(json.dumps({"guest": "six boots"}))
+    assert record.left_out(tmp_path) == {"guest": "six boots"}
+    (tmp_path / "left_out.json").write_text(json.dumps(["guest"]))
+    with pytest.raises(ValueError, match="not a JSON object"):
+        record.left_out(tmp_path)

@@ -77,5 +77,5 @@ def test_help_of_a_lab_without_a_manifest_leaves_the_budgets_out(tmp_path):
     (tmp_path / "run.sh").write_text("")
     lab = supervisor.Lab(tmp_path / "run.sh", "draft", "A draft", "", [])
     quick = re.search(r"--quick .*?(?=\n  --)", supervisor.usage_text(lab), re.S)[0]
-    assert quick.endswith("as often as in a full\n                  run")   # nothing after "run"
+    assert quick.endswith("as often as in a full run")   # nothing after "run"
     assert "budgets" not in quick and "XX" not in quick

@@ -543,3 +543,28 @@ def test_a_killed_runs_lock_is_waited_for_ten_seconds_then_refused(tmp_path, mon
         assert waited <= clock[0] - 1000.0 < waited + 0.15, clock[0] - 1000.0
     finally:
         os.close(held.fd)
+
+
+def _leaving_lab(tmp_path, leaves: str, quick: bool, only: list[str] | None = None) -> "supervisor.Lab":
+    (tmp_path / "run.sh").write_text("")
+    (tmp_path / "lab.toml").write_text(f"quick_budget_s = 1\nfull_budget_s = 2\n[quick_leaves_out]\n{leaves}")
+    groups = [("build", "b", True), ("fast", "f", False), ("slow", "s", False)]
+    return supervisor.Lab(tmp_path / "run.sh", "demo", "Demo", "", groups, quick=quick, only=only)
+
+
+def test_a_quick_run_leaves_out_the_manifests_groups_unless_only_names_them(tmp_path):
+    lab = _leaving_lab(tmp_path, 'slow = "takes long"\n', quick=True)
+    assert [g for g, _, _ in lab.selected()] == ["build", "fast"] and lab.left_out() == {"slow": "takes long"}
+    lab.only = ["slow"]
+    assert [g for g, _, _ in lab.selected()] == ["build", "slow"] and lab.left_out() == {}
+    lab.only = ["fast"]
+    assert [g for g, _, _ in lab.selected()] == ["build", "fast"] and lab.left_out() == {}
+    lab.only, lab.quick = None, False
+    assert [g for g, _, _ in lab.selected()] == ["build", "fast", "slow"] and lab.left_out() == {}
+    assert "slow       s (full runs; --quick --only slow)" in supervisor.usage_text(lab)
+
+
+def test_a_left_out_group_the_lab_does_not_declare_is_refused(tmp_path):
+    lab = _leaving_lab(tmp_path, 'slwo = "typo"\n', quick=True)
+    with pytest.raises(supervisor.Declaration, match="slwo is not a group of this lab"):
+        lab.selected()

@@ -134,11 +134,12 @@ class Lab:
         return {g: str(why) for g, why in out.items()}
 
     def left_out(self) -> dict[str, str]:
-        """The groups this run leaves out because it is a quick run (group → why): those of
-        :meth:`quick_leaves_out` that ``--only`` does not name. Empty for a full run."""
-        if not self.quick:
+        """The groups this run leaves out because it is a quick run (group → why): all of
+        :meth:`quick_leaves_out`. Empty for a full run, and with ``--only``, which runs exactly
+        the groups it names (a left-out one included) and no other."""
+        if not self.quick or self.only is not None:
             return {}
-        return {g: why for g, why in self.quick_leaves_out().items() if not self.only or g not in self.only}
+        return self.quick_leaves_out()
 
     def selected(self) -> list[tuple[str, str, bool]]:
         """The groups to run, in order: every group without ``--only``, else those named and the

@@ -179,6 +179,17 @@ def _boot_time(lab: str, where: dict) -> str:
     return "; ".join(out)
 
 
+def _left_out(lab: str, m: dict) -> str:
+    """The sentence under the quick command naming the groups a quick run leaves out (lab.toml
+    ``quick_leaves_out``), or nothing."""
+    gone = list(m.get("quick_leaves_out") or {})
+    if not gone:
+        return ""
+    names = ", ".join(f"`{g}`" for g in gone)
+    return (f"A quick run leaves out {'the group' if len(gone) == 1 else 'the groups'} {names}; a full run "
+            f"(without `--quick`) measures everything, and `--quick --only {gone[0]}` runs one group alone.\n\n")
+
+
 def lesson_start(lab: str, shell: str | None = None, boot: dict | None = None) -> str:
     """Markdown: the chapter's first-screen box: core reading time (:data:`READING_MARK`, filled
     in from the built page by :func:`fill`), the command that starts the lab in quick mode, then
@@ -208,5 +219,6 @@ def lesson_start(lab: str, shell: str | None = None, boot: dict | None = None) -
             f"**Reading:** about {READING_MARK} · **Start the lab now** (quick mode, budgeted at "
             f"{render.esc(macros.runs.duration_text(m['quick_budget_s']))} on 2 cores), and read on while it runs:\n\n"
             f"```bash\nsudo labs/{lab}/run.sh --quick\n```\n\n"
+            f"{_left_out(lab, m)}"
             f"{also}"
             f"**You need:** {needs}. Our runs took {macros.lab_time(lab)}.\n\n</div>\n")

@@ -36,6 +36,16 @@ def quick_run(tmp_path_factory):
     return proc, out, time.time() - t0
 
 
+@pytest.fixture(scope="module")
+def layout_run(tmp_path_factory, quick_run):
+    """The layout group, which a quick run leaves out (lab.toml quick_leaves_out), on its own:
+    ``--quick --only layout``, after the quick run; the same tuple as :func:`quick_run`."""
+    out = tmp_path_factory.mktemp("fio_engines_layout")
+    t0 = time.time()
+    proc = run_lab(LAB, "--quick", "--only", "layout", "--out", str(out), "--host", "test-quick", timeout=600)
+    return proc, out, time.time() - t0
+
+
 def result_of(quick_run) -> dict:
     proc, out, _ = quick_run
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -47,7 +57,8 @@ def test_quick_run_succeeds_and_validates(quick_run):
     result = result_of(quick_run)
     check_quick_result(result, seconds)
     groups = {s["group"] for s in result["steps"] if s["status"] == "ok"}
-    assert {"setup", "original", "engines", "layout", "strace"} <= groups
+    assert {"setup", "original", "engines", "strace"} <= groups and "layout" not in groups
+    assert "layout" in result["run"]["left_out"]
     # no claim reads these groups: quick mode leaves them out and says so
     for name in ("buffered", "blocksize", "numjobs", "profile"):
         skip = next(s for s in result["steps"] if s["name"] == name)
@@ -93,13 +104,19 @@ def test_record_reads_cases_not_step_names(quick_run, tmp_path):
     assert sorted(map(key, renamed["measurements"])) == sorted(map(key, result_of(quick_run)["measurements"]))
 
 
-def test_the_cases_the_claims_read_run_as_often_as_in_full_runs_interleaved(quick_run):
+def test_the_cases_the_claims_read_run_as_often_as_in_full_runs_interleaved(quick_run, layout_run):
     """Quick mode runs each case a claim reads as often as a full run (8 passes of the original
-    and layout groups, 5 of the engines group), one pass of every case after another (rep 1 of
-    every case before rep 2 of any)."""
+    and layout groups, 5 of the engines group; the layout group run on its own, as a quick run
+    leaves it out), one pass of every case after another (rep 1 of every case before rep 2 of
+    any)."""
     result = result_of(quick_run)
+    layout = result_of(layout_run)
     spec = claims.load(ROOT / "labs" / LAB / "claims.toml")
     for c in spec:
+        if c.get("group") == "layout":
+            ms = [m for side in ("a", "b", "where") if side in c for m in claims.select(layout, c["metric"], c[side])]
+            assert ms and all(m["n"] == 8 for m in ms), (c["id"], [m["n"] for m in ms])
+            continue
         for side in [k for k in ("a", "b", "where") if k in c]:
             for m in claims.select(result, c["metric"], c[side]):
                 want = 5 if m["case"].get("experiment") == "engines" else 8
@@ -142,11 +159,13 @@ def test_every_job_writes_only_in_the_scratch_dir(quick_run):
     assert not Path(scratch).exists(), "scratch directory left behind"
 
 
-def test_every_layout_job_gets_a_new_file(quick_run):
+def test_every_layout_job_gets_a_new_file(layout_run):
     """Each layout job runs on a file made new for it (the written file too): one file kept for
     a whole run would carry one placement on the disk into every repetition."""
     from test_fio_engines_claims import layout_file_problems
-    assert layout_file_problems(result_of(quick_run)) == []
+    result = result_of(layout_run)
+    assert "layout" not in result["run"].get("left_out", {})
+    assert layout_file_problems(result) == []
 
 
 def test_measurements_are_fios_own_numbers(quick_run):

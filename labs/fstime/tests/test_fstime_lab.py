@@ -53,8 +53,33 @@ def quick(tmp_path_factory):
     return proc, out, time.monotonic() - t0, before, daemons
 
 
+@pytest.fixture(scope="module")
+def audit_run(tmp_path_factory, quick):
+    """The audit group, which a quick run leaves out (lab.toml quick_leaves_out), run on its own
+    after the quick run: ``--quick --only audit``; the same tuple as :func:`quick`."""
+    out = tmp_path_factory.mktemp("hosts") / "test-quick"
+    before, daemons = audit_state(), auditd_pids()
+    t0 = time.monotonic()
+    proc = run_lab("fstime", "--quick", "--only", "audit", "--out", str(out), "--host", "test-quick", timeout=300)
+    return proc, out, time.monotonic() - t0, before, daemons
+
+
 def result(quick) -> dict:
     return model.load(quick[1] / "fstime.json")
+
+
+def test_quick_run_leaves_out_the_audit_group(quick):
+    r = result(quick)
+    assert "audit" in r["run"]["left_out"] and not [s for s in r["steps"] if s["group"] == "audit"]
+
+
+def test_audit_group_runs_alone(audit_run):
+    proc, out, seconds, _, _ = audit_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = result(audit_run)
+    assert "audit" not in r["run"].get("left_out", {})
+    verdicts = {v["id"]: v["verdict"] for v in r["claims"]}
+    assert all(verdicts[c] != "not applicable" for c in ("audit-costs-copy", "one-rule-costs-more", "task-never-suppresses"))
 
 
 def test_quick_run_succeeds_within_its_budget(quick):
@@ -177,9 +202,9 @@ def test_strace_counts_read_and_write(quick):
 
 
 @pytest.mark.skipif(not is_root(), reason="audit needs root")
-def test_audit_state_restored_and_rules_fired(quick):
-    _, out, _, before, daemons = quick
-    r = result(quick)
+def test_audit_state_restored_and_rules_fired(audit_run):
+    _, out, _, before, daemons = audit_run
+    r = result(audit_run)
     audit_steps = {s["name"]: s for s in r["steps"] if s["group"] == "audit"}
     if any(s["status"] == "skipped" for s in audit_steps.values()):
         pytest.skip("audit steps skipped here: " + "; ".join(s["reason"] for s in audit_steps.values() if s["reason"]))

@@ -27,6 +27,19 @@ def quick_run(tmp_path_factory):
     return proc, out, time.time() - t0
 
 
+@pytest.fixture(scope="module")
+def left_out_run(tmp_path_factory, quick_run):
+    """The groups a quick run leaves out (lab.toml quick_leaves_out: heat, overhead, sysbench),
+    run on their own with ``--quick --only``, after the quick run; the same tuple as
+    :func:`quick_run`."""
+    out = tmp_path_factory.mktemp("optane_kyber_left_out")
+    t0 = time.time()
+    proc = run_lab(LAB, "--quick", "--only", "heat,overhead,sysbench", "--out", str(out), "--host", "test-quick",
+                   timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc, out, time.time() - t0
+
+
 def result(quick_run) -> dict:
     return model.load(quick_run[1] / f"{LAB}.json")
 
@@ -95,36 +108,36 @@ def test_flame_graphs_and_shares(quick_run):
     assert "kyber_" not in (quick_run[1] / LAB / "flame-none.folded").read_text()
 
 
-def test_heat_map_artifact_and_range(quick_run):
-    r = result(quick_run)
+def test_heat_map_artifact_and_range(left_out_run):
+    r = result(left_out_run)
     (hm,) = [a for a in r["artifacts"] if a["kind"] == "heatmap" and a["case"].get("experiment") == "heat"]
-    svg = (quick_run[1] / hm["path"]).read_text()
+    svg = (left_out_run[1] / hm["path"]).read_text()
     assert svg.lstrip().startswith("<?xml") and "<svg" in svg
-    summary = json.loads((quick_run[1] / LAB / "heatmap.json").read_text())
-    cmd = (quick_run[1] / LAB / "raw" / "heat.range-script.cmd").read_text()
+    summary = json.loads((left_out_run[1] / LAB / "heatmap.json").read_text())
+    cmd = (left_out_run[1] / LAB / "raw" / "heat.range-script.cmd").read_text()
     assert f"--time {summary['range']['start']:.6f}\\,{summary['range']['end']:.6f}" in cmd
     burst = [m for m in r["measurements"] if m["metric"] == "subsecond_offset" and m["case"]["what"] == "burst start"]
     assert burst and burst[0]["n"] == 10  # ten bursts, quick or full
     # the range flame graph has the burst program's own function (symbols resolved)
-    assert "burn" in (quick_run[1] / LAB / "heat-all.folded").read_text()
+    assert "burn" in (left_out_run[1] / LAB / "heat-all.folded").read_text()
 
 
-def test_one_second_burst_map_and_flamescope_file(quick_run):
+def test_one_second_burst_map_and_flamescope_file(left_out_run):
     """One busy second among quiet ones: its own heat map (no range picked), its perf script
     output kept with --header for FlameScope, and one cell per slice on each side of the claim."""
-    r = result(quick_run)
+    r = result(left_out_run)
     one = {"experiment": "one-second burst"}
     (hm,) = [a for a in r["artifacts"] if a["kind"] == "heatmap" and a["case"] == one]
-    assert (quick_run[1] / hm["path"]).read_text().lstrip().startswith("<?xml")
+    assert (left_out_run[1] / hm["path"]).read_text().lstrip().startswith("<?xml")
     (script,) = [a for a in r["artifacts"] if a["kind"] == "log" and a["case"] == {**one, "tool": "perf-script"}]
-    text = (quick_run[1] / script["path"]).read_text(errors="replace")
+    text = (left_out_run[1] / script["path"]).read_text(errors="replace")
     assert text.startswith("# ========") and "# cmdline :" in text, "perf script --header"
     assert "burn" in text, "the burst's own function, symbols resolved"
     cells = {m["case"]["region"]: m["n"] for m in r["measurements"]
              if m["metric"] == "heat_samples" and m["case"]["experiment"] == one["experiment"]}
-    rows = json.loads((quick_run[1] / LAB / "heatmap-1s.json").read_text())["rows"]
+    rows = json.loads((left_out_run[1] / LAB / "heatmap-1s.json").read_text())["rows"]
     assert cells["burst second"] == rows and cells["other seconds, same slices"] % rows == 0
-    assert not (quick_run[1] / LAB / "raw" / "heat.1s.map.out").read_text().strip(), "no range printed"
+    assert not (left_out_run[1] / LAB / "raw" / "heat.1s.map.out").read_text().strip(), "no range printed"
 
 
 def test_pmu_steps_skip_with_the_reason(quick_run):
@@ -136,11 +149,11 @@ def test_pmu_steps_skip_with_the_reason(quick_run):
         assert ipc["status"] == "skipped" and ipc["reason"] == r["host"]["pmu"]["reason"]
 
 
-def test_overhead_ratios(quick_run):
+def test_overhead_ratios(left_out_run):
     """Quick mode runs the cases the claims compare, eight repetitions each as a full run: one job
     plain and under perf record; two jobs plain, under perf record and under perf record -g at
     both rates."""
-    r = result(quick_run)
+    r = result(left_out_run)
     ratios = [m for m in r["measurements"] if m["metric"] == "iops_ratio"]
     assert {(m["case"]["numjobs"], m["case"]["profiler"]) for m in ratios} == {
         (1, "plain"), (1, "record (defaults)"),
@@ -175,8 +188,20 @@ def test_every_claim_has_a_verdict(quick_run):
     deadline = [m for m in r["measurements"] if m["metric"] == "clat" and m["case"].get("scheduler") == "mq-deadline"
                 and m["case"].get("stat") == "p50"]
     assert deadline and deadline[0]["n"] >= 3
-    for cid in ("kyber-costs-what-mq-deadline-costs", "one-second-burst-is-a-column"):
-        assert next(c for c in r["claims"] if c["id"] == cid)["verdict"] in ("holds", "fails", "inconclusive"), cid
+    assert next(c for c in r["claims"] if c["id"] == "kyber-costs-what-mq-deadline-costs")["verdict"] in (
+        "holds", "fails", "inconclusive")
+
+
+def test_left_out_groups_run_alone_and_decide(quick_run, left_out_run):
+    """The quick run leaves heat, overhead and sysbench out, and says so; run on their own
+    (``--only``) they measure every case their claims read."""
+    assert set(result(quick_run)["run"]["left_out"]) == {"heat", "overhead", "sysbench"}
+    r = result(left_out_run)
+    assert not r["run"].get("left_out")
+    verdicts = {c["id"]: c["verdict"] for c in r["claims"]}
+    for cid in ("one-second-burst-is-a-column", "hottest-slice-after-burst-start", "perf-record-costs-more-under-load",
+                "sysbench-fewer-events-under-perf"):
+        assert verdicts[cid] in ("holds", "fails", "inconclusive"), cid
 
 
 def test_sigint_during_kyber_restores_scheduler_and_releases_device(tmp_path):
