@@ -45,3 +45,9 @@ def test_arm64_perf_script_folds_with_kernel_frames(tmp_path):
     assert total == samples * 1001001  # inferno weights cpu-clock samples by their period (ns)
     assert "el0_svc_[k]" in text and "invoke_syscall_[k]" in text   # arm64 syscall entry, kernel side
     assert all(line.startswith("dd;") for line in text.splitlines())
+
+
+def test_lscpu_json_gives_the_cpu_signature():
+    """Family, model and stepping as lscpu prints them: an arm64 core has no family."""
+    got = probe.parse_lscpu_json((FIX / "lscpu-J.json").read_text())
+    assert got["signature"] == "model 3, stepping r0p3"

@@ -110,3 +110,24 @@ def test_a_claim_outside_the_left_out_group_must_not_name_it(tmp_path):
     assert data_groups(c, ref) == {"sockperf"}
     bare = {k: v for k, v in c.items() if k != "group"}
     assert data_groups(bare, ref) & set(manifest.load(ROOT / "labs" / lab)["quick_leaves_out"])
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_exercises_name_the_left_out_group_they_read(lab):
+    """The same for the checks of the lab's exercises (exercises.toml, cards/*.exercises.toml),
+    which `labkit check` evaluates on a reader's quick run as claims."""
+    import tomllib
+    gone = set(manifest.load(ROOT / "labs" / lab).get("quick_leaves_out", {}))
+    ref = model.load(refhost.result(lab))
+    files = [ROOT / "labs" / lab / "exercises.toml", *sorted((ROOT / "labs" / lab / "cards").glob("*.exercises.toml"))]
+    seen = 0
+    for f in files:
+        for ex in tomllib.loads(f.read_text()).get("exercise", []) if f.exists() else []:
+            c = claims.exercise_claim(ex)
+            groups = data_groups(c, ref)
+            seen += 1
+            if c.get("group"):
+                assert groups == {c["group"]}, f"{f.name} {ex['id']}: says group {c['group']}, its data come from {sorted(groups)}"
+            else:
+                assert not groups & gone, f"{f.name} {ex['id']}: reads {sorted(groups & gone)}, which a quick run leaves out"
+    assert seen

@@ -74,14 +74,17 @@ def parse_cpu_list(text: str) -> list[int]:
 def lscpu_models(sysroot: str | None = None) -> dict:
     """CPU vendor and model names as util-linux ``lscpu -J`` reports them.
 
-    Returns ``{"vendor": str|None, "models": [str, ...], "hypervisor": str|None}``;
-    ``models`` has one entry per core type (several on big.LITTLE / hybrid parts).
+    Returns ``{"vendor": str|None, "models": [str, ...], "hypervisor": str|None,
+    "signature": str|None}``; ``models`` has one entry per core type (several on big.LITTLE /
+    hybrid parts); ``signature`` is lscpu's CPU family, model and stepping of the first core type,
+    ``"family 26, model 2, stepping 1"`` (a model name such as "AMD EPYC" can stand for several
+    generations of a VM's CPU; the signature tells them apart), None when lscpu gives none.
     Models lscpu cannot name are reported as ``"unknown"``.
     """
     cmd = ["lscpu", "-J"] + (["--sysroot", sysroot] if sysroot else [])
     proc = run_command(cmd)
     if proc is None or proc.returncode != 0:
-        return {"vendor": None, "models": [], "hypervisor": None}
+        return {"vendor": None, "models": [], "hypervisor": None, "signature": None}
     return parse_lscpu_json(proc.stdout)
 
 
@@ -92,7 +95,8 @@ def parse_lscpu_json(text: str) -> dict:
     Raises:
         ValueError: text that is not lscpu's JSON (json.JSONDecodeError, or no "lscpu" list).
     """
-    out = {"vendor": None, "models": [], "hypervisor": None}
+    out = {"vendor": None, "models": [], "hypervisor": None, "signature": None}
+    ids: dict[str, str] = {}
     data = json.loads(text)
     if not isinstance(data, dict) or not isinstance(data.get("lscpu"), list):
         raise ValueError("not lscpu -J output: no 'lscpu' list")
@@ -110,6 +114,11 @@ def parse_lscpu_json(text: str) -> dict:
             out["models"].append(" ".join(data.split()) if data and data != "-" else "unknown")
         elif field == "Hypervisor vendor":
             out["hypervisor"] = data
+        elif field in ("CPU family", "Model", "Stepping") and data and data != "-":
+            ids.setdefault(field, data)
+    words = [f"{name} {ids[field]}" for field, name in (("CPU family", "family"), ("Model", "model"), ("Stepping", "stepping"))
+             if field in ids]
+    out["signature"] = ", ".join(words) or None
     return out
 
 
@@ -401,6 +410,7 @@ def probe(scratch: str | None = None, label: str | None = None) -> dict:
             "cpu_vendor": models["vendor"],
             "cpu_model": " + ".join(distinct) if distinct else None,
             "cpu_models": distinct,
+            "cpu_signature": models.get("signature"),
             **counts,
             "smt": smt_active(threads_per_core=counts["threads_per_core"]),
             "kernel": platform.release(),

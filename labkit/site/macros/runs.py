@@ -32,7 +32,8 @@ def host_rows(h: dict) -> list[list[str]]:
         return ("yes" if c["available"] else "no") + f" ({c['reason']})"
     mem = f"{h['memory_bytes'] / 2**30:.1f} GiB" if h.get("memory_bytes") else "–"
     rows = [
-        ["arch", h["arch"]], ["CPU", f"{h.get('cpu_vendor') or '?'} {h.get('cpu_model') or '?'}"],
+        ["arch", h["arch"]], ["CPU", f"{h.get('cpu_vendor') or '?'} {h.get('cpu_model') or '?'}"
+                                   + (f" ({h['cpu_signature']})" if h.get("cpu_signature") else "")],
         ["CPUs / cores / sockets", f"{h['cpus']} / {h['cores']} / {h.get('sockets')}"],
         ["SMT", f"{'yes' if h['smt'] else 'no'} ({h['threads_per_core']} thread{'s' if h['threads_per_core'] != 1 else ''} per core)"],
         ["kernel", h["kernel"]], ["distro", h.get("distro") or "–"],
