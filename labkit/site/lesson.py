@@ -179,7 +179,7 @@ def _boot_time(lab: str, where: dict) -> str:
     return "; ".join(out)
 
 
-def _left_out(lab: str, m: dict) -> str:
+def _left_out(m: dict) -> str:
     """The sentence under the quick command naming the groups a quick run leaves out (lab.toml
     ``quick_leaves_out``), or nothing."""
     gone = list(m.get("quick_leaves_out") or {})
@@ -219,6 +219,6 @@ def lesson_start(lab: str, shell: str | None = None, boot: dict | None = None) -
             f"**Reading:** about {READING_MARK} · **Start the lab now** (quick mode, budgeted at "
             f"{render.esc(macros.runs.duration_text(m['quick_budget_s']))} on 2 cores), and read on while it runs:\n\n"
             f"```bash\nsudo labs/{lab}/run.sh --quick\n```\n\n"
-            f"{_left_out(lab, m)}"
+            f"{_left_out(m)}"
             f"{also}"
             f"**You need:** {needs}. Our runs took {macros.lab_time(lab)}.\n\n</div>\n")
