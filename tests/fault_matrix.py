@@ -12,18 +12,22 @@ actions; a group with fewer lines is signalled where the next begins). Three siz
 
 - the sampled matrix (the default, and the suite's): each group of each lab two cases, k drawn
   from 1..8 with a fixed seed, the four signals in turn;
-- ``--full``, every step x every signal: one undisturbed run of each group splits its progress
+- ``--full``, every step x every signal, each step in its first repetition: the runs keep one
+  repetition of each step (``PCB_ONE_REPETITION=1``, labs/lib/case.sh: a step whose case has
+  rep > 1 is recorded as skipped, its line of kind ``repetition`` is no boundary). A repetition
+  runs the same command with the same resources as the first, so every step is still tried,
+  and a case reaches its step in a fifth of the time or less; the sampled matrix keeps every
+  repetition. One undisturbed run of each group splits its progress
   lines into steps (a step's lines end with its verdict line, ``NAME: ok``, ``skipped``,
   ``failed``; the lines after the last verdict, the group's own cleanup, are one more step);
   step j is signalled by signal i at its line (j + i) mod (its lines), so every step meets every
   signal and, in a group with at least as many steps as a step has lines, every kind of line
   (the background helper started, the command started, its verdict, the helper stopped) meets
-  every signal too. A case runs its group from the start to its step, so it takes from 3 s to
-  a few minutes: at the labs' code of 2026-11-30 the five labs have 4,564 cases (lat_tcp 500,
-  fstime 700, fio_engines 1,192, optane_kyber 1,060, nvme_swiotlb 1,112, whose guest group
-  boots arm64 guests in every case); on a 2-CPU VM lat_tcp's first 444 took 1.1 h and fstime's
-  648 3.5 h, and the five together take about a day and a half;
-- ``--every-line``, every progress line x every signal (several days of machine time).
+  every signal too. A case runs its group from the start to its step. With every repetition,
+  the five labs had 4,564 cases at their code of 2026-11-30 (about a day and a half of a 2-CPU
+  VM: lat_tcp's first 444 took 1.1 h, fstime's 648 3.5 h); one repetition per step leaves
+  about half the cases, each several times shorter;
+- ``--every-line``, every progress line x every signal, also one repetition per step (days).
 
 Every size runs quick mode, so steps that only a full run has (quick mode skips them, with the
 reason) are tried at their skip only. A whole group that quick mode leaves out (lat_tcp's
@@ -73,6 +77,12 @@ from labkit.run import events  # noqa: E402
 from labkit.run.supervisor import LOCK_HELD, lock_path, starttime  # noqa: E402
 
 RECORD = ROOT / "tests" / "fault_matrix_record.jsonl"
+ONE_REPETITION = {"PCB_ONE_REPETITION": "1"}
+"""The environment of every run of ``--full`` and ``--every-line`` (counts and cases): one
+repetition per step (labs/lib/case.sh LAB_ONE_REPETITION)."""
+DESIGN = b"every step in its first repetition x every signal"
+"""Part of :func:`code_hash`: a record made under another definition of the full matrix is not
+this one's."""
 """The committed state file (``--state``) of the full matrix: its counts and outcomes survive
 the machine that ran them."""
 
@@ -203,7 +213,7 @@ def code_hash(lab: str | None = None) -> str:
     paths = ["labs", "labkit"] + ([str(EXTRA_LABS[lab].parent.relative_to(ROOT))] if lab in EXTRA_LABS else [])
     names = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", *paths], capture_output=True,
                            check=True).stdout.split(b"\0")
-    h = hashlib.sha256()
+    h = hashlib.sha256(DESIGN + b"\0")
     for name in sorted(n for n in names if n):
         text = name.decode()
         parts = text.split("/")
@@ -709,6 +719,8 @@ def main(argv: list[str] | None = None) -> int:
         known = {g for lab in names for g in groups(lab)}
         if only - known:
             ap.error(f"--groups: no such group in {', '.join(names)}: {', '.join(sorted(only - known))}")
+    if a.full or a.every_line:
+        os.environ.update(ONE_REPETITION)   # every count run and case run inherits it
     t0 = time.time()
     state = State(Path(a.state) if a.state else None, {lab: code_hash(lab) for lab in names})
     state.begin()

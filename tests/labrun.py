@@ -145,17 +145,21 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
-def guest_steps_here(work: Path, body: str, types: dict[str, str] | None, lab: str = "demo") -> subprocess.CompletedProcess:
+def guest_steps_here(work: Path, body: str, types: dict[str, str] | None, lab: str = "demo",
+                     one_repetition: bool = False) -> subprocess.CompletedProcess:
     """Run ``body`` under bash here as a guest job runs it, after ``. /job/.pcb/step.sh``: the job
     disk's step-language files (labkit.guest.job_contract_files) for a lab run of ``lab`` that
-    declares ``types`` (None: a job booted outside a lab run) go into ``work/job/.pcb``, and the
-    job's out directory is ``work/out``. Returns the finished process (text output)."""
+    declares ``types`` (None: a job booted outside a lab run; ``one_repetition``: a run with
+    ``PCB_ONE_REPETITION=1``) go into ``work/job/.pcb``, and the job's out directory is
+    ``work/out``. Returns the finished process (text output)."""
     from labkit import steps
     from labkit.guest import job_contract_files
     job, out = work / "job", work / "out"
     (job / ".pcb").mkdir(parents=True)
     out.mkdir()
     env = {"PCB_LAB_CASE": steps.env_words(types), "PCB_LAB_NAME": lab} if types is not None else {}
+    if one_repetition:
+        env["PCB_ONE_REPETITION"] = "1"
     for name, data in job_contract_files(env).items():
         (job / ".pcb" / name).write_bytes(data)
     return subprocess.run([shutil.which("bash") or "/bin/bash", "-c", f'set -u; . "$PCB_JOB/.pcb/step.sh"; {body}'],
@@ -244,7 +248,9 @@ class GroupScope:
     lines are tagged with (:mod:`labkit.run.events`; the supervisor keeps the tags when
     ``PCB_PROGRESS_TAGS=1``): the lines after the ``group:GROUP`` event up to the next ``group``
     event or the supervisor's ``record``. :meth:`feed` returns "line" for a line of the group,
-    "end" for the first line after it, and None for a line before it. No wording is read."""
+    "end" for the first line after it, and None for a line before it or of a kind that marks no
+    boundary (:data:`labkit.run.events.NOT_BOUNDARIES`: a repetition a one-repetition run leaves
+    out, where the lab does nothing). No wording is read."""
 
     def __init__(self, group: str):
         self.group, self.inside = group, False
@@ -256,7 +262,7 @@ class GroupScope:
                 return "end"            # the next group begins
             self.inside = arg == self.group
             return None
-        if not self.inside:
+        if not self.inside or kind in events.NOT_BOUNDARIES:
             return None
         return "end" if kind == "record" else "line"
 

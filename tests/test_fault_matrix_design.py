@@ -393,3 +393,22 @@ def test_the_code_hash_reads_code_not_comments():
     assert fm.hashed_bytes("labkit/a.py", py) != fm.hashed_bytes("labkit/a.py", b"x = 1  # two\n")
     assert fm.hashed_bytes("labs/x/jobs.fio", b"# a\n[job]\n") != fm.hashed_bytes("labs/x/jobs.fio", b"# b\n[job]\n")
 
+
+
+def test_the_full_matrix_runs_one_repetition_per_step_and_the_sampled_every_one(tmp_path, monkeypatch):
+    """``--full`` (counts and cases) runs with PCB_ONE_REPETITION=1, which labs/lib/case.sh reads;
+    the sampled matrix without it; and a record made under another definition of the full
+    matrix (another :data:`fault_matrix.DESIGN`) is not this one's."""
+    seen = []
+    monkeypatch.setenv("PCB_ONE_REPETITION", "0")      # restored at the end: main sets it
+    monkeypatch.delenv("PCB_ONE_REPETITION")
+    monkeypatch.setattr(fm, "full_cases", lambda *a, **k: seen.append(os.environ.get("PCB_ONE_REPETITION")) or [])
+    monkeypatch.setattr(fm, "sampled_cases", lambda *a, **k: seen.append(os.environ.get("PCB_ONE_REPETITION")) or [])
+    assert fm.main(["--labs", "fakelab"]) == 0
+    assert fm.main(["--labs", "fakelab", "--full"]) == 0
+    assert os.environ.get("PCB_ONE_REPETITION") == "1"
+    assert seen == [None, "1"] and fm.ONE_REPETITION == {"PCB_ONE_REPETITION": "1"}
+    assert "PCB_ONE_REPETITION" in (fm.ROOT / "labs" / "lib" / "case.sh").read_text()
+    before = fm.code_hash("fakelab")
+    monkeypatch.setattr(fm, "DESIGN", b"every step in every repetition x every signal")
+    assert fm.code_hash("fakelab") != before

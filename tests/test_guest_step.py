@@ -154,3 +154,21 @@ def test_every_guest_step_key_is_declared_by_its_lab():
             for word in words[2:words.index("--")]:
                 key = word.strip('"').split("=", 1)[0]
                 assert "=" in word and key in types, (job.name, " ".join(words), key)
+
+
+@pytest.mark.parametrize("one", [False, True], ids=["every-repetition", "one-repetition"])
+def test_a_one_repetition_run_leaves_out_later_repetitions_in_the_guest_too(tmp_path, one):
+    """A guest booted by a run with PCB_ONE_REPETITION=1 (the full fault matrix) runs a step's
+    first repetition only, as lab.sh's lab_run does on the host: rep > 1 is recorded as skipped
+    with the reason and its command never starts; any other run runs every repetition."""
+    body = "for i in 1 2 3; do step \"dd.$i\" tool=dd rep=$i -- sh -c \"echo $i > $PWD/ran.$i\"; done; step plain -- true"
+    proc = guest_steps_here(tmp_path, body, TYPES, one_repetition=one)
+    assert proc.returncode == 0, proc.stderr
+    got = {s["name"]: s for s in record.read_steps(tmp_path / "out", TYPES)}
+    ran = sorted(p.name for p in tmp_path.glob("ran.*"))
+    if not one:
+        assert ran == ["ran.1", "ran.2", "ran.3"] and all(s["status"] == "ok" for s in got.values())
+        return
+    assert ran == ["ran.1"]
+    assert [got[n]["status"] for n in ("dd.1", "dd.2", "dd.3", "plain")] == ["ok", "skipped", "skipped", "ok"]
+    assert "one repetition per step" in got["dd.2"]["reason"] and got["dd.3"]["case"]["rep"] == 3

@@ -28,7 +28,8 @@ from typing import NamedTuple
 import pytest
 
 import fault_matrix as fm
-from labrun import DEFAULT_SIGNALS, is_root, lab_command, progress_boundary, run_lab, signal_at, tagged_processes
+from labkit.run import events
+from labrun import DEFAULT_SIGNALS, GroupScope, is_root, lab_command, progress_boundary, run_lab, signal_at, tagged_processes
 
 # Each fake-lab run here has its test's own lock directory (:func:`apart`) and is checked by its
 # own tag, so none waits for another; the group keeps the file on one worker under the full
@@ -254,6 +255,31 @@ def test_a_typo_in_a_step_call_stops_the_run_at_once_in_one_line(tmp_path, host,
     assert "typed.step: true" not in proc.stderr and "recording result" not in proc.stderr
     assert not (tmp_path / "out" / "fakelab.json").exists()
     assert_host_as_before(tmp_path, host)
+
+
+@pytest.mark.parametrize("rep,one,runs", [(2, "1", False), (1, "1", True), (2, "0", True)],
+                         ids=["later-repetition", "first-repetition", "every-repetition"])
+def test_a_one_repetition_run_leaves_out_later_repetitions_only(tmp_path, host, rep, one, runs):
+    """PCB_ONE_REPETITION=1 (the full fault matrix) leaves out a step whose case has rep > 1: not
+    run, recorded as skipped with the reason, said under the progress kind ``repetition`` (which
+    the matrix does not count as a boundary); its first repetition, and any step of a run without
+    it, runs."""
+    opts = f"--case rep={rep} --case ratio=0.5 --case label=5.10 --case warm=true"
+    proc = fake(tmp_path, host, "--only", "typed", env={"FAKELAB_OPTS": opts, "PCB_ONE_REPETITION": one,
+                                                        events.ENV: "1"})
+    assert proc.returncode == 0, proc.stderr
+    step = next(s for s in json.loads((tmp_path / "out" / "fakelab.json").read_text())["steps"]
+                if s["name"] == "typed.step")
+    kinds = [events.split(ln)[0] for ln in proc.stderr.splitlines()
+             if events.split(ln)[1] == "typed.step"]
+    if runs:
+        assert step["status"] == "ok" and kinds == ["step", "ok"], (step, kinds)
+    else:
+        assert step["status"] == "skipped" and "one repetition per step" in step["reason"], step
+        assert kinds == ["repetition"] and step["case"]["rep"] == 2, kinds
+        scope = GroupScope("typed")
+        counted = [ln for ln in proc.stderr.splitlines() if scope.feed(ln) == "line"]
+        assert counted and not [ln for ln in counted if events.split(ln)[1] == "typed.step"], counted
 
 
 def test_sigint_stops_a_run_started_with_it_ignored(tmp_path, host):

@@ -473,12 +473,14 @@ def case_types_file(env: dict[str, str] | None = None) -> bytes:
 def job_contract_files(env: dict[str, str] | None = None) -> dict[str, bytes]:
     """The files of a job's step language, by name under /job/.pcb: ``step.sh``
     (:data:`STEP_WRITER`) and ``case.sh`` (:data:`STEP_RECORD`), and what they read: ``case-types``
-    (:func:`case_types_file`) and ``lab``, the lab's name (``PCB_LAB_NAME``, for a refused field's
-    message), these two only when the lab run in ``env`` (default: this process's environment)
-    gives them."""
+    (:func:`case_types_file`), ``lab``, the lab's name (``PCB_LAB_NAME``, for a refused field's
+    message), and ``one-repetition`` (``1`` when ``PCB_ONE_REPETITION=1``: the job's steps keep
+    their first repetition only, as the lab's do, labs/lib/case.sh), these three only when the
+    lab run in ``env`` (default: this process's environment) gives them."""
     env = os.environ if env is None else env
     files = {"step.sh": STEP_WRITER.read_bytes(), "case.sh": STEP_RECORD.read_bytes(),
-             "case-types": case_types_file(env), "lab": env.get("PCB_LAB_NAME", "").encode()}
+             "case-types": case_types_file(env), "lab": env.get("PCB_LAB_NAME", "").encode(),
+             "one-repetition": b"1" if env.get("PCB_ONE_REPETITION") == "1" else b""}
     return {name: data for name, data in files.items() if data}
 
 

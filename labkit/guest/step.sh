@@ -28,6 +28,9 @@ LAB_DIR=labs/unknown
 [[ ! -r ${PCB_JOB:-/job}/.pcb/lab ]] || LAB_DIR=labs/$(< "${PCB_JOB:-/job}/.pcb/lab")
 PCB_LAB_CASE=
 [[ ! -r ${PCB_JOB:-/job}/.pcb/case-types ]] || PCB_LAB_CASE=$(< "${PCB_JOB:-/job}/.pcb/case-types")
+# One repetition per step (case.sh LAB_ONE_REPETITION) when the lab run that booted the guest
+# keeps one: labkit.guest then puts /job/.pcb/one-repetition (holding 1) beside this file.
+[[ ! -r ${PCB_JOB:-/job}/.pcb/one-repetition ]] || PCB_ONE_REPETITION=$(< "${PCB_JOB:-/job}/.pcb/one-repetition")
 # shellcheck source=SCRIPTDIR/../../labs/lib/case.sh
 . "${PCB_JOB:-/job}/.pcb/case.sh"
 LAB_USAGE_EXIT=2
@@ -42,6 +45,11 @@ step() {
   (($#)) || lab__usage "step $name: no -- before the command"
   shift
   lab__case "$name" ${fields[@]+"${fields[@]}"}
+  if lab__later_rep ${fields[@]+"${fields[@]}"}; then
+    printf '%s: %s\n' "$name" "$LAB_ONE_REPETITION_WHY"
+    lab__record_step "$name" skipped "" 0 success "$LAB_ONE_REPETITION_WHY"
+    return 0
+  fi
   raw=$LAB_RUN/raw/$name
   lab__cmd "$name" "$@"
   printf '%s: %s\n' "$name" "$LAB_CMD"

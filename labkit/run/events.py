@@ -26,6 +26,7 @@ KINDS = {
     "failed": "a step failed",
     "detail": "one of a failed step's last error lines",
     "skipped": "a step was skipped, with the reason",
+    "repetition": "a repetition after a step's first, not run: one repetition per step (PCB_ONE_REPETITION=1, the full fault matrix); no step boundary",
     "spawn": "a background process was started",
     "figure": "a figure a group measured (argument: the group)",
     "note": "anything else the lab says",
@@ -42,6 +43,9 @@ KINDS = {
 }
 STEP_ENDS = ("ok", "expected-failure", "failed", "skipped")
 """The kinds that end a step."""
+NOT_BOUNDARIES = ("repetition",)
+"""The kinds of lines between which the lab does nothing: a harness that stops a run at its
+progress lines (the fault matrix) does not count them."""
 
 
 def tag(kind: str, text: str) -> str:

@@ -21,6 +21,26 @@ for lab__w in ${PCB_LAB_CASE:-}; do
 done
 unset lab__w
 
+# LAB_ONE_REPETITION: 1 when the run keeps one repetition of each step (PCB_ONE_REPETITION=1 in
+# its environment: the full fault matrix, tests/fault_matrix.py --full, sets it). A repetition
+# runs the same command with the same resources as the first; such a run leaves out every step
+# whose case has rep > 1 (lab__later_rep), records it as skipped with LAB_ONE_REPETITION_WHY and
+# says so under the progress kind "repetition" (labkit/run/events.py), which is not a step
+# boundary for the matrix. A reader's run never sets it.
+LAB_ONE_REPETITION=${PCB_ONE_REPETITION:-0}
+LAB_ONE_REPETITION_WHY="not run: a repetition after the first (PCB_ONE_REPETITION=1: one repetition per step, a fault-matrix run)"
+
+# lab__later_rep FIELD...: true when LAB_ONE_REPETITION is 1 and the KEY=VALUE fields hold rep=N
+# with N > 1 (rep is an int case key in every lab that repeats a step).
+lab__later_rep() {
+  [[ $LAB_ONE_REPETITION == 1 ]] || return 1
+  local f
+  for f; do
+    [[ $f =~ ^rep=([0-9]+)$ ]] && ((BASH_REMATCH[1] > 1)) && return 0
+  done
+  return 1
+}
+
 # lab__usage MESSAGE: say what the lab's code got wrong, in one line, and stop the run.
 lab__usage() {
   printf '%s: %s\n' "$LAB_USAGE_WHO" "$1" >&2 || true

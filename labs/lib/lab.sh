@@ -263,6 +263,11 @@ lab_run() {
   [[ "$1" == -- ]] && shift
   local raw="$LAB_RUN/raw/$name" rc=0 t0 t1 secs status full l
   lab__case "$name" ${fields[@]+"${fields[@]}"}
+  if lab__later_rep ${fields[@]+"${fields[@]}"}; then
+    lab__say "repetition:$name" "$name: $LAB_ONE_REPETITION_WHY"
+    lab__record_step "$name" skipped "" 0 "$expect" "$LAB_ONE_REPETITION_WHY"
+    return 0
+  fi
   [[ -n "$stdout" ]] || stdout="$raw.out"
   lab__cmd "$name" "$@"
   lab__say "step:$name" "$name: $LAB_CMD"
