@@ -28,6 +28,7 @@ unset lab__w
 # says so under the progress kind "repetition" (labkit/run/events.py), which is not a step
 # boundary for the matrix. A reader's run never sets it.
 LAB_ONE_REPETITION=${PCB_ONE_REPETITION:-0}
+# shellcheck disable=SC2034  # read by lab.sh and labkit/guest/step.sh, which source this file
 LAB_ONE_REPETITION_WHY="not run: a repetition after the first (PCB_ONE_REPETITION=1: one repetition per step, a fault-matrix run)"
 
 # lab__later_rep FIELD...: true when LAB_ONE_REPETITION is 1 and the KEY=VALUE fields hold rep=N
