@@ -625,16 +625,58 @@ def summary(outcomes: list[Outcome]) -> dict:
             "signals": sorted({o.case.sig for o in outcomes})}
 
 
+_CASE_RUNNING = False     # a case is between its start and its record: a stop waits for its end
+_STOP_ASKED: str | None = None   # the signal that asked for a stop while a case ran
+
+
 def _interrupt(signum, frame):
-    raise KeyboardInterrupt(signal.Signals(signum).name)
+    """A stop: at once outside a case (a count run is a lab run, which stops and undoes); while a
+    case runs, after it (:func:`_stop_if_asked`). A SIGKILL case's lab is dead before its
+    ``--recover`` ran: interrupted then, nothing would undo what it left."""
+    global _STOP_ASKED
+    name = signal.Signals(signum).name
+    if _CASE_RUNNING:
+        if _STOP_ASKED is None:
+            print(f"\nfault matrix: {name}: stopping after the running case (it is a few seconds)", flush=True)
+        _STOP_ASKED = name
+        return
+    raise KeyboardInterrupt(name)
+
+
+def _stop_if_asked() -> None:
+    """Raise the KeyboardInterrupt a signal asked for while the last case ran."""
+    if _STOP_ASKED is not None:
+        raise KeyboardInterrupt(_STOP_ASKED)
 
 
 def _stoppable() -> None:
-    """SIGINT and SIGTERM stop the matrix the way Ctrl-C does (the running case's lab is stopped
-    and undoes, then the record so far is kept), also when the matrix was started in the
+    """SIGINT and SIGTERM stop the matrix the way Ctrl-C does (the running case ends, its lab
+    undone or recovered, then the record so far is kept), also when the matrix was started in the
     background by a shell, which starts it with SIGINT ignored."""
     signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
+
+
+def mounts_under(path: Path) -> list[str]:
+    """Mount points at or below ``path`` (/proc/self/mountinfo, field 5, octal escapes undone)."""
+    root, found = str(path.resolve()), []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
+        if point == root or point.startswith(root + "/"):
+            found.append(point)
+    return found
+
+
+def remove_workdir(path: Path) -> None:
+    """Delete the matrix's work directory, unless a case left a mount in it: deleting through a
+    mount would remove the files a leftover loop device or mount still uses (and what a later
+    ``labkit recover`` needs to find them), so the directory is kept and named instead."""
+    left = mounts_under(path)
+    if left:
+        print(f"fault matrix: {path} kept: mounts left in it ({', '.join(left[:3])}); "
+              f"undo with: .venv/bin/labkit recover --scratch <case>/scratch --out <case>/out", flush=True)
+        return
+    subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False)
 
 
 PACE_EVERY = 50   # cases between two pace lines
@@ -690,6 +732,7 @@ def wait_while_paused(pause: Path | None, poll_s: float = 2.0) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _CASE_RUNNING
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--labs", help="comma-separated labs (default: all)")
     size = ap.add_mutually_exclusive_group()
@@ -727,37 +770,44 @@ def main(argv: list[str] | None = None) -> int:
     code = ", ".join(f"{lab} {h}" for lab, h in state.code.items())
     outcomes = []
     stopped, resumed, untried = None, [], {}
-    with tempfile.TemporaryDirectory(prefix="fault-matrix.") as tmp:
-        try:   # a stop during a count run too: run_lab stops that run, which undoes
-            cases = (full_cases(names, Path(tmp), state, every_line=a.every_line, only_groups=only)
-                     if a.full or a.every_line else sampled_cases(names, a.seed, a.per_group))
-            untried = {f"{lab} {g}": texts for (lab, g), texts in state.skipped.items()
-                       if lab in names and (only is None or g in only)} if a.full or a.every_line else {}
-            for key, texts in untried.items():
-                print(f"fault matrix: {key}: no step ran in its count run, so its cases try the skip only: "
-                      + " | ".join(texts), flush=True)
-            resumed = [state.outcomes[c.id] for c in cases if c.id in state.outcomes]
-            if resumed:
-                print(f"fault matrix: {len(resumed)} of {len(cases)} cases already recorded in {a.state} "
-                      f"for this code ({code}); {len(cases) - len(resumed)} to go", flush=True)
-            outcomes += resumed
-            cases = breadth_first([c for c in cases if c.id not in state.outcomes])
-            total, started = len(outcomes) + len(cases), time.time()
-            while cases:
-                wait_while_paused(Path(a.pause_file) if a.pause_file else None)
-                c = cases.pop(0)   # a lab run of another on the machine: run_case waits for its end
+    tmp = tempfile.mkdtemp(prefix="fault-matrix.")   # removed at the end unless a mount is left in it
+    try:   # a stop during a count run too: run_lab stops that run, which undoes
+        cases = (full_cases(names, Path(tmp), state, every_line=a.every_line, only_groups=only)
+                 if a.full or a.every_line else sampled_cases(names, a.seed, a.per_group))
+        untried = {f"{lab} {g}": texts for (lab, g), texts in state.skipped.items()
+                   if lab in names and (only is None or g in only)} if a.full or a.every_line else {}
+        for key, texts in untried.items():
+            print(f"fault matrix: {key}: no step ran in its count run, so its cases try the skip only: "
+                  + " | ".join(texts), flush=True)
+        resumed = [state.outcomes[c.id] for c in cases if c.id in state.outcomes]
+        if resumed:
+            print(f"fault matrix: {len(resumed)} of {len(cases)} cases already recorded in {a.state} "
+                  f"for this code ({code}); {len(cases) - len(resumed)} to go", flush=True)
+        outcomes += resumed
+        cases = breadth_first([c for c in cases if c.id not in state.outcomes])
+        total, started = len(outcomes) + len(cases), time.time()
+        while cases:
+            wait_while_paused(Path(a.pause_file) if a.pause_file else None)
+            c = cases.pop(0)   # a lab run of another on the machine: run_case waits for its end
+            _CASE_RUNNING = True
+            try:
                 o = run_judged(c, Path(tmp))
-                outcomes.append(o)
-                state.done(o)
-                print(f"{'clean' if o.clean else 'NOT CLEAN':<10}{c.id:<48} exit {o.rc!s:<5} {o.seconds:6.1f} s"
-                      f"  [{len(outcomes)}/{total}]"
-                      + ("" if o.clean else "\n    " + "\n    ".join(o.problems)), flush=True)
-                if cases and (len(outcomes) - len(resumed)) % PACE_EVERY == 0:
-                    print(pace(len(outcomes) - len(resumed), len(cases), time.time() - started), flush=True)
-        except KeyboardInterrupt as exc:  # the running case's lab was stopped and has undone
-            stopped = str(exc) or "SIGINT"
-            print(f"\nfault matrix: stopped by {stopped} after {len(outcomes)} cases"
-                  + (f" (the record so far is in {a.state}: run again to resume)" if a.state else ""), flush=True)
+            finally:
+                _CASE_RUNNING = False
+            outcomes.append(o)
+            state.done(o)
+            print(f"{'clean' if o.clean else 'NOT CLEAN':<10}{c.id:<48} exit {o.rc!s:<5} {o.seconds:6.1f} s"
+                  f"  [{len(outcomes)}/{total}]"
+                  + ("" if o.clean else "\n    " + "\n    ".join(o.problems)), flush=True)
+            if cases and (len(outcomes) - len(resumed)) % PACE_EVERY == 0:
+                print(pace(len(outcomes) - len(resumed), len(cases), time.time() - started), flush=True)
+            _stop_if_asked()
+    except KeyboardInterrupt as exc:  # between cases, or in a count run (its lab undid)
+        stopped = str(exc) or "SIGINT"
+        print(f"\nfault matrix: stopped by {stopped} after {len(outcomes)} cases"
+              + (f" (the record so far is in {a.state}: run again to resume)" if a.state else ""), flush=True)
+    finally:
+        remove_workdir(Path(tmp))
     s = summary(outcomes)
     print(f"\nfault matrix: {s['tried']} cases tried, {s['clean']} clean "
           f"({'every line' if a.every_line else 'full: every step' if a.full else f'sampled, seed {a.seed}'}; code {code}; {time.time() - t0:.0f} s"

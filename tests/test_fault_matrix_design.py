@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 
@@ -412,3 +413,48 @@ def test_the_full_matrix_runs_one_repetition_per_step_and_the_sampled_every_one(
     before = fm.code_hash("fakelab")
     monkeypatch.setattr(fm, "DESIGN", b"every step in every repetition x every signal")
     assert fm.code_hash("fakelab") != before
+
+
+def test_a_stop_during_a_case_waits_for_its_end_and_record(tmp_path, monkeypatch, capsys):
+    """SIGTERM while a case runs (a SIGKILL case between the kill and its --recover, say) does not
+    cut the case short: it is run to its end and recorded, then the matrix stops with 130."""
+    monkeypatch.setattr(fm, "_stoppable", lambda: None)
+    cases = [fm.Case("fakelab", "g", 1, "SIGKILL", True), fm.Case("fakelab", "g", 2, "SIGKILL", True)]
+    monkeypatch.setattr(fm, "full_cases", lambda *a, **k: list(cases))
+    ran = []
+
+    def judged(case, base):
+        fm._interrupt(signal.SIGTERM, None)   # the signal arrives mid-case: no exception here
+        ran.append(case.id)
+        return fm.Outcome(case, clean=True, rc=-9)
+    monkeypatch.setattr(fm, "run_judged", judged)
+    monkeypatch.setattr(fm, "_STOP_ASKED", None)
+    state = tmp_path / "state.jsonl"
+    assert fm.main(["--labs", "fakelab", "--full", "--state", str(state)]) == 130
+    assert ran == [cases[0].id]
+    kinds = [json.loads(line)["kind"] for line in state.read_text().splitlines()]
+    assert kinds.count("run") == 1 and len(kinds) == 2          # the case that ran is in the record
+    out = capsys.readouterr().out
+    assert "stopping after the running case" in out and "stopped by SIGTERM after 1 cases" in out
+
+
+def test_the_work_directory_is_kept_while_a_mount_is_left_in_it(tmp_path, capsys):
+    """Deleting through a leftover mount would remove the files its loop device uses and what
+    --recover needs: the directory stays and is named; without a mount it goes."""
+    plain = tmp_path / "plain"
+    (plain / "a").mkdir(parents=True)
+    fm.remove_workdir(plain)
+    assert not plain.exists()
+    if os.geteuid() != 0:
+        return   # the mount half needs root (CI and the matrix run as root)
+    kept = tmp_path / "kept"
+    (kept / "case" / "mnt").mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "pcb-test", str(kept / "case" / "mnt")], check=True)
+    try:
+        (kept / "case" / "mnt" / "disk.img").write_bytes(b"x")
+        assert fm.mounts_under(kept) == [str(kept / "case" / "mnt")]
+        fm.remove_workdir(kept)
+        assert (kept / "case" / "mnt" / "disk.img").exists()
+        assert f"{kept} kept: mounts left in it" in capsys.readouterr().out
+    finally:
+        subprocess.run(["umount", str(kept / "case" / "mnt")], check=True)
