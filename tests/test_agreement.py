@@ -54,7 +54,7 @@ def test_a_flip_is_exit_status_1(monkeypatch, capsys):
 
 @pytest.mark.parametrize("args,says", [
     ([f"results/{refhost.HOST}/lat_tcp.json"], "1 files: give them in pairs"),
-    ([f"results/{refhost.HOST}/lat_tcp.json", f"results/{refhost.HOST}/fstime.json"], "a pair is two runs of one lab"),
+    ([f"results/{refhost.HOST}/lat_tcp.json", str(refhost.result("fstime").relative_to(ROOT))], "a pair is two runs of one lab"),
     (["README.md", "README.md"], "README.md"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(args, says, capsys):

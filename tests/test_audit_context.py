@@ -160,7 +160,7 @@ def test_the_undo_command_bad_usage_is_one_line_exit_2():
 @pytest.fixture(scope="module")
 def committed() -> dict:
     """A committed reference result (recorded before audit_context existed)."""
-    path = refhost.RESULTS / "fstime.json"
+    path = refhost.result("fstime")
     return json.loads(path.read_text())
 
 

@@ -210,7 +210,7 @@ def test_labkit_check_tool_bad_usage_is_one_line_and_exit_2(args, match):
 # --- the macros the cards and the home page use ---------------------------------------------
 
 def _fstime_strace():
-    path = refhost.RESULTS / "fstime.json"   # the host whose tab comes first on the card
+    path = refhost.result("fstime")   # the host whose tab comes first on the card
     return path, (path.parent / "fstime" / "raw" / "strace.err").read_text().splitlines()
 
 

@@ -22,7 +22,7 @@ import refhost
 
 ROOT = Path(__file__).resolve().parents[3]
 LAB = ROOT / "labs" / "fstime"
-REF = refhost.RESULTS
+REF = refhost.result("fstime").parent
 SPEC = {c["id"]: c for c in claims.load(LAB / "claims.toml")}
 NEW = ["copy-keeps-one-cpu-busy", "copy-waits-for-no-io", "audit-costs-copy", "audit-costs-write",
        "one-rule-costs-more", "task-never-suppresses"]

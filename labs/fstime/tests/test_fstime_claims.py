@@ -24,7 +24,7 @@ import refhost
 
 ROOT = Path(__file__).resolve().parents[3]
 LAB = ROOT / "labs" / "fstime"
-REFERENCE = refhost.RESULTS
+REFERENCE = refhost.result("fstime").parent
 FIX = ROOT / "tests" / "fixtures" / "fstime"
 SPEC = claims.load(LAB / "claims.toml")
 BY_ID = {c["id"]: c for c in SPEC}

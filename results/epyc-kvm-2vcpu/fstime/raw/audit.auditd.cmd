@@ -1,0 +1,1 @@
+auditd -n -c /tmp/pcb-fstime.06ae0a/audit

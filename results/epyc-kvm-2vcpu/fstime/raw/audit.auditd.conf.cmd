@@ -1,0 +1,1 @@
+sed s\|@DIR@\|/tmp/pcb-fstime.06ae0a/audit\|g /work/main/labs/fstime/auditd.conf.in

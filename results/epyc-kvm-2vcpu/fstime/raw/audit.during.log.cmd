@@ -1,0 +1,1 @@
+du -b /tmp/pcb-fstime.06ae0a/audit

@@ -1,0 +1,1 @@
+auditctl -a always\,exit -F arch=b64 -S all -F pid=32768

@@ -1,0 +1,1 @@
+auditctl -d never\,task -F pid\!=32180

@@ -1,0 +1,1 @@
+env LC_ALL=C dd if=/dev/zero of=/dev/null bs=1 count=3000000

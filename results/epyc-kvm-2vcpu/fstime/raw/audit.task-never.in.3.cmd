@@ -1,0 +1,1 @@
+auditctl -a task\,never -F pid=32221

@@ -1,0 +1,1 @@
+cscope -bk -f /tmp/pcb-fstime.06ae0a/cscope.out /work/main/labs/fstime/fstime.c

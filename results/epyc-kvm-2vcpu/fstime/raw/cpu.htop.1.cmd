@@ -1,0 +1,1 @@
+/work/main/.venv/bin/python /work/main/labs/fstime/cpushare.py /work/main/results/epyc-kvm-2vcpu/.fstime.partial/raw/cpu.stat.1.out 474

@@ -1,0 +1,1 @@
+sh /work/main/labs/fstime/cpusample.sh 474 3

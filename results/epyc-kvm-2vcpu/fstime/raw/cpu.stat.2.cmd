@@ -1,0 +1,1 @@
+sh /work/main/labs/fstime/cpusample.sh 760 3

@@ -1,0 +1,1 @@
+/work/main/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-fstime.06ae0a/perf-tmpfs.script --folded /work/main/results/epyc-kvm-2vcpu/.fstime.partial/flame-tmpfs.folded --svg /work/main/results/epyc-kvm-2vcpu/.fstime.partial/flame-tmpfs.svg --title fstime\ copy\ phase\ \(1\ KiB\ buffers\)\ on\ tmpfs

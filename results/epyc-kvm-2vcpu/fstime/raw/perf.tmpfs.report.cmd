@@ -1,0 +1,1 @@
+perf report -i /tmp/pcb-fstime.06ae0a/perf-tmpfs.data --stdio --no-children --sort sym -g none --percent-limit 2

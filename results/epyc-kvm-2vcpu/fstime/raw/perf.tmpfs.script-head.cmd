@@ -1,0 +1,1 @@
+head -n 60 /tmp/pcb-fstime.06ae0a/perf-tmpfs.script

@@ -1,0 +1,1 @@
+/work/main/.venv/bin/python /work/main/labs/fstime/auditframes.py /work/main/results/epyc-kvm-2vcpu/.fstime.partial/flame-xfs-on-tmpfs.folded

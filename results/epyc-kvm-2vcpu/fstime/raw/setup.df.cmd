@@ -1,0 +1,1 @@
+df -T /tmp/pcb-fstime.06ae0a/disk /tmp/pcb-fstime.06ae0a/tmpfs/files /tmp/pcb-fstime.06ae0a/mnt-ext4-on-tmpfs /tmp/pcb-fstime.06ae0a/mnt-xfs-on-tmpfs /tmp/pcb-fstime.06ae0a/mnt-xfs-on-disk

@@ -1,0 +1,1 @@
+mount -t ext4 /dev/loop0 /tmp/pcb-fstime.06ae0a/mnt-ext4-on-tmpfs

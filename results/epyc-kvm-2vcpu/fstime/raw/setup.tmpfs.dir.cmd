@@ -1,0 +1,1 @@
+mkdir /tmp/pcb-fstime.06ae0a/tmpfs/files

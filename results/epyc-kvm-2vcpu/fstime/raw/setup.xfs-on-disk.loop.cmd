@@ -1,0 +1,1 @@
+losetup --show --direct-io=on /dev/loop2 /tmp/pcb-fstime.06ae0a/xfs.img

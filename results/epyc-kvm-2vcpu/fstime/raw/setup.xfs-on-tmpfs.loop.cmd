@@ -1,0 +1,1 @@
+losetup --show --direct-io=on /dev/loop1 /tmp/pcb-fstime.06ae0a/tmpfs/xfs.img

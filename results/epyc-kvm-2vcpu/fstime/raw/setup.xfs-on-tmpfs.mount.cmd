@@ -1,0 +1,1 @@
+mount -t xfs /dev/loop1 /tmp/pcb-fstime.06ae0a/mnt-xfs-on-tmpfs

@@ -1,1 +1,0 @@
-auditd -n -c /tmp/pcb-fstime.7f397e/audit

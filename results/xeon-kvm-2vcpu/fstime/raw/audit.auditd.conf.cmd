@@ -1,1 +1,0 @@
-sed s\|@DIR@\|/tmp/pcb-fstime.7f397e/audit\|g /work/xref/labs/fstime/auditd.conf.in

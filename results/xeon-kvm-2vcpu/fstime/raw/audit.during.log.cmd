@@ -1,1 +1,0 @@
-du -b /tmp/pcb-fstime.7f397e/audit

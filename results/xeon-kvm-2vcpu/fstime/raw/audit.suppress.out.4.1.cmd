@@ -1,1 +1,0 @@
-auditctl -d never\,task -F pid\!=10033

@@ -1,1 +1,0 @@
-gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -D_GNU_SOURCE -o /tmp/pcb-fstime.7f397e/fstime /work/xref/labs/fstime/fstime.c -lm

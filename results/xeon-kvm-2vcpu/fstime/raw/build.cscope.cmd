@@ -1,1 +1,0 @@
-cscope -bk -f /tmp/pcb-fstime.7f397e/cscope.out /work/xref/labs/fstime/fstime.c

@@ -1,1 +1,0 @@
-cscope -dL -f /tmp/pcb-fstime.7f397e/cscope.out -3 report

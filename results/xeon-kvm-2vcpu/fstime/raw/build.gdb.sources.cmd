@@ -1,1 +1,0 @@
-gdb -batch -nx -ex info\ sources /tmp/pcb-fstime.7f397e/fstime

@@ -1,1 +1,0 @@
-/tmp/pcb-fstime.7f397e/fstime -c -t 2 -s 0.5 -p 2 -d /tmp/pcb-fstime.7f397e/mnt-xfs-on-tmpfs -b 4096 -m 8000

@@ -1,1 +1,0 @@
-/work/xref/.venv/bin/python /work/xref/labs/fstime/cpushare.py /work/xeon/ref/xeon-kvm-2vcpu/.fstime.partial/raw/cpu.stat.5.out 12477

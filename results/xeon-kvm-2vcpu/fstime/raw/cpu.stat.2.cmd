@@ -1,1 +1,0 @@
-sh /work/xref/labs/fstime/cpusample.sh 11601 3

@@ -1,1 +1,0 @@
-env LC_ALL=C dd if=/tmp/pcb-fstime.7f397e/disk/dd-src of=/tmp/pcb-fstime.7f397e/disk/dd-dst bs=1k conv=notrunc

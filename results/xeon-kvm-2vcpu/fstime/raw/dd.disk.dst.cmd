@@ -1,1 +1,0 @@
-dd if=/dev/zero of=/tmp/pcb-fstime.7f397e/disk/dd-dst bs=1M count=64 status=none

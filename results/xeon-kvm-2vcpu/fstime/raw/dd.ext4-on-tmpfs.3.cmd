@@ -1,1 +1,0 @@
-env LC_ALL=C dd if=/tmp/pcb-fstime.7f397e/mnt-ext4-on-tmpfs/dd-src of=/tmp/pcb-fstime.7f397e/mnt-ext4-on-tmpfs/dd-dst bs=1k conv=notrunc

@@ -1,1 +1,0 @@
-dd if=/dev/zero of=/tmp/pcb-fstime.7f397e/mnt-xfs-on-tmpfs/dd-src bs=1M count=64 status=none

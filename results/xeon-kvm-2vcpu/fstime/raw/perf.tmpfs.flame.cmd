@@ -1,1 +1,0 @@
-/work/xref/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-fstime.7f397e/perf-tmpfs.script --folded /work/xeon/ref/xeon-kvm-2vcpu/.fstime.partial/flame-tmpfs.folded --svg /work/xeon/ref/xeon-kvm-2vcpu/.fstime.partial/flame-tmpfs.svg --title fstime\ copy\ phase\ \(1\ KiB\ buffers\)\ on\ tmpfs

@@ -1,1 +1,0 @@
-perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.7f397e/perf-tmpfs.data -p 12773 -- sleep 3

@@ -1,1 +1,0 @@
-perf report -i /tmp/pcb-fstime.7f397e/perf-tmpfs.data --stdio --no-children --sort sym -g none --percent-limit 2

@@ -1,1 +1,0 @@
-head -n 60 /tmp/pcb-fstime.7f397e/perf-tmpfs.script

@@ -1,1 +1,0 @@
-perf script -F comm\,tid\,time\,period\,event\,ip\,sym\,symoff\,dso -i /tmp/pcb-fstime.7f397e/perf-tmpfs.data

@@ -1,1 +1,0 @@
-/work/xref/.venv/bin/python /work/xref/labs/fstime/auditframes.py /work/xeon/ref/xeon-kvm-2vcpu/.fstime.partial/flame-xfs-on-tmpfs.folded

@@ -1,1 +1,0 @@
-perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.7f397e/perf-xfs-on-tmpfs.data -p 13063 -- sleep 3

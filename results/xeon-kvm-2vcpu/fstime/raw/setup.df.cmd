@@ -1,1 +1,0 @@
-df -T /tmp/pcb-fstime.7f397e/disk /tmp/pcb-fstime.7f397e/tmpfs/files /tmp/pcb-fstime.7f397e/mnt-ext4-on-tmpfs /tmp/pcb-fstime.7f397e/mnt-xfs-on-tmpfs /tmp/pcb-fstime.7f397e/mnt-xfs-on-disk

@@ -1,1 +1,0 @@
-losetup --show --direct-io=on /dev/loop0 /tmp/pcb-fstime.7f397e/tmpfs/ext4.img

@@ -1,1 +1,0 @@
-mount -t ext4 /dev/loop0 /tmp/pcb-fstime.7f397e/mnt-ext4-on-tmpfs

@@ -1,1 +1,0 @@
-mount -t tmpfs -o size=768m\,mode=0700 tmpfs /tmp/pcb-fstime.7f397e/tmpfs

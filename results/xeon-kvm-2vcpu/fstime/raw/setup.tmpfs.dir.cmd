@@ -1,1 +1,0 @@
-mkdir /tmp/pcb-fstime.7f397e/tmpfs/files

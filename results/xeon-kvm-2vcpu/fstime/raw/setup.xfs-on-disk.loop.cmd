@@ -1,1 +1,0 @@
-losetup --show --direct-io=on /dev/loop2 /tmp/pcb-fstime.7f397e/xfs.img

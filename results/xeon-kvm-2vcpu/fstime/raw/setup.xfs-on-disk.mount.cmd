@@ -1,1 +1,0 @@
-mount -t xfs /dev/loop2 /tmp/pcb-fstime.7f397e/mnt-xfs-on-disk

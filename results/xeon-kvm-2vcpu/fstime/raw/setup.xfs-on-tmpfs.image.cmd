@@ -1,1 +1,0 @@
-truncate -s 512M /tmp/pcb-fstime.7f397e/tmpfs/xfs.img

@@ -1,1 +1,0 @@
-mount -t xfs /dev/loop1 /tmp/pcb-fstime.7f397e/mnt-xfs-on-tmpfs

@@ -1,1 +1,0 @@
-timeout -s INT 3 strace -c -p 13356
