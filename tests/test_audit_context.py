@@ -159,7 +159,8 @@ def test_the_undo_command_bad_usage_is_one_line_exit_2():
 
 @pytest.fixture(scope="module")
 def committed() -> dict:
-    """A committed reference result (recorded before audit_context existed)."""
+    """A committed reference result; the tests pop or set audit_context to stand for results
+    recorded before it existed and for new ones."""
     path = refhost.result("fstime")
     return json.loads(path.read_text())
 
