@@ -185,6 +185,20 @@ def _ipc(run):
             run.add("cache_misses_per_io", "misses", case, [miss / ios], s["name"])
 
 
+def _middle_of_hottest(counts: list[int]) -> int:
+    """The row of one second's column (``counts``: samples per slice) that the per-burst
+    hottest-slice measurement reports: of the rows holding the column's largest count, the
+    middle one (the lower of two middles). A burst that keeps one CPU busy fills each of its
+    slices to the same count (997 Hz x 20 ms, about 20 samples), so the maximum is a plateau
+    across the burst window; its first row would be the burst's edge, and a short burst of
+    other activity reaching the same count earlier in the second (perf's start-up, seen in the
+    first burst second of a run) would be picked instead. The middle row of the tied rows is
+    one of them, so the maximum is still where it is reported."""
+    top = max(counts)
+    tied = [row for row, c in enumerate(counts) if c == top]
+    return tied[(len(tied) - 1) // 2]
+
+
 def _heat(run):
     maps = run.steps_where(experiment="heat", tool="heatmap")
     records = run.steps_where(experiment="heat", tool="perf-record")
@@ -212,7 +226,7 @@ def _heat(run):
         if not 0 <= col < hm["cols"] or math.floor(b) != math.floor(a):
             continue
         counts = hm["counts"][col]
-        hottest.append((max(range(rows), key=lambda r: counts[r]) + 0.5) * ms)
+        hottest.append((_middle_of_hottest(counts) + 0.5) * ms)
         lo, hi = off(a), off(b)
         ins = [c for row, c in enumerate(counts) if row * ms >= lo and (row + 1) * ms <= hi]
         outs = [c for row, c in enumerate(counts) if (row + 1) * ms <= lo or row * ms >= hi]

@@ -389,6 +389,30 @@ def test_heat_is_one_sample_per_burst(rerecorded):
     assert _samples(r, "share", experiment="heat", profile="hottest range", under="burn") == [90.0]
 
 
+def test_hottest_slice_of_a_burst_second_is_inside_its_window(rerecorded):
+    """Burst by burst, the reported hottest slice lies in the window burst ran in: a saturated
+    burst is a plateau of equal counts, and the middle of the plateau is reported, not its
+    edge (which would put every sample at the window's first slice)."""
+    r, _ = rerecorded
+    starts = _samples(r, "subsecond_offset", experiment="heat", what="burst start")
+    ends = _samples(r, "subsecond_offset", experiment="heat", what="burst end")
+    hottest = _samples(r, "subsecond_offset", experiment="heat", what="hottest slice of each burst second (centre)")
+    assert all(a <= h <= b for a, h, b in zip(starts, hottest, ends)), (starts, hottest, ends)
+
+
+def test_a_tie_is_broken_at_the_middle_of_the_tied_rows():
+    """The rule on a column where other activity reaches the burst's count first (rows 0-5,
+    as perf's start-up did in a first burst second) and the burst fills rows 20-29: the middle
+    of all tied rows, which is one of them; a single maximum is itself; a lone early spike
+    above the plateau still wins (the rule reports the maximum, it does not look for bursts)."""
+    middle = _record_module()._middle_of_hottest
+    startup_and_burst = [20] * 6 + [0] * 14 + [20] * 10 + [0] * 20
+    assert middle(startup_and_burst) == 21
+    assert middle([0] * 20 + [20] * 10 + [0] * 20) == 24
+    assert middle([0, 3, 1]) == 1
+    assert middle([25] + [0] * 19 + [20] * 10 + [0] * 20) == 0
+
+
 def test_per_io_has_its_reference_of_one(rerecorded):
     r, _ = rerecorded
     for sched in ("none", "kyber"):
