@@ -25,7 +25,7 @@ import refhost
 
 ROOT = Path(__file__).resolve().parents[3]
 LAB = ROOT / "labs" / "optane_kyber"
-REFERENCE = refhost.RESULTS
+REFERENCE = refhost.result("optane_kyber").parent
 SPEC = claims.load(LAB / "claims.toml")
 ORIGINAL = tomllib.loads((LAB / "original.toml").read_text())
 EXERCISES = claims.load_exercises(LAB / "exercises.toml")

@@ -1,1 +1,0 @@
-inferno-collapse-perf --all /tmp/pcb-optane_kyber.a4b39c/flame-kyber.4.script

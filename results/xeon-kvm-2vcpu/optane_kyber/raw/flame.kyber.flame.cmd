@@ -1,1 +1,0 @@
-/work/xref/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.a4b39c/flame-kyber.script --folded /work/xeon/ref/xeon-kvm-2vcpu/.optane_kyber.partial/flame-kyber.folded --svg /work/xeon/ref/xeon-kvm-2vcpu/.optane_kyber.partial/flame-kyber.svg --title fio\ 4k\ randread\ QD1\ pvsync2\ --hipri\ on\ a\ loop\ device\,\ scheduler\ kyber

@@ -1,1 +1,0 @@
-inferno-collapse-perf --all /tmp/pcb-optane_kyber.a4b39c/flame-none.5.script

@@ -1,1 +1,0 @@
-/work/xref/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.a4b39c/heat.script --folded /work/xeon/ref/xeon-kvm-2vcpu/.optane_kyber.partial/heat-all.folded --svg /work/xeon/ref/xeon-kvm-2vcpu/.optane_kyber.partial/heat-all.svg --title every\ CPU\,\ the\ whole\ recording

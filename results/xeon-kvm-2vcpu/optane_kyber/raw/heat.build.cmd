@@ -1,1 +1,0 @@
-gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -o /work/xeon/ref/xeon-kvm-2vcpu/.optane_kyber.partial/bin/burst /work/xref/labs/optane_kyber/burst.c

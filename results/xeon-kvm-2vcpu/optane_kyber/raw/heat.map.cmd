@@ -1,1 +1,0 @@
-/work/xref/.venv/bin/python -m labkit.heatmap --perf-script /tmp/pcb-optane_kyber.a4b39c/heat.script --svg /work/xeon/ref/xeon-kvm-2vcpu/.optane_kyber.partial/heatmap.svg --json /work/xeon/ref/xeon-kvm-2vcpu/.optane_kyber.partial/heatmap.json --band 400\,600 --title perf\ record\ -a\ -g\ -F\ 997\,\ every\ CPU\,\ idle\ samples\ left\ out

@@ -1,1 +1,0 @@
-/work/xref/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.a4b39c/heat-range.script --folded /work/xeon/ref/xeon-kvm-2vcpu/.optane_kyber.partial/heat-range.folded --svg /work/xeon/ref/xeon-kvm-2vcpu/.optane_kyber.partial/heat-range.svg --title every\ CPU\,\ only\ the\ hottest\ burst\'s\ time\ range\ 74709.400000\,74709.600000\ s

@@ -1,1 +1,0 @@
-perf record --no-buildid-cache --no-bpf-event -g -F 9973 -o /tmp/pcb-optane_kyber.a4b39c/sysbench.data -- sysbench cpu --threads=1 --time=3 run
