@@ -253,12 +253,7 @@ def test_git_that_does_not_answer_leaves_the_state_unknown(repo, monkeypatch):
 
 # Committed results that a lab change has made stale on purpose, each until its lab's next
 # reference run (its page says "stale: rerun the lab" meanwhile): lab → why.
-STALE_UNTIL_RERUN: dict[str, str] = {
-    "fstime": "ten repetitions of the compared cases (x86_64 reference re-recorded); the arm64 guest's "
-              "quick run, about 21 min under TCG, awaits its rerun",
-    "optane_kyber": "the per-burst hottest slice is the middle of tied slices (x86_64 reference re-recorded); "
-                    "the arm64 guest's quick run awaits its rerun",
-}
+STALE_UNTIL_RERUN: dict[str, str] = {}
 
 
 def test_committed_results_are_fresh_but_those_awaiting_a_rerun():

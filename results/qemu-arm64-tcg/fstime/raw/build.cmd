@@ -1,1 +1,1 @@
-gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -D_GNU_SOURCE -o /scratch/pcb-fstime.b72c5a/fstime /job/repo/labs/fstime/fstime.c -lm
+gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -D_GNU_SOURCE -o /scratch/pcb-fstime.e0084d/fstime /job/repo/labs/fstime/fstime.c -lm

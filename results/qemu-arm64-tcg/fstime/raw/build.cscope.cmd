@@ -1,1 +1,1 @@
-cscope -bk -f /scratch/pcb-fstime.b72c5a/cscope.out /job/repo/labs/fstime/fstime.c
+cscope -bk -f /scratch/pcb-fstime.e0084d/cscope.out /job/repo/labs/fstime/fstime.c

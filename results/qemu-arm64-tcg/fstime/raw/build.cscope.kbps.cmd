@@ -1,1 +1,1 @@
-cscope -dL -f /scratch/pcb-fstime.b72c5a/cscope.out -4 KBps
+cscope -dL -f /scratch/pcb-fstime.e0084d/cscope.out -4 KBps

@@ -1,1 +1,1 @@
-gdb -batch -nx -ex break\ fstime.c:363 -ex run -ex bt -ex list\ 361\,369 -ex continue -ex info\ breakpoints --args /scratch/pcb-fstime.b72c5a/fstime -c -t 0.2 -s 0 -p 0.05 -d /scratch/pcb-fstime.b72c5a/gdb -b 1024 -m 2000
+gdb -batch -nx -ex break\ fstime.c:363 -ex run -ex bt -ex list\ 361\,369 -ex continue -ex info\ breakpoints --args /scratch/pcb-fstime.e0084d/fstime -c -t 0.2 -s 0 -p 0.05 -d /scratch/pcb-fstime.e0084d/gdb -b 1024 -m 2000

@@ -1,1 +1,1 @@
-gdb -batch -nx -ex info\ sources /scratch/pcb-fstime.b72c5a/fstime
+gdb -batch -nx -ex info\ sources /scratch/pcb-fstime.e0084d/fstime

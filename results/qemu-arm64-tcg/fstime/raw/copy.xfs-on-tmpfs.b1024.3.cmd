@@ -1,1 +1,1 @@
-/scratch/pcb-fstime.b72c5a/fstime -c -t 1 -s 0.1 -p 0.25 -d /scratch/pcb-fstime.b72c5a/mnt-xfs-on-tmpfs -b 1024 -m 2000
+/scratch/pcb-fstime.e0084d/fstime -c -t 1 -s 0.1 -p 0.25 -d /scratch/pcb-fstime.e0084d/mnt-xfs-on-tmpfs -b 1024 -m 2000

@@ -1,1 +1,1 @@
-python3 /job/repo/labs/fstime/cpushare.py /out/results/qemu-arm64-tcg/.fstime.partial/raw/cpu.stat.2.out 454
+python3 /job/repo/labs/fstime/cpushare.py /out/results/qemu-arm64-tcg/.fstime.partial/raw/cpu.stat.2.out 475

@@ -1,1 +1,1 @@
-sh /job/repo/labs/fstime/cpusample.sh 417 1
+sh /job/repo/labs/fstime/cpusample.sh 432 1

@@ -1,1 +1,1 @@
-sh /job/repo/labs/fstime/cpusample.sh 454 1
+sh /job/repo/labs/fstime/cpusample.sh 475 1

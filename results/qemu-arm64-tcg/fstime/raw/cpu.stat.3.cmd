@@ -1,1 +1,1 @@
-sh /job/repo/labs/fstime/cpusample.sh 491 1
+sh /job/repo/labs/fstime/cpusample.sh 516 1

@@ -1,1 +1,1 @@
-sh /job/repo/labs/fstime/cpusample.sh 528 1
+sh /job/repo/labs/fstime/cpusample.sh 557 1

@@ -1,1 +1,1 @@
-sh /job/repo/labs/fstime/cpusample.sh 565 1
+sh /job/repo/labs/fstime/cpusample.sh 598 1

@@ -1,1 +1,1 @@
-env LC_ALL=C dd if=/scratch/pcb-fstime.b72c5a/mnt-xfs-on-disk/dd-src of=/scratch/pcb-fstime.b72c5a/mnt-xfs-on-disk/dd-dst bs=1k conv=notrunc
+env LC_ALL=C dd if=/scratch/pcb-fstime.e0084d/mnt-xfs-on-disk/dd-src of=/scratch/pcb-fstime.e0084d/mnt-xfs-on-disk/dd-dst bs=1k conv=notrunc

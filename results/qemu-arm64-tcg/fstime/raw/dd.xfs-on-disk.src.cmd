@@ -1,1 +1,1 @@
-dd if=/dev/zero of=/scratch/pcb-fstime.b72c5a/mnt-xfs-on-disk/dd-src bs=1M count=64 status=none
+dd if=/dev/zero of=/scratch/pcb-fstime.e0084d/mnt-xfs-on-disk/dd-src bs=1M count=64 status=none

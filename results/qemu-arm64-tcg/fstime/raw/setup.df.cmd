@@ -1,1 +1,1 @@
-df -T /scratch/pcb-fstime.b72c5a/disk /scratch/pcb-fstime.b72c5a/tmpfs/files /scratch/pcb-fstime.b72c5a/mnt-ext4-on-tmpfs /scratch/pcb-fstime.b72c5a/mnt-xfs-on-tmpfs /scratch/pcb-fstime.b72c5a/mnt-xfs-on-disk
+df -T /scratch/pcb-fstime.e0084d/disk /scratch/pcb-fstime.e0084d/tmpfs/files /scratch/pcb-fstime.e0084d/mnt-ext4-on-tmpfs /scratch/pcb-fstime.e0084d/mnt-xfs-on-tmpfs /scratch/pcb-fstime.e0084d/mnt-xfs-on-disk

@@ -1,1 +1,1 @@
-truncate -s 512M /scratch/pcb-fstime.b72c5a/tmpfs/ext4.img
+truncate -s 512M /scratch/pcb-fstime.e0084d/tmpfs/ext4.img

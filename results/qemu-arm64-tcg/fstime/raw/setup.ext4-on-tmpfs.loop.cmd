@@ -1,1 +1,1 @@
-losetup --show /dev/loop0 /scratch/pcb-fstime.b72c5a/tmpfs/ext4.img
+losetup --show /dev/loop0 /scratch/pcb-fstime.e0084d/tmpfs/ext4.img

@@ -1,1 +1,1 @@
-mount -t ext4 /dev/loop0 /scratch/pcb-fstime.b72c5a/mnt-ext4-on-tmpfs
+mount -t ext4 /dev/loop0 /scratch/pcb-fstime.e0084d/mnt-ext4-on-tmpfs

@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=768m\,mode=0700 tmpfs /scratch/pcb-fstime.b72c5a/tmpfs
+mount -t tmpfs -o size=768m\,mode=0700 tmpfs /scratch/pcb-fstime.e0084d/tmpfs

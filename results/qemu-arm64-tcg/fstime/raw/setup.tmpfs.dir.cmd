@@ -1,1 +1,1 @@
-mkdir /scratch/pcb-fstime.b72c5a/tmpfs/files
+mkdir /scratch/pcb-fstime.e0084d/tmpfs/files

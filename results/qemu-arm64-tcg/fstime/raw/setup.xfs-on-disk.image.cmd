@@ -1,1 +1,1 @@
-truncate -s 512M /scratch/pcb-fstime.b72c5a/xfs.img
+truncate -s 512M /scratch/pcb-fstime.e0084d/xfs.img

@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop2 /scratch/pcb-fstime.b72c5a/xfs.img
+losetup --show --direct-io=on /dev/loop2 /scratch/pcb-fstime.e0084d/xfs.img

@@ -1,1 +1,1 @@
-mount -t xfs /dev/loop2 /scratch/pcb-fstime.b72c5a/mnt-xfs-on-disk
+mount -t xfs /dev/loop2 /scratch/pcb-fstime.e0084d/mnt-xfs-on-disk

@@ -1,1 +1,1 @@
-losetup --show /dev/loop1 /scratch/pcb-fstime.b72c5a/tmpfs/xfs.img
+losetup --show /dev/loop1 /scratch/pcb-fstime.e0084d/tmpfs/xfs.img

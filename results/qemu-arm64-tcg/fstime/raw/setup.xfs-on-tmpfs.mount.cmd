@@ -1,1 +1,1 @@
-mount -t xfs /dev/loop1 /scratch/pcb-fstime.b72c5a/mnt-xfs-on-tmpfs
+mount -t xfs /dev/loop1 /scratch/pcb-fstime.e0084d/mnt-xfs-on-tmpfs

@@ -1,1 +1,1 @@
-timeout -s INT 1 strace -c -p 618
+timeout -s INT 1 strace -c -p 745

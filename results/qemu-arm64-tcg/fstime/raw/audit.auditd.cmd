@@ -1,1 +1,0 @@
-auditd -n -c /scratch/pcb-fstime.b72c5a/audit

@@ -1,1 +1,0 @@
-sed s\|@DIR@\|/scratch/pcb-fstime.b72c5a/audit\|g /job/repo/labs/fstime/auditd.conf.in

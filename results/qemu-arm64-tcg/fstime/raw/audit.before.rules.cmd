@@ -1,1 +1,0 @@
-auditctl -l

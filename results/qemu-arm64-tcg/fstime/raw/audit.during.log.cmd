@@ -1,1 +1,0 @@
-du -b /scratch/pcb-fstime.b72c5a/audit

@@ -1,1 +1,0 @@
-sh /job/repo/labs/fstime/audit_exec.sh b64 /scratch/pcb-fstime.b72c5a/audit/every.3.pid /scratch/pcb-fstime.b72c5a/fstime -c -t 1 -s 0.1 -p 0.25 -d /scratch/pcb-fstime.b72c5a/tmpfs/files -b 1024 -m 2000

@@ -1,1 +1,0 @@
-auditctl -a always\,exit -F arch=b64 -S all -F pid=32768

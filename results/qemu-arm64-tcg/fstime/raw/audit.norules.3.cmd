@@ -1,1 +1,0 @@
-/scratch/pcb-fstime.b72c5a/fstime -c -t 1 -s 0.1 -p 0.25 -d /scratch/pcb-fstime.b72c5a/tmpfs/files -b 1024 -m 2000

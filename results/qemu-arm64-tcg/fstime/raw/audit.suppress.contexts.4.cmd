@@ -1,1 +1,0 @@
-env LC_ALL=C dd if=/dev/zero of=/dev/null bs=1 count=1000000

@@ -1,1 +1,0 @@
-auditctl -a task\,never -F pid=224

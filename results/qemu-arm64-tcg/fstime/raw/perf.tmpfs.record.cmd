@@ -1,0 +1,1 @@
+perf record --no-buildid-cache -g -F 997 -o /scratch/pcb-fstime.e0084d/perf-tmpfs.data -p 647 -- sleep 1

@@ -1,0 +1,1 @@
+perf report -i /scratch/pcb-fstime.e0084d/perf-tmpfs.data --stdio --no-children --sort sym -g none --percent-limit 2

@@ -1,0 +1,1 @@
+head -n 60 /scratch/pcb-fstime.e0084d/perf-tmpfs.script

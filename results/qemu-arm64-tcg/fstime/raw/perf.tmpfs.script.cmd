@@ -1,0 +1,1 @@
+perf script -F comm\,tid\,time\,period\,event\,ip\,sym\,symoff\,dso -i /scratch/pcb-fstime.e0084d/perf-tmpfs.data

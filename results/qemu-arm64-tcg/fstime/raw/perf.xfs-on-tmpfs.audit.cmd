@@ -1,0 +1,1 @@
+python3 /job/repo/labs/fstime/auditframes.py /out/results/qemu-arm64-tcg/.fstime.partial/flame-xfs-on-tmpfs.folded

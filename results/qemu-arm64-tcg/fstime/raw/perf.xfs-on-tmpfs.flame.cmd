@@ -1,0 +1,1 @@
+python3 -m labkit flame --perf-script /scratch/pcb-fstime.e0084d/perf-xfs-on-tmpfs.script --folded /out/results/qemu-arm64-tcg/.fstime.partial/flame-xfs-on-tmpfs.folded --svg /out/results/qemu-arm64-tcg/.fstime.partial/flame-xfs-on-tmpfs.svg --title fstime\ copy\ phase\ \(1\ KiB\ buffers\)\ on\ xfs-on-tmpfs

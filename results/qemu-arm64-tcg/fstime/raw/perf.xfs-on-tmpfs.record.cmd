@@ -1,0 +1,1 @@
+perf record --no-buildid-cache -g -F 997 -o /scratch/pcb-fstime.e0084d/perf-xfs-on-tmpfs.data -p 692 -- sleep 1

@@ -1,0 +1,1 @@
+python3 -m labkit flame --perf-script /scratch/pcb-optane_kyber.040706/flame-kyber.script --folded /out/results/qemu-arm64-tcg/.optane_kyber.partial/flame-kyber.folded --svg /out/results/qemu-arm64-tcg/.optane_kyber.partial/flame-kyber.svg --title fio\ 4k\ randread\ QD1\ pvsync2\ --hipri\ on\ a\ loop\ device\,\ scheduler\ kyber

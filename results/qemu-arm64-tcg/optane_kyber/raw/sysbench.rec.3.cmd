@@ -1,1 +1,0 @@
-perf record --no-buildid-cache --no-bpf-event -o /scratch/pcb-optane_kyber.559d54/sysbench.data -- sysbench cpu --threads=1 --time=1 run
