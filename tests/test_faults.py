@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 import fault_matrix as fm
-from labrun import is_root, lab_command, run_lab, signal_at, tagged_processes
+from labrun import ROOT, is_root, lab_command, run_lab, signal_at, tagged_processes
 import refhost
 
 pytestmark = [pytest.mark.lab, pytest.mark.skipif(not is_root(), reason="the labs' host changes need root")]
@@ -445,3 +445,29 @@ def test_a_pause_file_holds_the_next_case_until_it_is_gone(tmp_path, capsys):
     assert time.time() - t >= 0.25
     out = capsys.readouterr().out
     assert f"paused while {pause} exists" in out and "resumed after" in out
+
+
+def test_a_loop_device_is_found_after_its_backing_file_is_gone(tmp_path):
+    """A loop device whose backing file was deleted (a scratch directory removed under a killed
+    run) is still detached by the lab's cleanup (labs/lib/lab.sh lab__loop_detach reads
+    loop/backing_file, where the kernel names the file "FILE (deleted)"; losetup -j no longer finds
+    it). Found by stopping the fault matrix between a SIGKILL and its --recover."""
+    if os.geteuid() != 0:
+        pytest.skip("loop devices need root")
+    img = tmp_path / "gone.img"
+    img.write_bytes(b"\0" * (1 << 20))
+    attach = subprocess.run(["losetup", "--find", "--show", str(img)], capture_output=True, text=True)
+    if attach.returncode != 0:
+        pytest.skip(f"losetup: {attach.stderr.strip()}")
+    dev = attach.stdout.strip()
+    try:
+        img.unlink()
+        back = Path(f"/sys/block/{Path(dev).name}/loop/backing_file").read_text().strip()
+        assert back == f"{img} (deleted)", back
+        run = subprocess.run(["bash", "-c", f'source {ROOT}/labs/lib/lab.sh; lab__loop_detach "$1"', "detach", str(img)],
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        assert not Path(f"/sys/block/{Path(dev).name}/loop/backing_file").exists(), f"{dev} still attached"
+    finally:
+        if Path(f"/sys/block/{Path(dev).name}/loop/backing_file").exists():
+            subprocess.run(["losetup", "-d", dev])

@@ -49,9 +49,14 @@ class GuestRunError(RuntimeError):
     """QEMU could not start, the guest did not finish in time, or it gave no exit status."""
 
 
-def _die_with_parent() -> None:  # runs in the child before exec
+PR_SET_PDEATHSIG = 1
+"""prctl(2) option (<linux/prctl.h>): the signal a child gets when its parent thread dies."""
+
+
+def _die_with_parent() -> None:
+    """In QEMU's process before exec: SIGKILL when the runner dies (prctl PR_SET_PDEATHSIG)."""
     try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:
         pass
 

@@ -450,10 +450,19 @@ lab_loop_attach() {
   # shellcheck disable=SC2034 # for the lab's run.sh
   LAB_LOOP=$(tail -n 1 "$LAB_RUN/raw/$name.out")
 }
+# lab__loop_detach FILE: detach every loop device whose backing file is FILE, read from sysfs
+# (loop/backing_file), so a device is found after its file was deleted too: the kernel then
+# names it "FILE (deleted)", and losetup -j, which stats FILE, no longer can.
 lab__loop_detach() {
-  local dev
-  [[ -e "$1" ]] || return 0
-  for dev in $(losetup -j "$1" -O NAME -n 2>/dev/null); do losetup -d "$dev"; done
+  local f back dev real
+  real=$(realpath -m -- "$1")
+  for f in /sys/block/loop*/loop/backing_file; do
+    back=$(cat "$f" 2>/dev/null) || continue
+    back=${back% (deleted)}
+    [[ $back == "$1" || $back == "$real" ]] || continue
+    dev=${f#/sys/block/}
+    losetup -d "/dev/${dev%%/*}"
+  done
 }
 
 # lab_mount NAME TARGET -- MOUNT-ARGS...: run `mount MOUNT-ARGS... TARGET` as step NAME;
