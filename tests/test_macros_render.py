@@ -481,6 +481,44 @@ def test_verdict_brief_gives_each_hosts_verdict_effect_and_interval(tree):
         macros.verdict_brief("lat_tcp", "no-such-claim")
 
 
+def test_prose_reads_passes_the_reference_verdict_and_fails_any_other(tree, monkeypatch):
+    """prose_reads: "" where the reference host's verdict (the first committed host whose CPU is
+    not emulated) is the one named; a MacroError naming the verdict found where it is another;
+    a reader's own result that goes the other way changes nothing; ``host`` reads another
+    committed host; a word that is not a verdict, or an unknown claim or host, fails."""
+    spec = claims_mod.load(tree / "labs" / "lat_tcp" / "claims.toml")
+    claim = next(c for c in spec if c["id"] == "same-cpu-faster")
+    ref_h, ref_r = next((h, r) for h, r in macros.build.for_lab("lat_tcp") if not render.emulation(r["host"]))
+    got = claims_mod.evaluate_one(claim, ref_r)["verdict"]
+    assert macros.prose_reads("lat_tcp", "same-cpu-faster", got) == ""
+    other = next(v for v in ("holds", "fails") if v != got)
+    with pytest.raises(macros.MacroError, match=f"says same-cpu-faster {other} on {ref_h.label}, but it {got}"):
+        macros.prose_reads("lat_tcp", "same-cpu-faster", other)
+
+    def swapped(r):        # the claim's two sides exchanged: same-cpu now the slower
+        for m in r["measurements"]:
+            if m["metric"] == "round_trip" and m["case"].get("experiment") == "pinned":
+                m["samples"] = [x * (8.0 if m["case"].get("pin") == "same-cpu" else 1.0) for x in m["samples"]]
+                m.update(model.summarize(m["samples"]))
+    monkeypatch.setenv("PERF_CASEBOOK_LOCAL", "1")
+    add_host(tree, "lat_tcp", "slowself", swapped)
+    (tree / "local-results").mkdir()
+    (tree / "results" / "slowself").rename(tree / "local-results" / "slowself")
+    macros.build.hosts_cache = None
+    pairs = macros.build.for_lab("lat_tcp")
+    assert pairs[0][0].local and claims_mod.evaluate_one(claim, pairs[0][1])["verdict"] != got
+    assert macros.prose_reads("lat_tcp", "same-cpu-faster", got) == ""
+    with pytest.raises(macros.MacroError, match="no committed result of lat_tcp on 'slowself'"):
+        macros.prose_reads("lat_tcp", "same-cpu-faster", got, host="slowself")
+    emul = next((h, r) for h, r in pairs if not h.local and render.emulation(r["host"]))
+    there = claims_mod.evaluate_one(claim, emul[1])["verdict"]
+    assert macros.prose_reads("lat_tcp", "same-cpu-faster", there, host=emul[0].label) == ""
+    with pytest.raises(macros.MacroError, match="is not a verdict"):
+        macros.prose_reads("lat_tcp", "same-cpu-faster", "holdz")
+    with pytest.raises(macros.MacroError, match="has no claim 'no-such-claim'"):
+        macros.prose_reads("lat_tcp", "no-such-claim", got)
+
+
 def test_brief_effect_is_the_estimate_and_its_interval():
     e = {"estimate": 1.768, "low": 1.697, "high": 1.802, "level": 0.95}
     assert macros.claim_tables.brief_effect(e) == "1.77× (1.70–1.80)"

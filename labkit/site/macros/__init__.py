@@ -37,7 +37,7 @@ to None to load its hosts again.
 from __future__ import annotations
 
 from . import build, claim_tables, excerpts, figures, original, outputs, practice, runs, tables  # noqa: F401
-from .claim_tables import claims, verdict_brief, verdicts
+from .claim_tables import claims, prose_reads, verdict_brief, verdicts
 from .figures import cast, chart, flamegraph
 from .build import MacroError
 from .original import original_table, original_tables, original_vs_here
@@ -48,7 +48,7 @@ from .tables import cases_table, compare_hosts, compare_table, metrics_table, re
 
 MACROS = (results_table, metrics_table, chart, flamegraph, claims, verdicts, verdict_brief, cases_table, provenance, skips, hosts_table,
           host_provenance, compare_table, step_output, compare_hosts, cast, original_table, original_tables,
-          original_vs_here, exercises, artifact_text, annotated_output, tool_exercises, lab_time)
+          original_vs_here, exercises, artifact_text, annotated_output, tool_exercises, lab_time, prose_reads)
 """The macros this package defines, in the order :func:`define_env` registers them."""
 
 

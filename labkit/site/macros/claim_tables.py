@@ -219,6 +219,43 @@ def verdict_brief(lab: str, claim: str, sep: str = "<br>") -> str:
     return sep.join(parts)
 
 
+def prose_reads(lab: str, claim: str, verdict: str, host: str | None = None) -> str:
+    """A guard for a sentence of a page that reads a verdict in words ("on the reference, the
+    claim fails"): ``""`` when ``claim`` of ``labs/<lab>/claims.toml``, evaluated at build time
+    on ``host``'s committed result (by label; by default the reference host, the first
+    committed host in search order whose CPU is not emulated, as :func:`verdicts` compares
+    against), has the verdict ``verdict`` (holds, fails, inconclusive, not applicable,
+    untested). A reader's own results never count: the sentence is about a committed result.
+    Put it beside the sentence it guards; a rerun that changes the verdict then fails the
+    build, and the sentence is rewritten instead of contradicting the page's tables.
+
+    Raises:
+        MacroError: ``claim`` is not a claim of the lab, ``verdict`` is not a verdict word, no
+            committed host (or none called ``host``) has a result of ``lab``, or the verdict
+            there is another one (the message names it and its effect).
+    """
+    if verdict not in render.VERDICT_MARK:
+        raise MacroError(f"prose_reads: {verdict!r} is not a verdict ({', '.join(render.VERDICT_MARK)})")
+    spec = {c["id"]: c for c in build.lab_file(claims_mod.load, lab, "claims.toml")}
+    if claim not in spec:
+        raise MacroError(f"prose_reads: {lab} has no claim {claim!r} (labs/{lab}/claims.toml)")
+    committed = [(h, r) for h, r in build.for_lab(lab) if not h.local]
+    if host is None:
+        committed = [(h, r) for h, r in committed if not render.emulation(r["host"])][:1]
+    else:
+        committed = [(h, r) for h, r in committed if host in (h.label, h.title)]
+    if not committed:
+        raise MacroError(f"prose_reads: no committed result of {lab} on "
+                         f"{'a host whose CPU is not emulated' if host is None else repr(host)}")
+    h, r = committed[0]
+    v = claims_mod.evaluate_cached(spec[claim], r)
+    if v["verdict"] != verdict:
+        effect = brief_effect(v.get("effect"))
+        raise MacroError(f"prose_reads: the page says {claim} {verdict} on {h.label}, but it "
+                         f"{v['verdict']}{' at ' + effect if effect else ''} there: rewrite the sentence")
+    return ""
+
+
 def verdicts(lab: str) -> str:
     """Markdown: the original's conclusions and how each fares on every host: one row per
     ``[[conclusion]]`` of ``labs/<lab>/original.toml`` (in its order) and per claim testing it
