@@ -1,0 +1,134 @@
+"""The sentences of the fio chapter and evidence page that read the committed results in words,
+each pinned to the result it reads: a rerun that changes what a sentence says fails here, and the
+sentence is rewritten instead of contradicting the page's tables. Sentences that read a claim's
+verdict carry ``prose_reads`` on the page instead (labkit/site/macros/claim_tables.py).
+
+Each test quotes its sentence; the thresholds are the sentence's own words ("below 1", "at 1",
+"one request"), never a measured value."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from labkit import model
+from labkit.stats import claims
+import refhost
+
+ROOT = Path(__file__).resolve().parents[3]
+LAB = ROOT / "labs" / "fio_engines"
+EMULATED = ROOT / "results" / "qemu-arm64-tcg" / "fio_engines.json"
+ONE = (0.8, 1.25)
+""""About one" request per I/O: the band of the lab's own instrument claim
+``one-request-per-direct-write``."""
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return model.load(refhost.result("fio_engines"))
+
+
+@pytest.fixture(scope="module")
+def emulated():
+    if not EMULATED.exists():
+        pytest.skip("no committed result of the emulated arm64 host")
+    return model.load(EMULATED)
+
+
+def samples(result: dict, metric: str, **case) -> list[float]:
+    """The samples of the one measurement of ``metric`` whose case has every item of ``case``."""
+    found = [m for m in result["measurements"]
+             if m["metric"] == metric and all(m["case"].get(k) == v for k, v in case.items())]
+    assert len(found) == 1, (metric, case, [m["case"] for m in found])
+    return found[0]["samples"]
+
+
+BASE = dict(experiment="original", engine="libaio", iodepth=1, io="direct", end_fsync=0, rw="write")
+
+
+def test_libaio_is_the_slower_engine_at_iodepth_1(reference):
+    """Chapter, step 1: "on the reference `libaio` is the slower engine": libaio ÷ psync IOPS,
+    the claim's effect, lies below 1 with its whole interval."""
+    c = next(c for c in claims.load(LAB / "claims.toml") if c["id"] == "libaio-beats-psync-at-iodepth-1")
+    e = claims.evaluate_one(c, reference)["effect"]
+    assert e["high"] < 1, e
+
+
+def test_aqu_sz_median_is_below_1_for_both_engines_at_iodepth_1(reference):
+    """Chapter, step 1: "`aqu-sz`'s median is below 1 for both engines"."""
+    for engine in ("libaio", "psync"):
+        assert statistics.median(samples(reference, "aqu_sz", **dict(BASE, engine=engine, bs=4096))) < 1, engine
+
+
+def test_unbatched_queue_has_several_in_flight_and_no_merge(reference):
+    """Chapter, step 3: "On the reference `aqu-sz` … shows several in flight, yet bios/request
+    stays at 1" for iodepth 32 with `batch` 1."""
+    case = dict(BASE, iodepth=32, bs=4096, batch=1)
+    assert statistics.median(samples(reference, "aqu_sz", **case)) >= 2
+    assert all(x == pytest.approx(1, abs=0.01) for x in samples(reference, "bios_per_request", **case))
+
+
+def test_a_4m_write_sent_whole_was_among_the_fastest_and_the_others_split(reference):
+    """Chapter, step 5, and evidence page, block size: the 4 MiB job's requests per write spread
+    over the runs; "where a run sent each write out whole, as one request, it was among the
+    fastest [IOPS at or above the runs' median]; in the other runs each write was split into
+    several"."""
+    case = dict(BASE, bs=4194304)
+    rpi, iops = samples(reference, "requests_per_io", **case), samples(reference, "iops", **case)
+    whole = [i for i, x in enumerate(rpi) if x < 1.1]
+    assert whole and len(whole) < len(rpi), rpi
+    assert all(iops[i] >= statistics.median(iops) for i in whole), (rpi, iops)
+    assert all(x >= 1.5 for i, x in enumerate(rpi) if i not in whole), rpi
+
+
+def test_the_block_size_groups_direct_4m_requests_are_a_fraction_of_4m(reference):
+    """Evidence page, block size: "This group's direct 4 MiB requests (full runs only) are a
+    fraction of 4 MiB too" (more than one request per I/O in every run, reads and writes)."""
+    for rw in ("read", "write"):
+        assert all(x > 1.5 for x in samples(reference, "requests_per_io", experiment="blocksize", rw=rw,
+                                           io="direct", bs=4194304)), rw
+
+
+def test_emulated_host_split_every_4m_write_below_max_sectors_kb(emulated):
+    """Chapter, step 5, and evidence page: "On the emulated arm64 host every run split its 4 MiB
+    writes into a few requests each, every one below its `max_sectors_kb` and, in the median,
+    larger than its writeback requests (the `original flush` group's buffered job)"."""
+    case = dict(BASE, bs=4194304)
+    rpi = samples(emulated, "requests_per_io", **case)
+    limit_kb = samples(emulated, "max_sectors_kb", experiment="queue")[0]
+    assert all(2 <= x <= 8 for x in rpi), rpi
+    assert all(4096 / x < limit_kb for x in rpi), (rpi, limit_kb)
+    writeback = samples(emulated, "areq_sz", **dict(BASE, experiment="original flush", io="buffered", bs=4096,
+                                                    end_fsync=1))
+    assert statistics.median(samples(emulated, "areq_sz", **case)) > statistics.median(writeback)
+
+
+@pytest.mark.parametrize("bs", [1024, 4096, 4194304])
+def test_wait4_carries_the_jobs_whole_system_time(reference, bs):
+    """Chapter, step 6, and evidence page, strace: "On the reference, `wait4` carries the job's
+    whole system time": in every traced run, strace's `wait4` seconds are the job's system time
+    (fio's sys_cpu share times its run time) to within 5 %, at 1 KiB, 4 KiB and 4 MiB alike."""
+    case = dict(experiment="original strace", bs=bs)
+    wait4 = samples(reference, "strace_seconds", syscall="wait4", **case)
+    job = samples(reference, "job_system_seconds", **case)
+    assert len(wait4) == len(job) >= 3
+    assert all(abs(w / j - 1) <= 0.05 for w, j in zip(wait4, job)), (wait4, job)
+
+
+def test_cold_buffered_reads_are_one_request_per_io_as_direct(reference):
+    """Evidence page, buffered vs direct: a cold buffered random read "becomes a device read …
+    the counts show about one request per I/O, as for direct"."""
+    for mode in ("buffered cold", "direct"):
+        rpi = statistics.median(samples(reference, "requests_per_io", experiment="buffered", rw="randread", mode=mode))
+        assert ONE[0] <= rpi <= ONE[1], (mode, rpi)
+
+
+def test_without_fsync_every_layout_is_one_request_per_write(reference):
+    """Chapter, step 7 ("Without `fsync` … no extra requests per write") and evidence page
+    ("layouts complete about one block request per write (the `fsync = 0` rows)")."""
+    for layout in ("regular", "sparse", "fallocated"):
+        rpi = statistics.median(samples(reference, "requests_per_io", experiment="layout", rw="randwrite",
+                                        layout=layout, fsync=0))
+        assert ONE[0] <= rpi <= ONE[1], (layout, rpi)
