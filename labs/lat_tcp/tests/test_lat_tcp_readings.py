@@ -1,0 +1,248 @@
+"""The sentences of the lat_tcp chapter and evidence page that read the committed results in
+words, each pinned to the result it reads: a rerun that changes what a sentence says fails here,
+and the sentence is rewritten instead of contradicting the page's tables. Sentences that read a
+claim's verdict carry ``prose_reads`` on the page instead (labkit/site/macros/claim_tables.py).
+
+Each test quotes its sentence; the thresholds are the sentence's own words ("two calls", "at
+least one read", "status 1", "one"), never a measured value. The reference is
+:func:`refhost.result`; the emulated arm64 host's result is read where the sentence is about its
+tab too."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from labkit import model
+from labkit.stats import claims
+import refhost
+
+ROOT = Path(__file__).resolve().parents[3]
+LAB = ROOT / "labs" / "lat_tcp"
+EMULATED = ROOT / "results" / "qemu-arm64-tcg" / "lat_tcp.json"
+HOSTS = ["reference", "emulated"]
+SIZE_CLAIMS = {"large-message-costs-more", "small-messages-cost-alike"}
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return model.load(refhost.result("lat_tcp"))
+
+
+@pytest.fixture(scope="module")
+def emulated():
+    if not EMULATED.exists():
+        pytest.skip("no committed result of the emulated arm64 host")
+    return model.load(EMULATED)
+
+
+@pytest.fixture(params=HOSTS)
+def result(request):
+    """Each committed host's result in turn, for a sentence about every tab."""
+    return request.getfixturevalue(request.param)
+
+
+def raw(result: dict, name: str) -> Path:
+    """``results/<host>/lat_tcp/raw/<name>``."""
+    return ROOT / "results" / result["host"]["label"] / "lat_tcp" / "raw" / name
+
+
+def measurements(result: dict, metric: str, **case) -> list[dict]:
+    return [m for m in result["measurements"]
+            if m["metric"] == metric and all(m["case"].get(k) == v for k, v in case.items())]
+
+
+def steps(result: dict, **case) -> list[dict]:
+    """The steps whose case has every item of ``case``."""
+    return [s for s in result["steps"] if s.get("case") and all(s["case"].get(k) == v for k, v in case.items())]
+
+
+def step(result: dict, name: str) -> dict:
+    return next(s for s in result["steps"] if s["name"] == name)
+
+
+def frames(result: dict, pin: str) -> set[str]:
+    """Every function name in the client's folded stacks at placement ``pin`` (inferno's ``_[k]``
+    mark removed)."""
+    art = next(a for a in result["artifacts"] if a["kind"] == "folded" and a["case"].get("pin") == pin)
+    text = (ROOT / "results" / result["host"]["label"] / art["path"]).read_text()
+    return {f.removesuffix("_[k]") for line in text.splitlines() if line.strip()
+            for f in line.rsplit(" ", 1)[0].split(";")}
+
+
+def test_the_unchecked_client_with_no_server_prints_a_number_and_no_error(result):
+    """Chapter, step 2, below the `-L` client's run with no server (repetition 1): "A number, and
+    no error; only the JSON line gives it away (`"connected":false`, `failed_calls`)": exit status
+    0, lmbench's latency line and nothing else on standard error, and a JSON line that says
+    it never connected and counts failed calls."""
+    (s,) = steps(result, experiment="noserver", client="unchecked", server="none", rep=1)
+    assert s["exit_code"] == 0
+    err = raw(result, f"{s['name']}.err").read_text().splitlines()
+    assert err and all(line.startswith("TCP latency using ") for line in err), err
+    j = json.loads(raw(result, f"{s['name']}.out").read_text())
+    assert j["median"] > 0 and j["connected"] is False and j["failed_calls"] > 0, j
+
+
+def test_every_round_trip_without_a_server_is_two_failed_calls(result):
+    """Chapter, step 2: "Without a server, each "round trip" is two calls failing": in every run
+    of the `-L` client with no server, the failed calls of the timed batches are exactly two per
+    round trip (the batches' count times the number of batches)."""
+    runs = steps(result, experiment="noserver", client="unchecked", server="none")
+    assert len(runs) >= 3
+    for s in runs:
+        j = json.loads(raw(result, f"{s['name']}.out").read_text())
+        assert j["failed_calls"] == 2 * j["iterations"] * len(j["samples"]), (s["name"], j)
+
+
+def test_the_unchecked_client_with_a_server_is_connected_and_fails_nothing(result):
+    """Evidence page, the client with no server: the `-L` client with a server listening "prints
+    a real round trip. Compare its JSON line (`"connected":true`, `"failed_calls":0`)"."""
+    (s,) = steps(result, experiment="noserver", client="unchecked", server="listening", rep=1)
+    j = json.loads(raw(result, f"{s['name']}.out").read_text())
+    assert s["exit_code"] == 0 and j["connected"] is True and j["failed_calls"] == 0 and j["median"] > 0, j
+
+
+def test_the_checked_client_with_no_server_exits_1_with_no_number(result):
+    """Evidence page: "Our client checks `connect()`: with nothing listening it exits with status 1
+    and prints no number" (the claim checks a non-zero status; the sentence says 1)."""
+    s = step(result, "noserver")
+    assert s["exit_code"] == 1 and s["stdout_bytes"] == 0, s
+    assert "Connection refused" in raw(result, "noserver.err").read_text()
+
+
+def test_gdb_shows_connect_fail_and_the_client_exit_with_status_1(result):
+    """Evidence page: "Our checked client under `gdb`, on a port where nothing listens:
+    `connect()` returns -1 (gdb prints the value where libc has debug symbols) and the program
+    exits with status 1": gdb's output ends with the exit code 01, and shows connect's -1 unless
+    the breakpoint stopped in a libc without debug information (`in connect () from …`)."""
+    out = raw(result, "noserver.gdb.out").read_text()
+    assert re.search(r"exited with code 01\]", out), out
+    shown = re.search(r"Value returned is \$\d+ = -1$", out, re.M)
+    no_debug_info = re.search(r"in (__libc_)?connect \(\) from /", out)
+    assert shown or no_debug_info, out
+    assert result["host"]["label"] != refhost.host("lat_tcp") or shown, out
+
+
+def test_one_sample_per_run_5_a_case_10_for_the_size_claims(result):
+    """Chapter, step 3: "Each client run gives one sample (its median): 5 for each case a claim
+    reads (10 for the message sizes the two size claims compare), in quick mode as in full";
+    evidence page, method: the same, and "veth runs once in quick mode, and strace, which no claim
+    reads, is skipped there" (5 runs each traced and untraced in a full run)."""
+    skipped = {s["group"] for s in result["steps"] if s["name"] == s["group"] and s["status"] == "skipped"}
+    for c in claims.load(LAB / "claims.toml"):
+        if c["kind"] == "step":
+            continue
+        for side in (c["a"], c["b"]):
+            found = measurements(result, c["metric"], **side)
+            if not found and (c.get("requires") or side["experiment"] in skipped):
+                continue                                  # an SMT placement the host lacks, a group it skipped
+            assert len(found) == 1, (c["id"], side, [m["case"] for m in found])
+            assert len(found[0]["samples"]) == (10 if c["id"] in SIZE_CLAIMS else 5), (c["id"], side)
+    veth = measurements(result, "round_trip", experiment="veth")
+    strace = measurements(result, "round_trip", experiment="strace")
+    if result["run"]["quick"]:
+        assert veth and all(len(m["samples"]) == 1 for m in veth)
+        assert not strace and step(result, "strace")["status"] == "skipped"
+    else:
+        assert len(strace) == 2 and all(len(m["samples"]) == 5 for m in strace)
+
+
+def test_our_hosts_have_no_smt_and_no_sibling_row(result):
+    """Chapter, step 5: "Our two hosts have no SMT, so no **smt-sibling** row"."""
+    assert result["host"]["smt"] is False
+    pins = {m["case"].get("pin") for m in measurements(result, "round_trip", experiment="pinned")}
+    assert {"same-cpu", "other-core"} <= pins and "smt-sibling" not in pins, pins
+
+
+def test_the_client_profiles_show_the_functions_the_pages_name(reference):
+    """Chapter, step 6, same CPU: "Compare `tcp_sendmsg` and `tcp_recvmsg` … with `schedule` …
+    the loopback delivery to its socket (`net_rx_action`, `tcp_v4_rcv`), run in the client's
+    softirq, is [here]. Search for `spin_unlock_irqrestore` too"; evidence page, the flame graph
+    on two CPUs: "look at how wide `schedule` is against `tcp_sendmsg` and `tcp_recvmsg`"."""
+    same = frames(reference, "same-cpu")
+    for f in ("tcp_sendmsg", "tcp_recvmsg", "schedule", "net_rx_action", "tcp_v4_rcv"):
+        assert f in same, f
+    assert any(f.endswith("spin_unlock_irqrestore") for f in same)
+    other = frames(reference, "other-core")
+    assert {"tcp_sendmsg", "tcp_recvmsg", "schedule"} <= other
+
+
+def test_the_reference_samples_on_the_cpu_clock_timer(reference):
+    """Chapter, step 6: "on the x86_64 VM perf samples on the `cpu-clock` timer": no hardware
+    PMU, perf's default event is cpu-clock."""
+    pmu = reference["host"]["pmu"]
+    assert reference["host"]["arch"] == "x86_64" and pmu["available"] is False and "cpu-clock" in pmu["detail"], pmu
+
+
+def test_the_arm64_run_has_no_profile(emulated):
+    """Chapter, step 6: "The arm64 run has no profile (its perf group was skipped)"."""
+    assert not [a for a in emulated["artifacts"] if a["kind"] in ("flamegraph", "folded")]
+    assert step(emulated, "perf")["status"] == "skipped"
+    assert not measurements(emulated, "round_trip", experiment="perf")
+
+
+def test_message_sizes_full_and_quick(reference, emulated):
+    """Chapter, step 7: "The lab sends 1 byte to 64 KiB, client on the server's CPU and on another
+    (a quick run: three sizes, one CPU)"; evidence page, message size: "a quick run has 1 byte,
+    1 KiB and 64 KiB on the same CPU only"; veth: "Both ends run on the same CPU"."""
+    def sizes(result, pin):
+        return {m["case"]["msize"] for m in measurements(result, "round_trip", experiment="msize", pin=pin)}
+    full = sizes(reference, "same-cpu")
+    assert reference["run"]["quick"] is False and min(full) == 1 and max(full) == 65536 and len(full) > 3, full
+    assert sizes(reference, "other-core") == full
+    assert emulated["run"]["quick"] is True
+    assert {m["case"]["pin"] for m in measurements(emulated, "round_trip", experiment="msize")} == {"same-cpu"}
+    assert sizes(emulated, "same-cpu") == {1, 1024, 65536}
+    for r in (reference, emulated):
+        veth = measurements(r, "round_trip", experiment="veth")
+        assert {m["case"]["path"] for m in veth} == {"loopback", "veth"} and {m["case"]["pin"] for m in veth} == {"same-cpu"}
+
+
+def test_a_ps_share_counts_one_run_and_the_events_one_share_per_repetition(result):
+    """Chapter, step 4: "A `ps` row is one watched run …; the events' row has a share per
+    repetition"; evidence page, placement: the `same_cpu_share` of `ps`'s snapshots: "its
+    `samples` column counts runs (one), not the snapshots behind the share"."""
+    for m in measurements(result, "same_cpu_share", experiment="free"):
+        assert len(m["samples"]) == 1, m
+    (events,) = measurements(result, "same_cpu_share", experiment="placement")
+    (timed,) = measurements(result, "round_trip", experiment="placement", traced="perf record sched")
+    assert len(events["samples"]) == len(timed["samples"]) >= 3
+
+
+def test_the_reference_perf_lists_lat_tcp_under_terminated_tasks(reference):
+    """Evidence page, wake-ups: "the two `lat_tcp` tasks, which older perf releases, the
+    reference host's among them, list under "Terminated tasks"": in both `perf sched timehist -s`
+    summaries, the two busy `lat_tcp` tasks (switched in thousands of times) are listed after that
+    heading."""
+    for pin in ("same", "other"):
+        out = raw(reference, f"wakeup.{pin}.timehist.out").read_text()
+        head, sep, tail = out.partition("Terminated tasks:")
+        assert sep, pin
+        busy = [line for line in tail.split("Idle stats")[0].splitlines()
+                if re.match(r"\s*lat_tcp\[\d+\]\s+\d+\s+(\d+)", line) and int(line.split()[2]) >= 1000]
+        assert len(busy) == 2, (pin, busy)
+        assert not [line for line in head.splitlines()
+                    if re.match(r"\s*lat_tcp\[\d+\]\s+\d+\s+(\d+)", line) and int(line.split()[2]) >= 1000], pin
+
+
+def test_the_reference_cpuidle_has_haltpoll_only_among_the_available_governors(reference):
+    """Evidence page, wake-ups: "On the reference host the output names `haltpoll` only among the
+    available governors, and the cpuidle driver is `none`"."""
+    values = dict(line.rsplit(":", 1) for line in raw(reference, "wakeup.cpuidle.out").read_text().splitlines() if ":" in line)
+    named = {Path(k).name: v.split() for k, v in values.items()}
+    assert named["current_driver"] == ["none"], named
+    assert "haltpoll" in named["available_governors"], named
+    assert all("haltpoll" not in v for k, v in named.items() if k != "available_governors"), named
+
+
+def test_strace_counts_one_write_and_at_least_one_read_per_round_trip(reference):
+    """Evidence page, strace: "Each round trip is one `write` and at least one `read`": in every
+    traced run the client's reads are at least its writes, less the one write of the size word
+    that opens the connection."""
+    reads = measurements(reference, "strace_calls", syscall="read")[0]["samples"]
+    writes = measurements(reference, "strace_calls", syscall="write")[0]["samples"]
+    assert len(reads) == len(writes) >= 3
+    assert all(r >= w - 1 and w > 1 for r, w in zip(reads, writes)), (reads, writes)
