@@ -143,3 +143,29 @@ def test_a_buffered_write_smaller_than_a_page_reads_the_page_first(reference):
         return statistics.median(samples(reference, "requests_per_io", experiment="blocksize", rw="write",
                                          io="buffered", bs=bs))
     assert rpi(1024) > 0.1 and rpi(1024) > 10 * rpi(4096), (rpi(1024), rpi(4096))
+
+
+@pytest.mark.parametrize("rw", ["randread", "randwrite"])
+def test_psync_is_flat_and_only_the_asynchronous_engines_queue(reference, rw):
+    """Evidence page, engine × iodepth: "`psync` is flat" (its IOPS at iodepth 1 to 32 within
+    the 1.25× band of the lab's "within" claims); `aqu-sz` "rises with iodepth for the
+    asynchronous engines … and stays around or below 1 for `psync`" (at most 1.25)."""
+    def med(metric, engine, qd):
+        return statistics.median(samples(reference, metric, experiment="engines", rw=rw, engine=engine, iodepth=qd))
+    depths = (1, 2, 4, 32)
+    flat = [med("iops", "psync", qd) for qd in depths]
+    assert max(flat) / min(flat) <= ONE[1], flat
+    assert all(med("aqu_sz", "psync", qd) <= ONE[1] for qd in depths)
+    for engine in ("libaio", "io_uring"):
+        queue = [med("aqu_sz", engine, qd) for qd in depths]
+        assert queue == sorted(queue) and queue[-1] > 2 * queue[0], (engine, queue)
+
+
+def test_some_large_or_buffered_write_runs_have_fewer_bios_than_requests(reference):
+    """Evidence page, the elevator: "some runs of large or buffered writes show that" (bios per
+    request below 1, from splits and requeues), in the original group's 4 MiB direct job or its
+    buffered one; the 4 KiB direct jobs at iodepth 1, which neither split nor merge, never do."""
+    def below_1(**case):
+        return any(x < 1 for x in samples(reference, "bios_per_request", **dict(BASE, **case)))
+    assert below_1(bs=4194304) or below_1(bs=4096, io="buffered")
+    assert not below_1(bs=4096, batch=1) and not below_1(bs=4096, engine="psync")
