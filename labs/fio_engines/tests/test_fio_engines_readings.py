@@ -169,3 +169,23 @@ def test_some_large_or_buffered_write_runs_have_fewer_bios_than_requests(referen
         return any(x < 1 for x in samples(reference, "bios_per_request", **dict(BASE, **case)))
     assert below_1(bs=4194304) or below_1(bs=4096, io="buffered")
     assert not below_1(bs=4096, batch=1) and not below_1(bs=4096, engine="psync")
+
+
+def test_with_fsync_the_written_file_pulls_ahead_and_pays_several_requests(reference):
+    """Evidence page, file layout: "the written file pulls ahead when every write is followed by
+    `fsync`, and … those jobs complete several block requests per I/O" (the written file's IOPS
+    above both others' in their medians; at least two requests per write, every layout)."""
+    def med(metric, layout):
+        return statistics.median(samples(reference, metric, experiment="layout", rw="randwrite", layout=layout, fsync=1))
+    assert all(med("iops", "regular") > med("iops", other) for other in ("sparse", "fallocated"))
+    assert all(med("requests_per_io", layout) >= 2 for layout in ("regular", "sparse", "fallocated"))
+
+
+def test_the_traced_job_is_slower_than_the_same_job_untraced(reference):
+    """Evidence page, strace: "so the traced job is slower than the same job untraced" (the
+    `strace` experiment's IOPS against the engine × iodepth medians: random reads, psync at
+    iodepth 1, libaio at 32)."""
+    for engine, qd in (("psync", 1), ("libaio", 32)):
+        traced = max(samples(reference, "iops", experiment="strace", engine=engine))
+        plain = statistics.median(samples(reference, "iops", experiment="engines", rw="randread", engine=engine, iodepth=qd))
+        assert traced < plain, (engine, traced, plain)
