@@ -189,3 +189,15 @@ def test_the_traced_job_is_slower_than_the_same_job_untraced(reference):
         traced = max(samples(reference, "iops", experiment="strace", engine=engine))
         plain = statistics.median(samples(reference, "iops", experiment="engines", rw="randread", engine=engine, iodepth=qd))
         assert traced < plain, (engine, traced, plain)
+
+
+def test_the_reference_is_a_2_vcpu_kvm_guest_on_ext4_on_a_virtio_disk(reference):
+    """Chapter ("Our reference host is a VM (KVM, 2 vCPUs, no SMT, no hardware counters). Its
+    disk, `vda`, is a virtio disk") and evidence page, the target ("On the reference host
+    (`epyc-kvm-2vcpu`) that is ext4 on `vda`")."""
+    h = reference["host"]
+    assert h["label"] == refhost.host("fio_engines") == "epyc-kvm-2vcpu"
+    assert h["virtualization"].startswith("vm: kvm") and h["emulation"] is None
+    assert h["cpus"] == 2 and h["smt"] is False and h["pmu"]["available"] is False
+    queue = [m["case"] for m in reference["measurements"] if m["metric"] == "max_sectors_kb"]
+    assert queue and all(c["disk"] == "vda" and c["fs"] == "ext4" for c in queue), queue
