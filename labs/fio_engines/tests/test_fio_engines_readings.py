@@ -9,40 +9,19 @@ Each test quotes its sentence; the thresholds are the sentence's own words ("bel
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 
 import pytest
 
-from labkit import model
 from labkit.stats import claims
+import readings
 import refhost
 
-ROOT = Path(__file__).resolve().parents[3]
-LAB = ROOT / "labs" / "fio_engines"
-EMULATED = ROOT / "results" / "qemu-arm64-tcg" / "fio_engines.json"
+LAB = readings.ROOT / "labs" / "fio_engines"
 ONE = (0.8, 1.25)
 """"About one" request per I/O: the band of the lab's own instrument claim
 ``one-request-per-direct-write``."""
-
-
-@pytest.fixture(scope="module")
-def reference():
-    return model.load(refhost.result("fio_engines"))
-
-
-@pytest.fixture(scope="module")
-def emulated():
-    if not EMULATED.exists():
-        pytest.skip("no committed result of the emulated arm64 host")
-    return model.load(EMULATED)
-
-
-def samples(result: dict, metric: str, **case) -> list[float]:
-    """The samples of the one measurement of ``metric`` whose case has every item of ``case``."""
-    found = [m for m in result["measurements"]
-             if m["metric"] == metric and all(m["case"].get(k) == v for k, v in case.items())]
-    assert len(found) == 1, (metric, case, [m["case"] for m in found])
-    return found[0]["samples"]
+reference, emulated, _ = readings.host_fixtures("fio_engines")
+samples = readings.samples
 
 
 BASE = dict(experiment="original", engine="libaio", iodepth=1, io="direct", end_fsync=0, rw="write")

@@ -11,57 +11,19 @@ tab too."""
 from __future__ import annotations
 
 import re
-import statistics
 from pathlib import Path
 
-import pytest
+import readings
 
-from labkit import model
-import refhost
-
-ROOT = Path(__file__).resolve().parents[3]
-EMULATED = ROOT / "results" / "qemu-arm64-tcg" / "fstime.json"
-HOSTS = ["reference", "emulated"]
+ROOT = readings.ROOT
 XFS_TARGETS = {"xfs-on-tmpfs", "xfs-on-disk"}
-
-
-@pytest.fixture(scope="module")
-def reference():
-    return model.load(refhost.result("fstime"))
-
-
-@pytest.fixture(scope="module")
-def emulated():
-    if not EMULATED.exists():
-        pytest.skip("no committed result of the emulated arm64 host")
-    return model.load(EMULATED)
-
-
-@pytest.fixture(params=HOSTS)
-def result(request):
-    """Each committed host's result in turn, for a sentence about every tab."""
-    return request.getfixturevalue(request.param)
+reference, emulated, result = readings.host_fixtures("fstime")
+measurements, samples, median = readings.measurements, readings.samples, readings.median
 
 
 def folder(result: dict) -> Path:
     """``results/<host>/fstime/``: the result's raw outputs and artifacts."""
     return ROOT / "results" / result["host"]["label"] / "fstime"
-
-
-def measurements(result: dict, metric: str, **case) -> list[dict]:
-    return [m for m in result["measurements"]
-            if m["metric"] == metric and all(m["case"].get(k) == v for k, v in case.items())]
-
-
-def samples(result: dict, metric: str, **case) -> list[float]:
-    """The samples of the one measurement of ``metric`` whose case has every item of ``case``."""
-    found = measurements(result, metric, **case)
-    assert len(found) == 1, (metric, case, [m["case"] for m in found])
-    return found[0]["samples"]
-
-
-def median(result: dict, metric: str, **case) -> float:
-    return statistics.median(samples(result, metric, **case))
 
 
 def raw_step(result: dict, **case) -> str:

@@ -14,45 +14,21 @@ import json
 import re
 from pathlib import Path
 
-import pytest
 
-from labkit import model
 from labkit.stats import claims
+import readings
 import refhost
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = readings.ROOT
 LAB = ROOT / "labs" / "lat_tcp"
-EMULATED = ROOT / "results" / "qemu-arm64-tcg" / "lat_tcp.json"
-HOSTS = ["reference", "emulated"]
 SIZE_CLAIMS = {"large-message-costs-more", "small-messages-cost-alike"}
-
-
-@pytest.fixture(scope="module")
-def reference():
-    return model.load(refhost.result("lat_tcp"))
-
-
-@pytest.fixture(scope="module")
-def emulated():
-    if not EMULATED.exists():
-        pytest.skip("no committed result of the emulated arm64 host")
-    return model.load(EMULATED)
-
-
-@pytest.fixture(params=HOSTS)
-def result(request):
-    """Each committed host's result in turn, for a sentence about every tab."""
-    return request.getfixturevalue(request.param)
+reference, emulated, result = readings.host_fixtures("lat_tcp")
+measurements = readings.measurements
 
 
 def raw(result: dict, name: str) -> Path:
     """``results/<host>/lat_tcp/raw/<name>``."""
     return ROOT / "results" / result["host"]["label"] / "lat_tcp" / "raw" / name
-
-
-def measurements(result: dict, metric: str, **case) -> list[dict]:
-    return [m for m in result["measurements"]
-            if m["metric"] == metric and all(m["case"].get(k) == v for k, v in case.items())]
 
 
 def steps(result: dict, **case) -> list[dict]:
