@@ -732,7 +732,7 @@ def test_define_env_registers_every_macro_the_pages_call(monkeypatch):
     want = ["results_table", "metrics_table", "chart", "flamegraph", "claims", "verdicts", "verdict_brief", "cases_table", "provenance",
             "skips", "hosts_table", "host_provenance", "compare_table", "step_output", "compare_hosts", "cast",
             "original_table", "original_tables", "original_vs_here", "exercises", "artifact_text", "annotated_output",
-            "tool_exercises", "lab_time", "evidence", "evidence_link", "lesson_start"]
+            "tool_exercises", "lab_time", "prose_reads", "evidence", "evidence_link", "lesson_start"]
     assert env.names == want
 
 
