@@ -44,9 +44,9 @@ def host_fixtures(lab: str):
 
 
 def measurements(result: dict, metric: str, **case) -> list[dict]:
-    """The measurements of ``metric`` whose case has every item of ``case``."""
-    return [m for m in result["measurements"]
-            if m["metric"] == metric and all(m["case"].get(k) == v for k, v in case.items())]
+    """The measurements of ``metric`` whose case has every item of ``case``
+    (:func:`labkit.model.select`, with the case as keywords)."""
+    return model.select(result, metric, case)
 
 
 def samples(result: dict, metric: str, **case) -> list[float]:

@@ -22,10 +22,6 @@ def results(host: str) -> dict[str, dict]:
     return found
 
 
-def step(result: dict, name: str) -> dict:
-    return next(s for s in result["steps"] if s["name"] == name)
-
-
 def test_the_page_names_exactly_the_committed_hosts():
     """Each committed host folder has its paragraph (bold label), and no other host has one."""
     named = {line.split("**")[1] for line in PAGE.splitlines() if line.startswith("**") and "**" in line[2:]}
@@ -46,8 +42,9 @@ def test_xeon_host():
         assert h["pmu"]["available"] is False, lab
         assert h["audit_ever_enabled"] is True and h["audit_context"] == "suppressed with task,never", lab
     nvme = results("xeon-kvm-2vcpu")["nvme_swiotlb"]
-    assert step(nvme, "fgraph")["status"] == "skipped" and "function_graph is not in available_tracers" in step(nvme, "fgraph")["reason"]
-    assert "Lockdown: blktrace: debugfs access is restricted" in step(nvme, "btt.blktrace")["reason"]
+    fgraph = model.find_step(nvme, "fgraph")
+    assert fgraph["status"] == "skipped" and "function_graph is not in available_tracers" in fgraph["reason"]
+    assert "Lockdown: blktrace: debugfs access is restricted" in model.find_step(nvme, "btt.blktrace")["reason"]
 
 
 @pytest.mark.parametrize("lab, day, audit", [

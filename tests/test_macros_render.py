@@ -115,6 +115,15 @@ def add_host(root: Path, lab: str, label: str, change) -> dict:
     return r
 
 
+def same_cpu_slower(r: dict) -> None:
+    """lat_tcp's pinned round trips with the claim ``same-cpu-faster``'s two sides exchanged:
+    every same-cpu sample made 8 times longer (its summary follows)."""
+    for m in r["measurements"]:
+        if m["metric"] == "round_trip" and m["case"].get("experiment") == "pinned" and m["case"].get("pin") == "same-cpu":
+            m["samples"] = [x * 8.0 for x in m["samples"]]
+            m.update(model.summarize(m["samples"]))
+
+
 def emulate(r: dict) -> None:
     r["host"]["arch"] = "aarch64"
     r["host"]["emulation"] = dict(TCG)
@@ -451,12 +460,7 @@ def test_verdict_brief_gives_each_hosts_verdict_effect_and_interval(tree):
     spec = claims_mod.load(tree / "labs" / "lat_tcp" / "claims.toml")
     claim = next(c for c in spec if c["id"] == "same-cpu-faster")
 
-    def swapped(r):        # the claim's two sides exchanged: same-cpu now the slower
-        for m in r["measurements"]:
-            if m["metric"] == "round_trip" and m["case"].get("experiment") == "pinned":
-                m.update(model.summarize([x * (8.0 if m["case"].get("pin") == "same-cpu" else 1.0) for x in m["samples"]]),
-                         samples=[x * (8.0 if m["case"].get("pin") == "same-cpu" else 1.0) for x in m["samples"]])
-    add_host(tree, "lat_tcp", "slowself", swapped)
+    add_host(tree, "lat_tcp", "slowself", same_cpu_slower)
     add_host(tree, "lat_tcp", "bare", lambda r: r.update(measurements=[]))
     add_host(tree, "lat_tcp", "emul", emulate)
     md = macros.verdict_brief("lat_tcp", "same-cpu-faster")
@@ -495,13 +499,8 @@ def test_prose_reads_passes_the_reference_verdict_and_fails_any_other(tree, monk
     with pytest.raises(macros.MacroError, match=f"says same-cpu-faster {other} on {ref_h.label}, but it {got}"):
         macros.prose_reads("lat_tcp", "same-cpu-faster", other)
 
-    def swapped(r):        # the claim's two sides exchanged: same-cpu now the slower
-        for m in r["measurements"]:
-            if m["metric"] == "round_trip" and m["case"].get("experiment") == "pinned":
-                m["samples"] = [x * (8.0 if m["case"].get("pin") == "same-cpu" else 1.0) for x in m["samples"]]
-                m.update(model.summarize(m["samples"]))
     monkeypatch.setenv("PERF_CASEBOOK_LOCAL", "1")
-    add_host(tree, "lat_tcp", "slowself", swapped)
+    add_host(tree, "lat_tcp", "slowself", same_cpu_slower)
     (tree / "local-results").mkdir()
     (tree / "results" / "slowself").rename(tree / "local-results" / "slowself")
     macros.build.hosts_cache = None

@@ -192,6 +192,18 @@ def brief_effect(e: Effect | None) -> str:
     return f"{_times(e['estimate'])} ({claims_mod.span_text(e, _num)})"
 
 
+def _claim(macro: str, lab: str, claim: str) -> dict:
+    """Claim ``claim`` of ``labs/<lab>/claims.toml``, for the macro ``macro``.
+
+    Raises:
+        MacroError: the lab has no such claim (the message names ``macro``).
+    """
+    spec = {c["id"]: c for c in build.lab_file(claims_mod.load, lab, "claims.toml")}
+    if claim not in spec:
+        raise MacroError(f"{macro}: {lab} has no claim {claim!r} (labs/{lab}/claims.toml)")
+    return spec[claim]
+
+
 def verdict_brief(lab: str, claim: str, sep: str = "<br>") -> str:
     """Markdown inline text for a chapter's one-line verdict table: claim ``claim`` of
     ``labs/<lab>/claims.toml`` on every host with a result of ``lab``, evaluated at build time
@@ -206,12 +218,10 @@ def verdict_brief(lab: str, claim: str, sep: str = "<br>") -> str:
         MacroError: ``claim`` is not a claim of the lab.
         NoResult: no host has a result of ``lab``.
     """
-    spec = {c["id"]: c for c in build.lab_file(claims_mod.load, lab, "claims.toml")}
-    if claim not in spec:
-        raise MacroError(f"verdict_brief: {lab} has no claim {claim!r} (labs/{lab}/claims.toml)")
+    c = _claim("verdict_brief", lab, claim)
     parts = []
     for h, r in build.for_lab(lab):
-        v = claims_mod.evaluate_cached(spec[claim], r)
+        v = claims_mod.evaluate_cached(c, r)
         mark = render.VERDICT_MARK[v["verdict"]]
         effect = brief_effect(v.get("effect")) if v["verdict"] in ("holds", "fails", "inconclusive") else ""
         badge = f" {EMULATED_BADGE}" if render.emulation(r["host"]) else ""
@@ -236,9 +246,7 @@ def prose_reads(lab: str, claim: str, verdict: str, host: str | None = None) -> 
     """
     if verdict not in render.VERDICT_MARK:
         raise MacroError(f"prose_reads: {verdict!r} is not a verdict ({', '.join(render.VERDICT_MARK)})")
-    spec = {c["id"]: c for c in build.lab_file(claims_mod.load, lab, "claims.toml")}
-    if claim not in spec:
-        raise MacroError(f"prose_reads: {lab} has no claim {claim!r} (labs/{lab}/claims.toml)")
+    c = _claim("prose_reads", lab, claim)
     committed = [(h, r) for h, r in build.for_lab(lab) if not h.local]
     if host is None:
         committed = [(h, r) for h, r in committed if not render.emulation(r["host"])][:1]
@@ -248,7 +256,7 @@ def prose_reads(lab: str, claim: str, verdict: str, host: str | None = None) -> 
         raise MacroError(f"prose_reads: no committed result of {lab} on "
                          f"{'a host whose CPU is not emulated' if host is None else repr(host)}")
     h, r = committed[0]
-    v = claims_mod.evaluate_cached(spec[claim], r)
+    v = claims_mod.evaluate_cached(c, r)
     if v["verdict"] != verdict:
         effect = brief_effect(v.get("effect"))
         raise MacroError(f"prose_reads: the page says {claim} {verdict} on {h.label}, but it "

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from labkit import model
 import readings
 
 ROOT = readings.ROOT
@@ -24,18 +25,6 @@ measurements, samples, median = readings.measurements, readings.samples, reading
 def folder(result: dict) -> Path:
     """``results/<host>/fstime/``: the result's raw outputs and artifacts."""
     return ROOT / "results" / result["host"]["label"] / "fstime"
-
-
-def raw_step(result: dict, **case) -> str:
-    """The raw output name (``raw/<name>``) of the one step whose ``.case`` file has every item
-    of ``case``, as ``step_output`` finds it."""
-    found = []
-    for f in sorted((folder(result) / "raw").glob("*.case")):
-        items = dict(line.split("=", 1) for line in f.read_text().splitlines() if "=" in line)
-        if all(items.get(k) == str(v) for k, v in case.items()):
-            found.append(f.with_suffix("").name)
-    assert len(found) == 1, (case, found)
-    return found[0]
 
 
 def stacks(result: dict, target: str) -> dict[tuple[str, ...], float]:
@@ -64,7 +53,7 @@ def test_the_shown_copy_reads_faster_than_it_writes(result):
     """Chapter, steps 1 and 2, below the lab's run on the xfs image on the disk (1 KiB buffers,
     repetition 1): "Notice that reading a cached page scores higher than writing it": of the
     three COUNT lines (write, read, copy) that step prints, the read's is above the write's."""
-    name = raw_step(result, experiment="copy", target="xfs-on-disk", bufsize=1024, rep=1)
+    name = model.find_step(result, where=dict(experiment="copy", target="xfs-on-disk", bufsize=1024, rep=1))["name"]
     counts = [int(m) for m in re.findall(r"^COUNT\|(\d+)\|", (folder(result) / "raw" / f"{name}.err").read_text(), re.M)]
     assert len(counts) == 3, counts
     write, read, _copy = counts

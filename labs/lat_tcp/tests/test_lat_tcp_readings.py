@@ -16,6 +16,7 @@ from pathlib import Path
 
 
 from labkit.stats import claims
+from labkit import model
 import readings
 import refhost
 
@@ -29,15 +30,6 @@ measurements = readings.measurements
 def raw(result: dict, name: str) -> Path:
     """``results/<host>/lat_tcp/raw/<name>``."""
     return ROOT / "results" / result["host"]["label"] / "lat_tcp" / "raw" / name
-
-
-def steps(result: dict, **case) -> list[dict]:
-    """The steps whose case has every item of ``case``."""
-    return [s for s in result["steps"] if s.get("case") and all(s["case"].get(k) == v for k, v in case.items())]
-
-
-def step(result: dict, name: str) -> dict:
-    return next(s for s in result["steps"] if s["name"] == name)
 
 
 def frames(result: dict, pin: str) -> set[str]:
@@ -54,7 +46,7 @@ def test_the_unchecked_client_with_no_server_prints_a_number_and_no_error(result
     no error; only the JSON line gives it away (`"connected":false`, `failed_calls`)": exit status
     0, lmbench's latency line and nothing else on standard error, and a JSON line that says
     it never connected and counts failed calls."""
-    (s,) = steps(result, experiment="noserver", client="unchecked", server="none", rep=1)
+    (s,) = model.select_steps(result, dict(experiment="noserver", client="unchecked", server="none", rep=1))
     assert s["exit_code"] == 0
     err = raw(result, f"{s['name']}.err").read_text().splitlines()
     assert err and all(line.startswith("TCP latency using ") for line in err), err
@@ -66,7 +58,7 @@ def test_every_round_trip_without_a_server_is_two_failed_calls(result):
     """Chapter, step 2: "Without a server, each "round trip" is two calls failing": in every run
     of the `-L` client with no server, the failed calls of the timed batches are exactly two per
     round trip (the batches' count times the number of batches)."""
-    runs = steps(result, experiment="noserver", client="unchecked", server="none")
+    runs = model.select_steps(result, dict(experiment="noserver", client="unchecked", server="none"))
     assert len(runs) >= 3
     for s in runs:
         j = json.loads(raw(result, f"{s['name']}.out").read_text())
@@ -76,7 +68,7 @@ def test_every_round_trip_without_a_server_is_two_failed_calls(result):
 def test_the_unchecked_client_with_a_server_is_connected_and_fails_nothing(result):
     """Evidence page, the client with no server: the `-L` client with a server listening "prints
     a real round trip. Compare its JSON line (`"connected":true`, `"failed_calls":0`)"."""
-    (s,) = steps(result, experiment="noserver", client="unchecked", server="listening", rep=1)
+    (s,) = model.select_steps(result, dict(experiment="noserver", client="unchecked", server="listening", rep=1))
     j = json.loads(raw(result, f"{s['name']}.out").read_text())
     assert s["exit_code"] == 0 and j["connected"] is True and j["failed_calls"] == 0 and j["median"] > 0, j
 
@@ -84,7 +76,7 @@ def test_the_unchecked_client_with_a_server_is_connected_and_fails_nothing(resul
 def test_the_checked_client_with_no_server_exits_1_with_no_number(result):
     """Evidence page: "Our client checks `connect()`: with nothing listening it exits with status 1
     and prints no number" (the claim checks a non-zero status; the sentence says 1)."""
-    s = step(result, "noserver")
+    s = model.find_step(result, "noserver")
     assert s["exit_code"] == 1 and s["stdout_bytes"] == 0, s
     assert "Connection refused" in raw(result, "noserver.err").read_text()
 
@@ -121,7 +113,7 @@ def test_one_sample_per_run_5_a_case_10_for_the_size_claims(result):
     strace = measurements(result, "round_trip", experiment="strace")
     if result["run"]["quick"]:
         assert veth and all(len(m["samples"]) == 1 for m in veth)
-        assert not strace and step(result, "strace")["status"] == "skipped"
+        assert not strace and model.find_step(result, "strace")["status"] == "skipped"
     else:
         assert len(strace) == 2 and all(len(m["samples"]) == 5 for m in strace)
 
@@ -156,7 +148,7 @@ def test_the_reference_samples_on_the_cpu_clock_timer(reference):
 def test_the_arm64_run_has_no_profile(emulated):
     """Chapter, step 6: "The arm64 run has no profile (its perf group was skipped)"."""
     assert not [a for a in emulated["artifacts"] if a["kind"] in ("flamegraph", "folded")]
-    assert step(emulated, "perf")["status"] == "skipped"
+    assert model.find_step(emulated, "perf")["status"] == "skipped"
     assert not measurements(emulated, "round_trip", experiment="perf")
 
 
