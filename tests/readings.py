@@ -63,3 +63,15 @@ def samples(result: dict, metric: str, **case) -> list[float]:
 def median(result: dict, metric: str, **case) -> float:
     """The median of :func:`samples`."""
     return statistics.median(samples(result, metric, **case))
+
+
+def folded(path: Path) -> list[tuple[tuple[str, ...], int]]:
+    """The stacks of a folded profile (``frame;frame;... COUNT`` per line, as
+    inferno-collapse-perf writes them): ``(frames, weight)`` per line, the process name first
+    and inferno's ``_[k]`` kernel mark dropped from each frame."""
+    out = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            stack, weight = line.rsplit(" ", 1)
+            out.append((tuple(f.removesuffix("_[k]") for f in stack.split(";")), int(weight)))
+    return out

@@ -32,11 +32,8 @@ def stacks(result: dict, target: str) -> dict[tuple[str, ...], float]:
     samples."""
     art = next(a for a in result["artifacts"] if a["kind"] == "folded" and a["case"].get("target") == target)
     out: dict[tuple[str, ...], float] = {}
-    for line in (ROOT / "results" / result["host"]["label"] / art["path"]).read_text().splitlines():
-        if line.strip():
-            path, n = line.rsplit(" ", 1)
-            key = tuple(f.removesuffix("_[k]") for f in path.split(";"))
-            out[key] = out.get(key, 0) + float(n)
+    for key, n in readings.folded(ROOT / "results" / result["host"]["label"] / art["path"]):
+        out[key] = out.get(key, 0) + n
     return out
 
 

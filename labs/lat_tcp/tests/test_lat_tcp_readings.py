@@ -36,9 +36,8 @@ def frames(result: dict, pin: str) -> set[str]:
     """Every function name in the client's folded stacks at placement ``pin`` (inferno's ``_[k]``
     mark removed)."""
     art = next(a for a in result["artifacts"] if a["kind"] == "folded" and a["case"].get("pin") == pin)
-    text = (ROOT / "results" / result["host"]["label"] / art["path"]).read_text()
-    return {f.removesuffix("_[k]") for line in text.splitlines() if line.strip()
-            for f in line.rsplit(" ", 1)[0].split(";")}
+    return {f for frames, _ in readings.folded(ROOT / "results" / result["host"]["label"] / art["path"])
+            for f in frames}
 
 
 def test_the_unchecked_client_with_no_server_prints_a_number_and_no_error(result):

@@ -24,19 +24,15 @@ reference, emulated, _ = readings.host_fixtures("optane_kyber")
 samples = readings.samples
 
 
-def stacks(name: str) -> list[tuple[list[str], int]]:
-    """The folded stacks of a reference profile (``flame-kyber.folded``: the graph's own file):
-    (frames with the process name first, weight)."""
-    out = []
-    for line in (ARTIFACTS / name).read_text().splitlines():
-        stack, weight = line.rsplit(" ", 1)
-        out.append((stack.split(";"), int(weight)))
-    return out
+def stacks(name: str) -> list[tuple[tuple[str, ...], int]]:
+    """The folded stacks of a reference profile (``flame-kyber.folded``: the graph's own file),
+    as :func:`readings.folded` reads them."""
+    return readings.folded(ARTIFACTS / name)
 
 
 def frame_names(name: str) -> set[str]:
     """Every function name in a folded profile, the kernel's ``_[k]`` mark dropped."""
-    return {f.removesuffix("_[k]") for frames, _ in stacks(name) for f in frames}
+    return {f for frames, _ in stacks(name) for f in frames}
 
 
 def children_report() -> dict[str, tuple[float, float]]:
