@@ -48,8 +48,8 @@ def has(folded: dict, prefix: str) -> bool:
 
 def test_the_shown_copy_reads_faster_than_it_writes(result):
     """Chapter, steps 1 and 2, below the lab's run on the xfs image on the disk (1 KiB buffers,
-    repetition 1): "Notice that reading a cached page scores higher than writing it": of the
-    three COUNT lines (write, read, copy) that step prints, the read's is above the write's."""
+    repetition 1): "Reading a cached page scores higher than writing it": of the three COUNT
+    lines (write, read, copy) that step prints, the read's is above the write's."""
     name = model.find_step(result, where=dict(experiment="copy", target="xfs-on-disk", bufsize=1024, rep=1))["name"]
     counts = [int(m) for m in re.findall(r"^COUNT\|(\d+)\|", (folder(result) / "raw" / f"{name}.err").read_text(), re.M)]
     assert len(counts) == 3, counts
@@ -78,10 +78,10 @@ def test_fstime_spends_its_time_in_the_kernel(result):
 
 
 def test_a_16x_larger_buffer_scores_between_1x_and_16x(reference):
-    """Chapter, step 4: "all fixed, each larger buffer would score 4× higher; all per byte, the
-    bars would not grow. From 256 to 4096 bytes, the x86_64 tab (a full run) shows a mix of the
-    two": on every filesystem the median copy score at 4096 bytes (16× the buffer) is above the
-    one at 256 bytes and below 16 times it."""
+    """Evidence page, what a larger buffer changes: "all fixed, each larger buffer would score 4×
+    higher; all per byte, the bars would not grow. From 256 to 4096 bytes, the x86_64 tab (a full
+    run) shows a mix of the two": on every filesystem the median copy score at 4096 bytes (16×
+    the buffer) is above the one at 256 bytes and below 16 times it."""
     assert reference["run"]["quick"] is False
     case = dict(experiment="copy", tool="fstime", phase="copy")
     targets = {m["case"]["target"] for m in measurements(reference, "score", **case)}
@@ -93,8 +93,8 @@ def test_a_16x_larger_buffer_scores_between_1x_and_16x(reference):
 
 def test_the_runs_buffer_sizes_filesystems_and_repetitions(reference, emulated):
     """Chapter, step 4: "a quick run, such as our arm64 host's, has only 1024 bytes, on tmpfs and
-    the xfs images", and the x86_64 tab is "a full run" of the three sizes; evidence page,
-    method: "five of each case, ten of the cases a timing claim compares (1 KiB buffers on tmpfs
+    the xfs images"; evidence page, what a larger buffer changes: the x86_64 tab is "a full run"
+    of the three sizes; evidence page, method: "five of each case, ten of the cases a timing claim compares (1 KiB buffers on tmpfs
     and on the two xfs images, and every audit state)", and "--quick: 1024/2000 on tmpfs and the
     xfs images, 10 repetitions"."""
     copy = dict(experiment="copy", tool="fstime")
@@ -116,9 +116,9 @@ def test_the_runs_buffer_sizes_filesystems_and_repetitions(reference, emulated):
 
 
 def test_strace_counts_a_read_and_a_write_per_buffer_and_one_read_and_an_lseek_pair_per_pass(result):
-    """Chapter, step 5: strace -c "counts the system calls of a copy: a `read()` and a `write()`
-    per buffer, and per pass over the file one more `read()` (it returns 0 at the end of the file)
-    and an `lseek()` pair". strace attaches and detaches in the middle of the loop, so each
+    """Chapter, step 5, in the strace fold: "It counts the system calls of a copy: a `read()` and
+    a `write()` per buffer, and per pass over the file one more `read()` (it returns 0 at the end
+    of the file) and an `lseek()` pair". strace attaches and detaches in the middle of the loop, so each
     count may be one off at either end: the extra reads (reads − writes) are the lseek pairs
     within one, and the lseek pairs are the passes (writes ÷ buffers per file) within one."""
     def calls(name):                                  # strace -c prints no row for a call never made
@@ -134,8 +134,7 @@ def test_strace_counts_a_read_and_a_write_per_buffer_and_one_read_and_an_lseek_p
 
 
 def test_the_reference_is_a_2_vcpu_vm_with_a_virtio_disk_no_pmu_and_no_smt(reference):
-    """Chapter, steps 8 and 9 ("Our x86_64 host's "disk" is a VM's virtio disk") and step 12
-    ("our x86_64 VM has no hardware PMU: it samples with the `cpu-clock` timer"); evidence page,
+    """Chapter, steps 8 and 9 ("Our x86_64 host's "disk" is a VM's virtio disk"); evidence page,
     flame graphs ("Our x86_64 VM has no PMU: its samples come from the `cpu-clock` timer") and
     the reference host ("a virtual machine with 2 vCPUs and a virtio disk … no hardware PMU (perf
     samples with the `cpu-clock` timer) and no SMT")."""
@@ -173,3 +172,13 @@ def test_only_the_tmpfs_profile_runs_shmem_functions(result):
     image's has none."""
     assert has(stacks(result, "tmpfs"), "shmem_")
     assert not has(stacks(result, "xfs-on-tmpfs"), "shmem_")
+
+
+def test_the_functions_the_original_named_are_not_on_our_stacks(result):
+    """Evidence page, the functions the original named: "`ll_sc*` ... `block_write_begin_int`
+    ... Neither is on the stacks of our profiles": no frame of the tmpfs or the xfs image's
+    folded stacks names either."""
+    for target in ("tmpfs", "xfs-on-tmpfs"):
+        frames = {f for s in stacks(result, target) for f in s}
+        assert frames, target
+        assert not [f for f in frames if "ll_sc" in f or "block_write_begin" in f], target
