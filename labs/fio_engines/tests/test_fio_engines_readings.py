@@ -42,7 +42,7 @@ def test_aqu_sz_median_is_below_1_for_both_engines_at_iodepth_1(reference):
 
 
 def test_unbatched_queue_has_several_in_flight_and_no_merge(reference):
-    """Chapter, step 3: "On the reference `aqu-sz` … shows several in flight, yet bios/request
+    """Chapter, step 3: "on the reference `aqu-sz` shows several in flight, yet bios/request
     stays at 1" for iodepth 32 with `batch` 1."""
     case = dict(BASE, iodepth=32, bs=4096, batch=1)
     assert statistics.median(samples(reference, "aqu_sz", **case)) >= 2
@@ -50,10 +50,10 @@ def test_unbatched_queue_has_several_in_flight_and_no_merge(reference):
 
 
 def test_a_4m_write_sent_whole_was_among_the_fastest_and_the_others_split(reference):
-    """Chapter, step 5, and evidence page, block size: the 4 MiB job's requests per write spread
-    over the runs; "where a run sent each write out whole, as one request, it was among the
-    fastest [IOPS at or above the runs' median]; in the other runs each write was split into
-    several"."""
+    """Chapter, step 5 ("on the reference, the queue's limits split it in some runs and not in
+    others"), and evidence page, block size: the 4 MiB job's requests per write spread over the
+    runs; "where a run sent each write out whole, as one request, it was among the fastest [IOPS
+    at or above the runs' median]; in the other runs each write was split into several"."""
     case = dict(BASE, bs=4194304)
     rpi, iops = samples(reference, "requests_per_io", **case), samples(reference, "iops", **case)
     whole = [i for i, x in enumerate(rpi) if x < 1.1]
@@ -71,7 +71,7 @@ def test_the_block_size_groups_direct_4m_requests_are_a_fraction_of_4m(reference
 
 
 def test_emulated_host_split_every_4m_write_below_max_sectors_kb(emulated):
-    """Chapter, step 5, and evidence page: "On the emulated arm64 host every run split its 4 MiB
+    """Evidence page, block size: "On the emulated arm64 host every run split its 4 MiB
     writes into a few requests each, every one below its `max_sectors_kb` and, in the median,
     larger than its writeback requests (the `original flush` group's buffered job)"."""
     case = dict(BASE, bs=4194304)
