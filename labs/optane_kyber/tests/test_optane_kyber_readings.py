@@ -100,9 +100,9 @@ def test_threads_are_held_on_the_last_cpu(reference):
 
 def test_fio_sleeps_and_nothing_polls_with_either_scheduler(reference, emulated):
     """Chapter: "On the x86_64 reference, fio sleeps waiting for its reads with either scheduler
-    (the `io wait` rows); in the emulated arm64 guest no sample falls under `io_schedule*`.
-    Nothing polls on either host" (and the verdicts table's "untested: nothing polls here", on
-    every host)."""
+    (the `io wait` rows; the emulated arm64 guest has no sample under `io_schedule*`), and nothing
+    polls on either host" (and the verdicts table's "untested: nothing polls here", on every
+    host)."""
     for scheduler in ("none", "kyber"):
         assert all(s > 0 for s in samples(reference, "share", experiment="flame", scheduler=scheduler, under="io wait"))
         assert all(s == 0 for s in samples(emulated, "share", experiment="flame", scheduler=scheduler, under="io wait"))
@@ -203,8 +203,8 @@ def test_kyber_never_throttles_or_adjusts_far_from_its_target(reference):
 
 def test_two_jobs_keep_the_higher_share_under_perf_record(reference):
     """Chapter: "On the reference host the two-job share is the *higher* one: the cost does not
-    grow with load" (the record (defaults) rows, 2 jobs ÷ 1 job in each repetition, and the
-    medians the table shows)."""
+    grow with load" (the record (defaults) ratios, two jobs ÷ one job in each repetition, and the
+    medians the chapter's table of those ratios shows)."""
     two = samples(reference, "iops_ratio", experiment="overhead", numjobs=2, profiler="record (defaults)")
     one = samples(reference, "iops_ratio", experiment="overhead", numjobs=1, profiler="record (defaults)")
     assert len(two) == len(one)
