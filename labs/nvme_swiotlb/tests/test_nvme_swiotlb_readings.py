@@ -215,8 +215,8 @@ def test_strace_w_is_inflated_by_ptrace(reference):
 
 
 def test_each_read_takes_longer_with_the_window_on_61(reference):
-    """Chapter, step 3: "With the window each read() takes much longer: the lost time is inside
-    the system call", under the table of both kernels. The claim guest-510-time-in-read decides
+    """Chapter, step 3: "With the window each read() takes much longer (min–max): the lost time
+    is inside the system call", under the table of both kernels. The claim guest-510-time-in-read decides
     it for 5.10 (prose_reads on the page); on 6.1 the median read() with the window is at least
     1.25 times the plain tree's, the bound that claim sets for "longer"."""
     window_ = median(reference, "read_time", experiment="guest", kernel="6.1", dt="dma-ranges", io="direct")
@@ -242,11 +242,9 @@ def test_guests_lose_more_than_the_board_on_direct_reads(reference):
 
 
 def test_window_caps_requests_at_swiotlbs_mapping_less_one_page():
-    """Chapter, step 5: a 5.10 that bounces "caps requests at swiotlb's largest mapping, 256 KiB
-    less the NVMe driver's 4 KiB alignment on our guests' kernels"; evidence page, #requests,
-    the notes on the window's queue limits ("swiotlb's largest mapping, less the driver's
-    alignment", "Fewer pieces per request, to match") and #why-more-loss ("Our guests' 5.10 also
-    takes one page off"): every boot that bounces (window or swiotlb=force) has
+    """Evidence page, #requests, the notes on the window's queue limits ("swiotlb's largest
+    mapping, less the driver's alignment", "Fewer pieces per request, to match") and
+    #why-more-loss ("Our guests' 5.10 also takes one page off"): every boot that bounces (window or swiotlb=force) has
     max_hw_sectors_kb = 256 − 4 and fewer max_segments than the same kernel's plain tree."""
     capped = [b for b in boots() if limited(b)]
     assert {b.name.split("-", 1)[0] for b in capped} == {"bullseye", "bookworm"}, capped
@@ -372,8 +370,9 @@ def test_the_exported_windows_read_as_the_notes_say():
 
 
 def test_debian_boots_with_thp_always_and_the_rounds_use_madvise(reference):
-    """Chapter, step 10: "Debian's kernel comes up with huge pages already always, so the
-    rounds' other reads run with madvise": in every knob boot, transparent_hugepage/enabled
+    """Chapter, step 10, the fold "Huge pages in the 5.10 window boot": "Debian's kernel comes
+    up with huge pages already always, so the rounds' other reads run with madvise": in every
+    knob boot, transparent_hugepage/enabled
     reads [always] before the rounds and [madvise] in them."""
     def selected(what: str) -> list[str]:
         arts = [a for a in reference["artifacts"] if a["case"].get("what") == what]
@@ -384,8 +383,9 @@ def test_debian_boots_with_thp_always_and_the_rounds_use_madvise(reference):
 
 
 def test_both_schedulers_read_slower_than_baseline(reference):
-    """Chapter, step 10, "What each knob's claim compares": "Here both schedulers read slower
-    than baseline (their effect in the verdicts, baseline ÷ scheduler, is above 1)": both
+    """Chapter, step 10, the fold "What each knob's claim compares, and the seven verdicts":
+    "Here both schedulers read slower than baseline (their effect, baseline ÷ scheduler, is
+    above 1)"; evidence page, #guest-knobs, the table of each knob's reads: both
     scheduler claims' effects are above 1, and each scheduler's median (relative to the control
     drive) is below baseline's."""
     base = median(reference, "bandwidth_vs_control", experiment="guest", kernel="5.10", dt="dma-ranges", knob="baseline")
@@ -399,8 +399,9 @@ def test_both_schedulers_read_slower_than_baseline(reference):
 
 
 def test_isolcpus_cpu_takes_the_nvme_interrupts():
-    """Chapter, step 10: "The isolcpus=1 boot binds dd to the isolated CPU, which also takes its
-    NVMe queue's interrupt (grep nvme /proc/interrupts)": the boot's command line isolates one
+    """Chapter, step 10, the fold "What each knob's claim compares, and the seven verdicts":
+    "The isolcpus=1 boot binds dd to the isolated CPU, which also takes its NVMe queue's
+    interrupt (grep nvme /proc/interrupts)": the boot's command line isolates one
     CPU, dd runs bound to it, and between /proc/interrupts before and after the rounds the NVMe
     queues' interrupts grew on that CPU only."""
     boot = GUEST / "bullseye-dma-ranges-isolcpus"
