@@ -94,10 +94,10 @@ def test_gdb_shows_connect_fail_and_the_client_exit_with_status_1(result):
 
 
 def test_one_sample_per_run_5_a_case_10_for_the_size_claims(result):
-    """Chapter, step 3: "Each client run gives one sample (its median): 5 for each case a claim
-    reads (10 for the message sizes the two size claims compare), in quick mode as in full";
-    evidence page, method: the same, and "veth runs once in quick mode, and strace, which no claim
-    reads, is skipped there" (5 runs each traced and untraced in a full run)."""
+    """Evidence page, method: "one run's median is one sample of its case: 5 runs for each case a
+    claim reads, in quick mode as in a full run (the same-CPU runs of the message sizes the claims
+    compare: 10; veth runs once in quick mode, and strace, which no claim reads, is skipped
+    there)" (5 runs each traced and untraced in a full run)."""
     skipped = {s["group"] for s in result["steps"] if s["name"] == s["group"] and s["status"] == "skipped"}
     for c in claims.load(LAB / "claims.toml"):
         if c["kind"] == "step":
@@ -169,7 +169,7 @@ def test_message_sizes_full_and_quick(reference, emulated):
 
 
 def test_a_ps_share_counts_one_run_and_the_events_one_share_per_repetition(result):
-    """Chapter, step 4: "A `ps` row is one watched run …; the events' row has a share per
+    """Chapter, step 4: "A `ps` row is one watched run; the events' row has a share per
     repetition"; evidence page, placement: the `same_cpu_share` of `ps`'s snapshots: "its
     `samples` column counts runs (one), not the snapshots behind the share"."""
     for m in measurements(result, "same_cpu_share", experiment="free"):
