@@ -28,8 +28,8 @@ Metrics (every sample kept; one sample per repetition unless said otherwise, in 
     measured|copy-time model (1 + copy time per I/O / direct time per I/O).
 ``copy_time`` (µs per I/O, bounce mode): ``target``, ``block``.
 
-Guest group (``experiment=guest``: an arm64 QEMU guest with an emulated NVMe drive, one boot per
-kernel × device tree; case keys ``guest_arch``, ``guest_kernel`` (uname -r and Debian version),
+Guest group (``experiment=guest``: an arm64 QEMU guest with an emulated NVMe drive, booted per
+kernel × device tree (× boot-time knob); case keys ``guest_arch``, ``guest_kernel`` (uname -r and Debian version),
 ``kernel`` ("5.10" | "6.1": the series of the booted kernel's uname -r), ``dt`` ("plain" |
 "dma-ranges" | "dma-ranges-wide", from the host step's case), ``accelerator`` ("tcg" | "kvm")):
 
@@ -53,6 +53,14 @@ kernel × device tree; case keys ``guest_arch``, ``guest_kernel`` (uname -r and 
     the emulator's speed, which drifts within a boot, cancels out.
 ``boot_time`` (s, one sample per boot): from QEMU's start to the guest's job starting (guest.json's
     ``boot_seconds``): about what a reader waits for the prompt of ``labkit guest shell``.
+``boot_bandwidth`` (MB/s, emulated; one sample per boot, boots in run order): the median of the
+    boot's direct dd reads; ``io`` direct, ``knob`` as for ``bandwidth``.
+``boot_vs_control`` (×, one sample per boot): the median of the boot's ``bandwidth_vs_control``
+    rounds (1b, not the rounds of run-time knobs); ``io`` direct, ``knob``. Each configuration
+    boots several times (run.sh GUEST_BOOTS): the first boot gives every metric above, the
+    others (host step case ``rep`` 2..) these two and ``boot_time`` only. Two boots of one
+    configuration differ by more than the reads inside one boot do, so the claims that compare
+    configurations read these, one value per boot.
 ``syscalls`` (calls) and ``time_per_call`` (µs) of read(2), strace -c -w of a direct read (under
     TCG ptrace's own stops dominate the time per call).
 ``read_time`` (µs, every read(2) of dd's input in direct reads, from the raw_syscalls sys_enter and
@@ -72,6 +80,7 @@ import gzip
 import json
 import re
 import shutil
+import statistics
 from pathlib import Path
 
 from labkit.parsers.btt import btt_latencies, btt_summary
@@ -297,9 +306,30 @@ def guest_emulation(info: dict) -> dict:
             "host_cpu": info.get("host_cpu")}
 
 
-def _guest_one(run, host_step: dict, d: Path) -> None:
+def _boot_values(case: dict, steps: list[tuple[str, dict]], d: Path) -> list[tuple[str, str, dict, float]]:
+    """One boot's values of the metrics whose unit is the boot: (metric, unit, case, value) for
+    ``boot_bandwidth`` (the median MB/s of the boot's direct dd reads, per ``knob``) and
+    ``boot_vs_control`` (the median of the ratios of its rounds of alternate.py against the
+    control drive, per ``knob``; the rounds of run-time knobs, whose case has a ``setting``, are
+    not among them). ``case``: the boot's case; ``steps``: the guest's (name, case)."""
+    reads: dict[tuple, list[float]] = {}
+    for n, c in steps:
+        where = {**case, **_measured(c)}
+        if c.get("tool") == "dd" and c.get("io") == "direct":
+            reads.setdefault(("boot_bandwidth", "MB/s", tuple(where.items())), []).append(
+                dd_summary((d / "raw" / f"{n}.err").read_text())["mb_per_s"])
+        elif c.get("tool") == "alternate" and "setting" not in c:
+            reads.setdefault(("boot_vs_control", "x", tuple(where.items())), []).extend(
+                r["ratio"] for r in json_lines((d / "raw" / f"{n}.out").read_text(), "alternate"))
+    return [(metric, unit, dict(where), statistics.median(v)) for (metric, unit, where), v in reads.items() if v]
+
+
+def _guest_one(run, host_step: dict, d: Path, per_boot: list) -> None:
     """Measurements of one guest boot (raw outputs in ``d``, brought back by labkit.guest); every
-    one carries the guest's ``emulation``, so claims treat TCG samples as emulated."""
+    one carries the guest's ``emulation``, so claims treat TCG samples as emulated. The boot's
+    values of the metrics whose unit is the boot (``boot_time``, :func:`_boot_values`) are
+    appended to ``per_boot`` as (metric, unit, case, value, step, emulation), one measurement per
+    case across boots; a repeated boot (its host step's ``rep`` 2 or more) gives only those."""
     step = host_step["name"]
     info = json.loads((d / "guest.json").read_text())
     emu = guest_emulation(info)
@@ -311,7 +341,10 @@ def _guest_one(run, host_step: dict, d: Path) -> None:
         case["boot_args"] = host_step["case"]["boot_args"]
     steps = guest_steps(d, run.case_types)
     if info.get("boot_seconds") is not None:   # QEMU started → the guest's job started (labkit.guest.qemu)
-        run.add("boot_time", "s", case, [info["boot_seconds"]], step, emu)
+        per_boot.append(("boot_time", "s", case, info["boot_seconds"], step, emu))
+    per_boot.extend((metric, unit, where, v, step, emu) for metric, unit, where, v in _boot_values(case, steps, d))
+    if host_step["case"].get("rep", 1) >= 2:
+        return
 
     def of(tool: str) -> list[tuple[str, dict]]:
         return [(n, c) for n, c in steps if c.get("tool") == tool]
@@ -418,10 +451,14 @@ def _guest_flamegraph(run, d: Path, script: Path, case: dict, info: dict) -> Non
 
 
 def _guest_group(run) -> None:
+    per_boot: list = []
     for case, s in _tool_steps(run, "labkit.guest"):
         d = run.dir / case["out"]
         if (d / "guest.json").exists():
-            _guest_one(run, s, d)
+            _guest_one(run, s, d, per_boot)
+    for metric, unit, case, value, step, emu in per_boot:
+        run.add_sample(metric, unit, case, value, step, emu)
+    run.flush_samples()
 
 
 def collect(run) -> None:

@@ -26,13 +26,15 @@
 #            kernels 5.10 (Debian bullseye) and 6.1 (bookworm) x three device trees:
 #            plain (QEMU's own), dma-ranges (a 1 GiB PCIe DMA window: the upgrade's state) and
 #            dma-ranges-wide (the window widened to cover all guest RAM: the original's fix); in
-#            each, labs/nvme_swiotlb/guest_job.sh runs dd, perf stat of swiotlb_bounced, a trace of
-#            read()'s syscall tracepoints, function_graph of ksys_read (and in full runs buffered
-#            reads, strace -c, blktrace/btt and perf record -g)
+#            each configuration's first boot, labs/nvme_swiotlb/guest_job.sh runs dd, perf stat of
+#            swiotlb_bounced, a trace of read()'s syscall tracepoints, function_graph of ksys_read
+#            (and in full runs buffered reads, strace -c, blktrace/btt and perf record -g); four
+#            more boots of each configuration read only (the boot is the unit of the claims that
+#            compare configurations)
 # A case a claim reads runs as many times in quick mode as in full (host dd, strace -c -w and
-# swiotlb_bounced 5, bounce.c 7, read_ahead_kb 8, scheduler and nice 16; in the guests 10 direct
-# reads, 7 with the window, 5 rounds of knobs, 5 counted and 5 traced reads, 10 alternating
-# rounds). Quick mode runs fewer cases, never fewer repetitions: it skips what no claim reads
+# swiotlb_bounced 5, bounce.c 15, read_ahead_kb, scheduler and nice 16; in the guests 5 boots of
+# each configuration, each with 3 direct dd reads and 5 alternating rounds, 6 rounds of knobs,
+# 6 counted and 5 traced reads in a first boot). Quick mode runs fewer cases, never fewer repetitions: it skips what no claim reads
 # (dd's rewrites and loop-device reads, buffered strace -c, bounce.c on the disk file, block sizes
 # but 1 MiB, read_ahead_kb settings but 16 and 4096, the boot-time knobs' boots) and reads less
 # per read where the claims' effects stay clear (read_ahead_kb sweep, guest reads).
@@ -387,7 +389,9 @@ group_bounce() {
   need_data bounce || return 0
   local sizes n t mark
   sizes=$(lab_quick 1m 4k,8k,16k,32k,64k,128k,256k,512k,1m)  # the claims read 1 MiB from tmpfs
-  n=7 t=0.25
+  # 15 samples of each mode per size: at 7, two full runs on one VM bounded the copy-time
+  # model's agreement with the measured slowdown at 0.85–1.17 and 0.96–1.04.
+  n=15 t=0.25
   if ((LAB_QUICK)); then
     lab_skip bounce.disk "quick mode: no claim reads bounce.c on the disk file (the claims read the tmpfs copy)"
   else
@@ -412,11 +416,12 @@ group_tried() {
   local qd="/sys/block/$LOOPN/queue" mark v i mb ramb reps sreps s f
   # The repetitions of a full run in quick runs too: the claims compare pairs of one repetition,
   # and a direct read's throughput varies by a fifth from one repetition to the next on a shared
-  # disk (by up to a third for the 1 MiB reads of the scheduler and nice pairs: sreps, twice as
-  # many). A quick run reads less per read_ahead_kb setting (ramb) and sweeps only the two
+  # disk, by up to a third for the 1 MiB reads of the scheduler and nice pairs: 16 pairs each (at
+  # 8 read_ahead_kb pairs, two full runs on one VM bounded the direct reads' ratio at 0.88–1.10
+  # and 0.78–1.25, the second reaching past the claim's band). A quick run reads less per read_ahead_kb setting (ramb) and sweeps only the two
   # settings the claims compare; its scheduler and nice reads are a full run's (256 MiB of the
   # 512 MiB device).
-  mb=256 ramb=$(lab_quick 64 256) reps=8 sreps=16
+  mb=256 ramb=$(lab_quick 64 256) reps=16 sreps=16
   # read_ahead_kb: a buffered sequential read goes through the loop device's page cache, and its
   # readahead decides how large (and how far ahead) the requests to the device are; a direct read
   # has no readahead. Read in 4 KiB pieces, as an application that reads small records does: with
@@ -463,77 +468,102 @@ group_tried() {
 # window widened to cover all of the guest's RAM ("dma-ranges-wide": the original's fix, made by
 # dt_widen.py from the dma-ranges tree). Kernel 5.10 (the original's), then 6.1. The
 # guest's kernel, modules and tools are Debian arm64 packages, cached by labkit.guest under
-# ~/.cache. No root needed. After each boot, dt_dma_ranges.py decodes the device tree the guest's
-# kernel saw (copied back from its /proc/device-tree): how much RAM lies outside the window.
+# ~/.cache. No root needed. After each first boot, dt_dma_ranges.py decodes the device tree the
+# guest's kernel saw (copied back from its /proc/device-tree): how much RAM lies outside the window.
+#
+# The boot is the unit of the claims that compare two configurations (kernel, device tree, boot-time
+# knob): two boots of one configuration differ by more than the reads inside one boot do, so every
+# configuration boots GUEST_BOOTS times, each boot giving one value (the median of its direct dd
+# reads, and of its rounds against the control drive). The first boot of each also runs the job's
+# traces and counts; the others (rep 2.., in rounds that visit every configuration in turn, so that
+# drift in the emulator's speed over the run weighs on all alike) read only.
+GUEST_BOOTS=5
+
+# words ARG...: the ARGs joined by the unit separator (0x1f), which no path holds: a list kept in
+# one array element, split again with IFS=$'\x1f' read -ra.
+words() { local IFS=$'\x1f'; echo "$*"; }
+
+# guest_boot STEP RELEASE JOB WORK OUT [KEY=VALUE...] -- [ARG...]: one boot as step STEP:
+# labkit.guest run of the kernel of Debian RELEASE with the job folder JOB, the boot's disks and
+# console log in WORK, the guest's /out brought back to $LAB_RUN/OUT; KEY=VALUE: the step's case
+# beside tool, experiment, release and out; ARG: the boot's device tree and command line
+# (--dt NAME or --dtb FILE, --append ARGS). The drive's image is $LAB_SCRATCH/nvme.img, attached
+# twice: as the NVMe drive behind the PCIe host bridge and read-only as the control drive.
+guest_boot() {
+  local step=$1 kr=$2 jobd=$3 work=$4 out=$5 cases=()
+  shift 5
+  while (($#)) && [[ $1 != -- ]]; do cases+=(--case "$1"); shift; done
+  shift
+  lab_run --case tool=labkit.guest --case experiment=guest --case "release=$kr" "${cases[@]}" --case "out=$out" \
+    "$step" -- "$LAB_PY" -m labkit.guest run --arch arm64 --kernel-release "$kr" "$@" \
+    --job "$jobd" --out "$LAB_RUN/$out" --work "$work" \
+    --nvme "$LAB_SCRATCH/nvme.img" --drive "pcbctl=$LAB_SCRATCH/nvme.img" --timeout 900
+}
+
 group_guest() {
   lab_require guest cmd:qemu-system-aarch64 cmd:mmdebstrap cmd:dtc cmd:mke2fs cmd:cpio || return 0
   local job="$LAB_SCRATCH/guest-job" mb kr dt work rdt check
   mkdir -p "$job" "$LAB_RUN/raw/guest"
   cp "$LAB_DIR/guest_job.sh" "$job/run" && cp "$LAB_DIR/alternate.py" "$job/"
-  # MiB per read (the original read 512 MiB; a quick run reads a quarter), direct dd reads (the claims
-  # compare their MB/s across boots), direct reads with their read() calls traced, buffered dd
-  # reads, direct reads counted with perf stat and traced with function_graph, buffered reads
-  # counted too (1) or not, strace -c -w of a direct read (1) or not, MiB read under blktrace and
-  # under perf record -g (0: none), and rounds of alternate.py (ALT, ALT_MB MiB of each drive per
-  # round) in every boot with a tree of its own (window, plain, widened): the window's and the fix's
-  # claims compare the NVMe drive's speed relative to the control drive's, read in alternation. Quick runs leave out the buffered reads,
-  # strace, btt and perf record: their tables and flame graphs come from full runs, and the two
-  # claims that read them (D2C on 5.10 and on 6.1, timings) are not applicable on an emulated CPU.
-  # The dma-ranges boots also try the original's run-time knobs (KNOBS rounds, each read against
-  # the control drive in alternation, as the window's and the fix's claims read); in a quick run only
-  # 5.10's, the kernel the knob claims are about (6.1's dma-ranges boot reads without knobs: the
-  # "window" job). Full runs boot the 5.10 dma-ranges tree twice more, each with one of the
-  # original's boot-time knobs on the kernel command line (boot_knobs), reading direct only (dd, and
-  # alternate.py against the control drive), and the 5.10 plain tree once with swiotlb=force (the
-  # positive control: bouncing without a window).
+  # MiB per read (the original read 512 MiB; a quick run reads a quarter), direct dd reads (3: a
+  # boot's median), direct reads with their read() calls traced, buffered dd reads, direct reads
+  # counted with perf stat and traced with function_graph, buffered reads counted too (1) or not,
+  # strace -c -w of a direct read (1) or not, MiB read under blktrace and under perf record -g
+  # (0: none), and rounds of alternate.py (ALT, ALT_MB MiB of each drive per round: 5, a boot's
+  # median): the drive's speed relative to the control drive's, read in alternation. Quick runs
+  # leave out the buffered reads, strace, btt and perf record: their tables and flame graphs come
+  # from full runs, and the two claims that read them (D2C on 5.10 and on 6.1, timings) are not
+  # applicable on an emulated CPU.
+  # The first dma-ranges boot of 5.10 also tries the original's run-time knobs (KNOBS rounds, each
+  # read against the control drive in alternation, paired with a read without a knob in the same
+  # round); full runs also do so on 6.1. Full runs boot the 5.10 dma-ranges tree with each of the
+  # original's boot-time knobs on the kernel command line (boot_knobs), and the 5.10 plain tree
+  # with swiotlb=force (the positive control: bouncing without a window), reading only, as the
+  # repeated boots do.
   mb=$(lab_quick 128 512)
   printf 'MB=%s\nREPS=%s\nTREPS=%s\nBREPS=%s\nCOUNTED=%s\nBUFFERED=%s\nSTRACE=%s\nTRACE_MB=%s\nPERF_MB=%s\nALT=%s\nALT_MB=%s\n' \
-    "$mb" 10 5 "$(lab_quick 0 5)" 6 "$(lab_quick 0 1)" "$(lab_quick 0 1)" \
-    "$(lab_quick 0 128)" "$(lab_quick 0 128)" 10 "$(lab_quick 64 256)" > "$job/job.env"
-  # Later assignments in job.env win. The window job (6.1's dma-ranges boot in a quick run) reads
-  # as often as the knobs job it stands in for.
-  # Both read the control drive in alternation too, so that the window's loss is measured against
-  # it as the fix's restoration is.
-  cp -r "$job" "$job-knobs" && printf 'REPS=%s\nKNOBS=%s\n' 7 6 >> "$job-knobs/job.env"
-  cp -r "$job" "$job-window" && printf 'REPS=%s\n' 7 >> "$job-window/job.env"
-  cp -r "$job" "$job-boot" &&
-    printf 'REPS=%s\nTREPS=0\nBREPS=0\nCOUNTED=0\nBUFFERED=0\nSTRACE=0\nTRACE_MB=0\nPERF_MB=0\nALT=%s\n' 7 7 >> "$job-boot/job.env"
-  local boot_knobs=(threadirqs isolcpus=1) knob
-  # The positive control: QEMU's plain tree with swiotlb=force on the kernel command line, which
-  # bounces every DMA mapping whatever the device reaches: bounces and a loss with no window.
-  cp -r "$job-boot" "$job-force" && printf 'COUNTED=%s\n' 6 >> "$job-force/job.env"
+    "$mb" 3 5 "$(lab_quick 0 5)" 6 "$(lab_quick 0 1)" "$(lab_quick 0 1)" \
+    "$(lab_quick 0 128)" "$(lab_quick 0 128)" 5 "$(lab_quick 64 256)" > "$job/job.env"
+  # Later assignments in job.env win.
+  cp -r "$job" "$job-knobs" && printf 'KNOBS=%s\n' 6 >> "$job-knobs/job.env"
+  cp -r "$job" "$job-read" &&
+    printf 'TREPS=0\nBREPS=0\nCOUNTED=0\nBUFFERED=0\nSTRACE=0\nTRACE_MB=0\nPERF_MB=0\n' >> "$job-read/job.env"
+  local boot_knobs=(threadirqs isolcpus=1) knob name
+  for knob in "${boot_knobs[@]}"; do
+    cp -r "$job-read" "$job-read-${knob%%=*}" && echo "KNOB=${knob%%=*}" >> "$job-read-${knob%%=*}/job.env"
+  done
+  # The positive control's first boot counts its bounces.
+  cp -r "$job-read" "$job-force" && printf 'COUNTED=%s\n' 6 >> "$job-force/job.env"
   cp "$job/job.env" "$LAB_RUN/raw/guest/job.env"
   # The drive's content: random data, so nothing below can shortcut zeros.
   lab_run guest.image -- dd if=/dev/urandom of="$LAB_SCRATCH/nvme.img" bs=1M count=$((mb + 16)) status=none || return 0
-  local dtjob
+  local dtjob b i
   for kr in bullseye bookworm; do
     lab_run "guest.prepare.$kr" -- "$LAB_PY" -m labkit.guest prepare --arch arm64 --kernel-release "$kr" || continue
+    # The configurations whose first boot ran, for the repeated boots: name, the step's case
+    # fields, the job, and the boot's arguments (the first boot's device tree, as a file).
+    local cfg_name=() cfg_case=() cfg_job=() cfg_args=()
     # The plain boot sits between the two it is compared with (drift in the emulator's speed over
     # the minutes of the run then weighs on both comparisons alike); the widened tree is made from
     # the dma-ranges boot's tree, so that boot comes first.
     for dt in dma-ranges plain dma-ranges-wide; do
-      work="$LAB_SCRATCH/guest/$kr-$dt" rdt=$dt
+      work="$LAB_SCRATCH/guest/$kr-$dt" rdt=(--dt "$dt")
       if [[ $dt == dma-ranges-wide ]]; then
-        # labkit.guest builds the plain and dma-ranges trees itself, into the run's work directory,
-        # and boots a tree it finds there; the widened tree is put there under the dma-ranges name.
         if [[ ! -f "$LAB_SCRATCH/guest/$kr-dma-ranges/dma-ranges.dtb" ]]; then
           lab_skip "guest.$kr.$dt" "no dma-ranges device tree to widen (the dma-ranges boot did not run)"
           continue
         fi
         mkdir -p "$work"
         lab_run "guest.$kr.$dt.dtb" -- "$LAB_PY" "$LAB_DIR/dt_widen.py" \
-          "$LAB_SCRATCH/guest/$kr-dma-ranges/dma-ranges.dtb" "$work/dma-ranges.dtb" || continue
-        rdt=dma-ranges
+          "$LAB_SCRATCH/guest/$kr-dma-ranges/dma-ranges.dtb" "$work/wide.dtb" || continue
+        rdt=(--dtb "$work/wide.dtb")
       fi
       dtjob=$job
-      if [[ $dt == dma-ranges ]]; then
-        if ((LAB_QUICK)) && [[ $kr != bullseye ]]; then dtjob=$job-window; else dtjob=$job-knobs; fi
-      fi
-      lab_run --case tool=labkit.guest --case experiment=guest --case "release=$kr" --case "dt=$dt" \
-        --case "out=raw/guest/$kr-$dt" \
-        "guest.$kr.$dt" -- "$LAB_PY" -m labkit.guest run --arch arm64 --kernel-release "$kr" --dt "$rdt" \
-        --job "$dtjob" --out "$LAB_RUN/raw/guest/$kr-$dt" --work "$work" \
-        --nvme "$LAB_SCRATCH/nvme.img" --drive "pcbctl=$LAB_SCRATCH/nvme.img" --timeout 900 || continue
+      if [[ $dt == dma-ranges ]] && { ((LAB_QUICK == 0)) || [[ $kr == bullseye ]]; }; then dtjob=$job-knobs; fi
+      guest_boot "guest.$kr.$dt" "$kr" "$dtjob" "$work" "raw/guest/$kr-$dt" "dt=$dt" -- "${rdt[@]}" || continue
+      # labkit.guest leaves the tree it built in the work folder: the repeated boots boot that file.
+      [[ $dt == dma-ranges ]] && rdt=(--dtb "$work/dma-ranges.dtb")
+      cfg_name+=("$dt") cfg_case+=("dt=$dt") cfg_job+=("$job-read") cfg_args+=("$(words "${rdt[@]}")")
       if [[ -d "$LAB_RUN/raw/guest/$kr-$dt/device-tree" ]]; then
         check=(); [[ $dt == dma-ranges-wide ]] && check=(--fail-if-outside)
         lab_run --case tool=dt_dma_ranges --case experiment=guest --case "release=$kr" --case "dt=$dt" \
@@ -542,32 +572,43 @@ group_guest() {
         lab_skip "guest.$kr.$dt.dt" "the guest did not copy its device tree back"
       fi
     done
-    [[ $kr == bullseye ]] || continue
-    for knob in "${boot_knobs[@]}"; do
+    if [[ $kr == bullseye ]]; then
+      for knob in "${boot_knobs[@]}"; do
+        name=${knob%%=*}
+        if ((LAB_QUICK)); then
+          lab_skip --case tool=labkit.guest --case experiment=guest --case "release=$kr" --case dt=dma-ranges \
+            --case "boot_args=$knob" "guest.$kr.dma-ranges.$name" "a boot-time knob costs $GUEST_BOOTS boots: full runs only"
+          continue
+        fi
+        [[ -f "$LAB_SCRATCH/guest/$kr-dma-ranges/dma-ranges.dtb" ]] ||
+          { lab_skip "guest.$kr.dma-ranges.$name" "no dma-ranges device tree (the dma-ranges boot did not run)"; continue; }
+        rdt=(--dtb "$LAB_SCRATCH/guest/$kr-dma-ranges/dma-ranges.dtb" --append "$knob")
+        guest_boot "guest.$kr.dma-ranges.$name" "$kr" "$job-read-$name" "$LAB_SCRATCH/guest/$kr-dma-ranges-$name" \
+          "raw/guest/$kr-dma-ranges-$name" dt=dma-ranges "boot_args=$knob" -- "${rdt[@]}" || continue
+        cfg_name+=("dma-ranges.$name") cfg_case+=("dt=dma-ranges boot_args=$knob") cfg_job+=("$job-read-$name") cfg_args+=("$(words "${rdt[@]}")")
+      done
       if ((LAB_QUICK)); then
-        lab_skip --case tool=labkit.guest --case experiment=guest --case "release=$kr" --case dt=dma-ranges \
-          --case "boot_args=$knob" "guest.$kr.dma-ranges.${knob%%=*}" "a boot-time knob costs a boot: full runs only"
-        continue
+        lab_skip --case tool=labkit.guest --case experiment=guest --case "release=$kr" --case dt=plain-force \
+          --case boot_args=swiotlb=force "guest.$kr.plain-force" "the positive control costs $GUEST_BOOTS boots: full runs only"
+      else
+        guest_boot "guest.$kr.plain-force" "$kr" "$job-force" "$LAB_SCRATCH/guest/$kr-plain-force" \
+          "raw/guest/$kr-plain-force" dt=plain-force boot_args=swiotlb=force -- --dt plain --append swiotlb=force &&
+          cfg_name+=("plain-force") cfg_case+=("dt=plain-force boot_args=swiotlb=force") cfg_job+=("$job-read") \
+            cfg_args+=("$(words --dt plain --append swiotlb=force)")
       fi
-      sed -i '/^KNOB=/d' "$job-boot/job.env" && echo "KNOB=${knob%%=*}" >> "$job-boot/job.env"
-      work="$LAB_SCRATCH/guest/$kr-dma-ranges-${knob%%=*}"
-      lab_run --case tool=labkit.guest --case experiment=guest --case "release=$kr" --case dt=dma-ranges \
-        --case "boot_args=$knob" --case "out=raw/guest/$kr-dma-ranges-${knob%%=*}" \
-        "guest.$kr.dma-ranges.${knob%%=*}" -- "$LAB_PY" -m labkit.guest run --arch arm64 --kernel-release "$kr" \
-        --dt dma-ranges --append "$knob" --job "$job-boot" --out "$LAB_RUN/raw/guest/$kr-dma-ranges-${knob%%=*}" \
-        --work "$work" --nvme "$LAB_SCRATCH/nvme.img" --drive "pcbctl=$LAB_SCRATCH/nvme.img" --timeout 900 || continue
-    done
-    if ((LAB_QUICK)); then
-      lab_skip --case tool=labkit.guest --case experiment=guest --case "release=$kr" --case dt=plain-force \
-        --case boot_args=swiotlb=force "guest.$kr.plain-force" "the positive control costs a boot: full runs only"
-      continue
     fi
-    work="$LAB_SCRATCH/guest/$kr-plain-force"
-    lab_run --case tool=labkit.guest --case experiment=guest --case "release=$kr" --case dt=plain-force \
-      --case boot_args=swiotlb=force --case "out=raw/guest/$kr-plain-force" \
-      "guest.$kr.plain-force" -- "$LAB_PY" -m labkit.guest run --arch arm64 --kernel-release "$kr" \
-      --dt plain --append swiotlb=force --job "$job-force" --out "$LAB_RUN/raw/guest/$kr-plain-force" \
-      --work "$work" --nvme "$LAB_SCRATCH/nvme.img" --drive "pcbctl=$LAB_SCRATCH/nvme.img" --timeout 900 || continue
+    # The repeated boots: rounds 2..GUEST_BOOTS, each boot of every configuration in turn.
+    for ((b = 2; b <= GUEST_BOOTS; b++)); do
+      for i in "${!cfg_name[@]}"; do
+        work="$LAB_SCRATCH/guest/$kr-${cfg_name[i]}.$b"
+        mkdir -p "$work"
+        IFS=$'\x1f' read -ra rdt <<< "${cfg_args[i]}"
+        # shellcheck disable=SC2086 # the case fields (KEY=VALUE, no spaces): words on purpose
+        guest_boot "guest.$kr.${cfg_name[i]}.$b" "$kr" "${cfg_job[i]}" "$work" "raw/guest/$kr-${cfg_name[i]}.$b" \
+          ${cfg_case[i]} "rep=$b" -- "${rdt[@]}"
+        rm -rf "$work"   # its disks: a boot's outputs are in raw/guest/
+      done
+    done
   done
 }
 
