@@ -1,1 +1,1 @@
-cp /tmp/pcb-nvme_swiotlb.50d582/data.img /tmp/pcb-nvme_swiotlb.50d582/tmpfs/data.img
+cp /tmp/pcb-nvme_swiotlb.3a0a36/data.img /tmp/pcb-nvme_swiotlb.3a0a36/tmpfs/data.img

@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=528m\,mode=0700 tmpfs /tmp/pcb-nvme_swiotlb.50d582/tmpfs
+mount -t tmpfs -o size=528m\,mode=0700 tmpfs /tmp/pcb-nvme_swiotlb.3a0a36/tmpfs

@@ -1,1 +1,1 @@
-/tmp/pcb-nvme_swiotlb.50d582/bounce -f /tmp/pcb-nvme_swiotlb.50d582/tmpfs/data.img -b 4k\,8k\,16k\,32k\,64k\,128k\,256k\,512k\,1m -n 7 -t 0.25
+/tmp/pcb-nvme_swiotlb.3a0a36/bounce -f /tmp/pcb-nvme_swiotlb.3a0a36/tmpfs/data.img -b 4k\,8k\,16k\,32k\,64k\,128k\,256k\,512k\,1m -n 15 -t 0.25

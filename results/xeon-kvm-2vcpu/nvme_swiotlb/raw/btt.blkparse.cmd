@@ -1,1 +1,1 @@
-sh -c blkparse\ -i\ -\ -d\ /tmp/pcb-nvme_swiotlb.50d582/blk.bin\ \<\ /work/xeon/ref/xeon-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.capture.out
+sh -c blkparse\ -i\ -\ -d\ /tmp/pcb-nvme_swiotlb.3a0a36/blk.bin\ \<\ /work/main/results/xeon-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.capture.out

@@ -1,1 +1,1 @@
-btt -i /tmp/pcb-nvme_swiotlb.50d582/blk.bin -l /work/xeon/ref/xeon-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.d2c -q /work/xeon/ref/xeon-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.q2c
+btt -i /tmp/pcb-nvme_swiotlb.3a0a36/blk.bin -l /work/main/results/xeon-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.d2c -q /work/main/results/xeon-kvm-2vcpu/.nvme_swiotlb.partial/raw/btt.q2c

@@ -1,1 +1,1 @@
-gcc -O2 -g -Wall -Wextra -std=c11 -D_GNU_SOURCE -o /tmp/pcb-nvme_swiotlb.50d582/bounce /work/xref/labs/nvme_swiotlb/bounce.c
+gcc -O2 -g -Wall -Wextra -std=c11 -D_GNU_SOURCE -o /tmp/pcb-nvme_swiotlb.3a0a36/bounce /work/main/labs/nvme_swiotlb/bounce.c

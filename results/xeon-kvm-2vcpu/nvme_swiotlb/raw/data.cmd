@@ -1,1 +1,1 @@
-dd if=/dev/urandom of=/tmp/pcb-nvme_swiotlb.50d582/data.img bs=1M count=512 conv=fsync
+dd if=/dev/urandom of=/tmp/pcb-nvme_swiotlb.3a0a36/data.img bs=1M count=512 conv=fsync

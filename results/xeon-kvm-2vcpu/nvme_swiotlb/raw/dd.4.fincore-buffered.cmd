@@ -1,1 +1,1 @@
-fincore --json --bytes /tmp/pcb-nvme_swiotlb.50d582/data.img
+fincore --json --bytes /tmp/pcb-nvme_swiotlb.3a0a36/data.img

@@ -1,1 +1,1 @@
-mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.50d582/debugfs
+mount -t debugfs nodev /tmp/pcb-nvme_swiotlb.3a0a36/debugfs

@@ -1,1 +1,1 @@
-sh -c echo\ \'1\'\ \>\ /sys/kernel/tracing/instances/pcb-23354/events/swiotlb/swiotlb_bounced/enable
+sh -c echo\ \'1\'\ \>\ /sys/kernel/tracing/instances/pcb-30006/events/swiotlb/swiotlb_bounced/enable

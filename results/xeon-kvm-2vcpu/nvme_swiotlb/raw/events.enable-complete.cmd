@@ -1,1 +1,1 @@
-sh -c echo\ \'1\'\ \>\ /sys/kernel/tracing/instances/pcb-23354/events/block/block_rq_complete/enable
+sh -c echo\ \'1\'\ \>\ /sys/kernel/tracing/instances/pcb-30006/events/block/block_rq_complete/enable

@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-23354
+mkdir /sys/kernel/tracing/instances/pcb-30006

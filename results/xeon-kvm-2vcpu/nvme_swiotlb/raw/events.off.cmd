@@ -1,1 +1,1 @@
-sh -c echo\ \'0\'\ \>\ /sys/kernel/tracing/instances/pcb-23354/tracing_on
+sh -c echo\ \'0\'\ \>\ /sys/kernel/tracing/instances/pcb-30006/tracing_on

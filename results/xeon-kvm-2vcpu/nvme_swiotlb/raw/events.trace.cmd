@@ -1,1 +1,1 @@
-cat /sys/kernel/tracing/instances/pcb-23354/trace
+cat /sys/kernel/tracing/instances/pcb-30006/trace

@@ -1,1 +1,1 @@
-/work/xref/.venv/bin/python /work/xref/labs/nvme_swiotlb/dt_widen.py /tmp/pcb-nvme_swiotlb.50d582/guest/bullseye-dma-ranges/dma-ranges.dtb /tmp/pcb-nvme_swiotlb.50d582/guest/bullseye-dma-ranges-wide/dma-ranges.dtb
+/work/main/.venv/bin/python /work/main/labs/nvme_swiotlb/dt_widen.py /tmp/pcb-nvme_swiotlb.3a0a36/guest/bullseye-dma-ranges/dma-ranges.dtb /tmp/pcb-nvme_swiotlb.3a0a36/guest/bullseye-dma-ranges-wide/wide.dtb

@@ -1,1 +1,1 @@
-/work/xref/.venv/bin/python /work/xref/labs/nvme_swiotlb/dt_dma_ranges.py --root /work/xeon/ref/xeon-kvm-2vcpu/.nvme_swiotlb.partial/raw/guest/bullseye-dma-ranges/device-tree
+/work/main/.venv/bin/python /work/main/labs/nvme_swiotlb/dt_dma_ranges.py --root /work/main/results/xeon-kvm-2vcpu/.nvme_swiotlb.partial/raw/guest/bullseye-dma-ranges/device-tree

@@ -1,1 +1,1 @@
-dd if=/dev/urandom of=/tmp/pcb-nvme_swiotlb.50d582/nvme.img bs=1M count=528 status=none
+dd if=/dev/urandom of=/tmp/pcb-nvme_swiotlb.3a0a36/nvme.img bs=1M count=528 status=none

@@ -1,1 +1,1 @@
-/work/xref/.venv/bin/python -m labkit.guest prepare --arch arm64 --kernel-release bullseye
+/work/main/.venv/bin/python -m labkit.guest prepare --arch arm64 --kernel-release bullseye

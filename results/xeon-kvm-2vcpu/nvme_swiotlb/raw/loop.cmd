@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop0 /tmp/pcb-nvme_swiotlb.50d582/data.img
+losetup --show --direct-io=on /dev/loop0 /tmp/pcb-nvme_swiotlb.3a0a36/data.img

@@ -1,1 +1,1 @@
-strace -T -s 0 -e trace=read -o /work/xeon/ref/xeon-kvm-2vcpu/.nvme_swiotlb.partial/raw/strace.T.buffered.calls dd if=/tmp/pcb-nvme_swiotlb.50d582/data.img of=/dev/null bs=1M
+strace -T -s 0 -e trace=read -o /work/main/results/xeon-kvm-2vcpu/.nvme_swiotlb.partial/raw/strace.T.buffered.calls dd if=/tmp/pcb-nvme_swiotlb.3a0a36/data.img of=/dev/null bs=1M

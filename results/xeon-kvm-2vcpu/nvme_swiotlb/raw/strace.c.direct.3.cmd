@@ -1,1 +1,1 @@
-strace -c -w dd if=/tmp/pcb-nvme_swiotlb.50d582/data.img of=/dev/null bs=1M iflag=direct
+strace -c -w dd if=/tmp/pcb-nvme_swiotlb.3a0a36/data.img of=/dev/null bs=1M iflag=direct

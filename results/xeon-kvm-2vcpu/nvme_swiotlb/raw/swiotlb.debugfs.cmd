@@ -1,1 +1,1 @@
-find /tmp/pcb-nvme_swiotlb.50d582/debugfs/swiotlb -maxdepth 1 -type f -exec grep -H . \{\} +
+find /tmp/pcb-nvme_swiotlb.3a0a36/debugfs/swiotlb -maxdepth 1 -type f -exec grep -H . \{\} +

@@ -1,1 +1,1 @@
-perf stat -a -x\, -o /work/xeon/ref/xeon-kvm-2vcpu/.nvme_swiotlb.partial/raw/swiotlb.perf.3.csv -e swiotlb:swiotlb_bounced\,block:block_rq_complete -- dd if=/tmp/pcb-nvme_swiotlb.50d582/data.img of=/dev/null bs=1M iflag=direct
+perf stat -a -x\, -o /work/main/results/xeon-kvm-2vcpu/.nvme_swiotlb.partial/raw/swiotlb.perf.3.csv -e swiotlb:swiotlb_bounced\,block:block_rq_complete -- dd if=/tmp/pcb-nvme_swiotlb.3a0a36/data.img of=/dev/null bs=1M iflag=direct

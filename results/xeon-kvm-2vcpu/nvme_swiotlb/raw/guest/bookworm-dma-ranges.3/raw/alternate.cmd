@@ -1,0 +1,1 @@
+python3 /job/alternate.py --mib 256 --rounds 5 /dev/nvme0n1 /dev/vda

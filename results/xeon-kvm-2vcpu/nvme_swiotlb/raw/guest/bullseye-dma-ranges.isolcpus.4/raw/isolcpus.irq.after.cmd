@@ -1,0 +1,1 @@
+grep -e CPU -e nvme /proc/interrupts

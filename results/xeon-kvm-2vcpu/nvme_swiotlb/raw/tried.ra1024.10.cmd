@@ -1,0 +1,1 @@
+sh -c echo\ 1024\ \>\ /sys/block/loop0/queue/read_ahead_kb

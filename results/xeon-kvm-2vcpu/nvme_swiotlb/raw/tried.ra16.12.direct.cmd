@@ -1,0 +1,1 @@
+dd if=/dev/loop0 of=/dev/null bs=4k count=16384 iflag=direct

@@ -1,0 +1,1 @@
+blockdev --flushbufs /dev/loop0
