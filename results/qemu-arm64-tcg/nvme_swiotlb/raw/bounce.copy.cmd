@@ -1,1 +1,1 @@
-cp /scratch/pcb-nvme_swiotlb.e4fafc/data.img /scratch/pcb-nvme_swiotlb.e4fafc/tmpfs/data.img
+cp /scratch/pcb-nvme_swiotlb.113381/data.img /scratch/pcb-nvme_swiotlb.113381/tmpfs/data.img

@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=528m\,mode=0700 tmpfs /scratch/pcb-nvme_swiotlb.e4fafc/tmpfs
+mount -t tmpfs -o size=528m\,mode=0700 tmpfs /scratch/pcb-nvme_swiotlb.113381/tmpfs

@@ -1,1 +1,1 @@
-blkparse -i loop -D /scratch/pcb-nvme_swiotlb.e4fafc/blktrace -d /scratch/pcb-nvme_swiotlb.e4fafc/blk.bin -O
+blkparse -i loop -D /scratch/pcb-nvme_swiotlb.113381/blktrace -d /scratch/pcb-nvme_swiotlb.113381/blk.bin -O

@@ -1,1 +1,1 @@
-blktrace -r /sys/kernel/debug -d /dev/loop0 -o loop -D /scratch/pcb-nvme_swiotlb.e4fafc/blktrace
+blktrace -r /sys/kernel/debug -d /dev/loop0 -o loop -D /scratch/pcb-nvme_swiotlb.113381/blktrace

@@ -1,1 +1,1 @@
-btt -i /scratch/pcb-nvme_swiotlb.e4fafc/blk.bin -l /out/results/qemu-arm64-tcg/.nvme_swiotlb.partial/raw/btt.d2c -q /out/results/qemu-arm64-tcg/.nvme_swiotlb.partial/raw/btt.q2c
+btt -i /scratch/pcb-nvme_swiotlb.113381/blk.bin -l /out/results/qemu-arm64-tcg/.nvme_swiotlb.partial/raw/btt.d2c -q /out/results/qemu-arm64-tcg/.nvme_swiotlb.partial/raw/btt.q2c

@@ -1,1 +1,1 @@
-gcc -O2 -g -Wall -Wextra -std=c11 -D_GNU_SOURCE -o /scratch/pcb-nvme_swiotlb.e4fafc/bounce /job/repo/labs/nvme_swiotlb/bounce.c
+gcc -O2 -g -Wall -Wextra -std=c11 -D_GNU_SOURCE -o /scratch/pcb-nvme_swiotlb.113381/bounce /job/repo/labs/nvme_swiotlb/bounce.c

@@ -1,1 +1,1 @@
-dd if=/dev/urandom of=/scratch/pcb-nvme_swiotlb.e4fafc/data.img bs=1M count=512 conv=fsync
+dd if=/dev/urandom of=/scratch/pcb-nvme_swiotlb.113381/data.img bs=1M count=512 conv=fsync

@@ -1,1 +1,1 @@
-dd if=/scratch/pcb-nvme_swiotlb.e4fafc/data.img of=/dev/null bs=1M iflag=direct
+dd if=/scratch/pcb-nvme_swiotlb.113381/data.img of=/dev/null bs=1M iflag=direct

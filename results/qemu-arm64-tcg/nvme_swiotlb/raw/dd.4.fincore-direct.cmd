@@ -1,1 +1,1 @@
-fincore --json --bytes /scratch/pcb-nvme_swiotlb.e4fafc/data.img
+fincore --json --bytes /scratch/pcb-nvme_swiotlb.113381/data.img

@@ -1,1 +1,1 @@
-sh -c echo\ \'1\'\ \>\ /sys/kernel/tracing/instances/pcb-224/events/swiotlb/swiotlb_bounced/enable
+sh -c echo\ \'1\'\ \>\ /sys/kernel/tracing/instances/pcb-225/events/swiotlb/swiotlb_bounced/enable

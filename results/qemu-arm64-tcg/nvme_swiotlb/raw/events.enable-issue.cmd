@@ -1,1 +1,1 @@
-sh -c echo\ \'1\'\ \>\ /sys/kernel/tracing/instances/pcb-224/events/block/block_rq_issue/enable
+sh -c echo\ \'1\'\ \>\ /sys/kernel/tracing/instances/pcb-225/events/block/block_rq_issue/enable

@@ -1,1 +1,1 @@
-sh -c echo\ \'dev\ ==\ 7340032\'\ \>\ /sys/kernel/tracing/instances/pcb-224/events/block/block_rq_complete/filter
+sh -c echo\ \'dev\ ==\ 7340032\'\ \>\ /sys/kernel/tracing/instances/pcb-225/events/block/block_rq_complete/filter

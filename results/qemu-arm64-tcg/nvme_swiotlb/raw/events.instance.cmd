@@ -1,1 +1,1 @@
-mkdir /sys/kernel/tracing/instances/pcb-224
+mkdir /sys/kernel/tracing/instances/pcb-225

@@ -1,1 +1,1 @@
-cat /sys/kernel/tracing/instances/pcb-224/trace
+cat /sys/kernel/tracing/instances/pcb-225/trace

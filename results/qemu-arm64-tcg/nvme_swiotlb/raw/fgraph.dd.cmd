@@ -1,1 +1,1 @@
-sh -c echo\ \$\$\ \>\ /sys/kernel/tracing/set_ftrace_pid\ \&\&\ exec\ dd\ if=/scratch/pcb-nvme_swiotlb.e4fafc/data.img\ of=/dev/null\ bs=1M\ count=4
+sh -c echo\ \$\$\ \>\ /sys/kernel/tracing/set_ftrace_pid\ \&\&\ exec\ dd\ if=/scratch/pcb-nvme_swiotlb.113381/data.img\ of=/dev/null\ bs=1M\ count=4

@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop0 /scratch/pcb-nvme_swiotlb.e4fafc/data.img
+losetup --show --direct-io=on /dev/loop0 /scratch/pcb-nvme_swiotlb.113381/data.img

@@ -1,1 +1,1 @@
-strace -T -s 0 -e trace=read -o /out/results/qemu-arm64-tcg/.nvme_swiotlb.partial/raw/strace.T.direct.calls dd if=/scratch/pcb-nvme_swiotlb.e4fafc/data.img of=/dev/null bs=1M iflag=direct
+strace -T -s 0 -e trace=read -o /out/results/qemu-arm64-tcg/.nvme_swiotlb.partial/raw/strace.T.direct.calls dd if=/scratch/pcb-nvme_swiotlb.113381/data.img of=/dev/null bs=1M iflag=direct

@@ -1,1 +1,1 @@
-perf stat -a -x\, -o /out/results/qemu-arm64-tcg/.nvme_swiotlb.partial/raw/swiotlb.perf.2.csv -e swiotlb:swiotlb_bounced\,block:block_rq_complete -- dd if=/scratch/pcb-nvme_swiotlb.e4fafc/data.img of=/dev/null bs=1M iflag=direct
+perf stat -a -x\, -o /out/results/qemu-arm64-tcg/.nvme_swiotlb.partial/raw/swiotlb.perf.2.csv -e swiotlb:swiotlb_bounced\,block:block_rq_complete -- dd if=/scratch/pcb-nvme_swiotlb.113381/data.img of=/dev/null bs=1M iflag=direct

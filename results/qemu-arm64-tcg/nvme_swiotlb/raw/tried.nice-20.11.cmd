@@ -1,1 +1,0 @@
-nice -n -20 dd if=/dev/loop0 of=/dev/null bs=1M count=256 iflag=direct

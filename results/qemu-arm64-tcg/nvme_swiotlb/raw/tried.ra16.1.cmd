@@ -1,1 +1,0 @@
-sh -c echo\ 16\ \>\ /sys/block/loop0/queue/read_ahead_kb

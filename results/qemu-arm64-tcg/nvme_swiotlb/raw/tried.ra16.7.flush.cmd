@@ -1,1 +1,0 @@
-blockdev --flushbufs /dev/loop0
