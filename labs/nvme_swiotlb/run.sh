@@ -34,10 +34,11 @@
 # A case a claim reads runs as many times in quick mode as in full (host dd, strace -c -w and
 # swiotlb_bounced 5, bounce.c 15, read_ahead_kb, scheduler and nice 16; in the guests 5 boots of
 # each configuration, each with 3 direct dd reads and 5 alternating rounds, 6 rounds of knobs,
-# 6 counted and 5 traced reads in a first boot). Quick mode runs fewer cases, never fewer repetitions: it skips what no claim reads
-# (dd's rewrites and loop-device reads, buffered strace -c, bounce.c on the disk file, block sizes
-# but 1 MiB, read_ahead_kb settings but 16 and 4096, the boot-time knobs' boots) and reads less
-# per read where the claims' effects stay clear (read_ahead_kb sweep, guest reads).
+# 6 counted and 5 traced reads in a first boot). Quick mode runs fewer cases, never fewer
+# repetitions: it skips what no claim reads (dd's rewrites and loop-device reads, buffered
+# strace -c, bounce.c on the disk file, block sizes but 1 MiB, read_ahead_kb settings but 16 and
+# 4096, the boot-time knobs' and the positive control's boots) and reads less per read where the
+# claims' effects stay clear (read_ahead_kb sweep, guest reads).
 # Every measuring step carries its case as data (lab_run --case KEY=VALUE; inside the guests,
 # guest_job.sh's steps are recorded by the same writer): record.py reads those, never a step's name.
 # Every tracefs setting, sysfs knob, mount and loop device is put back on exit, error,
@@ -418,9 +419,9 @@ group_tried() {
   # and a direct read's throughput varies by a fifth from one repetition to the next on a shared
   # disk, by up to a third for the 1 MiB reads of the scheduler and nice pairs: 16 pairs each (at
   # 8 read_ahead_kb pairs, two full runs on one VM bounded the direct reads' ratio at 0.88–1.10
-  # and 0.78–1.25, the second reaching past the claim's band). A quick run reads less per read_ahead_kb setting (ramb) and sweeps only the two
-  # settings the claims compare; its scheduler and nice reads are a full run's (256 MiB of the
-  # 512 MiB device).
+  # and 0.78–1.25, the second reaching past the claim's band). A quick run reads less per
+  # read_ahead_kb setting (ramb) and sweeps only the two settings the claims compare; its
+  # scheduler and nice reads are a full run's (256 MiB of the 512 MiB device).
   mb=256 ramb=$(lab_quick 64 256) reps=16 sreps=16
   # read_ahead_kb: a buffered sequential read goes through the loop device's page cache, and its
   # readahead decides how large (and how far ahead) the requests to the device are; a direct read
