@@ -272,7 +272,8 @@ def test_phone_shows_each_tables_figure_and_each_tab_title(committed, watched, p
     """At 390 px, every data table (``.pc-data``, every host's, folded ones too) shows its
     first two columns without scrolling sideways: the first case column and the median or
     the first metric (labkit.view.render.figure_first; docs/assets/casebook.css compacts the
-    columns); and every host tab's title is whole, not clipped by the tab strip."""
+    columns); every host tab's title is whole, not clipped by the tab strip; and nothing on
+    the page, a hidden code-annotation tooltip included, makes it scroll sideways."""
     url = committed
     page, errors, _ = watched
     page.set_viewport_size({"width": 390, "height": 844})
@@ -298,9 +299,10 @@ def test_phone_shows_each_tables_figure_and_each_tab_title(committed, watched, p
         const tabs = [...document.querySelectorAll('.tabbed-labels')].map(l => ({
             strip: l.scrollWidth - l.clientWidth, titles: [...l.children].map(x => x.textContent.trim()),
             cut: [...l.children].filter(x => x.scrollWidth > x.clientWidth + 1).length}));
-        return {tables, tabs};
+        return {tables, tabs, page: document.documentElement.scrollWidth};
     }""")
     assert got["tables"] or got["tabs"], path
+    assert got["page"] <= 390, got["page"]
     hidden = [t for t in got["tables"] if t["right"] > t["width"] + 1]
     assert hidden == [], hidden
     clipped = [t for t in got["tabs"] if t["strip"] > 1 or t["cut"]]
