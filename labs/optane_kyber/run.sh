@@ -9,9 +9,9 @@
 #             loop device over the file with --direct-io=on (the device under test: NOT an
 #             Optane drive); its dio flag, schedulers and io_poll
 #   sched     fio 4k random read, QD1, pvsync2 --hipri, interleaved (none, mq-deadline, kyber,
-#             bfq, none, ...): none and kyber 20 times, the others 10 (quick mode: no bfq, and
-#             mq-deadline in the first 10 as in full: a claim reads it); fio
-#             pinned to one CPU (taskset) and the loop device's worker confined to the same CPU
+#             bfq, none, ...): none, mq-deadline and kyber 20 times, bfq 10 (quick mode: no
+#             bfq); fio pinned to one CPU (taskset) and the loop device's worker confined to
+#             the same CPU
 #   flame     perf record -g -F 997 of fio (pinned as in sched) with none and with kyber ->
 #             flame graphs and a differential flame graph (inferno); later repetitions are
 #             only folded, so that kyber's share of the samples has one value per repetition
@@ -27,7 +27,7 @@
 #             (pinned as in sched) and 2, interleaved (quick mode: the cases the claims read)
 #   sysbench  sysbench cpu plain, under plain perf record and under perf record -g at 997 and
 #             9973 Hz, interleaved (quick mode: plain and perf record)
-# A case a claim reads runs as many times in quick mode as in full (sched 20 and 10, flame and
+# A case a claim reads runs as many times in quick mode as in full (sched 20, flame and
 # trace 5, heat 10 bursts and the one busy second, overhead 8,
 # sysbench 10): quick mode runs fewer cases (bfq, ipc, the
 # profilers no claim compares) and shorter fio jobs, never fewer repetitions.
@@ -132,10 +132,10 @@ offers() {
 group_sched() {
   need_dev sched || return 0
   local reps rt i s mark scheds
-  # The claim reads one ratio kyber / none per repetition: 20 repetitions of those two, the
-  # other schedulers in the first 10 (mq-deadline for a claim, bfq for the page's table).
-  # Quick mode runs the same repetitions of the three the claims compare, shorter: half a
-  # second at QD1 is still thousands of reads, plenty for a p50.
+  # The claims read one ratio per repetition, kyber / none and kyber / mq-deadline: 20
+  # repetitions of those three, bfq (for the page's table) in the first 10. Quick mode runs the
+  # same repetitions of the three, shorter: half a second at QD1 is still thousands of reads,
+  # plenty for a p50.
   reps=20; rt=$(lab_quick 500ms 2)
   scheds=$SCHEDS
   if ((LAB_QUICK)); then
@@ -148,7 +148,7 @@ group_sched() {
   # (other load, frequency, caches) spreads over all schedulers instead of posing as an effect.
   for ((i = 1; i <= reps; i++)); do
     for s in $scheds; do
-      ((i <= 10)) || [[ $s == none || $s == kyber ]] || continue
+      ((i <= 10)) || [[ $s != bfq ]] || continue
       offers "sched.$s.$i" "$s" || continue
       lab_set_knob "sched.$s.$i.set" "$QDIR/scheduler" "$s" || continue
       lab_run --case experiment=sched --case "scheduler=$s" --case "rep=$i" --case "cpu=$PIN" \
