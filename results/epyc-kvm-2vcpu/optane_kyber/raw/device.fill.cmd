@@ -1,1 +1,0 @@
-dd if=/dev/urandom of=/tmp/pcb-optane_kyber.942233/tmpfs/disk.img bs=1M count=256 status=none

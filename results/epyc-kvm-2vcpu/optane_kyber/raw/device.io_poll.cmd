@@ -1,1 +1,0 @@
-cat /sys/block/loop0/queue/io_poll

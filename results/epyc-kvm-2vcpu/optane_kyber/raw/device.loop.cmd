@@ -1,1 +1,0 @@
-losetup --show --direct-io=on /dev/loop0 /tmp/pcb-optane_kyber.942233/tmpfs/disk.img

@@ -1,1 +1,0 @@
-mount -t tmpfs -o size=272m\,mode=0700 tmpfs /tmp/pcb-optane_kyber.942233/tmpfs

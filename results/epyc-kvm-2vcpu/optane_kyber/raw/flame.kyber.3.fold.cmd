@@ -1,1 +1,0 @@
-inferno-collapse-perf --all /tmp/pcb-optane_kyber.942233/flame-kyber.3.script

@@ -1,1 +1,0 @@
-perf script -F comm\,tid\,time\,period\,event\,ip\,sym\,symoff\,dso --max-stack 48 -i /tmp/pcb-optane_kyber.942233/flame-kyber.3.data

@@ -1,1 +1,0 @@
-perf report -i /tmp/pcb-optane_kyber.942233/flame-kyber.data --stdio --no-children --fields overhead\,sym -g fractal\,0.5\,callee --percent-limit 5

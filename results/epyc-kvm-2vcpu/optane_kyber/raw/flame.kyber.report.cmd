@@ -1,1 +1,0 @@
-perf report -i /tmp/pcb-optane_kyber.942233/flame-kyber.data --stdio --children --fields overhead_children\,overhead\,sym -g none --percent-limit 5

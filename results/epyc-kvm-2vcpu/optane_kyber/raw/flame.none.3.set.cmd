@@ -1,1 +1,0 @@
-sh -c echo\ none\ \>\ /sys/block/loop0/queue/scheduler

@@ -1,1 +1,0 @@
-/work/optA/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.942233/flame-none.script --folded /work/optA/results/epyc-kvm-2vcpu/.optane_kyber.partial/flame-none.folded --svg /work/optA/results/epyc-kvm-2vcpu/.optane_kyber.partial/flame-none.svg --title fio\ 4k\ randread\ QD1\ pvsync2\ --hipri\ on\ a\ loop\ device\,\ scheduler\ none

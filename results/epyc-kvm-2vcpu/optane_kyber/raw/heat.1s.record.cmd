@@ -1,1 +1,0 @@
-perf record --no-buildid-cache --no-bpf-event -a -g -F 997 -k CLOCK_MONOTONIC -o /tmp/pcb-optane_kyber.942233/heat-1s.data -- /work/optA/results/epyc-kvm-2vcpu/.optane_kyber.partial/bin/burst -n 1 -b 1000 -o 0 -q 3

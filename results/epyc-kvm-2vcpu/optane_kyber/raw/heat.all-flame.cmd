@@ -1,1 +1,0 @@
-/work/optA/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.942233/heat.script --folded /work/optA/results/epyc-kvm-2vcpu/.optane_kyber.partial/heat-all.folded --svg /work/optA/results/epyc-kvm-2vcpu/.optane_kyber.partial/heat-all.svg --title every\ CPU\,\ the\ whole\ recording

@@ -1,1 +1,0 @@
-gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -o /work/optA/results/epyc-kvm-2vcpu/.optane_kyber.partial/bin/burst /work/optA/labs/optane_kyber/burst.c

@@ -1,1 +1,0 @@
-/work/optA/.venv/bin/python -m labkit.heatmap --perf-script /tmp/pcb-optane_kyber.942233/heat.script --svg /work/optA/results/epyc-kvm-2vcpu/.optane_kyber.partial/heatmap.svg --json /work/optA/results/epyc-kvm-2vcpu/.optane_kyber.partial/heatmap.json --band 400\,600 --title perf\ record\ -a\ -g\ -F\ 997\,\ every\ CPU\,\ idle\ samples\ left\ out

@@ -1,1 +1,0 @@
-/work/optA/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.942233/heat-range.script --folded /work/optA/results/epyc-kvm-2vcpu/.optane_kyber.partial/heat-range.folded --svg /work/optA/results/epyc-kvm-2vcpu/.optane_kyber.partial/heat-range.svg --title every\ CPU\,\ only\ the\ hottest\ burst\'s\ time\ range\ 69541.400000\,69541.600000\ s

@@ -1,1 +1,0 @@
-perf record --no-buildid-cache --no-bpf-event -a -g -F 997 -k CLOCK_MONOTONIC -o /tmp/pcb-optane_kyber.942233/heat.data -- /work/optA/results/epyc-kvm-2vcpu/.optane_kyber.partial/bin/burst -n 10 -b 200 -o 400

@@ -1,1 +1,0 @@
-sh -c echo\ 2\ \>\ /sys/devices/virtual/workqueue/cpumask

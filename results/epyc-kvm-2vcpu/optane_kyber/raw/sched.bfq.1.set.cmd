@@ -1,1 +1,0 @@
-sh -c echo\ bfq\ \>\ /sys/block/loop0/queue/scheduler

@@ -1,1 +1,0 @@
-sh -c echo\ kyber\ \>\ /sys/block/loop0/queue/scheduler

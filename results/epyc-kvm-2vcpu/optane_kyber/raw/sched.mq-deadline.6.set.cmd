@@ -1,1 +1,0 @@
-sh -c echo\ mq-deadline\ \>\ /sys/block/loop0/queue/scheduler

@@ -1,1 +1,0 @@
-sysbench cpu --threads=1 --time=3 run
