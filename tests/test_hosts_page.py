@@ -30,8 +30,8 @@ def test_the_page_names_exactly_the_committed_hosts():
 
 def test_xeon_host():
     """"a Debian 12 container in a KVM virtual machine with 2 vCPUs of an Intel Xeon (no SMT;
-    nvme_swiotlb's result names family 6, model 106, the lat_tcp result predates the CPU
-    signature field), kernel 6.18. It has no
+    the nvme_swiotlb and optane_kyber results name family 6, model 106, the lat_tcp result
+    predates the CPU signature field), kernel 6.18. It has no
     hardware PMU counters … no `function_graph` … `Lockdown: blktrace: debugfs access is
     restricted` … Audit had been enabled on its boot before the reference runs; each run kept its
     processes off audit's path with `auditctl -a task,never`"."""
@@ -53,14 +53,13 @@ def test_xeon_host():
 
 @pytest.mark.parametrize("lab, day, audit", [
     ("fio_engines", "2026-12-02", "never enabled"),
-    ("fstime", "2026-12-03", "suppressed with task,never"),
-    ("optane_kyber", "2026-12-03", "suppressed with task,never")])
+    ("fstime", "2026-12-03", "suppressed with task,never")])
 def test_epyc_host(lab, day, audit):
     """"the same kind of machine with 2 vCPUs of an AMD EPYC (no SMT), kernel 6.18, no hardware
-    PMU counters … fio_engines (2026-12-02: audit had never been enabled on that boot), fstime and
-    optane_kyber (2026-12-03: audit had been enabled on that boot, and each run kept its processes
-    off audit's path with `auditctl -a task,never`) … the fstime and optane_kyber results record its
-    family and model … the fio result was recorded before results named them"."""
+    PMU counters … fio_engines (2026-12-02: audit had never been enabled on that boot) and fstime
+    (2026-12-03: audit had been enabled on that boot, and the run kept its processes off audit's
+    path with `auditctl -a task,never`) … the fstime result records its family and model … the
+    fio result was recorded before results named them"."""
     r = results("epyc-kvm-2vcpu")[lab]
     h = r["host"]
     assert h["cpu_vendor"] == "AuthenticAMD" and "EPYC" in h["cpu_model"], lab
@@ -68,7 +67,7 @@ def test_epyc_host(lab, day, audit):
     assert r["run"]["start"].startswith(day) and not r["run"]["quick"]
     assert h["audit_context"] == audit and h["audit_ever_enabled"] is (audit != "never enabled")
     assert ("cpu_signature" in h) is (lab != "fio_engines")
-    assert set(results("epyc-kvm-2vcpu")) == {"fio_engines", "fstime", "optane_kyber"}
+    assert set(results("epyc-kvm-2vcpu")) == {"fio_engines", "fstime"}
 
 
 def test_emulated_arm64_host():

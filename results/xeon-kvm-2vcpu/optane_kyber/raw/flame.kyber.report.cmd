@@ -1,0 +1,1 @@
+perf report -i /tmp/pcb-optane_kyber.17926e/flame-kyber.data --stdio --children --fields overhead_children\,overhead\,sym -g none --percent-limit 5

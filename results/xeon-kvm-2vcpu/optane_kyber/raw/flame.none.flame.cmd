@@ -1,0 +1,1 @@
+/work/main/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.17926e/flame-none.script --folded /work/opC/xeon-kvm-2vcpu/.optane_kyber.partial/flame-none.folded --svg /work/opC/xeon-kvm-2vcpu/.optane_kyber.partial/flame-none.svg --title fio\ 4k\ randread\ QD1\ pvsync2\ --hipri\ on\ a\ loop\ device\,\ scheduler\ none

@@ -1,0 +1,1 @@
+/work/main/.venv/bin/python -m labkit.heatmap --perf-script /work/opC/xeon-kvm-2vcpu/.optane_kyber.partial/heat-1s.perf-script --svg /work/opC/xeon-kvm-2vcpu/.optane_kyber.partial/heatmap-1s.svg --json /work/opC/xeon-kvm-2vcpu/.optane_kyber.partial/heatmap-1s.json --no-range --title one\ busy\ second\ among\ quiet\ ones:\ perf\ record\ -a\ -g\ -F\ 997\,\ idle\ samples\ left\ out

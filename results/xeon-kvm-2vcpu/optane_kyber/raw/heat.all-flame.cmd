@@ -1,0 +1,1 @@
+/work/main/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.17926e/heat.script --folded /work/opC/xeon-kvm-2vcpu/.optane_kyber.partial/heat-all.folded --svg /work/opC/xeon-kvm-2vcpu/.optane_kyber.partial/heat-all.svg --title every\ CPU\,\ the\ whole\ recording

@@ -1,0 +1,1 @@
+gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -o /work/opC/xeon-kvm-2vcpu/.optane_kyber.partial/bin/burst /work/main/labs/optane_kyber/burst.c

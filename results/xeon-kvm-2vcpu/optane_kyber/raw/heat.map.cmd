@@ -1,0 +1,1 @@
+/work/main/.venv/bin/python -m labkit.heatmap --perf-script /tmp/pcb-optane_kyber.17926e/heat.script --svg /work/opC/xeon-kvm-2vcpu/.optane_kyber.partial/heatmap.svg --json /work/opC/xeon-kvm-2vcpu/.optane_kyber.partial/heatmap.json --band 400\,600 --title perf\ record\ -a\ -g\ -F\ 997\,\ every\ CPU\,\ idle\ samples\ left\ out

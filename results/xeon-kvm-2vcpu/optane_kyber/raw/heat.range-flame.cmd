@@ -1,0 +1,1 @@
+/work/main/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.17926e/heat-range.script --folded /work/opC/xeon-kvm-2vcpu/.optane_kyber.partial/heat-range.folded --svg /work/opC/xeon-kvm-2vcpu/.optane_kyber.partial/heat-range.svg --title every\ CPU\,\ only\ the\ hottest\ burst\'s\ time\ range\ 75572.400000\,75572.600000\ s
