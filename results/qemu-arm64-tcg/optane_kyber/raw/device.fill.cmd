@@ -1,1 +1,1 @@
-dd if=/dev/urandom of=/scratch/pcb-optane_kyber.040706/tmpfs/disk.img bs=1M count=256 status=none
+dd if=/dev/urandom of=/scratch/pcb-optane_kyber.e52de7/tmpfs/disk.img bs=1M count=256 status=none

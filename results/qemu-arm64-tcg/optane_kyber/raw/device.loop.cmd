@@ -1,1 +1,1 @@
-losetup --show /dev/loop0 /scratch/pcb-optane_kyber.040706/tmpfs/disk.img
+losetup --show /dev/loop0 /scratch/pcb-optane_kyber.e52de7/tmpfs/disk.img

@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=272m\,mode=0700 tmpfs /scratch/pcb-optane_kyber.040706/tmpfs
+mount -t tmpfs -o size=272m\,mode=0700 tmpfs /scratch/pcb-optane_kyber.e52de7/tmpfs

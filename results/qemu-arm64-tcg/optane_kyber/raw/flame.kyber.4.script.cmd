@@ -1,1 +1,1 @@
-perf script -F comm\,tid\,time\,period\,event\,ip\,sym\,symoff\,dso --max-stack 48 -i /scratch/pcb-optane_kyber.040706/flame-kyber.4.data
+perf script -F comm\,tid\,time\,period\,event\,ip\,sym\,symoff\,dso --max-stack 48 -i /scratch/pcb-optane_kyber.e52de7/flame-kyber.4.data

@@ -1,1 +1,1 @@
-inferno-collapse-perf --all /scratch/pcb-optane_kyber.040706/flame-kyber.5.script
+inferno-collapse-perf --all /scratch/pcb-optane_kyber.e52de7/flame-kyber.5.script

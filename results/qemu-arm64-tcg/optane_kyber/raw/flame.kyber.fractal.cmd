@@ -1,1 +1,1 @@
-perf report -i /scratch/pcb-optane_kyber.040706/flame-kyber.data --stdio --no-children --fields overhead\,sym -g fractal\,0.5\,callee --percent-limit 5
+perf report -i /scratch/pcb-optane_kyber.e52de7/flame-kyber.data --stdio --no-children --fields overhead\,sym -g fractal\,0.5\,callee --percent-limit 5

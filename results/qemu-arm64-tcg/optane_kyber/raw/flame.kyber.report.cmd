@@ -1,1 +1,1 @@
-perf report -i /scratch/pcb-optane_kyber.040706/flame-kyber.data --stdio --children --fields overhead_children\,overhead\,sym -g none --percent-limit 5
+perf report -i /scratch/pcb-optane_kyber.e52de7/flame-kyber.data --stdio --children --fields overhead_children\,overhead\,sym -g none --percent-limit 5

@@ -1,1 +1,1 @@
-inferno-collapse-perf --all /scratch/pcb-optane_kyber.040706/flame-none.2.script
+inferno-collapse-perf --all /scratch/pcb-optane_kyber.e52de7/flame-none.2.script
