@@ -100,12 +100,12 @@ def test_threads_are_held_on_the_last_cpu(reference):
 
 def test_fio_sleeps_and_nothing_polls_with_either_scheduler(reference, emulated):
     """Chapter: "On the x86_64 reference, fio sleeps waiting for its reads with either scheduler
-    (the `io wait` rows; the emulated arm64 guest has no sample under `io_schedule*`), and nothing
-    polls on either host" (and the verdicts table's "untested: nothing polls here", on every
-    host)."""
+    (the `io wait` rows; in the emulated arm64 guest under 1 % of fio's samples are there), and
+    nothing polls on either host" (and the verdicts table's "untested: nothing polls here", on
+    every host). Shares are in per cent."""
     for scheduler in ("none", "kyber"):
         assert all(s > 0 for s in samples(reference, "share", experiment="flame", scheduler=scheduler, under="io wait"))
-        assert all(s == 0 for s in samples(emulated, "share", experiment="flame", scheduler=scheduler, under="io wait"))
+        assert all(s < 1 for s in samples(emulated, "share", experiment="flame", scheduler=scheduler, under="io wait"))
         for result in (reference, emulated):
             assert all(s == 0 for s in samples(result, "share", experiment="flame", scheduler=scheduler, under="polling"))
 
