@@ -420,7 +420,8 @@ def _stacked_rows(md: str) -> list[list[str]]:
 def test_verdicts_table_has_a_row_per_conclusion_claim_and_a_column_per_host(tree):
     """verdicts: the original's conclusions in original.toml's order, a row for each claim that
     tests one (a repeated conclusion as ″), a verdict cell per host evaluated now; instrument
-    checks and our own claims left out; the untestable conclusions listed with their reasons."""
+    checks and our own claims left out; the untestable conclusions listed with their reasons; a
+    conclusion that names its machine followed by that machine's name and kernel."""
     add_host(tree, "lat_tcp", "bare", lambda r: r.update(measurements=[]))   # every comparison untested there
     orig_path = tree / "labs" / "lat_tcp" / "original.toml"
     orig_path.write_text(orig_path.read_text() + '\n[[conclusion]]\nid = "extra"\ntext = "A conclusion <no claim> tests."\n')
@@ -431,11 +432,17 @@ def test_verdicts_table_has_a_row_per_conclusion_claim_and_a_column_per_host(tre
     assert any(h.label == "bare" for h, _ in pairs) and len(pairs) >= 2
     header = re.findall(r'<th role="columnheader" markdown="span">(.*?)</th>', md)
     assert header == ["The original concluded", "Claim"] + [render.host_label(r["host"], h.title) for h, r in pairs]
+    machines = {m["id"]: m for m in orig["machine"]}
+
+    def concluded(con):
+        m = machines.get(con.get("machine"))
+        return html.escape(con["text"] + (f" ({m['name']}; kernel {m['kernel']})" if m else ""), quote=False)
+    assert any("machine" in con for con in orig["conclusion"]) and any("machine" not in con for con in orig["conclusion"])
     want = []
     for con in orig["conclusion"]:
         tested = [c for c in spec if c["role"] == "conclusion" and c["conclusion"] == con["id"]]
         for k, c in enumerate(tested):
-            want.append([html.escape(con["text"], quote=False) if k == 0 else "″", html.escape(c["statement"], quote=False)]
+            want.append([concluded(con) if k == 0 else "″", html.escape(c["statement"], quote=False)]
                         + [macros.claim_tables.verdict_cell(c, claims_mod.evaluate_one(c, r)) for _, r in pairs])
     assert len(want) == sum(c["role"] == "conclusion" for c in spec) >= 2
     assert _stacked_rows(md) == [[x.replace("\n", " ") for x in row] for row in want]
@@ -449,7 +456,7 @@ def test_verdicts_table_has_a_row_per_conclusion_claim_and_a_column_per_host(tre
     assert tail.count("\n- ") == len(untested)
     for con in untested:
         why = con.get("untestable", "no claim yet")
-        assert f"- {html.escape(con['text'], quote=False)} *Not tested here: {html.escape(why, quote=False)}*" in tail
+        assert f"- {concluded(con)} *Not tested here: {html.escape(why, quote=False)}*" in tail
     assert "A conclusion &lt;no claim&gt; tests. *Not tested here: no claim yet*" in tail
 
 

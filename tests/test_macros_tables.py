@@ -204,6 +204,12 @@ def test_skip_note_says_why_a_host_has_no_data():
     r = dict(json.loads(reference("lat_tcp").read_text()), steps=steps)
     assert "`b.y` skipped: no &lt;perf&gt;" in macros.build.skip_note(r, "b")
     assert "The `c` steps did not run in this run" in macros.build.skip_note(r, "c")
+    # a quick run that left the group out says so, with the lab's reason and how to run it
+    quick = dict(r, run=dict(r["run"], quick=True, left_out={"c": "the <longest> group"}))
+    note = macros.build.skip_note(quick, "c")
+    assert "A quick run leaves out the `c` group (the &lt;longest&gt; group): run without `--quick`, " \
+           "or `--quick --only c`." in note and "did not run" not in note
+    assert "did not run" in macros.build.skip_note(quick, "d")
     assert macros.build.skip_note(r, "a") == macros.build.Note(render.admonition(
         "warning", "Not measured on this host", "No measurement of this kind in this run."))
     assert "`b.y` skipped" in macros.build.skip_note(r, None)

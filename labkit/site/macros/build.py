@@ -192,16 +192,21 @@ def file_badge(result: Result, path: str) -> str:
 
 def skip_note(result: Result, group: str | None) -> Note:
     """Why a host has no data for step group ``group`` (None: any step): its skipped or failed
-    steps with their reasons, else that the group did not run, else that nothing of this kind
-    was measured. A warning admonition."""
+    steps with their reasons, else that a quick run left the group out and why (the result's
+    ``run.left_out``), else that the group did not run (``--only``), else that nothing of this
+    kind was measured. A warning admonition."""
     steps = [s for s in result["steps"] if group is None or s["group"] == group]
     bad = [s for s in steps if s["status"] != "ok"]
+    left = (result.get("run", {}).get("left_out") or {}).get(group) if group else None
     if bad:
         body = "\n".join(f"- {render.code_span(s['name'])} {s['status']}" + (
             f": {render.esc(commands.display_text(s['reason'], result))}" if s["reason"] else
             " (the result records no reason; the run's log may say)") for s in bad)
+    elif group and not steps and left:
+        body = (f"A quick run leaves out the {render.code_span(group)} group ({render.esc(left)}): "
+                f"run without `--quick`, or `--quick --only {render.esc(group)}`.")
     elif group and not steps:
-        body = f"The {render.code_span(group)} steps did not run in this run (`--only` or an older lab)."
+        body = f"The {render.code_span(group)} steps did not run in this run."
     else:
         body = "No measurement of this kind in this run."
     return Note(render.admonition("warning", "Not measured on this host", body))

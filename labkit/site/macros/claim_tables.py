@@ -266,7 +266,8 @@ def prose_reads(lab: str, claim: str, verdict: str, host: str | None = None) -> 
 
 def verdicts(lab: str) -> str:
     """Markdown: the original's conclusions and how each fares on every host: one row per
-    ``[[conclusion]]`` of ``labs/<lab>/original.toml`` (in its order) and per claim testing it
+    ``[[conclusion]]`` of ``labs/<lab>/original.toml`` (in its order; its words, then the name and
+    kernel of the ``[[machine]]`` it names) and per claim testing it
     (role ``conclusion``), one column per host with the verdict and its effect and interval
     (:func:`verdict_cell`; where a host's verdict differs from the reference host's, the first
     committed one, the cell names the host provenance that differs: :mod:`labkit.site.macros.differ`),
@@ -287,13 +288,21 @@ def verdicts(lab: str) -> str:
         if c["conclusion"] not in ids:
             raise MacroError(f"verdicts: claim {c['id']} of {lab} names conclusion {c['conclusion']!r}, "
                              f"which labs/{lab}/original.toml does not have")
+    machines = {m["id"]: m for m in orig["machine"]}
+
+    def concluded(con: dict) -> str:
+        """The conclusion's words, then the machine and kernel it was drawn on, if it names one."""
+        m = machines.get(con.get("machine"))
+        where = f" ({m['name']}; kernel {m['kernel']})" if m else ""
+        return html.escape(con["text"] + where, quote=False)
+
     pairs = build.for_lab(lab)
     header = ["The original concluded", "Claim"] + [render.host_label(r["host"], h.title) for h, r in pairs]
     rows, untestable = [], []
     for con in orig["conclusion"]:
         tested = [c for c in spec if c["conclusion"] == con["id"]]
         if not tested:
-            untestable.append(f"- {html.escape(con['text'], quote=False)} *Not tested here: "
+            untestable.append(f"- {concluded(con)} *Not tested here: "
                               f"{html.escape(con.get('untestable', 'no claim yet'), quote=False)}*")
             continue
         for k, c in enumerate(tested):
@@ -305,7 +314,7 @@ def verdicts(lab: str) -> str:
                     v["verdict"], vs[ref]["verdict"], pairs[ref][1]["host"], r["host"], pairs[ref][0].label)
                 if note:
                     cells[i] += f' <span class="pc-differs">↯ {render.esc(note)}</span>'
-            rows.append([html.escape(con["text"], quote=False) if k == 0 else "″",
+            rows.append([concluded(con) if k == 0 else "″",
                          html.escape(c["statement"], quote=False)] + cells)
     out = stacked_table(header, rows)
     if untestable:
