@@ -229,9 +229,8 @@ group_msize() {
   sizes=$(lab_quick "1 1024 65536" "1 4 16 64 256 1024 4096 16384 65536")
   mark=$(lab_mark)
   start_server msize.server "$CPU_A" "$PORT" || return 0
-  # Both placements: on one CPU the noise floor is low enough to see the copy cost;
-  # across CPUs the wake-up dominates and varies more than the copies cost. The claims read
-  # the same-CPU series: quick mode runs only that one.
+  # Both placements, each message size in turn. The claims read the same-CPU series (a
+  # one-CPU host can run it): quick mode runs only that one.
   if ((LAB_QUICK)); then pins=same; lab_skip msize.other "quick mode: no claim reads the other-CPU series"
   elif [[ $CPU_B == "$CPU_A" ]]; then pins=same; lab_skip msize.other "only one CPU"; fi
   for ((i = 1; i <= MREPS; i++)); do
