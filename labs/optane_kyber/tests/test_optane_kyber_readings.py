@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 import statistics
 
+import pytest
+
 import readings
 import refhost
 
@@ -80,16 +82,16 @@ def test_perf_samples_with_cpu_clock_on_the_reference(reference):
 def test_the_loop_device_does_not_poll_and_the_kernel_ignores_hipri(reference):
     """Chapter: "A loop device does not poll, and this kernel would not poll a synchronous read
     anyway"; evidence: "it cannot poll at all (`io_poll` 0)" and "records `io_poll` next to every
-    latency". 9650b453a3d4 ("block: ignore RWF_HIPRI hint for sync dio") went into Linux 5.18."""
+    latency". 9650b453a3d4 ("block: ignore RWF_HIPRI hint for sync dio") went into Linux 5.19."""
     assert (RAW / "device.io_poll.out").read_text().strip() == "0"
     sched = [m for m in reference["measurements"] if m["case"]["experiment"] == "sched"]
     assert sched and all(m["case"]["io_poll"] == 0 for m in sched)
     release = tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", reference["host"]["kernel"]).groups())
-    assert release >= (5, 18), reference["host"]["kernel"]
+    assert release >= (5, 19), reference["host"]["kernel"]
 
 
 def test_threads_are_held_on_the_last_cpu(reference):
-    """Evidence: "The lab now holds both threads on one CPU, the last one it may use (`1` on the
+    """Evidence: "The lab holds both threads on one CPU, the last one it may use (`1` on the
     2-vCPU reference host): fio with `taskset -c`, and the workers ... `2` is CPU 1 alone"."""
     assert reference["host"]["cpus"] == 2
     workers = (RAW / "sched.workers.cmd").read_text().replace("\\", "")
@@ -142,6 +144,28 @@ def test_the_names_to_search_are_in_the_graphs_that_hold_them():
         assert name in report, name
     assert "kblockd_mod_delayed_work_on" in kyber and "kblockd_mod_delayed_work_on" not in report
     assert re.search(r"--percent-limit 5\b", (RAW / "flame.kyber.report.cmd").read_text())
+
+
+def test_the_emulated_guests_kernel_names_the_path_differently():
+    """Chapter, step 5: "The emulated guest's kernel 6.1 names the path differently:
+    `blk_mq_try_issue_directly` without a scheduler; with kyber, `blk_mq_sched_insert_request`,
+    then a delayed run of the queue on the block layer's workqueue
+    (`kblockd_mod_delayed_work_on`)": in every one of the guest's profiles, and none of 6.18's
+    names there."""
+    folder = readings.ROOT / "results" / "qemu-arm64-tcg" / "optane_kyber"
+    if not (folder / "flame-kyber.folded").exists():
+        pytest.skip("no emulated arm64 optane_kyber profiles committed")
+    names = {p.name: {f for frames, _ in readings.folded(p) for f in frames}
+             for p in sorted(folder.glob("flame-*.folded")) if p.name != "flame-diff.folded"}
+    kybers = [n for k, n in names.items() if k.startswith("flame-kyber")]
+    nones = [n for k, n in names.items() if k.startswith("flame-none")]
+    assert kybers and nones
+    for n in kybers:
+        assert {"blk_mq_sched_insert_request", "kblockd_mod_delayed_work_on"} <= n and "blk_mq_try_issue_directly" not in n
+    for n in nones:
+        assert "blk_mq_try_issue_directly" in n and "blk_mq_sched_insert_request" not in n
+    for n in kybers + nones:
+        assert not n & {"blk_mq_sched_dispatch_requests", "blk_mq_dispatch_list", "blk_mq_issue_direct"}
 
 
 def test_the_children_column_follows_the_read_path():
