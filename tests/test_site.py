@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,18 @@ def _copy_repo(dst: Path) -> Path:
         shutil.copytree(ROOT / name, dst / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "mkdocs.yml", dst / "mkdocs.yml")
     return dst
+
+
+def test_no_page_points_to_the_write_ups_files(site):
+    """Nothing a reader sees names where the project keeps the original write-ups: no built page
+    (lazily loaded folds included) holds a write-up's file name (original.toml's [source] seed,
+    ``NNN_<16 hex>.txt``), a ``seeds/`` path or ``../shared/``."""
+    names = {tomllib.loads(p.read_text())["source"]["seed"] for p in ROOT.glob("labs/*/original.toml")}
+    assert names and all(re.fullmatch(r"\d{3}_[0-9a-f]{16}\.txt", n) for n in names), names
+    for page in site.rglob("*.html"):
+        text = page.read_text(errors="replace")
+        found = [n for n in names if n in text] + re.findall(r"\.\./shared/|\bseeds/", text)
+        assert not found, (page.relative_to(site), found)
 
 
 def test_every_case_page_is_built(site):
