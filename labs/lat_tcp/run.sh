@@ -121,13 +121,21 @@ client() {
 # client connects, and gdb stops the child where it serves the connection: its stack and the
 # two inferiors, then both are killed (the client then fails, as expected).
 gdb_child() {
-  local port=$1 mark; mark=$(lab_mark)
+  local port=$1 mark pid i s; mark=$(lab_mark)
   lab_spawn noserver.gdb-child -- gdb -q -batch -ex 'set follow-fork-mode child' -ex 'set detach-on-fork off' \
     -ex 'break serve_connection' -ex run -ex bt -ex 'info inferiors' -ex kill -ex 'inferior 1' -ex kill \
     --args "$BIN" -s -p "$port"
+  pid=$LAB_SPAWNED
   if lab_wait_for "$LAB_RUN/raw/noserver.gdb-child.err" "listening" 10; then
     lab_run --expect-fail noserver.gdb-client -- "$BIN" -N 1 -t 0.05 -p "$port" 127.0.0.1
     lab_wait_for "$LAB_RUN/raw/noserver.gdb-child.out" "inferiors|Num +Description" 10 || true
+    # gdb then kills both inferiors and exits by itself: the unwind waits for that (up to 5 s),
+    # since a TERM to the group while gdb kills them can crash gdb 13.1 (a segfault, "Fatal signal").
+    lab_wait_for "$LAB_RUN/raw/noserver.gdb-child.out" "Inferior 1 .* killed" 5 || true
+    for ((i = 0; i < 100; i++)); do
+      { read -r s < "/proc/$pid/stat"; } 2>/dev/null && [[ ${s##*) } != [ZX]* ]] || break
+      sleep 0.05
+    done
   else
     lab_skip noserver.gdb-client "the server under gdb did not start listening: $(tail -n1 "$LAB_RUN/raw/noserver.gdb-child.err")"
   fi

@@ -49,6 +49,18 @@ def test_no_server_step_fails_as_designed(quick_run):
     assert claim["verdict"] == "holds"
 
 
+def test_gdb_on_the_forked_child_ends_by_itself(quick_run):
+    """gdb kills both inferiors and exits before the group is stopped: its output ends with the
+    parent's kill and it prints no crash (a TERM during those kills crashed gdb 13.1)."""
+    proc, out, _ = quick_run
+    raw = out / "lat_tcp" / "raw"
+    if not (raw / "noserver.gdb-child.out").exists():
+        pytest.skip("gdb not installed: the step is skipped")
+    assert "Inferior 1 (process" in (raw / "noserver.gdb-child.out").read_text().splitlines()[-1]
+    assert "Fatal signal" not in (raw / "noserver.gdb-child.err").read_text()
+    assert "Segmentation fault" not in proc.stderr + proc.stdout
+
+
 def _printed(out: Path, step: str) -> dict:
     """The JSON line the lat_tcp client of ``step`` printed on standard output."""
     text = (out / "lat_tcp" / "raw" / f"{step}.out").read_text()
