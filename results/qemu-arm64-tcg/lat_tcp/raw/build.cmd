@@ -1,1 +1,1 @@
-gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -D_GNU_SOURCE -o /scratch/pcb-lat_tcp.940d1d/lat_tcp /job/repo/labs/lat_tcp/lat_tcp.c
+gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -D_GNU_SOURCE -o /scratch/pcb-lat_tcp.e812e9/lat_tcp /job/repo/labs/lat_tcp/lat_tcp.c

@@ -1,1 +1,1 @@
-/scratch/pcb-lat_tcp.940d1d/lat_tcp -s -p 31234
+/scratch/pcb-lat_tcp.e812e9/lat_tcp -s -p 31234

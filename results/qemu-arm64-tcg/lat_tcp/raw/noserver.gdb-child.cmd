@@ -1,1 +1,1 @@
-gdb -q -batch -ex set\ follow-fork-mode\ child -ex set\ detach-on-fork\ off -ex break\ serve_connection -ex run -ex bt -ex info\ inferiors -ex kill -ex inferior\ 1 -ex kill --args /scratch/pcb-lat_tcp.940d1d/lat_tcp -s -p 31254
+gdb -q -batch -ex set\ follow-fork-mode\ child -ex set\ detach-on-fork\ off -ex break\ serve_connection -ex run -ex bt -ex info\ inferiors -ex kill -ex inferior\ 1 -ex kill --args /scratch/pcb-lat_tcp.e812e9/lat_tcp -s -p 31254

@@ -1,1 +1,1 @@
-/scratch/pcb-lat_tcp.940d1d/lat_tcp -N 1 -t 0.05 -p 31254 127.0.0.1
+/scratch/pcb-lat_tcp.e812e9/lat_tcp -N 1 -t 0.05 -p 31254 127.0.0.1

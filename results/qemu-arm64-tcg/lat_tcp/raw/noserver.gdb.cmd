@@ -1,1 +1,1 @@
-gdb -q -batch -ex break\ connect -ex run -ex finish -ex continue --args /scratch/pcb-lat_tcp.940d1d/lat_tcp -N 1 -t 0.05 -p 31244 127.0.0.1
+gdb -q -batch -ex break\ connect -ex run -ex finish -ex continue --args /scratch/pcb-lat_tcp.e812e9/lat_tcp -N 1 -t 0.05 -p 31244 127.0.0.1

@@ -1,1 +1,1 @@
-perf script -F trace:comm\,tid\,cpu\,time\,event\,trace -i /scratch/pcb-lat_tcp.940d1d/sched-free-4.data
+perf script -F trace:comm\,tid\,cpu\,time\,event\,trace -i /scratch/pcb-lat_tcp.e812e9/sched-free-4.data

@@ -1,1 +1,1 @@
-taskset -c 0 /scratch/pcb-lat_tcp.940d1d/lat_tcp -m 1 -N 5 -t 0.03 -p 31234 127.0.0.1
+taskset -c 0 /scratch/pcb-lat_tcp.e812e9/lat_tcp -m 1 -N 5 -t 0.03 -p 31234 127.0.0.1

@@ -1,1 +1,1 @@
-ip -n pcb-lat-b-225 addr add 198.18.0.2/30 dev pcb-vb
+ip -n pcb-lat-b-226 addr add 198.18.0.2/30 dev pcb-vb

@@ -1,1 +1,1 @@
-ip link add pcb-va netns pcb-lat-a-225 type veth peer name pcb-vb netns pcb-lat-b-225
+ip link add pcb-va netns pcb-lat-a-226 type veth peer name pcb-vb netns pcb-lat-b-226

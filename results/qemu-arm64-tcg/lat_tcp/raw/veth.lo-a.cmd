@@ -1,1 +1,1 @@
-ip -n pcb-lat-a-225 link set lo up
+ip -n pcb-lat-a-226 link set lo up

@@ -1,1 +1,1 @@
-ip netns exec pcb-lat-a-225 taskset -c 0 /scratch/pcb-lat_tcp.940d1d/lat_tcp -m 1 -N 5 -t 0.03 -p 31235 127.0.0.1
+ip netns exec pcb-lat-a-226 taskset -c 0 /scratch/pcb-lat_tcp.e812e9/lat_tcp -m 1 -N 5 -t 0.03 -p 31235 127.0.0.1

@@ -1,1 +1,1 @@
-ip netns add pcb-lat-a-225
+ip netns add pcb-lat-a-226

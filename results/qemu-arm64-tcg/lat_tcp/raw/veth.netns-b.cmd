@@ -1,1 +1,1 @@
-ip netns add pcb-lat-b-225
+ip netns add pcb-lat-b-226

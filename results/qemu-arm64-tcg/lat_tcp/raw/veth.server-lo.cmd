@@ -1,1 +1,1 @@
-ip netns exec pcb-lat-a-225 taskset -c 0 /scratch/pcb-lat_tcp.940d1d/lat_tcp -s -p 31235
+ip netns exec pcb-lat-a-226 taskset -c 0 /scratch/pcb-lat_tcp.e812e9/lat_tcp -s -p 31235

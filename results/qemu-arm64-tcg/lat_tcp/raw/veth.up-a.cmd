@@ -1,1 +1,1 @@
-ip -n pcb-lat-a-225 link set pcb-va up
+ip -n pcb-lat-a-226 link set pcb-va up

@@ -1,1 +1,1 @@
-ip -n pcb-lat-b-225 link set pcb-vb up
+ip -n pcb-lat-b-226 link set pcb-vb up

@@ -1,0 +1,1 @@
+python3 -m labkit flame --perf-script /scratch/pcb-lat_tcp.e812e9/perf-same-cpu.script --folded /out/results/qemu-arm64-tcg/.lat_tcp.partial/flame-same-cpu.folded --svg /out/results/qemu-arm64-tcg/.lat_tcp.partial/flame-same-cpu.svg --title lat_tcp\ client\,\ server\ on\ CPU\ 0\,\ client\ on\ CPU\ 0

@@ -1,0 +1,1 @@
+perf record -g -F 997 --no-buildid-cache -o /scratch/pcb-lat_tcp.e812e9/perf-same-cpu-4.data -- taskset -c 0 /scratch/pcb-lat_tcp.e812e9/lat_tcp -m 1 -N 5 -t 0.03 -p 31234 127.0.0.1

@@ -1,0 +1,1 @@
+perf script -F comm\,tid\,time\,period\,event\,ip\,sym\,symoff\,dso -i /scratch/pcb-lat_tcp.e812e9/perf-same-cpu-1.data

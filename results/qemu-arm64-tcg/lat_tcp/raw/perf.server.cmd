@@ -1,0 +1,1 @@
+taskset -c 0 /scratch/pcb-lat_tcp.e812e9/lat_tcp -s -p 31234

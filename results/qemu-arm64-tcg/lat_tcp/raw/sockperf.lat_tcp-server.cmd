@@ -1,1 +1,0 @@
-taskset -c 0 /scratch/pcb-lat_tcp.940d1d/lat_tcp -s -p 31234
