@@ -32,12 +32,17 @@ def raw(result: dict, name: str) -> Path:
     return ROOT / "results" / result["host"]["label"] / "lat_tcp" / "raw" / name
 
 
+def stacks(result: dict, pin: str) -> list[tuple[tuple[str, ...], int]]:
+    """The client's folded stacks at placement ``pin``: ``(frames, weight)`` per stack
+    (:func:`readings.folded`)."""
+    art = next(a for a in result["artifacts"] if a["kind"] == "folded" and a["case"].get("pin") == pin)
+    return readings.folded(ROOT / "results" / result["host"]["label"] / art["path"])
+
+
 def frames(result: dict, pin: str) -> set[str]:
     """Every function name in the client's folded stacks at placement ``pin`` (inferno's ``_[k]``
     mark removed)."""
-    art = next(a for a in result["artifacts"] if a["kind"] == "folded" and a["case"].get("pin") == pin)
-    return {f for frames, _ in readings.folded(ROOT / "results" / result["host"]["label"] / art["path"])
-            for f in frames}
+    return {f for frames, _ in stacks(result, pin) for f in frames}
 
 
 def test_the_unchecked_client_with_no_server_prints_a_number_and_no_error(result):
@@ -145,19 +150,18 @@ def test_the_reference_samples_on_the_cpu_clock_timer(reference):
     assert reference["host"]["arch"] == "x86_64" and pmu["available"] is False and "cpu-clock" in pmu["detail"], pmu
 
 
-def test_the_arm64_profile_is_an_emulated_quick_runs(emulated):
+def test_the_arm64_profile_is_an_emulated_quick_run(emulated):
     """Chapter, step 6: "The arm64 tab's profile is of an emulated CPU and a short quick run: much
     of it is the programs starting (`taskset` and the dynamic loader), [...] and it has no
     `spin_unlock_irqrestore` box": a quick run under QEMU TCG, "much" read as at least a quarter
     of the samples' weight in `taskset`'s stacks or under the dynamic loader, and no frame
     ending in ``spin_unlock_irqrestore``."""
     assert emulated["run"]["quick"] is True and emulated["host"]["emulation"]["accelerator"] == "tcg"
-    art = next(a for a in emulated["artifacts"] if a["kind"] == "folded" and a["case"].get("pin") == "same-cpu")
-    stacks = readings.folded(ROOT / "results" / emulated["host"]["label"] / art["path"])
-    total = sum(w for _, w in stacks)
-    starting = sum(w for fr, w in stacks if fr[0] == "taskset" or any(f.startswith("[ld-linux") for f in fr))
+    same = stacks(emulated, "same-cpu")
+    total = sum(w for _, w in same)
+    starting = sum(w for fr, w in same if fr[0] == "taskset" or any(f.startswith("[ld-linux") for f in fr))
     assert starting >= total / 4, (starting, total)
-    assert not any(f.endswith("spin_unlock_irqrestore") for f in frames(emulated, "same-cpu"))
+    assert not any(f.endswith("spin_unlock_irqrestore") for fr, _ in same for f in fr)
 
 
 def test_message_sizes_full_and_quick(reference, emulated):
