@@ -50,8 +50,8 @@ def test_unbatched_queue_has_several_in_flight_and_no_merge(reference):
 
 
 def test_a_4m_write_sent_whole_was_among_the_fastest_and_the_others_split(reference):
-    """Chapter, step 5 ("on the reference, the queue's limits split it in some runs and not in
-    others"), and evidence page, block size: the 4 MiB job's requests per write spread over the
+    """Chapter, step 5 ("on the reference, it went out as one request in some runs and as
+    several in others"), and evidence page, block size: the 4 MiB job's requests per write spread over the
     runs; "where a run sent each write out whole, as one request, it was among the fastest [IOPS
     at or above the runs' median]; in the other runs each write was split into several"."""
     case = dict(BASE, bs=4194304)
