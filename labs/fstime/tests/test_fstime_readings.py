@@ -182,3 +182,20 @@ def test_the_functions_the_original_named_are_not_on_our_stacks(result):
         frames = {f for s in stacks(result, target) for f in s}
         assert frames, target
         assert not [f for f in frames if "ll_sc" in f or "block_write_begin" in f], target
+
+
+def test_the_emulated_profile_misses_most_of_fstimes_system_time(emulated):
+    """Evidence page, flame graphs: "In the emulated arm64 tab ... the kernel share is less than
+    half of fstime's system share in step 3, and most samples land in libc's `read` and `write`
+    or in the kernel's system-call dispatch (`el0_svc_common`)": each profile's kernel share is
+    under half the median system share of step 3's repetitions, and over half of each profile's
+    samples have one of those three as their innermost frame."""
+    system = median(emulated, "cpu_share", experiment="cpu", who="fstime", mode="system")
+    for target in ("tmpfs", "xfs-on-tmpfs"):
+        share = samples(emulated, "kernel_sample_share", experiment="perf", target=target)[0]
+        assert share < system / 2, (target, share, system)
+        folded = stacks(emulated, target)
+        total = sum(folded.values())
+        leaves = sum(n for s, n in folded.items()
+                     if s[-1] in ("read", "write") or s[-1].startswith("el0_svc_common"))
+        assert leaves > total / 2, (target, leaves, total)
