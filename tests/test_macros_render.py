@@ -124,6 +124,15 @@ def same_cpu_slower(r: dict) -> None:
             m.update(model.summarize(m["samples"]))
 
 
+def same_cpu_quicker(r: dict) -> None:
+    """lat_tcp's pinned round trips with every same-cpu sample made 8 times shorter (its summary
+    follows): ``same-cpu-faster`` holds whatever it did before."""
+    for m in r["measurements"]:
+        if m["metric"] == "round_trip" and m["case"].get("experiment") == "pinned" and m["case"].get("pin") == "same-cpu":
+            m["samples"] = [x / 8.0 for x in m["samples"]]
+            m.update(model.summarize(m["samples"]))
+
+
 def emulate(r: dict) -> None:
     r["host"]["arch"] = "aarch64"
     r["host"]["emulation"] = dict(TCG)
@@ -507,7 +516,7 @@ def test_prose_reads_passes_the_reference_verdict_and_fails_any_other(tree, monk
         macros.prose_reads("lat_tcp", "same-cpu-faster", other)
 
     monkeypatch.setenv("PERF_CASEBOOK_LOCAL", "1")
-    add_host(tree, "lat_tcp", "slowself", same_cpu_slower)
+    add_host(tree, "lat_tcp", "slowself", same_cpu_slower if got == "holds" else same_cpu_quicker)
     (tree / "local-results").mkdir()
     (tree / "results" / "slowself").rename(tree / "local-results" / "slowself")
     macros.build.hosts_cache = None

@@ -255,7 +255,7 @@ def test_git_that_does_not_answer_leaves_the_state_unknown(repo, monkeypatch):
 # reference run (its page says "stale: rerun the lab" meanwhile): lab → why.
 STALE_UNTIL_RERUN: dict[str, str] = {
     "lat_tcp": "the noserver group's gdb step waits for gdb's own exit (no measurement reads it); "
-               "the reference is the Xeon VM's, rerun on that kind (the arm64 guest's was rerun)",
+               "the Xeon VM's result, kept beside the EPYC reference, waits for a machine of that kind",
 }
 
 
