@@ -47,7 +47,7 @@ def test_chapter_tables_tabs_flamegraph(served, watched, artifacts_dir):
 
     # the committed host whose tab comes first: the reference (committed hosts first, an emulated
     # CPU last: labkit.site.macros.build.all_hosts)
-    ref = model.load(refhost.RESULTS / "lat_tcp.json")
+    ref = model.load(refhost.result("lat_tcp"))
     ref_label = ref["host"]["label"]
     same = next(m for m in ref["measurements"] if m["case"].get("experiment") == "pinned" and m["case"]["pin"] == "same-cpu")
     table = page.locator(".tabbed-set").filter(has_text="server_cpu").first
@@ -110,7 +110,7 @@ def test_compare_page_puts_both_hosts_side_by_side(served, watched, artifacts_di
     url, host_dir = served
     page, errors, requests = watched
     page.goto(f"{url}/compare/", wait_until="networkidle")
-    ref = model.load(refhost.RESULTS / "lat_tcp.json")
+    ref = model.load(refhost.result("lat_tcp"))
     title = f"test-quick vs {ref['host']['label']}"
     tab = page.locator(".tabbed-labels label", has_text=title)
     if tab.count():  # several pairs of hosts: one tab each (a tab but the first is fetched when shown)
