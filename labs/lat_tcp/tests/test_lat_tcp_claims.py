@@ -27,7 +27,7 @@ import refhost
 
 ROOT = Path(__file__).resolve().parents[3]
 LAB = ROOT / "labs" / "lat_tcp"
-REFERENCE = refhost.RESULTS
+REFERENCE = refhost.result("lat_tcp").parent   # results/<host>/ of lat_tcp's reference
 FIXTURES = ROOT / "tests" / "fixtures"
 SPEC = claims.load(LAB / "claims.toml")
 ORIGINAL = tomllib.loads((LAB / "original.toml").read_text())
