@@ -611,3 +611,17 @@ def test_each_boot_gives_one_value_the_median_of_its_reads(reference):
         (m,) = [m for m in measurements(reference, metric, experiment="guest", kernel=kernel[release], dt=dt)
                 if m["case"].get("boot_args") == boot_args]
         assert m["samples"] == pytest.approx(values), (metric, release, dt, boot_args)
+
+
+def test_the_reference_guests_decide_the_root_cause_from_their_counts(reference):
+    """The lab test's quick guest run boots each configuration once and checks the counts
+    (test_nvme_swiotlb_lab.py); the verdicts, which need five boots a side, are the reference's:
+    on it, for 5.10 and 6.1, the count claims hold (bounces on every request and swiotlb under
+    read() only with the 1 GiB window, none with the widened tree, whose window covers all RAM)
+    and so does each kernel's control claim (direct reads with the window slower than the
+    control's)."""
+    for cid in ("guest-510-reads-bounce-throughout", "guest-510-bounces-only-with-window", "guest-510-swiotlb-under-read",
+                "guest-510-wide-window-covers-ram", "guest-510-wide-window-no-bounces", "guest-510-control-sees-the-window",
+                "guest-61-control-sees-the-window", "guest-61-bounces-only-with-window", "guest-61-swiotlb-under-read",
+                "guest-61-wide-window-no-bounces"):
+        assert claims.evaluate_one(SPEC[cid], reference)["verdict"] == "holds", cid
