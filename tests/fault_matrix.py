@@ -71,13 +71,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import labrun  # noqa: E402
 from labrun import ROOT, group_progress, host_state, lab_command, progress_boundary, run_lab, signal_at, state_diff, tagged_processes  # noqa: E402
 from labkit import stale  # noqa: E402
 from labkit.run import events  # noqa: E402
 from labkit.run.supervisor import LOCK_HELD, lock_path, starttime  # noqa: E402
 
 RECORD = ROOT / "tests" / "fault_matrix_record.jsonl"
-ONE_REPETITION = {"PCB_ONE_REPETITION": "1"}
+ONE_REPETITION = labrun.ONE_REPETITION
 """The environment of every run of ``--full`` and ``--every-line`` (counts and cases): one
 repetition per step (labs/lib/case.sh LAB_ONE_REPETITION)."""
 DESIGN = b"every step in its first repetition x every signal"

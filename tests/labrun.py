@@ -18,6 +18,25 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+ONE_REPETITION = {"PCB_ONE_REPETITION": "1"}
+"""The environment of a run that keeps one repetition of each step (labs/lib/case.sh
+LAB_ONE_REPETITION): the full fault matrix's, and the lab tests' of a group run alone."""
+ONE_REPETITION_WHY = "not run: a repetition after the first (PCB_ONE_REPETITION=1"
+"""How the reason of a step left out by such a run begins (labs/lib/case.sh LAB_ONE_REPETITION_WHY)."""
+
+
+def left_out_repetition(step: dict) -> bool:
+    """True when ``step`` (a result's step) is a later repetition that a run with
+    :data:`ONE_REPETITION` recorded as skipped rather than ran."""
+    return step["status"] == "skipped" and (step.get("reason") or "").startswith(ONE_REPETITION_WHY)
+
+
+def repetitions(result: dict, step: dict) -> dict[int, dict]:
+    """rep -> step, for every step of ``result`` whose case is ``step``'s but for ``rep``."""
+    same = {k: v for k, v in step["case"].items() if k != "rep"}
+    return {s["case"]["rep"]: s for s in result["steps"]
+            if {k: v for k, v in (s.get("case") or {}).items() if k != "rep"} == same}
+
 
 def run_lab(lab: str | Path, *args: str, timeout: float | None = 300, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run ``labs/<lab>/run.sh ARGS`` (or a run.sh path: :func:`lab_command`) to completion, with

@@ -115,22 +115,24 @@ def add_host(root: Path, lab: str, label: str, change) -> dict:
     return r
 
 
-def same_cpu_slower(r: dict) -> None:
-    """lat_tcp's pinned round trips with the claim ``same-cpu-faster``'s two sides exchanged:
-    every same-cpu sample made 8 times longer (its summary follows)."""
+def scale_same_cpu(r: dict, factor: float) -> None:
+    """lat_tcp's pinned round trips with every same-cpu sample multiplied by ``factor`` (its
+    summary follows)."""
     for m in r["measurements"]:
         if m["metric"] == "round_trip" and m["case"].get("experiment") == "pinned" and m["case"].get("pin") == "same-cpu":
-            m["samples"] = [x * 8.0 for x in m["samples"]]
+            m["samples"] = [x * factor for x in m["samples"]]
             m.update(model.summarize(m["samples"]))
+
+
+def same_cpu_slower(r: dict) -> None:
+    """The claim ``same-cpu-faster``'s two sides exchanged: every same-cpu sample made 8 times
+    longer, so the claim fails whatever it did before."""
+    scale_same_cpu(r, 8.0)
 
 
 def same_cpu_quicker(r: dict) -> None:
-    """lat_tcp's pinned round trips with every same-cpu sample made 8 times shorter (its summary
-    follows): ``same-cpu-faster`` holds whatever it did before."""
-    for m in r["measurements"]:
-        if m["metric"] == "round_trip" and m["case"].get("experiment") == "pinned" and m["case"].get("pin") == "same-cpu":
-            m["samples"] = [x / 8.0 for x in m["samples"]]
-            m.update(model.summarize(m["samples"]))
+    """Every same-cpu sample made 8 times shorter: ``same-cpu-faster`` holds whatever it did before."""
+    scale_same_cpu(r, 1 / 8.0)
 
 
 def emulate(r: dict) -> None:

@@ -19,7 +19,8 @@ from labkit import model
 from labkit import record as record_mod
 from labkit import original as original_mod
 from labkit.parsers.perf import perf_stat_csv
-from labrun import check_quick_result, interrupt_at, is_root, processes_matching, run_lab
+from labrun import (ONE_REPETITION, check_quick_result, interrupt_at, is_root, left_out_repetition, processes_matching,
+                    repetitions, run_lab)
 import refhost
 
 pytestmark = pytest.mark.lab     # real quick runs of the fio_engines lab
@@ -45,7 +46,7 @@ def layout_run(tmp_path_factory, quick_run):
     out = tmp_path_factory.mktemp("fio_engines_layout")
     t0 = time.time()
     proc = run_lab(LAB, "--quick", "--only", "layout", "--out", str(out), "--host", "test-quick", timeout=600,
-                   env={"PCB_ONE_REPETITION": "1"})
+                   env=ONE_REPETITION)
     return proc, out, time.time() - t0
 
 
@@ -122,13 +123,10 @@ def test_the_cases_the_claims_read_run_as_often_as_in_full_runs_interleaved(quic
             ms = [m for side in ("a", "b", "where") if side in c for m in claims.select(layout, c["metric"], c[side])]
             assert ms, c["id"]
             for m in ms:
-                first = {k: v for k, v in steps[m["step"]]["case"].items() if k != "rep"}
-                reps = {s["case"]["rep"]: s for s in layout["steps"]
-                        if {k: v for k, v in (s.get("case") or {}).items() if k != "rep"} == first}
+                reps = repetitions(layout, steps[m["step"]])
                 assert sorted(reps) == list(range(1, 9)), (c["id"], sorted(reps))
                 assert reps[1]["status"] == "ok" and m["n"] == 1, (c["id"], m["n"])
-                assert all(reps[r]["status"] == "skipped" and "a repetition after the first" in reps[r]["reason"]
-                           for r in range(2, 9)), c["id"]
+                assert all(left_out_repetition(reps[r]) for r in range(2, 9)), c["id"]
             continue
         for side in [k for k in ("a", "b", "where") if k in c]:
             for m in claims.select(result, c["metric"], c[side]):

@@ -17,7 +17,8 @@ import pytest
 from labkit.stats import claims as claims_mod
 from labkit import model
 from labkit.parsers.auditctl import audit_config, audit_rules, audit_status
-from labrun import check_quick_result, interrupt_at, is_root, loop_devices_backed_by, mounts_under, processes_matching, run_lab
+from labrun import (ONE_REPETITION, check_quick_result, interrupt_at, is_root, left_out_repetition, loop_devices_backed_by,
+                    mounts_under, processes_matching, run_lab)
 
 pytestmark = pytest.mark.lab     # a real quick run of the fstime lab
 
@@ -64,7 +65,7 @@ def audit_run(tmp_path_factory, quick):
     before, daemons = audit_state(), auditd_pids()
     t0 = time.monotonic()
     proc = run_lab("fstime", "--quick", "--only", "audit", "--out", str(out), "--host", "test-quick", timeout=300,
-                   env={"PCB_ONE_REPETITION": "1"})
+                   env=ONE_REPETITION)
     return proc, out, time.monotonic() - t0, before, daemons
 
 
@@ -212,8 +213,7 @@ def test_audit_state_restored_and_rules_fired(audit_run):
     audit_steps = {s["name"]: s for s in r["steps"] if s["group"] == "audit"}
     # the later repetitions are skipped by design (audit_run: one repetition a step); any other
     # skip means this host cannot run the audit states
-    host_skips = [s for s in audit_steps.values() if s["status"] == "skipped"
-                  and "PCB_ONE_REPETITION=1" not in (s["reason"] or "")]
+    host_skips = [s for s in audit_steps.values() if s["status"] == "skipped" and not left_out_repetition(s)]
     if host_skips:
         pytest.skip("audit steps skipped here: " + "; ".join(s["reason"] for s in host_skips if s["reason"]))
     assert any(s["status"] == "ok" for s in audit_steps.values())

@@ -16,7 +16,9 @@ from labkit import model
 from labkit import steps as step_records
 from labkit.parsers.dd import dd_summary
 from labkit.record import read_steps
-from labrun import check_quick_result, interrupt_at, is_root, loop_devices_backed_by, mounts_under, run_lab
+from labrun import (ONE_REPETITION, check_quick_result, interrupt_at, is_root, left_out_repetition, loop_devices_backed_by,
+                    mounts_under, run_lab)
+import readings
 
 pytestmark = pytest.mark.lab     # real runs of the nvme_swiotlb lab (the guest group's test: also guest)
 
@@ -242,7 +244,7 @@ def guest_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("nvme_guest_out")
     t0 = time.time()
     proc = run_lab(LAB, "--quick", "--only", "guest", "--out", str(out), "--host", "test-quick", timeout=1200,
-                   env={"PCB_ONE_REPETITION": "1"})
+                   env=ONE_REPETITION)
     return proc, out, time.time() - t0
 
 
@@ -272,7 +274,7 @@ def test_guest_group_reproduces_the_root_cause(guest_run):
             later = {s["case"]["rep"]: s for s in r["steps"] if s["name"].startswith(f"guest.{release}.{dt}.")
                      and s["name"].rsplit(".", 1)[-1].isdigit()}
             assert sorted(later) == [2, 3, 4, 5], (release, dt, sorted(later))
-            assert all(s["status"] == "skipped" and "a repetition after the first" in s["reason"] for s in later.values())
+            assert all(left_out_repetition(s) for s in later.values())
     for m in guest:
         assert m["case"]["guest_arch"] == "arm64" and m["case"]["accelerator"] in ("tcg", "kvm")
         assert m["case"]["guest_kernel"].startswith(m["case"]["kernel"])
@@ -289,8 +291,8 @@ def test_guest_group_reproduces_the_root_cause(guest_run):
     assert windows["dma-ranges"] > 0 and windows["dma-ranges-wide"] == 0
 
     def one(metric: str, **case) -> float:
-        (m,) = [m for m in guest if m["metric"] == metric and all(m["case"].get(k) == v for k, v in case.items())]
-        (x,) = m["samples"]
+        """The one boot's one value of the guest measurement of ``metric`` whose case has ``case``."""
+        (x,) = readings.samples(r, metric, experiment="guest", **case)
         return x
     for kernel in ("5.10", "6.1"):
         bounced = {dt: one("swiotlb_bounced", kernel=kernel, dt=dt, io="direct") for dt in ("plain", "dma-ranges", "dma-ranges-wide")}
