@@ -69,13 +69,46 @@ def audit_run(tmp_path_factory, quick):
     return proc, out, time.monotonic() - t0, before, daemons
 
 
+@pytest.fixture(scope="module")
+def extras(tmp_path_factory, quick):
+    """The groups a quick run leaves out because no claim reads them (the flame graphs, strace
+    -c's table, dd), run on their own after the quick run: ``--quick --only perf,strace,dd``;
+    the same tuple as :func:`quick`."""
+    out = tmp_path_factory.mktemp("hosts") / "test-quick"
+    before, daemons = audit_state(), auditd_pids()
+    t0 = time.monotonic()
+    proc = run_lab("fstime", "--quick", "--only", "perf,strace,dd", "--out", str(out), "--host", "test-quick",
+                   timeout=300)
+    return proc, out, time.monotonic() - t0, before, daemons
+
+
+@pytest.fixture(params=["quick", "extras"])
+def each_run(request):
+    """The quick run, then the run of the groups it leaves out but audit (:func:`extras`)."""
+    return request.getfixturevalue(request.param)
+
+
 def result(quick) -> dict:
     return model.load(quick[1] / "fstime.json")
 
 
-def test_quick_run_leaves_out_the_audit_group(quick):
+def test_quick_run_leaves_out_what_no_claim_reads(quick):
+    """The audit group (the longest) and the groups no claim reads are left out, as lab.toml
+    says, and none of their steps ran."""
     r = result(quick)
-    assert "audit" in r["run"]["left_out"] and not [s for s in r["steps"] if s["group"] == "audit"]
+    gone = {"audit", "perf", "strace", "dd"}
+    assert set(r["run"]["left_out"]) == gone
+    assert not [s["name"] for s in r["steps"] if s["group"] in gone]
+
+
+def test_extras_run_alone(extras):
+    proc, _, seconds, _, _ = extras
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = result(extras)
+    check_quick_result(r, seconds)
+    assert not r["run"].get("left_out")
+    assert {s["group"] for s in r["steps"]} >= {"perf", "strace", "dd"}
+    assert any(s["group"] == "dd" and s["status"] == "ok" for s in r["steps"])
 
 
 def test_audit_group_runs_alone(audit_run):
@@ -93,9 +126,9 @@ def test_quick_run_succeeds_within_its_budget(quick):
     check_quick_result(result(quick), seconds)
 
 
-def test_raw_outputs_and_commands_kept(quick):
-    _, out, _, _, _ = quick
-    for step in result(quick)["steps"]:
+def test_raw_outputs_and_commands_kept(each_run):
+    _, out, _, _, _ = each_run
+    for step in result(each_run)["steps"]:
         if step["status"] == "ok" and not step["name"].endswith(".script"):
             cmd = out / "fstime" / "raw" / f"{step['name']}.cmd"
             assert cmd.read_text().strip() == step["command"]
@@ -134,10 +167,10 @@ def test_scores_are_what_fstime_printed(quick):
         assert m["case"]["bufsize"] == p["bufsize"] == 1024 and m["case"]["max_blocks"] == 2000
 
 
-def test_every_measured_step_carries_its_case(quick):
+def test_every_measured_step_carries_its_case(each_run):
     """record.py reads each step's case (lab_run --case): every step a measurement cites has one,
     and the measurement's case agrees with it on every key they share."""
-    r = result(quick)
+    r = result(each_run)
     steps = {s["name"]: s for s in r["steps"]}
     cited = [m for m in r["measurements"] if m.get("step")]
     assert cited
@@ -147,9 +180,9 @@ def test_every_measured_step_carries_its_case(quick):
         assert all(m["case"][k] == v for k, v in case.items() if k in m["case"]), (m["case"], case)
 
 
-def test_dd_rate_recomputed_from_its_summary(quick):
-    _, out, _, _, _ = quick
-    r = result(quick)
+def test_dd_rate_recomputed_from_its_summary(extras):
+    _, out, _, _, _ = extras
+    r = result(extras)
     m = next(m for m in r["measurements"] if m["metric"] == "score" and m["case"]["tool"] == "dd")
     err = (out / "fstime" / "raw" / f"{m['step']}.err").read_text()
     summary = re.search(r"^(\d+) bytes .* copied, ([\d.]+) s,", err, re.M)
@@ -180,9 +213,9 @@ def test_htop_line_and_cpu_shares(quick):
 
 
 @pytest.mark.skipif(not is_root(), reason="perf record -p of another process needs privileges")
-def test_flame_graphs_and_diff(quick):
-    _, out, _, _, _ = quick
-    r = result(quick)
+def test_flame_graphs_and_diff(extras):
+    _, out, _, _, _ = extras
+    r = result(extras)
     kinds = {(a["kind"], a["case"].get("target") or a["case"].get("drawn_on")) for a in r["artifacts"]}
     assert {("flamegraph", "tmpfs"), ("flamegraph", "xfs-on-tmpfs"), ("diff_flamegraph", None),
             ("diff_flamegraph", "tmpfs")} <= kinds
@@ -198,8 +231,8 @@ def test_flame_graphs_and_diff(quick):
     assert "shmem_file_write_iter" in (out / "fstime" / "flame-tmpfs.folded").read_text()
 
 
-def test_strace_counts_read_and_write(quick):
-    r = result(quick)
+def test_strace_counts_read_and_write(extras):
+    r = result(extras)
     calls = {m["case"]["syscall"]: m["median"] for m in r["measurements"] if m["metric"] == "syscalls"}
     assert calls["read"] > 1000 and calls["write"] > 1000
     # The copy is one read and one write per buffer (plus a read at each end of the file).
@@ -246,13 +279,13 @@ def test_every_claim_has_a_verdict_with_evidence(quick):
     assert all(c["evidence"] and c["verdict"] in claims_mod.VERDICTS for c in r["claims"])
 
 
-def test_probe_and_stacks_agree_on_audit_before_the_run(quick):
+def test_probe_and_stacks_agree_on_audit_before_the_run(extras):
     """host.audit_context (how the run kept its processes' audit contexts: never enabled,
     suppressed with task,never, or present) and the audit frames on the copy loop's stacks (the
     perf step, before the audit group) tell the same story: frames exactly where contexts were
     present."""
-    r = result(quick)
-    _, out, _, _, _ = quick
+    r = result(extras)
+    _, out, _, _, _ = extras
     ctx = r["host"].get("audit_context")
     step = next((s for s in r["steps"] if s["name"] == "perf.tmpfs.audit"), None)
     if ctx is None or step is None or step["status"] != "ok":
