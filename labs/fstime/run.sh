@@ -35,7 +35,7 @@
 #           with a task,never rule of the lab's, interleaved: what the suppression removes.
 #           Audit state restored exactly after. It runs last: it enables audit, which cannot
 #           be undone before the next boot.
-# A quick run (--quick) leaves out perf, strace, dd (no claim reads them) and audit (lab.toml
+# A quick run (--quick) leaves out strace and dd (no claim reads them) and audit (lab.toml
 # quick_leaves_out); --quick --only GROUP runs one of them with quick mode's shorter steps.
 # Every measuring step carries its case as fields (lab_run --case): record.py reads those.
 # Mounts are unmounted, loop devices detached, audit rules deleted, the audit enabled flag
