@@ -43,15 +43,20 @@ def auditd_pids() -> list[str]:
     return out.split()
 
 
-@pytest.fixture(scope="module")
-def quick(tmp_path_factory):
-    """One real quick run (host label test-quick); returns (process, host folder, wall seconds,
-    audit state before, auditd PIDs before)."""
+def quick_run(tmp_path_factory, *args: str, env: dict | None = None) -> tuple:
+    """One real quick run with ``args`` (host label test-quick, a folder of its own); returns
+    (process, host folder, wall seconds, audit state before, auditd PIDs before)."""
     out = tmp_path_factory.mktemp("hosts") / "test-quick"
     before, daemons = audit_state(), auditd_pids()
     t0 = time.monotonic()
-    proc = run_lab("fstime", "--quick", "--out", str(out), "--host", "test-quick", timeout=300)
+    proc = run_lab("fstime", "--quick", *args, "--out", str(out), "--host", "test-quick", timeout=300, env=env)
     return proc, out, time.monotonic() - t0, before, daemons
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    """One real quick run (:func:`quick_run`)."""
+    return quick_run(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -61,12 +66,7 @@ def audit_run(tmp_path_factory, quick):
     (``PCB_ONE_REPETITION=1``, as the fault matrix runs: every audit state is set up, measured
     and undone once; the tests here check that, not the verdicts); the same tuple as
     :func:`quick`."""
-    out = tmp_path_factory.mktemp("hosts") / "test-quick"
-    before, daemons = audit_state(), auditd_pids()
-    t0 = time.monotonic()
-    proc = run_lab("fstime", "--quick", "--only", "audit", "--out", str(out), "--host", "test-quick", timeout=300,
-                   env=ONE_REPETITION)
-    return proc, out, time.monotonic() - t0, before, daemons
+    return quick_run(tmp_path_factory, "--only", "audit", env=ONE_REPETITION)
 
 
 @pytest.fixture(scope="module")
@@ -74,12 +74,7 @@ def extras(tmp_path_factory, quick):
     """The groups a quick run leaves out because no claim reads them (strace -c's table, dd), run
     on their own after the quick run: ``--quick --only strace,dd``; the same tuple as
     :func:`quick`."""
-    out = tmp_path_factory.mktemp("hosts") / "test-quick"
-    before, daemons = audit_state(), auditd_pids()
-    t0 = time.monotonic()
-    proc = run_lab("fstime", "--quick", "--only", "strace,dd", "--out", str(out), "--host", "test-quick",
-                   timeout=300)
-    return proc, out, time.monotonic() - t0, before, daemons
+    return quick_run(tmp_path_factory, "--only", "strace,dd")
 
 
 @pytest.fixture(params=["quick", "extras"])
