@@ -72,6 +72,8 @@ def test_claims_name_the_left_out_group_they_read(lab):
     for c in claims.load(ROOT / "labs" / lab / "claims.toml"):
         groups = data_groups(c, ref)
         check_gate(c["id"], c, groups, gone)
+        # a claim that names its group reads that group alone (only an exercise's check may mix)
+        assert not c.get("group") or groups == {c["group"]}, f"{c['id']}: says group {c['group']}, its data come from {sorted(groups)}"
         assert c.get("group") or groups or c["kind"] == "step" or c.get("requires"), f"{c['id']}: no data in the reference"
 
 
