@@ -327,13 +327,13 @@ group_overhead() {
   lab_require overhead perf || return 0
   perf_rec
   local reps rt i nj p name job pin profs c mark
-  # Quick mode runs only the cases the claims compare (one job: plain and perf record; two
-  # jobs: plain, perf record, and perf record -g at both rates), each as often as in full.
+  # Quick mode runs only the cases the claims compare (one job: plain, perf record, and perf
+  # record -g at both rates; two jobs: plain and perf record), each as often as in full.
   reps=8; rt=$(lab_quick 500ms 3)
   for ((i = 1; i <= reps; i++)); do
     for nj in 1 2; do
-      profs=$(lab_quick "none rec" "none stat rec rec997 rec9973")
-      ((nj == 1)) || profs=$(lab_quick "none rec rec997 rec9973" "none stat rec rec997 rec9973")
+      profs=$(lab_quick "none rec rec997 rec9973" "none stat rec rec997 rec9973")
+      ((nj == 1)) || profs=$(lab_quick "none rec" "none stat rec rec997 rec9973")
       # One job runs as in the sched group: on one CPU, the loop device's worker with it. Two
       # jobs are the load of the whole machine and run where the kernel puts them.
       pin=() mark=$(lab_mark)
