@@ -15,7 +15,8 @@ HOST = "xeon-kvm-2vcpu"
 """The host label (``--host``) of every lab's reference not in :data:`LAB_HOSTS`."""
 RESULTS = ROOT / "results" / HOST
 """``results/<HOST>/``: ``<lab>.json`` and each lab's folder of outputs."""
-LAB_HOSTS = {"fio_engines": "epyc-kvm-2vcpu", "fstime": "epyc-kvm-2vcpu", "lat_tcp": "epyc-kvm-2vcpu"}
+LAB_HOSTS = {"fio_engines": "epyc-kvm-2vcpu", "fstime": "epyc-kvm-2vcpu", "lat_tcp": "epyc-kvm-2vcpu",
+             "optane_kyber": "epyc-kvm-2vcpu"}
 """Labs whose reference was measured on another host than :data:`HOST`: lab -> host label."""
 
 

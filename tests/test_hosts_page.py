@@ -54,14 +54,15 @@ def test_xeon_host():
 @pytest.mark.parametrize("lab, day, audit", [
     ("fio_engines", "2026-12-02", "never enabled"),
     ("fstime", "2026-12-03", "suppressed with task,never"),
-    ("lat_tcp", "2026-12-05", "suppressed with task,never")])
+    ("lat_tcp", "2026-12-05", "suppressed with task,never"),
+    ("optane_kyber", "2026-12-05", "never enabled")])
 def test_epyc_host(lab, day, audit):
     """"the same kind of machine with 2 vCPUs of an AMD EPYC (no SMT), kernel 6.18, no hardware
-    PMU counters … fio_engines (2026-12-02: audit had never been enabled on that boot), fstime
-    (2026-12-03) and lat_tcp (2026-12-05); on the boots of the last two audit had been enabled,
-    and each run kept its processes off audit's path with `auditctl -a task,never` … the fstime
-    and lat_tcp results record different families and models … the fio result was recorded
-    before results named them"."""
+    PMU counters … fio_engines (2026-12-02) and optane_kyber (2026-12-05), each on a boot where
+    audit had never been enabled, and fstime (2026-12-03) and lat_tcp (2026-12-05), each on a
+    boot where audit had been enabled, so each of those runs kept its processes off audit's path
+    with `auditctl -a task,never` … the fstime, lat_tcp and optane_kyber results record three
+    different families and models … the fio result was recorded before results named them"."""
     r = results("epyc-kvm-2vcpu")[lab]
     h = r["host"]
     assert h["cpu_vendor"] == "AuthenticAMD" and "EPYC" in h["cpu_model"], lab
@@ -69,14 +70,15 @@ def test_epyc_host(lab, day, audit):
     assert r["run"]["start"].startswith(day) and not r["run"]["quick"]
     assert h["audit_context"] == audit and h["audit_ever_enabled"] is (audit != "never enabled")
     assert ("cpu_signature" in h) is (lab != "fio_engines")
-    assert set(results("epyc-kvm-2vcpu")) == {"fio_engines", "fstime", "lat_tcp"}
+    assert set(results("epyc-kvm-2vcpu")) == {"fio_engines", "fstime", "lat_tcp", "optane_kyber"}
 
 
 def test_the_epyc_results_name_different_models():
-    """"the fstime and lat_tcp results record different families and models"."""
+    """"the fstime, lat_tcp and optane_kyber results record three different families and
+    models"."""
     r = results("epyc-kvm-2vcpu")
-    sig = {lab: r[lab]["host"]["cpu_signature"].rsplit(",", 1)[0] for lab in ("fstime", "lat_tcp")}
-    assert sig["fstime"] != sig["lat_tcp"], sig
+    sig = {lab: r[lab]["host"]["cpu_signature"].rsplit(",", 1)[0] for lab in ("fstime", "lat_tcp", "optane_kyber")}
+    assert len(set(sig.values())) == 3, sig
 
 
 def test_emulated_arm64_host():

@@ -116,10 +116,12 @@ def _burst_line(burst: dict, col: int, origin: int) -> str:
 def _column_from_reference() -> tuple[dict, str]:
     """A heat map of one busy second among quiet ones, from the reference's counts: the busy
     column holds the cells inside the reference bursts' windows, cycled over all 50 slices, and
-    every other column its own cells outside them."""
+    every other column its own cells outside them. The busy column is the reference's hottest
+    range's, moved inward where fewer than QUIET_S columns lie on one side of it, so that the
+    map has a quiet run's seconds on both sides."""
     hm, burst = _reference_heat()
     rows, origin = hm["rows"], hm["origin"]
-    col = hm["range"]["col"]
+    col = min(max(hm["range"]["col"], QUIET_S), len(hm["counts"]) - 1 - QUIET_S)
     lo, hi = burst["phase_ms"] * rows // 1000, (burst["phase_ms"] + burst["busy_ms"]) * rows // 1000
     hot = [c for column in hm["counts"] for c in column[lo:hi]]
     counts = []

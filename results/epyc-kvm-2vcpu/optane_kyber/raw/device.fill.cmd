@@ -1,0 +1,1 @@
+dd if=/dev/urandom of=/tmp/pcb-optane_kyber.1cd791/tmpfs/disk.img bs=1M count=256 status=none

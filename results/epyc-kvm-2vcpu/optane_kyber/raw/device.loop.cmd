@@ -1,0 +1,1 @@
+losetup --show --direct-io=on /dev/loop0 /tmp/pcb-optane_kyber.1cd791/tmpfs/disk.img

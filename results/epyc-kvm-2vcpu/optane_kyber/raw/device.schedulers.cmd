@@ -1,0 +1,1 @@
+cat /sys/block/loop0/queue/scheduler

@@ -1,0 +1,1 @@
+mount -t tmpfs -o size=272m\,mode=0700 tmpfs /tmp/pcb-optane_kyber.1cd791/tmpfs

@@ -1,0 +1,1 @@
+perf script -F comm\,tid\,time\,period\,event\,ip\,sym\,symoff\,dso --max-stack 48 -i /tmp/pcb-optane_kyber.1cd791/flame-kyber.3.data

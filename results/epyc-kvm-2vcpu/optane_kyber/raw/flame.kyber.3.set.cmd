@@ -1,0 +1,1 @@
+sh -c echo\ kyber\ \>\ /sys/block/loop0/queue/scheduler

@@ -1,0 +1,1 @@
+inferno-collapse-perf --all /tmp/pcb-optane_kyber.1cd791/flame-kyber.5.script

@@ -1,0 +1,1 @@
+/work/fmX/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.1cd791/flame-kyber.script --folded /work/opE3/epyc-kvm-2vcpu/.optane_kyber.partial/flame-kyber.folded --svg /work/opE3/epyc-kvm-2vcpu/.optane_kyber.partial/flame-kyber.svg --title fio\ 4k\ randread\ QD1\ pvsync2\ --hipri\ on\ a\ loop\ device\,\ scheduler\ kyber

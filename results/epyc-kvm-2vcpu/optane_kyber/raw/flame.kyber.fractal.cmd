@@ -1,0 +1,1 @@
+perf report -i /tmp/pcb-optane_kyber.1cd791/flame-kyber.data --stdio --no-children --fields overhead\,sym -g fractal\,0.5\,callee --percent-limit 5

@@ -1,0 +1,1 @@
+perf report -i /tmp/pcb-optane_kyber.1cd791/flame-kyber.data --stdio --children --fields overhead_children\,overhead\,sym -g none --percent-limit 5

@@ -1,0 +1,1 @@
+perf record --no-buildid-cache --no-bpf-event -a -g -F 997 -k CLOCK_MONOTONIC -o /tmp/pcb-optane_kyber.1cd791/heat-1s.data -- /work/opE3/epyc-kvm-2vcpu/.optane_kyber.partial/bin/burst -n 1 -b 1000 -o 0 -q 3

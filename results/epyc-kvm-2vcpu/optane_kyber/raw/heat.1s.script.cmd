@@ -1,0 +1,1 @@
+perf script -F comm\,tid\,cpu\,time\,period\,event\,ip\,sym\,symoff\,dso --header --max-stack 48 -i /tmp/pcb-optane_kyber.1cd791/heat-1s.data

@@ -1,0 +1,1 @@
+/work/fmX/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.1cd791/heat.script --folded /work/opE3/epyc-kvm-2vcpu/.optane_kyber.partial/heat-all.folded --svg /work/opE3/epyc-kvm-2vcpu/.optane_kyber.partial/heat-all.svg --title every\ CPU\,\ the\ whole\ recording

@@ -1,0 +1,1 @@
+gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -o /work/opE3/epyc-kvm-2vcpu/.optane_kyber.partial/bin/burst /work/fmX/labs/optane_kyber/burst.c

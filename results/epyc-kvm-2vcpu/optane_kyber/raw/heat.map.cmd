@@ -1,0 +1,1 @@
+/work/fmX/.venv/bin/python -m labkit.heatmap --perf-script /tmp/pcb-optane_kyber.1cd791/heat.script --svg /work/opE3/epyc-kvm-2vcpu/.optane_kyber.partial/heatmap.svg --json /work/opE3/epyc-kvm-2vcpu/.optane_kyber.partial/heatmap.json --band 400\,600 --title perf\ record\ -a\ -g\ -F\ 997\,\ every\ CPU\,\ idle\ samples\ left\ out

@@ -1,0 +1,1 @@
+/work/fmX/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-optane_kyber.1cd791/heat-range.script --folded /work/opE3/epyc-kvm-2vcpu/.optane_kyber.partial/heat-range.folded --svg /work/opE3/epyc-kvm-2vcpu/.optane_kyber.partial/heat-range.svg --title every\ CPU\,\ only\ the\ hottest\ burst\'s\ time\ range\ 545.400000\,545.600000\ s

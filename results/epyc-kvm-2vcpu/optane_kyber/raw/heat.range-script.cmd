@@ -1,0 +1,1 @@
+perf script -F comm\,tid\,cpu\,time\,period\,event\,ip\,sym\,symoff\,dso --max-stack 48 -i /tmp/pcb-optane_kyber.1cd791/heat.data --time 545.400000\,545.600000

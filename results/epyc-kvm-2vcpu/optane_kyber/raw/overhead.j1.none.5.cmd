@@ -1,0 +1,1 @@
+taskset -c 1 fio --name=qd1 --rw=randread --bs=4k --iodepth=1 --direct=1 --ioengine=pvsync2 --hipri --time_based --percentile_list=50:99:99.9 --output-format=json --filename=/dev/loop0 --runtime=3 --numjobs=1 --group_reporting

@@ -1,0 +1,1 @@
+sh -c echo\ 2\ \>\ /sys/devices/virtual/workqueue/cpumask

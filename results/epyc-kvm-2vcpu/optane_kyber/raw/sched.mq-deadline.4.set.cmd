@@ -1,0 +1,1 @@
+sh -c echo\ mq-deadline\ \>\ /sys/block/loop0/queue/scheduler

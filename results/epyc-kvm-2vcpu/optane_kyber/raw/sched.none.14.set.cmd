@@ -1,0 +1,1 @@
+sh -c echo\ none\ \>\ /sys/block/loop0/queue/scheduler

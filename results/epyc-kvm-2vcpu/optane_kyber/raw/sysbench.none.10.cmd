@@ -1,0 +1,1 @@
+sysbench cpu --threads=1 --time=3 run

@@ -1,0 +1,1 @@
+perf record --no-buildid-cache --no-bpf-event -g -F 997 -o /tmp/pcb-optane_kyber.1cd791/sysbench.data -- sysbench cpu --threads=1 --time=3 run

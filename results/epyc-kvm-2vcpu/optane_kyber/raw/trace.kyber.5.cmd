@@ -1,0 +1,1 @@
+perf stat -x\, -o /work/opE3/epyc-kvm-2vcpu/.optane_kyber.partial/raw/trace.kyber.5.csv -e kyber:\* --filter dev\ ==\ 7340032 -e block:block_rq_issue --filter dev\ ==\ 7340032 -a -- fio --name=qd1 --rw=randread --bs=4k --iodepth=1 --direct=1 --ioengine=pvsync2 --hipri --time_based --percentile_list=50:99:99.9 --output-format=json --filename=/dev/loop0 --runtime=2
