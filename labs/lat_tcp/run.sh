@@ -361,12 +361,18 @@ group_strace() {
 # (perf sched latency gives that delay per task too, but keeps only a handful of a cross-CPU
 # ping-pong's wake-ups and reports the rest as "context switch bugs".) The cpuidle driver and
 # governor say what a woken idle CPU goes through first (a VM's haltpoll governor may poll
-# before it halts the vCPU, for at most its guest_halt_poll_ns; 0 turns the polling off).
+# before it halts the vCPU, for at most its guest_halt_poll_ns; 0 turns the polling off), and
+# the haltpoll modules' parameters, where loaded, say how long it polls (cpuidle_haltpoll's
+# force: the driver was asked for on the command line rather than by the hypervisor's hint).
 group_wakeup() {
   need_bin wakeup || return 0
   if ((LAB_QUICK)); then lab_skip wakeup "quick mode: no claim reads the scheduling delays"; return 0; fi
   if [[ -d /sys/devices/system/cpu/cpuidle ]]; then
-    lab_run wakeup.cpuidle -- grep -r . /sys/devices/system/cpu/cpuidle/
+    local m idle=(/sys/devices/system/cpu/cpuidle/)
+    for m in haltpoll cpuidle_haltpoll; do
+      [[ ! -d /sys/module/$m/parameters ]] || idle+=("/sys/module/$m/parameters/")
+    done
+    lab_run wakeup.cpuidle -- grep -r . "${idle[@]}"
   else
     lab_skip wakeup.cpuidle "no /sys/devices/system/cpu/cpuidle: the kernel has no cpuidle driver"
   fi
