@@ -1,1 +1,1 @@
-auditd -n -c /tmp/pcb-fstime.06ae0a/audit
+auditd -n -c /tmp/pcb-fstime.6267a2/audit

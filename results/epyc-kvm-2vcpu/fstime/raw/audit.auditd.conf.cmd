@@ -1,1 +1,1 @@
-sed s\|@DIR@\|/tmp/pcb-fstime.06ae0a/audit\|g /work/main/labs/fstime/auditd.conf.in
+sed s\|@DIR@\|/tmp/pcb-fstime.6267a2/audit\|g /work/fmX/labs/fstime/auditd.conf.in

@@ -1,1 +1,1 @@
-du -b /tmp/pcb-fstime.06ae0a/audit
+du -b /tmp/pcb-fstime.6267a2/audit

@@ -1,1 +1,1 @@
-auditctl -d never\,task -F pid\!=32180
+auditctl -d never\,task -F pid\!=22279

@@ -1,1 +1,1 @@
-auditctl -a task\,never -F pid=32221
+auditctl -a task\,never -F pid=22320

@@ -1,1 +1,1 @@
-gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -D_GNU_SOURCE -o /tmp/pcb-fstime.06ae0a/fstime /work/main/labs/fstime/fstime.c -lm
+gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -D_GNU_SOURCE -o /tmp/pcb-fstime.6267a2/fstime /work/fmX/labs/fstime/fstime.c -lm

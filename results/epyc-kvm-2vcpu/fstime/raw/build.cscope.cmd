@@ -1,1 +1,1 @@
-cscope -bk -f /tmp/pcb-fstime.06ae0a/cscope.out /work/main/labs/fstime/fstime.c
+cscope -bk -f /tmp/pcb-fstime.6267a2/cscope.out /work/fmX/labs/fstime/fstime.c

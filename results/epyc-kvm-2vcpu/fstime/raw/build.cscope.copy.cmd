@@ -1,1 +1,1 @@
-cscope -dL -f /tmp/pcb-fstime.06ae0a/cscope.out -2 copy_phase
+cscope -dL -f /tmp/pcb-fstime.6267a2/cscope.out -2 copy_phase

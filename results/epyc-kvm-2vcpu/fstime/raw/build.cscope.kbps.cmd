@@ -1,1 +1,1 @@
-cscope -dL -f /tmp/pcb-fstime.06ae0a/cscope.out -4 KBps
+cscope -dL -f /tmp/pcb-fstime.6267a2/cscope.out -4 KBps

@@ -1,1 +1,1 @@
-gdb -batch -nx -ex break\ fstime.c:363 -ex run -ex bt -ex list\ 361\,369 -ex continue -ex info\ breakpoints --args /tmp/pcb-fstime.06ae0a/fstime -c -t 0.2 -s 0 -p 0.05 -d /tmp/pcb-fstime.06ae0a/gdb -b 1024 -m 2000
+gdb -batch -nx -ex break\ fstime.c:363 -ex run -ex bt -ex list\ 361\,369 -ex continue -ex info\ breakpoints --args /tmp/pcb-fstime.6267a2/fstime -c -t 0.2 -s 0 -p 0.05 -d /tmp/pcb-fstime.6267a2/gdb -b 1024 -m 2000

@@ -1,1 +1,1 @@
-gdb -batch -nx -ex info\ sources /tmp/pcb-fstime.06ae0a/fstime
+gdb -batch -nx -ex info\ sources /tmp/pcb-fstime.6267a2/fstime

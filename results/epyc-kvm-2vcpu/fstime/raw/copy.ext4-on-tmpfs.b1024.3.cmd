@@ -1,1 +1,1 @@
-/tmp/pcb-fstime.06ae0a/fstime -c -t 2 -s 0.5 -p 2 -d /tmp/pcb-fstime.06ae0a/mnt-ext4-on-tmpfs -b 1024 -m 2000
+/tmp/pcb-fstime.6267a2/fstime -c -t 2 -s 0.5 -p 2 -d /tmp/pcb-fstime.6267a2/mnt-ext4-on-tmpfs -b 1024 -m 2000

@@ -1,1 +1,1 @@
-/tmp/pcb-fstime.06ae0a/fstime -c -t 2 -s 0.5 -p 2 -d /tmp/pcb-fstime.06ae0a/mnt-xfs-on-disk -b 4096 -m 8000
+/tmp/pcb-fstime.6267a2/fstime -c -t 2 -s 0.5 -p 2 -d /tmp/pcb-fstime.6267a2/mnt-xfs-on-disk -b 4096 -m 8000

@@ -1,1 +1,1 @@
-/work/main/.venv/bin/python /work/main/labs/fstime/cpushare.py /work/main/results/epyc-kvm-2vcpu/.fstime.partial/raw/cpu.stat.4.out 1327
+/work/fmX/.venv/bin/python /work/fmX/labs/fstime/cpushare.py /work/fs1/epyc-kvm-2vcpu/.fstime.partial/raw/cpu.stat.4.out 24691

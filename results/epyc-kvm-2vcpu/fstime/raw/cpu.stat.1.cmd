@@ -1,1 +1,1 @@
-sh /work/main/labs/fstime/cpusample.sh 474 3
+sh /work/fmX/labs/fstime/cpusample.sh 23816 3

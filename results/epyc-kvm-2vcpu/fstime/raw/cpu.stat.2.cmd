@@ -1,1 +1,1 @@
-sh /work/main/labs/fstime/cpusample.sh 760 3
+sh /work/fmX/labs/fstime/cpusample.sh 24112 3

@@ -1,1 +1,1 @@
-sh /work/main/labs/fstime/cpusample.sh 1327 3
+sh /work/fmX/labs/fstime/cpusample.sh 24691 3

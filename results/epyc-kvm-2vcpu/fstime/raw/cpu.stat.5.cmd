@@ -1,1 +1,1 @@
-sh /work/main/labs/fstime/cpusample.sh 1611 3
+sh /work/fmX/labs/fstime/cpusample.sh 24980 3

@@ -1,1 +1,1 @@
-env LC_ALL=C dd if=/tmp/pcb-fstime.06ae0a/mnt-ext4-on-tmpfs/dd-src of=/tmp/pcb-fstime.06ae0a/mnt-ext4-on-tmpfs/dd-dst bs=1k conv=notrunc
+env LC_ALL=C dd if=/tmp/pcb-fstime.6267a2/mnt-ext4-on-tmpfs/dd-src of=/tmp/pcb-fstime.6267a2/mnt-ext4-on-tmpfs/dd-dst bs=1k conv=notrunc

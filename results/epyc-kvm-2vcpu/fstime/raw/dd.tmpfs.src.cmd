@@ -1,1 +1,1 @@
-dd if=/dev/zero of=/tmp/pcb-fstime.06ae0a/tmpfs/files/dd-src bs=1M count=64 status=none
+dd if=/dev/zero of=/tmp/pcb-fstime.6267a2/tmpfs/files/dd-src bs=1M count=64 status=none

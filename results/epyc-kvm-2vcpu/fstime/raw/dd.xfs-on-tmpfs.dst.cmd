@@ -1,1 +1,1 @@
-dd if=/dev/zero of=/tmp/pcb-fstime.06ae0a/mnt-xfs-on-tmpfs/dd-dst bs=1M count=64 status=none
+dd if=/dev/zero of=/tmp/pcb-fstime.6267a2/mnt-xfs-on-tmpfs/dd-dst bs=1M count=64 status=none

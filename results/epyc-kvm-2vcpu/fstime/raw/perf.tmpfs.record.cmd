@@ -1,1 +1,1 @@
-perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.06ae0a/perf-tmpfs.data -p 1905 -- sleep 3
+perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.6267a2/perf-tmpfs.data -p 25276 -- sleep 3

@@ -1,1 +1,1 @@
-head -n 60 /tmp/pcb-fstime.06ae0a/perf-tmpfs.script
+head -n 60 /tmp/pcb-fstime.6267a2/perf-tmpfs.script

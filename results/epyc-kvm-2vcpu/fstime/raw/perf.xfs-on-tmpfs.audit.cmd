@@ -1,1 +1,1 @@
-/work/main/.venv/bin/python /work/main/labs/fstime/auditframes.py /work/main/results/epyc-kvm-2vcpu/.fstime.partial/flame-xfs-on-tmpfs.folded
+/work/fmX/.venv/bin/python /work/fmX/labs/fstime/auditframes.py /work/fs1/epyc-kvm-2vcpu/.fstime.partial/flame-xfs-on-tmpfs.folded

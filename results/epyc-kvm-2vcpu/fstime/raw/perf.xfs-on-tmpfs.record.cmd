@@ -1,1 +1,1 @@
-perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.06ae0a/perf-xfs-on-tmpfs.data -p 2195 -- sleep 3
+perf record --no-buildid-cache -g -F 997 -o /tmp/pcb-fstime.6267a2/perf-xfs-on-tmpfs.data -p 25566 -- sleep 3

@@ -1,1 +1,1 @@
-perf report -i /tmp/pcb-fstime.06ae0a/perf-xfs-on-tmpfs.data --stdio --no-children --sort sym -g none --percent-limit 2
+perf report -i /tmp/pcb-fstime.6267a2/perf-xfs-on-tmpfs.data --stdio --no-children --sort sym -g none --percent-limit 2

@@ -1,1 +1,1 @@
-perf script -F comm\,tid\,time\,period\,event\,ip\,sym\,symoff\,dso -i /tmp/pcb-fstime.06ae0a/perf-xfs-on-tmpfs.data
+perf script -F comm\,tid\,time\,period\,event\,ip\,sym\,symoff\,dso -i /tmp/pcb-fstime.6267a2/perf-xfs-on-tmpfs.data

@@ -1,1 +1,1 @@
-df -T /tmp/pcb-fstime.06ae0a/disk /tmp/pcb-fstime.06ae0a/tmpfs/files /tmp/pcb-fstime.06ae0a/mnt-ext4-on-tmpfs /tmp/pcb-fstime.06ae0a/mnt-xfs-on-tmpfs /tmp/pcb-fstime.06ae0a/mnt-xfs-on-disk
+df -T /tmp/pcb-fstime.6267a2/disk /tmp/pcb-fstime.6267a2/tmpfs/files /tmp/pcb-fstime.6267a2/mnt-ext4-on-tmpfs /tmp/pcb-fstime.6267a2/mnt-xfs-on-tmpfs /tmp/pcb-fstime.6267a2/mnt-xfs-on-disk

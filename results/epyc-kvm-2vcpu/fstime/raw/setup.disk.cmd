@@ -1,1 +1,1 @@
-mkdir /tmp/pcb-fstime.06ae0a/disk
+mkdir /tmp/pcb-fstime.6267a2/disk

@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop0 /tmp/pcb-fstime.06ae0a/tmpfs/ext4.img
+losetup --show --direct-io=on /dev/loop0 /tmp/pcb-fstime.6267a2/tmpfs/ext4.img

@@ -1,1 +1,1 @@
-mount -t ext4 /dev/loop0 /tmp/pcb-fstime.06ae0a/mnt-ext4-on-tmpfs
+mount -t ext4 /dev/loop0 /tmp/pcb-fstime.6267a2/mnt-ext4-on-tmpfs

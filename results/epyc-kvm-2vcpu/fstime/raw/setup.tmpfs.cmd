@@ -1,1 +1,1 @@
-mount -t tmpfs -o size=768m\,mode=0700 tmpfs /tmp/pcb-fstime.06ae0a/tmpfs
+mount -t tmpfs -o size=768m\,mode=0700 tmpfs /tmp/pcb-fstime.6267a2/tmpfs

@@ -1,1 +1,1 @@
-mkdir /tmp/pcb-fstime.06ae0a/tmpfs/files
+mkdir /tmp/pcb-fstime.6267a2/tmpfs/files

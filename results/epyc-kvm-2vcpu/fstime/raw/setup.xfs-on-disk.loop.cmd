@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop2 /tmp/pcb-fstime.06ae0a/xfs.img
+losetup --show --direct-io=on /dev/loop2 /tmp/pcb-fstime.6267a2/xfs.img

@@ -1,1 +1,1 @@
-mount -t xfs /dev/loop2 /tmp/pcb-fstime.06ae0a/mnt-xfs-on-disk
+mount -t xfs /dev/loop2 /tmp/pcb-fstime.6267a2/mnt-xfs-on-disk

@@ -1,1 +1,1 @@
-truncate -s 512M /tmp/pcb-fstime.06ae0a/tmpfs/xfs.img
+truncate -s 512M /tmp/pcb-fstime.6267a2/tmpfs/xfs.img

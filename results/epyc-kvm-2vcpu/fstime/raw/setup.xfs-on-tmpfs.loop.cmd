@@ -1,1 +1,1 @@
-losetup --show --direct-io=on /dev/loop1 /tmp/pcb-fstime.06ae0a/tmpfs/xfs.img
+losetup --show --direct-io=on /dev/loop1 /tmp/pcb-fstime.6267a2/tmpfs/xfs.img

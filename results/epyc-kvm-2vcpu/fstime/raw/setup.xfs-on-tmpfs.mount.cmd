@@ -1,1 +1,1 @@
-mount -t xfs /dev/loop1 /tmp/pcb-fstime.06ae0a/mnt-xfs-on-tmpfs
+mount -t xfs /dev/loop1 /tmp/pcb-fstime.6267a2/mnt-xfs-on-tmpfs

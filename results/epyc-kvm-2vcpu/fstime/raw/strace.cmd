@@ -1,1 +1,1 @@
-timeout -s INT 3 strace -c -p 2495
+timeout -s INT 3 strace -c -p 25866

@@ -1,1 +1,1 @@
-/tmp/pcb-lat_tcp.914c7f/lat_tcp -s -p 31235
+/tmp/pcb-lat_tcp.98e356/lat_tcp -s -p 31235

@@ -1,1 +1,1 @@
-perf script -F trace:comm\,tid\,cpu\,time\,event\,trace -i /tmp/pcb-lat_tcp.914c7f/sched-free-2.data
+perf script -F trace:comm\,tid\,cpu\,time\,event\,trace -i /tmp/pcb-lat_tcp.98e356/sched-free-2.data

@@ -1,1 +1,1 @@
-ip -n pcb-lat-b-3775 addr add 198.18.0.2/30 dev pcb-vb
+ip -n pcb-lat-b-30998 addr add 198.18.0.2/30 dev pcb-vb

@@ -1,1 +1,1 @@
-ip link add pcb-va netns pcb-lat-a-3775 type veth peer name pcb-vb netns pcb-lat-b-3775
+ip link add pcb-va netns pcb-lat-a-30998 type veth peer name pcb-vb netns pcb-lat-b-30998

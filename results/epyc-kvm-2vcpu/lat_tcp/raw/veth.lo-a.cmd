@@ -1,1 +1,1 @@
-ip -n pcb-lat-a-3775 link set lo up
+ip -n pcb-lat-a-30998 link set lo up

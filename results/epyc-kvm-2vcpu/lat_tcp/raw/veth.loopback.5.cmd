@@ -1,1 +1,1 @@
-ip netns exec pcb-lat-a-3775 taskset -c 0 /tmp/pcb-lat_tcp.914c7f/lat_tcp -m 1 -N 5 -t 0.2 -p 31235 127.0.0.1
+ip netns exec pcb-lat-a-30998 taskset -c 0 /tmp/pcb-lat_tcp.98e356/lat_tcp -m 1 -N 5 -t 0.2 -p 31235 127.0.0.1

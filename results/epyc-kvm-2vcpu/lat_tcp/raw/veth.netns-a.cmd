@@ -1,1 +1,1 @@
-ip netns add pcb-lat-a-3775
+ip netns add pcb-lat-a-30998

@@ -1,1 +1,1 @@
-ip netns add pcb-lat-b-3775
+ip netns add pcb-lat-b-30998

@@ -1,1 +1,1 @@
-ip -n pcb-lat-a-3775 link set pcb-va up
+ip -n pcb-lat-a-30998 link set pcb-va up

@@ -1,1 +1,1 @@
-grep -r . /sys/devices/system/cpu/cpuidle/
+grep -r . /sys/devices/system/cpu/cpuidle/ /sys/module/haltpoll/parameters/ /sys/module/cpuidle_haltpoll/parameters/

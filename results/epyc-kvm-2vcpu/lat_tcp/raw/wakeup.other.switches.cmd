@@ -1,1 +1,1 @@
-perf sched timehist -i /tmp/pcb-lat_tcp.914c7f/sched-other-core.data --state --no-call-graph
+perf sched timehist -i /tmp/pcb-lat_tcp.98e356/sched-other-core.data --state --no-call-graph

@@ -1,1 +1,1 @@
-perf sched timehist -i /tmp/pcb-lat_tcp.914c7f/sched-same-cpu.data -s
+perf sched timehist -i /tmp/pcb-lat_tcp.98e356/sched-same-cpu.data -s

@@ -1,0 +1,1 @@
+lscpu -e=CPU\,CORE\,SOCKET\,NODE\,CACHE\,ONLINE

@@ -1,0 +1,1 @@
+numactl --hardware

@@ -1,0 +1,1 @@
+ip netns add pcb-lat-a-3775

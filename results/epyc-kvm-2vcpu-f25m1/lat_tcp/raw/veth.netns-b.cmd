@@ -1,0 +1,1 @@
+ip netns add pcb-lat-b-3775

@@ -1,0 +1,1 @@
+ip -n pcb-lat-a-3775 link set pcb-va up

@@ -1,0 +1,1 @@
+ip -n pcb-lat-b-3775 link set pcb-vb up

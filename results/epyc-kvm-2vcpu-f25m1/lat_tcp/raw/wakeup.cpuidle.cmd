@@ -1,0 +1,1 @@
+grep -r . /sys/devices/system/cpu/cpuidle/

@@ -1,0 +1,1 @@
+perf sched timehist -i /tmp/pcb-lat_tcp.914c7f/sched-same-cpu.data -s
