@@ -51,7 +51,7 @@ def test_chapter_tables_tabs_flamegraph(served, watched, artifacts_dir):
     ref_label = ref["host"]["label"]
     same = next(m for m in ref["measurements"] if m["case"].get("experiment") == "pinned" and m["case"]["pin"] == "same-cpu")
     table = page.locator(".tabbed-set").filter(has_text="server_cpu").first
-    # the label whole: another host's label may begin with it (epyc-kvm-2vcpu-f25m1)
+    # the label whole: another host's label may begin with it (epyc-kvm-2vcpu-…)
     assert table.locator("label", has_text=re.compile(re.escape(ref_label) + r"(?![\w-])")).count() == 1
     table.scroll_into_view_if_needed()
     expect(table.locator(".tabbed-block").first).to_contain_text(shown_median(ref, same), use_inner_text=True)
@@ -113,7 +113,7 @@ def test_compare_page_puts_both_hosts_side_by_side(served, watched, artifacts_di
     page.goto(f"{url}/compare/", wait_until="networkidle")
     ref = model.load(refhost.result("lat_tcp"))
     title = f"test-quick vs {ref['host']['label']}"
-    whole = re.compile(re.escape(title) + r"(?![\w-])")     # not "… vs epyc-kvm-2vcpu-f25m1"
+    whole = re.compile(re.escape(title) + r"(?![\w-])")     # not "… vs epyc-kvm-2vcpu-…"
     tab = page.locator(".tabbed-labels label", has_text=whole)
     if tab.count():  # several pairs of hosts: one tab each (a tab but the first is fetched when shown)
         assert tab.count() == 1

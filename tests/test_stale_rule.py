@@ -255,8 +255,7 @@ def test_git_that_does_not_answer_leaves_the_state_unknown(repo, monkeypatch):
 # reference run (its page says "stale: rerun the lab" meanwhile): lab → why.
 STALE_UNTIL_RERUN: dict[str, str] = {
     "lat_tcp": "the wakeup group's cpuidle step also reads the haltpoll modules' parameters; the Xeon "
-               "VM's result and the other EPYC model's (epyc-kvm-2vcpu-f25m1), kept beside the "
-               "reference, wait for a machine of their kind",
+               "VM's result, kept beside the EPYC reference, waits for a machine of that kind",
     "optane_kyber": "the overhead group's quick case list follows higher-rate-costs-more to one job; "
                     "the Xeon VM's result, kept beside the EPYC reference, waits for a machine of that kind",
 }

@@ -1,1 +1,0 @@
-gcc -O2 -g -fno-omit-frame-pointer -Wall -Wextra -std=c11 -D_GNU_SOURCE -o /tmp/pcb-lat_tcp.914c7f/lat_tcp /work/fmX/labs/lat_tcp/lat_tcp.c

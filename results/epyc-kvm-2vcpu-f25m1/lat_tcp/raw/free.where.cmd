@@ -1,1 +1,0 @@
-sh -c while\ :\;\ do\ ps\ -o\ pid=\,ppid=\,psr=\,pcpu=\,args=\ -C\ lat_tcp\;\ echo\;\ sleep\ 0.05\;\ done

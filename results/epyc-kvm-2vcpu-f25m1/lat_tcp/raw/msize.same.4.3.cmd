@@ -1,1 +1,0 @@
-taskset -c 0 /tmp/pcb-lat_tcp.914c7f/lat_tcp -m 4 -N 5 -t 0.2 -p 31234 127.0.0.1

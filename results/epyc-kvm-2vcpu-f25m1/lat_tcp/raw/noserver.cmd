@@ -1,1 +1,0 @@
-/tmp/pcb-lat_tcp.914c7f/lat_tcp -N 3 -t 0.05 -p 31244 127.0.0.1

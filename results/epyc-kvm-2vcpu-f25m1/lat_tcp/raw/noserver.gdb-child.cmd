@@ -1,1 +1,0 @@
-gdb -q -batch -ex set\ follow-fork-mode\ child -ex set\ detach-on-fork\ off -ex break\ serve_connection -ex run -ex bt -ex info\ inferiors -ex kill -ex inferior\ 1 -ex kill --args /tmp/pcb-lat_tcp.914c7f/lat_tcp -s -p 31254

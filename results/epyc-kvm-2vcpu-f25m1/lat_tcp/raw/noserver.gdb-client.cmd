@@ -1,1 +1,0 @@
-/tmp/pcb-lat_tcp.914c7f/lat_tcp -N 1 -t 0.05 -p 31254 127.0.0.1

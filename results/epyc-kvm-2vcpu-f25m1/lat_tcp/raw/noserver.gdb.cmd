@@ -1,1 +1,0 @@
-gdb -q -batch -ex break\ connect -ex run -ex finish -ex continue --args /tmp/pcb-lat_tcp.914c7f/lat_tcp -N 1 -t 0.05 -p 31244 127.0.0.1

@@ -1,1 +1,0 @@
-/work/fmX/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-lat_tcp.914c7f/perf-other-core.script --folded /work/ltC/epyc-kvm-2vcpu/.lat_tcp.partial/flame-other-core.folded --svg /work/ltC/epyc-kvm-2vcpu/.lat_tcp.partial/flame-other-core.svg --title lat_tcp\ client\,\ server\ on\ CPU\ 0\,\ client\ on\ CPU\ 1

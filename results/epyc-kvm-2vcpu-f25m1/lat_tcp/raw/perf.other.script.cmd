@@ -1,1 +1,0 @@
-perf script -F comm\,tid\,time\,period\,event\,ip\,sym\,symoff\,dso -i /tmp/pcb-lat_tcp.914c7f/perf-other-core-1.data

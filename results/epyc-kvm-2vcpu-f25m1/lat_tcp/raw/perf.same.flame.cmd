@@ -1,1 +1,0 @@
-/work/fmX/.venv/bin/python -m labkit flame --perf-script /tmp/pcb-lat_tcp.914c7f/perf-same-cpu.script --folded /work/ltC/epyc-kvm-2vcpu/.lat_tcp.partial/flame-same-cpu.folded --svg /work/ltC/epyc-kvm-2vcpu/.lat_tcp.partial/flame-same-cpu.svg --title lat_tcp\ client\,\ server\ on\ CPU\ 0\,\ client\ on\ CPU\ 0

@@ -1,1 +1,0 @@
-perf record -g -F 997 --no-buildid-cache -o /tmp/pcb-lat_tcp.914c7f/perf-same-cpu-5.data -- taskset -c 0 /tmp/pcb-lat_tcp.914c7f/lat_tcp -m 1 -N 5 -t 0.2 -p 31234 127.0.0.1

@@ -1,1 +1,0 @@
-perf script -F trace:comm\,tid\,cpu\,time\,event\,trace -i /tmp/pcb-lat_tcp.914c7f/sched-free-4.data

@@ -1,1 +1,0 @@
-lscpu -e=CPU\,CORE\,SOCKET\,NODE\,CACHE\,ONLINE

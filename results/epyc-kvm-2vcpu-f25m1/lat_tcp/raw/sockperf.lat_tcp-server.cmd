@@ -1,1 +1,0 @@
-taskset -c 0 /tmp/pcb-lat_tcp.914c7f/lat_tcp -s -p 31234

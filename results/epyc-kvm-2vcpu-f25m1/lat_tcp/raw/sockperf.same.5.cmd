@@ -1,1 +1,0 @@
-taskset -c 0 sockperf ping-pong -i 127.0.0.1 -p 31235 --tcp -m 14 -t 3

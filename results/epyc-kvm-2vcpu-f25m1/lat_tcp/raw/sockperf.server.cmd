@@ -1,1 +1,0 @@
-taskset -c 0 sockperf server -i 127.0.0.1 -p 31235 --tcp

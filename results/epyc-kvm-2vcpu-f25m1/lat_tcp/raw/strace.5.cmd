@@ -1,1 +1,0 @@
-strace -c -o /work/ltC/epyc-kvm-2vcpu/.lat_tcp.partial/raw/strace.5.summary taskset -c 1 /tmp/pcb-lat_tcp.914c7f/lat_tcp -m 1 -N 5 -t 0.2 -p 31234 127.0.0.1

@@ -1,1 +1,0 @@
-ip -n pcb-lat-a-3775 addr add 198.18.0.1/30 dev pcb-va

@@ -1,1 +1,0 @@
-ip -n pcb-lat-b-3775 addr add 198.18.0.2/30 dev pcb-vb

@@ -1,1 +1,0 @@
-ip link add pcb-va netns pcb-lat-a-3775 type veth peer name pcb-vb netns pcb-lat-b-3775

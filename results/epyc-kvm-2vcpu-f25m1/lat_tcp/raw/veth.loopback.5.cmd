@@ -1,1 +1,0 @@
-ip netns exec pcb-lat-a-3775 taskset -c 0 /tmp/pcb-lat_tcp.914c7f/lat_tcp -m 1 -N 5 -t 0.2 -p 31235 127.0.0.1

@@ -1,1 +1,0 @@
-ip netns add pcb-lat-a-3775

@@ -1,1 +1,0 @@
-ip netns add pcb-lat-b-3775

@@ -1,1 +1,0 @@
-ip netns exec pcb-lat-a-3775 taskset -c 0 /tmp/pcb-lat_tcp.914c7f/lat_tcp -s -p 31235

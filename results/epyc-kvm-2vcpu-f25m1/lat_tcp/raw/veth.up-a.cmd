@@ -1,1 +1,0 @@
-ip -n pcb-lat-a-3775 link set pcb-va up

@@ -1,1 +1,0 @@
-ip -n pcb-lat-b-3775 link set pcb-vb up

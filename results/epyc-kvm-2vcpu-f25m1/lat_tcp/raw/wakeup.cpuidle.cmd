@@ -1,1 +1,0 @@
-grep -r . /sys/devices/system/cpu/cpuidle/

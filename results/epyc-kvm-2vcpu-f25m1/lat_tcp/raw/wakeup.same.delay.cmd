@@ -1,1 +1,0 @@
-/work/fmX/.venv/bin/python -m labkit.parsers.perf_sched_timehist --comm lat_tcp /tmp/pcb-lat_tcp.914c7f/timehist-same-cpu.txt

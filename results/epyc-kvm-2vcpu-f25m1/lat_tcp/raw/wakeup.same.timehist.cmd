@@ -1,1 +1,0 @@
-perf sched timehist -i /tmp/pcb-lat_tcp.914c7f/sched-same-cpu.data -s
