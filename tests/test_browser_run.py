@@ -31,6 +31,13 @@ def served(tmp_path_factory, lat_tcp_quick):
     server.shutdown()
 
 
+def whole(text: str) -> re.Pattern:
+    """``text`` as a whole label or caption, for Playwright's ``has_text``: not followed by a
+    word character or a hyphen, so that a host label does not also match a longer label that
+    begins with it (``epyc-kvm-2vcpu`` and ``epyc-kvm-2vcpu-…``)."""
+    return re.compile(re.escape(text) + r"(?![\w-])")
+
+
 def shown_median(result: dict, m: dict) -> str:
     """The median of measurement ``m`` as the pinned round-trip table of ``result`` shows it
     (one precision per column: labkit.view.render.measurement_table with page=True)."""
@@ -51,8 +58,8 @@ def test_chapter_tables_tabs_flamegraph(served, watched, artifacts_dir):
     ref_label = ref["host"]["label"]
     same = next(m for m in ref["measurements"] if m["case"].get("experiment") == "pinned" and m["case"]["pin"] == "same-cpu")
     table = page.locator(".tabbed-set").filter(has_text="server_cpu").first
-    # the label whole: another host's label may begin with it (epyc-kvm-2vcpu-…)
-    assert table.locator("label", has_text=re.compile(re.escape(ref_label) + r"(?![\w-])")).count() == 1
+    ref_tab = table.locator("label", has_text=whole(ref_label))
+    assert ref_tab.count() == 1
     table.scroll_into_view_if_needed()
     expect(table.locator(".tabbed-block").first).to_contain_text(shown_median(ref, same), use_inner_text=True)
 
@@ -70,7 +77,7 @@ def test_chapter_tables_tabs_flamegraph(served, watched, artifacts_dir):
         return set.querySelectorAll(':scope > .tabbed-labels > label')[i]?.textContent || '';
     })""")
     assert checked and all("test-quick" in c for c in checked), checked
-    table.locator("label", has_text=re.compile(re.escape(ref_label) + r"(?![\w-])")).click()
+    ref_tab.click()
 
     # the flame graph: an inferno SVG with its frames, loaded from this site when scrolled to
     fg = page.locator("object.pc-flamegraph:visible").first
@@ -113,14 +120,13 @@ def test_compare_page_puts_both_hosts_side_by_side(served, watched, artifacts_di
     page.goto(f"{url}/compare/", wait_until="networkidle")
     ref = model.load(refhost.result("lat_tcp"))
     title = f"test-quick vs {ref['host']['label']}"
-    whole = re.compile(re.escape(title) + r"(?![\w-])")     # not "… vs epyc-kvm-2vcpu-…"
-    tab = page.locator(".tabbed-labels label", has_text=whole)
+    tab = page.locator(".tabbed-labels label", has_text=whole(title))
     if tab.count():  # several pairs of hosts: one tab each (a tab but the first is fetched when shown)
         assert tab.count() == 1
         tab.click()
         block = page.locator(".tabbed-block:visible").first
     else:  # one pair: no tab strip, the pair named in a caption over its tables
-        caption = page.locator(".pc-caption", has_text=whole)
+        caption = page.locator(".pc-caption", has_text=whole(title))
         assert caption.count() == 1
         block = page.locator(".pc-data", has=caption)
     expect(block.locator(":scope > .pc-fold")).to_have_count(0)
